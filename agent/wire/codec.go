@@ -1,0 +1,147 @@
+package wire
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// ErrTooLarge is returned for a frame whose length exceeds MaxPayload.
+var ErrTooLarge = errors.New("wire: frame too large")
+
+// Conn is one end of a session. Send methods are safe for concurrent use;
+// Recv must be called from one goroutine.
+type Conn struct {
+	rwc io.ReadWriteCloser
+	r   *bufio.Reader
+
+	mu  sync.Mutex // serialises writes so frames never interleave
+	hdr [5]byte
+}
+
+// NewConn wraps a stream (an SSH channel, stdin/stdout, a socket).
+func NewConn(rwc io.ReadWriteCloser) *Conn {
+	return &Conn{rwc: rwc, r: bufio.NewReaderSize(rwc, 256<<10)}
+}
+
+// Close closes the underlying stream.
+func (c *Conn) Close() error { return c.rwc.Close() }
+
+// Send encodes v as JSON and writes one frame. v may be nil for kinds
+// without payload.
+func (c *Conn) Send(k Kind, v any) error {
+	var p []byte
+	if v != nil {
+		var err error
+		if p, err = json.Marshal(v); err != nil {
+			return fmt.Errorf("wire: encode %s: %w", k, err)
+		}
+	}
+	return c.write(k, nil, p)
+}
+
+// SendOutput writes an output frame: rank output, whole lines.
+func (c *Conn) SendOutput(rank int, s Stream, data []byte) error {
+	var h [5]byte
+	binary.BigEndian.PutUint32(h[:4], uint32(rank))
+	h[4] = byte(s)
+	return c.write(KindOutput, h[:], data)
+}
+
+// SendStdin writes stdin bytes for a rank; empty data means EOF.
+func (c *Conn) SendStdin(rank int, data []byte) error {
+	var h [4]byte
+	binary.BigEndian.PutUint32(h[:], uint32(rank))
+	return c.write(KindStdin, h[:], data)
+}
+
+func (c *Conn) write(k Kind, sub, p []byte) error {
+	n := len(sub) + len(p)
+	if n > MaxPayload {
+		return fmt.Errorf("%w: %s of %d bytes", ErrTooLarge, k, n)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hdr[0] = byte(k)
+	binary.BigEndian.PutUint32(c.hdr[1:], uint32(n))
+	// One Write per frame where it is cheap to build: small frames are
+	// copied into one buffer so a stream transport sends one packet.
+	if n <= 4096 {
+		buf := make([]byte, 0, 5+n)
+		buf = append(buf, c.hdr[:]...)
+		buf = append(buf, sub...)
+		buf = append(buf, p...)
+		_, err := c.rwc.Write(buf)
+		return err
+	}
+	if _, err := c.rwc.Write(c.hdr[:]); err != nil {
+		return err
+	}
+	if len(sub) > 0 {
+		if _, err := c.rwc.Write(sub); err != nil {
+			return err
+		}
+	}
+	_, err := c.rwc.Write(p)
+	return err
+}
+
+// Msg is one received frame.
+type Msg struct {
+	Kind    Kind
+	Payload []byte
+}
+
+// Recv reads the next frame. The payload is a fresh slice the caller owns.
+func (c *Conn) Recv() (Msg, error) {
+	var h [5]byte
+	if _, err := io.ReadFull(c.r, h[:]); err != nil {
+		return Msg{}, err
+	}
+	n := binary.BigEndian.Uint32(h[1:])
+	if n > MaxPayload {
+		return Msg{}, fmt.Errorf("%w: %d bytes", ErrTooLarge, n)
+	}
+	p := make([]byte, n)
+	if _, err := io.ReadFull(c.r, p); err != nil {
+		return Msg{}, fmt.Errorf("wire: short frame: %w", err)
+	}
+	return Msg{Kind: Kind(h[0]), Payload: p}, nil
+}
+
+// Decode unmarshals a JSON payload into v.
+func (m Msg) Decode(v any) error {
+	if err := json.Unmarshal(m.Payload, v); err != nil {
+		return fmt.Errorf("wire: decode %s: %w", m.Kind, err)
+	}
+	return nil
+}
+
+// Output splits an output frame.
+func (m Msg) Output() (rank int, s Stream, data []byte, err error) {
+	if m.Kind != KindOutput || len(m.Payload) < 5 {
+		return 0, 0, nil, fmt.Errorf("wire: malformed output frame (%d bytes)", len(m.Payload))
+	}
+	return int(binary.BigEndian.Uint32(m.Payload)), Stream(m.Payload[4]), m.Payload[5:], nil
+}
+
+// Stdin splits a stdin frame.
+func (m Msg) Stdin() (rank int, data []byte, err error) {
+	if m.Kind != KindStdin || len(m.Payload) < 4 {
+		return 0, nil, fmt.Errorf("wire: malformed stdin frame (%d bytes)", len(m.Payload))
+	}
+	return int(binary.BigEndian.Uint32(m.Payload)), m.Payload[4:], nil
+}
+
+// VersionError says the two sides speak different protocol versions.
+type VersionError struct {
+	Ours, Theirs int
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("protocol version mismatch: this side speaks %d, the peer speaks %d (use the same gangway release on the launcher and every agent)", e.Ours, e.Theirs)
+}

@@ -1,0 +1,295 @@
+// Package wire defines the launcher-agent protocol: message kinds, their
+// payloads, and a framed codec that both sides share.
+//
+// A frame is one byte of kind, four bytes of big-endian payload length, then
+// the payload. Control messages carry JSON; the two hot paths (rank output
+// and stdin) carry a small binary header and raw bytes, so output is never
+// base64-encoded or copied through a JSON encoder.
+//
+// The launcher opens the SSH subsystem named Subsystem (or runs
+// `agent --stdio`) and speaks first with Hello. The agent answers with Facts,
+// or with Error when the protocol versions differ.
+package wire
+
+import "time"
+
+// Version is the protocol version. Both sides refuse a peer whose Hello or
+// Facts carries another number, with a message naming both versions.
+const Version = 1
+
+// Subsystem is the SSH subsystem name the agent serves the protocol on.
+const Subsystem = "gangway"
+
+// MaxPayload bounds one frame's payload. Output frames are far smaller; the
+// bound only protects a reader from a corrupt length.
+const MaxPayload = 64 << 20
+
+// Kind says which message a frame holds.
+type Kind uint8
+
+// Message kinds. L->A is launcher to agent, A->L agent to launcher.
+const (
+	KindHello       Kind = iota + 1 // L->A Hello
+	KindFacts                       // A->L Facts
+	KindStart                       // L->A StartJob: prepare ranks, do not run them
+	KindReady                       // A->L Ready: every local rank is prepared (or Err)
+	KindGo                          // L->A (no payload): spawn the prepared ranks
+	KindStarted                     // A->L Started: pids of spawned ranks
+	KindOutput                      // A->L binary: rank output, whole lines
+	KindStdin                       // L->A binary: bytes for a rank's stdin; empty = EOF
+	KindExit                        // A->L Exit: one rank ended
+	KindSignal                      // L->A Signal: send a signal to every rank's group
+	KindStop                        // L->A Stop: SIGTERM every group, SIGKILL after grace
+	KindFence                       // A->L Fence: every local rank entered barrier Seq
+	KindFenceDone                   // L->A FenceDone: every host entered barrier Seq
+	KindAbort                       // A->L Abort: a rank asked to abort the job (PMI)
+	KindDone                        // A->L (no payload): every local rank ended, groups reaped
+	KindError                       // either way: Error, fatal for the session
+	KindPrepare                     // L->A Prepare: node preparation before StartJob
+	KindPrepared                    // A->L Prepared
+	KindProbe                       // L->A Probe: dial peers (reachability preflight)
+	KindProbeResult                 // A->L ProbeResult
+)
+
+var kindNames = map[Kind]string{
+	KindHello: "hello", KindFacts: "facts", KindStart: "start", KindReady: "ready",
+	KindGo: "go", KindStarted: "started", KindOutput: "output", KindStdin: "stdin",
+	KindExit: "exit", KindSignal: "signal", KindStop: "stop", KindFence: "fence",
+	KindFenceDone: "fence-done", KindAbort: "abort", KindDone: "done", KindError: "error",
+	KindPrepare: "prepare", KindPrepared: "prepared", KindProbe: "probe", KindProbeResult: "probe-result",
+}
+
+func (k Kind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return "kind(" + itoa(int(k)) + ")"
+}
+
+// Stream names a rank's output stream.
+type Stream uint8
+
+// Output streams.
+const (
+	Stdout Stream = 1
+	Stderr Stream = 2
+)
+
+func (s Stream) String() string {
+	switch s {
+	case Stdout:
+		return "stdout"
+	case Stderr:
+		return "stderr"
+	}
+	return "stream(" + itoa(int(s)) + ")"
+}
+
+// Hello opens a session.
+type Hello struct {
+	Version  int    `json:"version"`
+	Launcher string `json:"launcher"` // launcher's version string, for logs
+	JobID    string `json:"job_id"`
+	Host     string `json:"host"` // the name the launcher knows this host by
+	// Probe asks the agent to include a free TCP port (for MASTER_PORT).
+	WantPort bool `json:"want_port,omitempty"`
+}
+
+// Facts describes the agent's host. Discovery fills what it can; empty
+// fields mean "not known", never "none" unless documented.
+type Facts struct {
+	Version   int    `json:"version"`
+	Agent     string `json:"agent"` // agent's version string
+	Name      string `json:"name"`  // --name, default hostname
+	Hostname  string `json:"hostname"`
+	CPUs      int    `json:"cpus"`
+	NUMANodes int    `json:"numa_nodes"`
+	// FreePort is a TCP port that was free on every address of this host
+	// when Facts was built (MASTER_PORT for rank 0's host).
+	FreePort      int      `json:"free_port,omitempty"`
+	NICs          []NIC    `json:"nics,omitempty"`
+	HCAs          []HCA    `json:"hcas,omitempty"`
+	GPUs          []GPU    `json:"gpus,omitempty"`
+	GPUTopo       *Topo    `json:"gpu_topo,omitempty"`
+	CanDropCaches bool     `json:"can_drop_caches"`
+	DiscoveryErrs []string `json:"discovery_errors,omitempty"`
+}
+
+// NIC is one network interface.
+type NIC struct {
+	Name      string   `json:"name"`
+	Index     int      `json:"index"`
+	Type      string   `json:"type"` // netlink link type: device, veth, bridge, ipoib, loopback...
+	Up        bool     `json:"up"`   // administratively up and running (carrier)
+	MTU       int      `json:"mtu"`
+	SpeedMbps int      `json:"speed_mbps,omitempty"` // 0 when unknown
+	Addrs     []string `json:"addrs,omitempty"`      // CIDR, e.g. 198.18.0.2/24
+	Master    string   `json:"master,omitempty"`     // bridge or bond this NIC is enslaved to
+}
+
+// HCA is one port of an InfiniBand or RoCE adapter.
+type HCA struct {
+	Name      string  `json:"name"` // mlx5_0
+	Port      int     `json:"port"`
+	State     string  `json:"state"`      // ACTIVE, DOWN... (text after "N: ")
+	LinkLayer string  `json:"link_layer"` // InfiniBand or Ethernet
+	RateGbps  float64 `json:"rate_gbps,omitempty"`
+	Netdev    string  `json:"netdev,omitempty"` // ib0, enp1s0f0...
+	NUMANode  int     `json:"numa_node"`        // -1 when unknown
+}
+
+// GPU is one NVIDIA GPU.
+type GPU struct {
+	Index    int    `json:"index"`
+	UUID     string `json:"uuid,omitempty"`
+	BusID    string `json:"bus_id,omitempty"`
+	Name     string `json:"name,omitempty"`
+	NUMANode int    `json:"numa_node"` // -1 when unknown
+}
+
+// Topo is the GPU interconnect matrix of `nvidia-smi topo -m`:
+// Link[i][j] is the connection between GPU i and GPU j ("X", "NV12", "SYS"...).
+type Topo struct {
+	Link [][]string `json:"link"`
+}
+
+// StartJob hands an agent its share of a job. The agent prepares everything
+// (PMI sockets, output pipes, working directories checked) and answers Ready;
+// nothing runs until Go.
+type StartJob struct {
+	JobID     string        `json:"job_id"`
+	Ranks     []RankSpec    `json:"ranks"`
+	KillGrace time.Duration `json:"kill_grace"`
+	// StdinRank is the global rank that receives the launcher's stdin, or -1.
+	StdinRank int     `json:"stdin_rank"`
+	PMI       *PMIJob `json:"pmi,omitempty"`
+	Bind      string  `json:"bind,omitempty"` // none (default), numa, core
+}
+
+// RankSpec is one rank to run.
+type RankSpec struct {
+	Rank      int      `json:"rank"`
+	LocalRank int      `json:"local_rank"`
+	Argv      []string `json:"argv"`
+	Env       []string `json:"env"` // sorted KEY=VALUE, the whole environment
+	Dir       string   `json:"dir,omitempty"`
+	GPUs      []int    `json:"gpus,omitempty"` // for NUMA binding
+}
+
+// PMIJob asks the agent to serve PMI to its ranks.
+type PMIJob struct {
+	KVSName string `json:"kvs_name"`
+	Size    int    `json:"size"`
+	Mapping string `json:"mapping"` // PMI_process_mapping
+	// Port mode: serve PMI_PORT + PMI_ID instead of PMI_FD.
+	PortMode bool `json:"port_mode,omitempty"`
+}
+
+// Ready answers StartJob.
+type Ready struct {
+	Err string `json:"err,omitempty"`
+}
+
+// Started reports spawned ranks.
+type Started struct {
+	Pids map[int]int `json:"pids"` // rank -> pid
+}
+
+// Exit reports the end of one rank.
+type Exit struct {
+	Rank   int    `json:"rank"`
+	Pid    int    `json:"pid,omitempty"`
+	Code   int    `json:"code"`             // shell-style: 128+N for signal N, 127 not found
+	Signal int    `json:"signal,omitempty"` // the signal that killed it, 0 if none
+	Err    string `json:"err,omitempty"`    // spawn or PMI error, if any
+	// Stopped is true when the rank ended because the launcher stopped it.
+	Stopped bool `json:"stopped,omitempty"`
+}
+
+// Signal asks the agent to deliver a signal to every rank's process group.
+type Signal struct {
+	Name string `json:"name"` // TERM, KILL, INT, HUP, QUIT, USR1, USR2, CONT, STOP
+}
+
+// Stop asks the agent to end every rank: SIGTERM to each process group,
+// SIGKILL after Grace.
+type Stop struct {
+	Grace time.Duration `json:"grace"`
+}
+
+// Fence is an agent's arrival at PMI barrier Seq: every local rank entered
+// it. Puts are the key-value pairs its ranks put since the previous fence.
+type Fence struct {
+	Seq  int               `json:"seq"`
+	Puts map[string]string `json:"puts,omitempty"`
+}
+
+// FenceDone completes barrier Seq on every host; Puts are every host's puts
+// of that epoch, merged.
+type FenceDone struct {
+	Seq  int               `json:"seq"`
+	Puts map[string]string `json:"puts,omitempty"`
+}
+
+// Abort is a rank's request to abort the whole job with Code.
+type Abort struct {
+	Rank int    `json:"rank"`
+	Code int    `json:"code"`
+	Msg  string `json:"msg,omitempty"`
+}
+
+// Error is a fatal session error.
+type Error struct {
+	Msg string `json:"msg"`
+}
+
+// Prepare asks for node preparation before StartJob.
+type Prepare struct {
+	DropCaches int `json:"drop_caches,omitempty"` // 1, 2 or 3; 0 = no
+}
+
+// Prepared answers Prepare.
+type Prepared struct {
+	Took time.Duration `json:"took"`
+	Err  string        `json:"err,omitempty"`
+}
+
+// Probe asks the agent to open a TCP connection to each target (host:port).
+type Probe struct {
+	Targets []string      `json:"targets"`
+	Timeout time.Duration `json:"timeout"`
+}
+
+// ProbeResult answers Probe, one entry per target, in order.
+type ProbeResult struct {
+	Results []ProbeOne `json:"results"`
+}
+
+// ProbeOne is the outcome of one dial.
+type ProbeOne struct {
+	Target string        `json:"target"`
+	Took   time.Duration `json:"took"`
+	Err    string        `json:"err,omitempty"`
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}
