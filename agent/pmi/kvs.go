@@ -1,0 +1,185 @@
+package pmi
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+)
+
+// Keys the server answers itself, whatever was put.
+const (
+	keyProcessMapping = "PMI_process_mapping"
+	keyDeadProcesses  = "PMI_dead_processes"
+	keyUniverseSize   = "universeSize" // PMI-2 info-getjobattr only
+)
+
+// kvs is the agent's view of the job's key-value space plus the node-local
+// attribute space (PMI-2 info-putnodeattr) and the barrier state.
+//
+// Puts are buffered in pending and become visible to gets only when the
+// barrier that follows them completes, on every host at once: this is the
+// PMI contract (MPICH orders puts and gets with barriers) and keeps a get's
+// answer independent of which host the putter runs on.
+type kvs struct {
+	job    Job
+	nlocal int
+	fencer Fencer
+
+	mu       sync.Mutex
+	data     map[string]string // visible: merged at each barrier
+	pending  map[string]string // puts since the last barrier
+	cur      *epoch            // the barrier being entered
+	nodeAttr map[string]string
+	nodeWait map[string]chan struct{} // closed when the key is put
+	names    map[string]string        // published service names (node-local)
+}
+
+// epoch is one barrier: seq counts from 1.
+type epoch struct {
+	seq     int
+	entered map[int]bool
+	done    chan struct{} // closed when released; err is then set
+	err     error
+}
+
+func newEpoch(seq int) *epoch {
+	return &epoch{seq: seq, entered: make(map[int]bool), done: make(chan struct{})}
+}
+
+func newKVS(job Job, nlocal int, f Fencer) *kvs {
+	return &kvs{
+		job:      job,
+		nlocal:   nlocal,
+		fencer:   f,
+		data:     make(map[string]string),
+		pending:  make(map[string]string),
+		cur:      newEpoch(1),
+		nodeAttr: make(map[string]string),
+		nodeWait: make(map[string]chan struct{}),
+		names:    make(map[string]string),
+	}
+}
+
+// put buffers a key for the next barrier. A later put of the same key wins.
+func (k *kvs) put(key, value string) {
+	k.mu.Lock()
+	k.pending[key] = value
+	k.mu.Unlock()
+}
+
+// get never blocks: it answers the server-owned keys and then whatever the
+// completed barriers made visible.
+func (k *kvs) get(key string) (string, bool) {
+	switch key {
+	case keyProcessMapping:
+		return k.job.Mapping, k.job.Mapping != ""
+	case keyDeadProcesses:
+		// Hydra answers the comma list of dead ranks. This server does not
+		// track deaths on other hosts, so it always answers the empty list
+		// (found, empty value): MPICH's fault-tolerance query then succeeds
+		// with "no failures" instead of failing.
+		return "", true
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	v, ok := k.data[key]
+	return v, ok
+}
+
+// barrier enters rank into the current barrier and waits, until ctx ends,
+// for every local rank to enter and the Fencer to answer. The last rank to
+// enter calls the Fencer (once per barrier, under fenceCtx, the server's
+// context) with the puts made since the previous barrier.
+func (k *kvs) barrier(ctx, fenceCtx context.Context, rank int) (int, error) {
+	k.mu.Lock()
+	e := k.cur
+	if e.entered[rank] {
+		k.mu.Unlock()
+		return e.seq, fmt.Errorf("rank %d entered barrier %d twice", rank, e.seq)
+	}
+	e.entered[rank] = true
+	if len(e.entered) < k.nlocal {
+		k.mu.Unlock()
+		select {
+		case <-e.done:
+			return e.seq, e.err
+		case <-ctx.Done():
+			return e.seq, fmt.Errorf("barrier %d: %w", e.seq, context.Cause(ctx))
+		}
+	}
+	puts := k.pending
+	k.pending = make(map[string]string)
+	k.cur = newEpoch(e.seq + 1)
+	k.mu.Unlock()
+
+	all, err := k.fencer.Fence(fenceCtx, e.seq, maps.Clone(puts))
+	if err != nil {
+		e.err = fmt.Errorf("barrier %d: fence: %w", e.seq, err)
+	} else {
+		k.mu.Lock()
+		maps.Copy(k.data, puts)
+		maps.Copy(k.data, all)
+		k.mu.Unlock()
+	}
+	close(e.done)
+	return e.seq, e.err
+}
+
+// putNodeAttr stores a node-local attribute and wakes its waiters.
+func (k *kvs) putNodeAttr(key, value string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.nodeAttr[key] = value
+	if ch, ok := k.nodeWait[key]; ok {
+		close(ch)
+		delete(k.nodeWait, key)
+	}
+}
+
+// getNodeAttr answers a node-local attribute; with wait it blocks until the
+// key is put or ctx ends.
+func (k *kvs) getNodeAttr(ctx context.Context, key string, wait bool) (string, bool, error) {
+	for {
+		k.mu.Lock()
+		v, ok := k.nodeAttr[key]
+		if ok || !wait {
+			k.mu.Unlock()
+			return v, ok, nil
+		}
+		ch, ok := k.nodeWait[key]
+		if !ok {
+			ch = make(chan struct{})
+			k.nodeWait[key] = ch
+		}
+		k.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return "", false, fmt.Errorf("wait for node attribute %q: %w", key, context.Cause(ctx))
+		}
+	}
+}
+
+// publish, unpublish and lookup implement the optional name service. Names
+// are local to this server (this host), not job-wide.
+func (k *kvs) publish(service, port string) {
+	k.mu.Lock()
+	k.names[service] = port
+	k.mu.Unlock()
+}
+
+func (k *kvs) unpublish(service string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.names[service]
+	delete(k.names, service)
+	return ok
+}
+
+func (k *kvs) lookup(service string) (string, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	p, ok := k.names[service]
+	return p, ok
+}

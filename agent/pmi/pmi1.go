@@ -1,0 +1,272 @@
+package pmi
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// PMI-1 limits as hydra advertises them (cmd=maxes). The client clamps the
+// value length to 1024-256-64-30 = 674 (PROTOCOLS.md §1.3).
+const (
+	pmi1KVSNameMax = 256
+	pmi1KeyMax     = 64
+	pmi1ValMax     = 1024
+	// pmi1ReplyMax is the longest reply line, '\n' included, that the
+	// client's 1024-byte PMIU_readline returns in one piece.
+	pmi1ReplyMax = 1023
+)
+
+// getResultPrefix is the fixed part of a found get_result; the value is last.
+const getResultPrefix = "cmd=get_result rc=0 msg=success value="
+
+// attr is one key=value pair of a request, in wire order.
+type attr struct{ key, val string }
+
+// attrs is a parsed request; lookups take the first occurrence of a key.
+type attrs []attr
+
+func (a attrs) get(key string) (string, bool) {
+	for _, kv := range a {
+		if kv.key == key {
+			return kv.val, true
+		}
+	}
+	return "", false
+}
+
+func (a attrs) str(key string) string { v, _ := a.get(key); return v }
+
+// parsePMI1 parses one PMI-1 line (without or with its '\n'): tokens
+// separated by spaces, each split at its first '='. A token that starts with
+// "value=" takes the rest of the line, spaces included (flux keyval_parse
+// style), so Open MPI's space-padded base64 survives. Tokens with an empty
+// key are dropped; a token without '=' is a key with an empty value
+// ("endcmd").
+func parsePMI1(line string) attrs {
+	line = strings.TrimSuffix(line, "\n")
+	line = strings.TrimSuffix(line, "\r")
+	var out attrs
+	for len(line) > 0 {
+		if line[0] == ' ' {
+			line = line[1:]
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "value="); ok {
+			out = append(out, attr{"value", v})
+			break
+		}
+		tok := line
+		if i := strings.IndexByte(line, ' '); i >= 0 {
+			tok, line = line[:i], line[i+1:]
+		} else {
+			line = ""
+		}
+		k, v, _ := strings.Cut(tok, "=")
+		if k != "" {
+			out = append(out, attr{k, v})
+		}
+	}
+	return out
+}
+
+// readLine reads one '\n'-terminated line. A last line without '\n' is
+// dropped (the client always terminates its lines).
+func (c *conn) readLine() (string, error) {
+	b, err := c.br.ReadSlice('\n')
+	switch {
+	case errors.Is(err, io.EOF) || (err == nil && len(b) == 0):
+		return "", io.EOF
+	case err != nil:
+		return "", fmt.Errorf("read PMI-1 line: %w", err)
+	}
+	return string(b), nil
+}
+
+// writeLine sends one PMI-1 reply line, refusing lines the client would
+// split.
+func (c *conn) writeLine(line string) error {
+	c.s.debugf("pmi rank %d <- %s", c.id(), line)
+	if len(line)+1 > pmi1ReplyMax {
+		return fmt.Errorf("PMI-1 reply of %d bytes exceeds %d", len(line)+1, pmi1ReplyMax)
+	}
+	return c.write([]byte(line + "\n"))
+}
+
+// servePMI1 runs the PMI-1 request loop. It returns v2=true when the client
+// asked for PMI-2 (cmd=init pmi_version=2) and was acknowledged.
+func (c *conn) servePMI1() (v2 bool, err error) {
+	s := c.s
+	for {
+		line, err := c.readLine()
+		if err != nil {
+			return false, err
+		}
+		c.s.debugf("pmi rank %d -> %s", c.id(), strings.TrimSuffix(line, "\n"))
+		req := parsePMI1(line)
+		if _, ok := req.get("mcmd"); ok {
+			if err := c.skipMulti(); err != nil {
+				return false, err
+			}
+			if err := c.writeLine("cmd=spawn_result rc=-1 msg=spawn_not_supported"); err != nil {
+				return false, err
+			}
+			continue
+		}
+		var reply string
+		switch cmd := req.str("cmd"); cmd {
+		case "init":
+			switch req.str("pmi_version") {
+			case "1":
+				reply = "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0"
+				if r := c.id(); r >= 0 {
+					s.setInitialized(r)
+				}
+			case "2":
+				return true, c.writeLine("cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0")
+			default:
+				reply = "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1"
+			}
+		case "initack":
+			rank, err := strconv.Atoi(req.str("pmiid"))
+			if err == nil {
+				err = s.identify(c, rank)
+			}
+			if err != nil {
+				return false, fmt.Errorf("initack %q: %w", req.str("pmiid"), err)
+			}
+			reply = fmt.Sprintf("cmd=initack\ncmd=set size=%d\ncmd=set rank=%d\ncmd=set debug=0", s.job.Size, rank)
+		case "get_maxes":
+			reply = fmt.Sprintf("cmd=maxes kvsname_max=%d keylen_max=%d vallen_max=%d", pmi1KVSNameMax, pmi1KeyMax, pmi1ValMax)
+		case "get_appnum":
+			reply = "cmd=appnum appnum=" + strconv.Itoa(s.job.AppNum)
+		case "get_my_kvsname":
+			reply = "cmd=my_kvsname kvsname=" + s.job.KVSName
+		case "get_universe_size":
+			reply = "cmd=universe_size size=" + strconv.Itoa(s.job.Size)
+		case "put":
+			reply = c.pmi1Put(req)
+		case "get":
+			reply = c.pmi1Get(req)
+		case "barrier_in":
+			rank := c.id()
+			if rank < 0 {
+				return false, errors.New("barrier_in before the rank identified itself (PMI_ID)")
+			}
+			c.async(func() error {
+				if _, err := s.kvs.barrier(c.ctx, s.ctx, rank); err != nil {
+					return err // closes the connection: barrier_out has no rc
+				}
+				return c.writeLine("cmd=barrier_out")
+			})
+			continue
+		case "finalize":
+			if r := c.id(); r >= 0 {
+				s.setFinalized(r)
+			}
+			reply = "cmd=finalize_ack"
+		case "abort":
+			code, err := strconv.Atoi(req.str("exitcode"))
+			if err != nil {
+				code = 1
+			}
+			if s.ev.Abort != nil {
+				s.ev.Abort(c.id(), code, req.str("msg"))
+			}
+			continue // no reply: the client waits to be killed
+		case "publish_name":
+			s.kvs.publish(req.str("service"), req.str("port"))
+			reply = "cmd=publish_result info=ok rc=0 msg=success"
+		case "unpublish_name":
+			if s.kvs.unpublish(req.str("service")) {
+				reply = "cmd=unpublish_result info=ok rc=0 msg=success"
+			} else {
+				reply = "cmd=unpublish_result rc=1 msg=service_not_found"
+			}
+		case "lookup_name":
+			if port, ok := s.kvs.lookup(req.str("service")); ok {
+				reply = "cmd=lookup_result port=" + port + " info=ok rc=0 msg=success"
+			} else {
+				reply = "cmd=lookup_result rc=1 msg=service_not_found"
+			}
+		default:
+			reply = "cmd=" + pmi1Token(cmd) + "_result rc=-1 msg=unknown_command"
+		}
+		if err := c.writeLine(reply); err != nil {
+			return false, err
+		}
+	}
+}
+
+// pmi1Put answers cmd=put, buffering the key for the next barrier.
+func (c *conn) pmi1Put(req attrs) string {
+	key, _ := req.get("key")
+	val, hasVal := req.get("value")
+	switch {
+	case !c.kvsnameOK(req):
+		return "cmd=put_result rc=-1 msg=unknown_kvsname"
+	case key == "" || !hasVal:
+		return "cmd=put_result rc=-1 msg=missing_key_or_value"
+	case len(key) > pmi1KeyMax:
+		return "cmd=put_result rc=-1 msg=key_too_long"
+	case len(getResultPrefix)+len(val)+1 > pmi1ReplyMax:
+		// Could never be returned in one get_result line.
+		return "cmd=put_result rc=-1 msg=value_too_long"
+	}
+	c.s.kvs.put(key, val)
+	return "cmd=put_result rc=0 msg=success"
+}
+
+// pmi1Get answers cmd=get from the cache; it never blocks.
+func (c *conn) pmi1Get(req attrs) string {
+	key := req.str("key")
+	switch {
+	case !c.kvsnameOK(req):
+		return "cmd=get_result rc=-1 msg=unknown_kvsname value=unknown"
+	case key == "" || len(key) > pmi1KeyMax:
+		return "cmd=get_result rc=-1 msg=bad_key value=unknown"
+	}
+	val, ok := c.s.kvs.get(key)
+	switch {
+	case !ok:
+		return "cmd=get_result rc=-1 msg=key_" + key + "_not_found value=unknown"
+	case len(getResultPrefix)+len(val)+1 > pmi1ReplyMax:
+		return "cmd=get_result rc=-1 msg=value_too_long value=unknown"
+	}
+	return getResultPrefix + val
+}
+
+// kvsnameOK accepts requests for this job's kvsname, or with none given.
+func (c *conn) kvsnameOK(req attrs) bool {
+	name, ok := req.get("kvsname")
+	return !ok || name == c.s.job.KVSName
+}
+
+// skipMulti consumes a multi-line command (mcmd=spawn ... endcmd).
+func (c *conn) skipMulti() error {
+	for {
+		line, err := c.readLine()
+		if err != nil {
+			return err
+		}
+		if bytes.Equal(bytes.TrimSpace([]byte(line)), []byte("endcmd")) {
+			return nil
+		}
+	}
+}
+
+// pmi1Token makes s safe inside a reply token.
+func pmi1Token(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return strings.Map(func(r rune) rune {
+		if r <= ' ' || r == '=' || r > '~' {
+			return '_'
+		}
+		return r
+	}, s)
+}

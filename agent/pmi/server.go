@@ -1,0 +1,439 @@
+// Package pmi is the PMI server a gangway agent runs for its local ranks.
+//
+// It speaks PMI-1 ("simple PMI") and PMI-2 on the same socket, as MPICH's
+// hydra proxy does (see PROTOCOLS.md §1–2). Barriers and the key-value space
+// span the whole job: when every local rank has entered barrier number seq,
+// the server calls its Fencer once with the puts its ranks made since the
+// previous barrier, merges the job-wide answer into its cache and releases
+// its ranks. Gets are answered from that cache and never block.
+package pmi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Job describes the job as every rank sees it.
+type Job struct {
+	// KVSName is the PMI-1 kvsname (cmd=my_kvsname): a token without spaces,
+	// shorter than 256 bytes. Empty means "kvs_" + JobID.
+	KVSName string
+	// Size is the number of ranks in the whole job.
+	Size int
+	// Mapping is the PMI_process_mapping value (see ProcessMapping). Empty
+	// means unknown: PMI-1 gets answer rc=-1 and MPICH falls back to a
+	// hostname exchange; PMI-2 info-getjobattr answers found=FALSE, which
+	// MPICH's PMI-2 path treats as fatal.
+	Mapping string
+	// AppNum is the application number (cmd=appnum, PMI-2 appnum).
+	AppNum int
+	// JobID is the PMI-2 job id (job-getid). Empty means KVSName.
+	JobID string
+}
+
+// Fencer carries one host's barrier to the rest of the job.
+//
+// Fence is called once per barrier, by one goroutine, when every local rank
+// has entered barrier number seq (1, 2, 3, ...). puts holds the keys this
+// host's ranks put since the previous barrier (the Fencer owns the map). It
+// must return the union of every host's puts for that barrier, this host's
+// included, after every host has called Fence for seq; a key put on two hosts
+// takes either value. Fence must return when ctx ends. An error fails the
+// barrier for every local rank: PMI-2 ranks get an error reply, PMI-1 ranks
+// have their connection closed (their MPI_Init or MPI_Barrier then fails).
+type Fencer interface {
+	Fence(ctx context.Context, seq int, puts map[string]string) (map[string]string, error)
+}
+
+// FenceFunc adapts a function to the Fencer interface.
+type FenceFunc func(ctx context.Context, seq int, puts map[string]string) (map[string]string, error)
+
+// Fence calls f.
+func (f FenceFunc) Fence(ctx context.Context, seq int, puts map[string]string) (map[string]string, error) {
+	return f(ctx, seq, puts)
+}
+
+// Events are optional callbacks. They are called from server goroutines, so
+// they must not block for long and must be safe for concurrent use.
+type Events struct {
+	// Abort reports PMI-1 "cmd=abort exitcode=N" and PMI-2 "abort". code is
+	// the raw value the client sent (MPI_Abort's errorcode); PMI-2 carries
+	// none and reports 1 unless the client adds exitcode=. The rank then
+	// waits to be killed: the agent must kill the job and the launcher exit
+	// with code.
+	Abort func(rank, code int, msg string)
+	// Disconnect reports the end of an identified rank's connection while
+	// the server is running. finalized is false when the rank never sent
+	// finalize: an abnormal exit.
+	Disconnect func(rank int, finalized bool)
+	// Debug, if set, receives one line per request and reply.
+	Debug func(format string, args ...any)
+}
+
+// ErrClosed is the cancellation cause once Close has been called.
+var ErrClosed = errors.New("pmi: server closed")
+
+// Server serves PMI to the ranks of one job that run on this host. It owns
+// one goroutine per connection (and per listener); Close ends and waits for
+// them all.
+type Server struct {
+	job   Job
+	local []int       // local ranks in the caller's order
+	index map[int]int // rank → position in local (MPI_LOCALRANKID)
+	kvs   *kvs
+	ev    Events
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	closed   bool
+	conns    map[*conn]struct{}
+	ranks    map[int]*rankState
+	listener net.Listener
+	portAddr string // PMI_PORT value
+}
+
+type rankState struct {
+	conn        *conn // the identified live connection, if any
+	fd          bool  // RankFD was called
+	initialized bool
+	finalized   bool
+}
+
+// NewServer returns a server for localRanks of job. f may be nil only when
+// every rank of the job is local; the barrier is then this host alone. The
+// server stops when ctx ends or Close is called; call Close in every case to
+// wait for its goroutines.
+func NewServer(ctx context.Context, job Job, localRanks []int, f Fencer, ev Events) (*Server, error) {
+	if job.Size <= 0 {
+		return nil, fmt.Errorf("pmi: job size %d", job.Size)
+	}
+	if job.KVSName == "" {
+		job.KVSName = "kvs_" + job.JobID
+		if job.JobID == "" {
+			job.KVSName = "kvs_0"
+		}
+	}
+	if job.JobID == "" {
+		job.JobID = job.KVSName
+	}
+	if !isToken(job.KVSName) || len(job.KVSName) >= pmi1KVSNameMax {
+		return nil, fmt.Errorf("pmi: bad kvsname %q", job.KVSName)
+	}
+	if job.Mapping != "" && !isToken(job.Mapping) {
+		return nil, fmt.Errorf("pmi: process mapping %q contains spaces", job.Mapping)
+	}
+	if len(localRanks) == 0 {
+		return nil, errors.New("pmi: no local ranks")
+	}
+	index := make(map[int]int, len(localRanks))
+	ranks := make(map[int]*rankState, len(localRanks))
+	for i, r := range localRanks {
+		if r < 0 || r >= job.Size {
+			return nil, fmt.Errorf("pmi: local rank %d outside job of size %d", r, job.Size)
+		}
+		if _, dup := index[r]; dup {
+			return nil, fmt.Errorf("pmi: local rank %d listed twice", r)
+		}
+		index[r] = i
+		ranks[r] = &rankState{}
+	}
+	if f == nil {
+		if len(localRanks) != job.Size {
+			return nil, fmt.Errorf("pmi: no Fencer for a job with %d of %d ranks local", len(localRanks), job.Size)
+		}
+		f = FenceFunc(func(_ context.Context, _ int, puts map[string]string) (map[string]string, error) {
+			return puts, nil
+		})
+	}
+	s := &Server{
+		job:   job,
+		local: slices.Clone(localRanks),
+		index: index,
+		kvs:   newKVS(job, len(localRanks), f),
+		ev:    ev,
+		conns: make(map[*conn]struct{}),
+		ranks: ranks,
+	}
+	s.ctx, s.cancel = context.WithCancelCause(ctx)
+	s.wg.Go(func() {
+		<-s.ctx.Done()
+		s.shutdown()
+	})
+	return s, nil
+}
+
+// RankFD returns the child end of a new socketpair(AF_UNIX, SOCK_STREAM) for
+// rank and serves the parent end. Pass it in the rank's exec.Cmd.ExtraFiles
+// and set PMI_FD to 3 plus its index there (see Env). The caller owns the
+// returned file and must close it once the rank has started: the server sees
+// the rank's exit as EOF only when no other copy of the child end is open.
+func (s *Server) RankFD(rank int) (*os.File, error) {
+	s.mu.Lock()
+	st, ok := s.ranks[rank]
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return nil, ErrClosed
+	case !ok:
+		s.mu.Unlock()
+		return nil, fmt.Errorf("pmi: rank %d is not local", rank)
+	case st.fd || st.conn != nil:
+		s.mu.Unlock()
+		return nil, fmt.Errorf("pmi: rank %d already has a PMI connection", rank)
+	}
+	st.fd = true
+	s.mu.Unlock()
+
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		s.unmarkFD(rank)
+		return nil, fmt.Errorf("pmi: socketpair for rank %d: %w", rank, err)
+	}
+	parent := os.NewFile(uintptr(fds[0]), "pmi-server-"+strconv.Itoa(rank))
+	child := os.NewFile(uintptr(fds[1]), "pmi-rank-"+strconv.Itoa(rank))
+	nc, err := net.FileConn(parent) // dups the fd
+	parent.Close()
+	if err != nil {
+		child.Close()
+		s.unmarkFD(rank)
+		return nil, fmt.Errorf("pmi: socketpair for rank %d: %w", rank, err)
+	}
+	if err := s.startConn(nc, rank); err != nil {
+		child.Close()
+		return nil, err
+	}
+	return child, nil
+}
+
+func (s *Server) unmarkFD(rank int) {
+	s.mu.Lock()
+	s.ranks[rank].fd = false
+	s.mu.Unlock()
+}
+
+// Env returns the PMI environment of rank in socketpair mode, sorted:
+// MPI_LOCALNRANKS, MPI_LOCALRANKID, PMI_FD=fd, PMI_RANK, PMI_SIZE. fd is the
+// descriptor number the child end has in the rank (3+i for ExtraFiles[i]).
+func (s *Server) Env(rank, fd int) ([]string, error) {
+	i, ok := s.index[rank]
+	if !ok {
+		return nil, fmt.Errorf("pmi: rank %d is not local", rank)
+	}
+	return []string{
+		"MPI_LOCALNRANKS=" + strconv.Itoa(len(s.local)),
+		"MPI_LOCALRANKID=" + strconv.Itoa(i),
+		"PMI_FD=" + strconv.Itoa(fd),
+		"PMI_RANK=" + strconv.Itoa(rank),
+		"PMI_SIZE=" + strconv.Itoa(s.job.Size),
+	}, nil
+}
+
+// ListenPort listens for PMI_PORT connections on addr (host:port, IPv4 or
+// hostname; an empty host or port 0 is fine) and returns the port. Ranks then
+// connect with PMI_PORT and identify themselves with PMI_ID (PMI-1 initack)
+// or pmirank (PMI-2 fullinit); see PortEnv. At most one listener per server.
+func (s *Server) ListenPort(ctx context.Context, addr string) (int, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp4", addr)
+	if err != nil {
+		return 0, fmt.Errorf("pmi: listen %s: %w", addr, err)
+	}
+	ta := ln.Addr().(*net.TCPAddr)
+	host := ta.IP.String()
+	if ta.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	s.mu.Lock()
+	if s.closed || s.listener != nil {
+		closed := s.closed
+		s.mu.Unlock()
+		ln.Close()
+		if closed {
+			return 0, ErrClosed
+		}
+		return 0, errors.New("pmi: already listening")
+	}
+	s.listener = ln
+	s.portAddr = host + ":" + strconv.Itoa(ta.Port)
+	s.mu.Unlock()
+	s.wg.Go(func() { s.acceptLoop(ln) })
+	return ta.Port, nil
+}
+
+func (s *Server) acceptLoop(ln net.Listener) {
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			return // closed by shutdown; a listener error ends PMI_PORT mode
+		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+		}
+		if err := s.startConn(nc, -1); err != nil {
+			return
+		}
+	}
+}
+
+// PortEnv returns the PMI environment of rank in PMI_PORT mode, sorted:
+// MPI_LOCALNRANKS, MPI_LOCALRANKID, PMI_ID, PMI_PORT (as hydra's -pmi-port).
+func (s *Server) PortEnv(rank int) ([]string, error) {
+	i, ok := s.index[rank]
+	if !ok {
+		return nil, fmt.Errorf("pmi: rank %d is not local", rank)
+	}
+	s.mu.Lock()
+	addr := s.portAddr
+	s.mu.Unlock()
+	if addr == "" {
+		return nil, errors.New("pmi: PortEnv before ListenPort")
+	}
+	return []string{
+		"MPI_LOCALNRANKS=" + strconv.Itoa(len(s.local)),
+		"MPI_LOCALRANKID=" + strconv.Itoa(i),
+		"PMI_ID=" + strconv.Itoa(rank),
+		"PMI_PORT=" + addr,
+	}, nil
+}
+
+// Initialized reports whether rank has sent PMI-1 init or PMI-2 fullinit.
+func (s *Server) Initialized(rank int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.ranks[rank]
+	return ok && st.initialized
+}
+
+// Finalized reports whether rank has sent finalize. A rank that exits
+// without it exited abnormally (MPI semantics). The reply to finalize is sent
+// after the flag is set, so after the rank's process has exited this answer
+// is final.
+func (s *Server) Finalized(rank int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.ranks[rank]
+	return ok && st.finalized
+}
+
+// Close stops the server: it closes the listener and every connection,
+// cancels pending barriers (and the Fencer call), and waits for every
+// goroutine. It does not close the child ends returned by RankFD.
+func (s *Server) Close() error {
+	s.cancel(ErrClosed)
+	s.wg.Wait()
+	return nil
+}
+
+// shutdown closes what blocks the server's goroutines.
+func (s *Server) shutdown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.listener != nil {
+		s.listener.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+}
+
+func (s *Server) startConn(nc net.Conn, rank int) error {
+	c := newConn(s, nc, rank)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		nc.Close()
+		return ErrClosed
+	}
+	s.conns[c] = struct{}{}
+	if rank >= 0 {
+		s.ranks[rank].conn = c
+	}
+	s.wg.Go(c.serve)
+	return nil
+}
+
+// connDone unregisters c and reports the rank's disconnect.
+func (s *Server) connDone(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	rank, finalized, report := c.id(), false, false
+	if st, ok := s.ranks[rank]; ok && st.conn == c {
+		st.conn = nil
+		finalized = st.finalized
+		report = !s.closed
+	}
+	s.mu.Unlock()
+	if report && s.ev.Disconnect != nil {
+		s.ev.Disconnect(rank, finalized)
+	}
+}
+
+// identify binds a PMI_PORT connection to rank (PMI-1 initack, PMI-2
+// fullinit). A socketpair connection is already bound and may only confirm.
+func (s *Server) identify(c *conn, rank int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur := c.id(); cur >= 0 {
+		if cur != rank {
+			return fmt.Errorf("connection of rank %d claims rank %d", cur, rank)
+		}
+		return nil
+	}
+	st, ok := s.ranks[rank]
+	if !ok {
+		return fmt.Errorf("rank %d is not local", rank)
+	}
+	if st.conn != nil || st.fd {
+		return fmt.Errorf("rank %d already has a PMI connection", rank)
+	}
+	st.conn = c
+	c.rank.Store(int64(rank))
+	return nil
+}
+
+func (s *Server) setInitialized(rank int) {
+	s.mu.Lock()
+	if st, ok := s.ranks[rank]; ok {
+		st.initialized = true
+	}
+	s.mu.Unlock()
+}
+
+func (s *Server) setFinalized(rank int) {
+	s.mu.Lock()
+	if st, ok := s.ranks[rank]; ok {
+		st.finalized = true
+	}
+	s.mu.Unlock()
+}
+
+func (s *Server) debugf(format string, args ...any) {
+	if s.ev.Debug != nil {
+		s.ev.Debug(format, args...)
+	}
+}
+
+// isToken reports whether v is non-empty and has no whitespace or NUL.
+func isToken(v string) bool {
+	if v == "" {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		switch v[i] {
+		case ' ', '\t', '\n', '\r', '\v', '\f', 0:
+			return false
+		}
+	}
+	return true
+}
