@@ -113,6 +113,20 @@ type Facts struct {
 	GPUTopo       *Topo    `json:"gpu_topo,omitempty"`
 	CanDropCaches bool     `json:"can_drop_caches"`
 	DiscoveryErrs []string `json:"discovery_errors,omitempty"`
+	// Routes are the routes this host uses to reach the peers it was asked
+	// about (agent/facts Options.Peers), one entry per resolved address.
+	Routes []Route `json:"routes,omitempty"`
+}
+
+// Route is how a host reaches one address of a peer: the kernel's answer
+// to "ip route get Addr".
+type Route struct {
+	Peer    string `json:"peer"`              // the peer as named to the agent
+	Addr    string `json:"addr,omitempty"`    // one address Peer resolved to
+	Iface   string `json:"iface,omitempty"`   // outgoing interface; "" when unreachable
+	Src     string `json:"src,omitempty"`     // preferred source address
+	Gateway string `json:"gateway,omitempty"` // next hop, "" when on-link
+	Err     string `json:"err,omitempty"`     // resolution or lookup failure
 }
 
 // NIC is one network interface.

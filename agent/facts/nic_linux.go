@@ -1,0 +1,101 @@
+//go:build linux
+
+package facts
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+
+	"gangway/agent/wire"
+)
+
+// iffLowerUp is IFF_LOWER_UP from <linux/if.h>: the driver signals carrier.
+const iffLowerUp = 0x10000
+
+// listNICs lists the network interfaces of the current network namespace
+// through netlink, sorted by index. Per-link address failures are returned
+// as problems; only a failed link listing is an error.
+func listNICs(o Options) ([]wire.NIC, []error, error) {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil, nil, fmt.Errorf("netlink link list: %w", err)
+	}
+	names := make(map[int]string, len(links))
+	for _, l := range links {
+		names[l.Attrs().Index] = l.Attrs().Name
+	}
+	var problems []error
+	nics := make([]wire.NIC, 0, len(links))
+	for _, l := range links {
+		a := l.Attrs()
+		n := wire.NIC{
+			Name:      a.Name,
+			Index:     a.Index,
+			Type:      linkType(l),
+			Up:        linkUp(a),
+			MTU:       a.MTU,
+			SpeedMbps: readSpeed(o, a.Name),
+			Master:    names[a.MasterIndex],
+		}
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("addresses of %s: %w", a.Name, err))
+		}
+		for _, ad := range addrs {
+			if ad.IPNet != nil {
+				n.Addrs = append(n.Addrs, ad.IPNet.String())
+			}
+		}
+		nics = append(nics, n)
+	}
+	slices.SortFunc(nics, func(a, b wire.NIC) int { return a.Index - b.Index })
+	return nics, problems, nil
+}
+
+// linkType is netlink's link type, except that the loopback device (type
+// "device" to netlink) is reported as "loopback".
+func linkType(l netlink.Link) string {
+	if l.Attrs().RawFlags&syscall.IFF_LOOPBACK != 0 {
+		return "loopback"
+	}
+	return l.Type()
+}
+
+// linkUp is true when the link is administratively up and running:
+// operstate UP, or operstate UNKNOWN (dummy, loopback, some drivers) with
+// carrier.
+func linkUp(a *netlink.LinkAttrs) bool {
+	if a.Flags&net.FlagUp == 0 {
+		return false
+	}
+	switch a.OperState {
+	case netlink.OperUp:
+		return true
+	case netlink.OperUnknown:
+		return a.RawFlags&iffLowerUp != 0
+	}
+	return false
+}
+
+// RouteTo returns the route this host uses to reach dst: the outgoing
+// interface, preferred source address and gateway (netlink RTM_GETROUTE,
+// like `ip route get`). Nothing is sent to dst.
+func RouteTo(dst net.IP) (Route, error) {
+	routes, err := netlink.RouteGet(dst)
+	if err != nil {
+		return Route{}, fmt.Errorf("route to %s: %w", dst, err)
+	}
+	if len(routes) == 0 {
+		return Route{}, fmt.Errorf("route to %s: no route", dst)
+	}
+	r := routes[0]
+	link, err := netlink.LinkByIndex(r.LinkIndex)
+	if err != nil {
+		return Route{}, fmt.Errorf("route to %s: interface %d: %w", dst, r.LinkIndex, err)
+	}
+	return Route{Iface: link.Attrs().Name, Src: r.Src, Gateway: r.Gw}, nil
+}
