@@ -43,9 +43,8 @@ func (a attrs) str(key string) string { v, _ := a.get(key); return v }
 // parsePMI1 parses one PMI-1 line (without or with its '\n'): tokens
 // separated by spaces, each split at its first '='. A token that starts with
 // "value=" takes the rest of the line, spaces included (flux keyval_parse
-// style), so Open MPI's space-padded base64 survives. Tokens with an empty
-// key are dropped; a token without '=' is a key with an empty value
-// ("endcmd").
+// style), so Open MPI's space-padded base64 survives. Tokens without '=' or
+// with an empty key are ignored.
 func parsePMI1(line string) attrs {
 	line = strings.TrimSuffix(line, "\n")
 	line = strings.TrimSuffix(line, "\r")
@@ -65,8 +64,7 @@ func parsePMI1(line string) attrs {
 		} else {
 			line = ""
 		}
-		k, v, _ := strings.Cut(tok, "=")
-		if k != "" {
+		if k, v, ok := strings.Cut(tok, "="); ok && k != "" {
 			out = append(out, attr{k, v})
 		}
 	}

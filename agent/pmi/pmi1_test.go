@@ -21,7 +21,8 @@ func TestParsePMI1(t *testing.T) {
 		{"cmd=put key=k value=\n", attrs{{"cmd", "put"}, {"key", "k"}, {"value", ""}}},
 		{"cmd=put key=k value=x=y=z\n", attrs{{"cmd", "put"}, {"key", "k"}, {"value", "x=y=z"}}},
 		{"cmd=publish_name  service=a=b port=p", attrs{{"cmd", "publish_name"}, {"service", "a=b"}, {"port", "p"}}},
-		{"endcmd\n", attrs{{"endcmd", ""}}},
+		{"endcmd\n", nil},
+		{"cmd=get junk key=k\n", attrs{{"cmd", "get"}, {"key", "k"}}},
 		{"=x cmd=get\r\n", attrs{{"cmd", "get"}}},
 		{"", nil},
 	}

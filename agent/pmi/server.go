@@ -62,7 +62,8 @@ func (f FenceFunc) Fence(ctx context.Context, seq int, puts map[string]string) (
 }
 
 // Events are optional callbacks. They are called from server goroutines, so
-// they must not block for long and must be safe for concurrent use.
+// they must not block for long, must be safe for concurrent use, and must not
+// call Close (Close waits for the goroutine that is calling them).
 type Events struct {
 	// Abort reports PMI-1 "cmd=abort exitcode=N" and PMI-2 "abort". code is
 	// the raw value the client sent (MPI_Abort's errorcode); PMI-2 carries
@@ -265,8 +266,8 @@ func (s *Server) ListenPort(ctx context.Context, addr string) (int, error) {
 	}
 	s.listener = ln
 	s.portAddr = host + ":" + strconv.Itoa(ta.Port)
+	s.wg.Go(func() { s.acceptLoop(ln) }) // under mu: never after Close's Wait
 	s.mu.Unlock()
-	s.wg.Go(func() { s.acceptLoop(ln) })
 	return ta.Port, nil
 }
 
