@@ -1,0 +1,65 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// maxLine bounds one log line in AnalyzeFiles.
+const maxLine = 16 << 20
+
+// AnalyzeFiles runs the same analysis as a Collector over saved logs (the
+// launcher's --analyze). Lines may carry mpirun --tag-output, horovodrun or
+// gangway "[R] " tags; untagged lines belong to rank 0. Hosts come from
+// opts.RankHosts. Saved logs carry no arrival times: series use the time a
+// line prints itself (DLLogger), and otherwise the line's number in its
+// file, and the report's time_axis says which. The returned Meta has Ranks,
+// Start and End filled where the logs tell; the caller may set the rest.
+func AnalyzeFiles(ctx context.Context, paths []string, opts Options) (Report, error) {
+	o, err := opts.normalize()
+	if err != nil {
+		return Report{}, err
+	}
+	if len(paths) == 0 {
+		return Report{}, errors.New("bench: analyze: no log files")
+	}
+	acc := newAccum(o)
+	for _, p := range paths {
+		if err := context.Cause(ctx); err != nil {
+			return Report{}, fmt.Errorf("analyze %s: %w", p, err)
+		}
+		if err := analyzeFile(ctx, acc, p); err != nil {
+			return Report{}, err
+		}
+	}
+	meta := Meta{Ranks: max(len(o.RankHosts), acc.maxRank+1), Start: acc.first, End: acc.last}
+	return acc.report(o, meta, LineStats{Observed: acc.lines}), nil
+}
+
+func analyzeFile(ctx context.Context, acc *accum, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("analyze: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	n := 0
+	for sc.Scan() {
+		n++
+		if n%4096 == 0 {
+			if err := context.Cause(ctx); err != nil {
+				return fmt.Errorf("analyze %s:%d: %w", path, n, err)
+			}
+		}
+		acc.add(-1, "", time.Time{}, n, sc.Bytes())
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("analyze %s:%d: %w", path, n+1, err)
+	}
+	return nil
+}

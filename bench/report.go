@@ -1,0 +1,173 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// SchemaID names the report format; bump it when report.schema.json changes
+// incompatibly.
+const SchemaID = "gangway-bench-report/v1"
+
+// Meta is what the launcher knows about the job; it is copied into the report.
+type Meta struct {
+	// Command is the program and arguments that every rank ran.
+	Command []string `json:"command"`
+	// Hosts are the hosts in rank order of their first rank.
+	Hosts []string `json:"hosts"`
+	// Ranks is the number of ranks launched (0 when unknown).
+	Ranks   int       `json:"ranks"`
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	Version string    `json:"gangway_version"`
+}
+
+// Report is the whole analysis; WriteJSON writes it as report.schema.json.
+type Report struct {
+	Schema  string         `json:"schema"`
+	Meta    Meta           `json:"meta"`
+	Options ReportOptions  `json:"options"`
+	Lines   LineStats      `json:"lines"`
+	Metrics []MetricReport `json:"metrics"`
+}
+
+// ReportOptions records the options the analysis ran with.
+type ReportOptions struct {
+	WarmupSteps        int      `json:"warmup_steps"`
+	StragglerThreshold float64  `json:"straggler_threshold"`
+	BaselineIPS        float64  `json:"baseline_ips"`
+	CustomMetrics      []string `json:"custom_metrics"`
+}
+
+// LineStats counts lines. Dropped lines were lost because the Collector's
+// queue was full (or arrived after Close); they were never parsed.
+type LineStats struct {
+	Observed int64 `json:"observed"`
+	Dropped  int64 `json:"dropped"`
+}
+
+// TimeAxis values of MetricReport.TimeAxis.
+const (
+	// AxisSeconds: Point.T is seconds since Meta.Start (or the first sample).
+	AxisSeconds = "seconds"
+	// AxisLine: lines carried no time, so Point.T is the line's number in
+	// its log file.
+	AxisLine = "line"
+)
+
+// MetricReport is the job-level result for one metric.
+type MetricReport struct {
+	Name  string `json:"name"`
+	Unit  string `json:"unit"`
+	Scope string `json:"scope"`
+	// Value is the job figure: for scope "rank" the sum of the per-rank
+	// means, for scope "global" the value printed by SourceRank.
+	Value float64 `json:"value"`
+	// CI95 is the half-width of the 95% confidence interval of Value; absent
+	// when it cannot be computed (fewer than two samples on some rank).
+	CI95 *float64 `json:"ci95,omitempty"`
+	// RanksReporting ranks printed this metric, of RanksTotal ranks.
+	RanksReporting int `json:"ranks_reporting"`
+	RanksTotal     int `json:"ranks_total"`
+	// Coverage is "measured on k of N ranks" for rank metrics, and
+	// "printed by rank r" for global ones.
+	Coverage string `json:"coverage"`
+	// SourceRank is the rank whose figure a global metric reports.
+	SourceRank int    `json:"source_rank"`
+	TimeAxis   string `json:"time_axis"`
+	// MedianRank is the median of the per-rank means (rank metrics).
+	MedianRank  float64      `json:"median_rank"`
+	SlowestRank *Outlier     `json:"slowest_rank,omitempty"`
+	SlowestHost *Outlier     `json:"slowest_host,omitempty"`
+	Stragglers  []Outlier    `json:"stragglers"`
+	Efficiency  *float64     `json:"efficiency,omitempty"`
+	Notes       []string     `json:"notes"`
+	Hosts       []HostReport `json:"hosts"`
+	Ranks       []RankReport `json:"ranks"`
+}
+
+// Outlier is a slow rank or host and how far it is from the median.
+type Outlier struct {
+	Rank int    `json:"rank"` // -1 for a host
+	Host string `json:"host"`
+	// Value is the rank's mean, or the host's mean per rank.
+	Value float64 `json:"value"`
+	// DeviationPct is (Value - median) / median * 100; negative is slower.
+	DeviationPct float64 `json:"deviation_pct"`
+}
+
+// HostReport is the subtotal of one host's ranks.
+type HostReport struct {
+	Host    string   `json:"host"`
+	Ranks   []int    `json:"ranks"`
+	Total   float64  `json:"total"`
+	CI95    *float64 `json:"ci95,omitempty"`
+	PerRank float64  `json:"per_rank"`
+}
+
+// RankReport is the statistics of one rank.
+type RankReport struct {
+	Rank int    `json:"rank"`
+	Host string `json:"host"`
+	// N is the number of series samples after warm-up; Mean, StdDev and
+	// CI95 are over those. With N == 0, Mean is the tool's final figure.
+	N      int      `json:"n"`
+	Warmup int      `json:"warmup"`
+	Mean   float64  `json:"mean"`
+	StdDev float64  `json:"stddev"`
+	CI95   *float64 `json:"ci95,omitempty"`
+	// Final is the tool's own last end-of-run figure for this rank.
+	Final  *float64 `json:"final,omitempty"`
+	Series []Point  `json:"series"`
+}
+
+// Point is one series sample; warm-up samples are included and marked.
+type Point struct {
+	T      float64 `json:"t"`
+	Step   int     `json:"step"` // -1 when the line had none
+	Value  float64 `json:"value"`
+	Warmup bool    `json:"warmup"`
+}
+
+// WriteJSON writes rep to path atomically: a temporary file in the same
+// directory, synced, then renamed over path.
+func (rep Report) WriteJSON(path string) error {
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode report %s: %w", path, err)
+	}
+	return writeAtomic(path, append(data, '\n'))
+}
+
+// writeAtomic writes data to a temporary file beside path and renames it.
+func writeAtomic(path string, data []byte) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
