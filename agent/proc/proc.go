@@ -1,0 +1,345 @@
+// Package proc runs and supervises rank processes: one process group per
+// rank, output pumped as whole lines, shell-style exit codes, and a stop
+// that escalates from SIGTERM to SIGKILL and reaches grandchildren.
+//
+// The same code runs ranks for the in-process local agent and for remote
+// agents; there is no second code path.
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Stream says which output stream a chunk came from.
+type Stream uint8
+
+// Output streams; the values match agent/wire.
+const (
+	Stdout Stream = 1
+	Stderr Stream = 2
+)
+
+// Sink receives rank output. Data always ends with '\n' except the final
+// chunk of a stream whose last line had none, or a line longer than
+// MaxLine (cut in pieces). Data is only valid during the call. Output calls
+// for one stream are serialised; calls for different streams and ranks are
+// concurrent.
+type Sink func(rank int, s Stream, data []byte)
+
+// MaxLine is the longest line delivered whole. Longer lines are delivered
+// in MaxLine pieces so one runaway rank cannot exhaust the agent's memory.
+const MaxLine = 16 << 20
+
+// Spec describes one rank's process.
+type Spec struct {
+	Rank int
+	Argv []string
+	// Env is the complete environment of the process (KEY=VALUE).
+	Env []string
+	Dir string
+	// ExtraFiles become fds 3, 4, ... in the child (PMI_FD).
+	ExtraFiles []*os.File
+	// Stdin, when true, gives the process a pipe as stdin (Proc.Stdin);
+	// otherwise stdin is /dev/null.
+	Stdin bool
+	// CPUs, when non-empty, is the CPU affinity set the process starts with.
+	CPUs []int
+	// Grace is the time between SIGTERM and SIGKILL when ctx is cancelled
+	// or Stop is called without an explicit grace. Zero means 5s.
+	Grace time.Duration
+}
+
+// Result is how a rank ended.
+type Result struct {
+	Rank int
+	Pid  int
+	// Code follows bash: the exit status, 128+N for signal N, 127 when the
+	// program was not found, 126 when it could not be executed.
+	Code   int
+	Signal syscall.Signal // the signal that ended it, 0 if none
+	// Err is set when the process could not be started.
+	Err error
+	// Stopped is true when the rank ended after Stop (or ctx cancel).
+	Stopped bool
+}
+
+// Failed reports whether the rank ended unsuccessfully.
+func (r Result) Failed() bool { return r.Code != 0 || r.Err != nil }
+
+func (r Result) String() string {
+	switch {
+	case r.Err != nil:
+		return fmt.Sprintf("rank %d: %v (exit code %d)", r.Rank, r.Err, r.Code)
+	case r.Signal != 0:
+		return fmt.Sprintf("rank %d (pid %d): killed by signal %d (%s), exit code %d", r.Rank, r.Pid, int(r.Signal), sigName(r.Signal), r.Code)
+	default:
+		return fmt.Sprintf("rank %d (pid %d): exit code %d", r.Rank, r.Pid, r.Code)
+	}
+}
+
+// Proc is a running rank. Its owner must call Wait.
+type Proc struct {
+	spec  Spec
+	cmd   *exec.Cmd
+	pid   int
+	stdin *os.File
+
+	done   chan struct{}
+	res    Result
+	stopMu sync.Mutex
+	stopT  *time.Timer
+	stopAt time.Time
+	stopd  bool
+	exited bool
+}
+
+// ErrNotFound is wrapped in a start error when the program does not exist.
+var ErrNotFound = errors.New("program not found")
+
+// Start starts the rank. When ctx is cancelled the rank is stopped with the
+// spec's grace. The returned Proc has already been started; a start failure
+// is returned as an error and also as a Result with Code 127 or 126 by
+// StartResult.
+func Start(ctx context.Context, spec Spec, out Sink) (*Proc, error) {
+	if len(spec.Argv) == 0 {
+		return nil, fmt.Errorf("rank %d: empty command", spec.Rank)
+	}
+	if spec.Grace <= 0 {
+		spec.Grace = 5 * time.Second
+	}
+	path, err := lookPath(spec.Argv[0], envValue(spec.Env, "PATH"), spec.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: %w", spec.Rank, err)
+	}
+	cmd := &exec.Cmd{Path: path, Args: spec.Argv, Env: spec.Env, Dir: spec.Dir, ExtraFiles: spec.ExtraFiles}
+	cmd.SysProcAttr = sysProcAttr()
+
+	var closeAfter []*os.File
+	defer func() {
+		for _, f := range closeAfter {
+			f.Close()
+		}
+	}()
+	var stdinW *os.File
+	if spec.Stdin {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("rank %d: stdin pipe: %w", spec.Rank, err)
+		}
+		cmd.Stdin, stdinW = r, w
+		closeAfter = append(closeAfter, r)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: stdout pipe: %w", spec.Rank, err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("rank %d: stderr pipe: %w", spec.Rank, err)
+	}
+	closeAfter = append(closeAfter, outW, errW)
+	cmd.Stdout, cmd.Stderr = outW, errW
+
+	if err := startWithAffinity(cmd, spec.CPUs); err != nil {
+		outR.Close()
+		errR.Close()
+		if stdinW != nil {
+			stdinW.Close()
+		}
+		return nil, fmt.Errorf("rank %d: start %s: %w", spec.Rank, spec.Argv[0], err)
+	}
+	p := &Proc{spec: spec, cmd: cmd, pid: cmd.Process.Pid, stdin: stdinW, done: make(chan struct{})}
+	go p.supervise(ctx, out, outR, errR)
+	return p, nil
+}
+
+// StartResult turns a Start error into the Result a failed start reports.
+func StartResult(rank int, err error) Result {
+	code := 126
+	if errors.Is(err, ErrNotFound) {
+		code = 127
+	}
+	return Result{Rank: rank, Code: code, Err: err}
+}
+
+// Pid is the rank's process ID, which is also its process group ID.
+func (p *Proc) Pid() int { return p.pid }
+
+// Stdin is the write end of the rank's stdin pipe, or nil.
+func (p *Proc) Stdin() io.WriteCloser {
+	if p.stdin == nil {
+		return nil
+	}
+	return p.stdin
+}
+
+// Done is closed when the rank has exited, its group has been killed and
+// its output drained.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Wait blocks until Done and returns the result.
+func (p *Proc) Wait() Result {
+	<-p.done
+	return p.res
+}
+
+// Signal sends sig to the rank's whole process group.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	p.stopMu.Lock()
+	defer p.stopMu.Unlock()
+	if p.exited {
+		return nil
+	}
+	if sig == syscall.SIGTERM || sig == syscall.SIGKILL || sig == syscall.SIGINT {
+		p.stopd = true
+	}
+	return killGroup(p.pid, sig)
+}
+
+// Stop sends SIGTERM to the group and SIGKILL after grace (the spec's grace
+// when grace <= 0). It returns at once; Wait for the end.
+func (p *Proc) Stop(grace time.Duration) {
+	if grace <= 0 {
+		grace = p.spec.Grace
+	}
+	p.stopMu.Lock()
+	defer p.stopMu.Unlock()
+	if p.exited {
+		return
+	}
+	p.stopd = true
+	_ = killGroup(p.pid, syscall.SIGTERM)
+	at := time.Now().Add(grace)
+	if p.stopT == nil || at.Before(p.stopAt) {
+		if p.stopT != nil {
+			p.stopT.Stop()
+		}
+		p.stopAt = at
+		p.stopT = time.AfterFunc(grace, func() { _ = p.Signal(syscall.SIGKILL) })
+	}
+}
+
+// Kill sends SIGKILL to the group now.
+func (p *Proc) Kill() { _ = p.Signal(syscall.SIGKILL) }
+
+func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
+	defer close(p.done)
+	var pumps sync.WaitGroup
+	pumps.Go(func() { pump(outR, func(b []byte) { out(p.spec.Rank, Stdout, b) }) })
+	pumps.Go(func() { pump(errR, func(b []byte) { out(p.spec.Rank, Stderr, b) }) })
+
+	stopCtx := context.AfterFunc(ctx, func() { p.Stop(0) })
+	err := p.cmd.Wait()
+	stopCtx()
+
+	p.stopMu.Lock()
+	p.exited = true
+	if p.stopT != nil {
+		p.stopT.Stop()
+	}
+	stopped := p.stopd
+	p.stopMu.Unlock()
+	// The leader is gone; anything left in its group (dataloader workers,
+	// a shell's background jobs) dies with it.
+	_ = killGroup(p.pid, syscall.SIGKILL)
+	if p.stdin != nil {
+		p.stdin.Close()
+	}
+
+	// Output: the pipes close when the last holder exits. A process that
+	// left the group (setsid) and kept the pipe would hold us forever, so
+	// drain for a bounded time, then cut.
+	drained := make(chan struct{})
+	go func() { pumps.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(2 * time.Second):
+		outR.Close()
+		errR.Close()
+		<-drained
+	}
+	outR.Close()
+	errR.Close()
+
+	p.res = Result{Rank: p.spec.Rank, Pid: p.pid, Stopped: stopped}
+	p.res.Code, p.res.Signal = exitCode(p.cmd.ProcessState, err)
+}
+
+func exitCode(ps *os.ProcessState, err error) (int, syscall.Signal) {
+	if ps == nil {
+		return 1, 0
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), ws.Signal()
+	}
+	return ps.ExitCode(), 0
+}
+
+// pump reads r and calls emit with whole lines, batching as many complete
+// lines as one read delivered.
+func pump(r io.Reader, emit func([]byte)) {
+	buf := make([]byte, 0, 64<<10)
+	for {
+		if len(buf) == cap(buf) {
+			if cap(buf) >= MaxLine {
+				emit(buf)
+				buf = buf[:0]
+			} else {
+				nb := make([]byte, len(buf), min(2*cap(buf), MaxLine))
+				copy(nb, buf)
+				buf = nb
+			}
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		if n > 0 {
+			start := len(buf)
+			buf = buf[:start+n]
+			if i := lastNL(buf[start:]); i >= 0 {
+				end := start + i + 1
+				emit(buf[:end])
+				rest := copy(buf, buf[end:])
+				buf = buf[:rest]
+				if cap(buf) > 256<<10 && rest < 64<<10 {
+					nb := make([]byte, rest, 64<<10)
+					copy(nb, buf)
+					buf = nb
+				}
+			}
+		}
+		if err != nil {
+			if len(buf) > 0 {
+				emit(buf)
+			}
+			return
+		}
+	}
+}
+
+func lastNL(b []byte) int {
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == '\n' {
+			return i
+		}
+	}
+	return -1
+}
+
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,182 @@
+// Package proctest turns a test binary into a fake trainer and proves
+// process death through /proc.
+//
+// A test package calls HelperMain from TestMain; when GANGWAY_FAKE is set
+// the binary acts out that mode and exits, otherwise tests run normally:
+//
+//	func TestMain(m *testing.M) { proctest.HelperMain(); os.Exit(m.Run()) }
+//
+// Modes (GANGWAY_FAKE=mode[:arg]):
+//
+//	exit:N          print "rank R" and exit N
+//	env             print RANK LOCAL_RANK WORLD_SIZE and selected variables
+//	sleep           print "ready" and sleep until killed
+//	ignoreterm      ignore SIGTERM, print "ready", sleep until SIGKILL
+//	grandchild      start a grandchild sleeper, print "child PID", sleep
+//	flood:N         print N numbered 100-byte lines on stdout and on stderr
+//	longline:N      print one line of N bytes, then "end" with no newline
+//	cat             copy stdin to stdout
+//	kill:SIG        kill itself with signal SIG (number)
+//	failafter:MS:N  sleep MS milliseconds then exit N
+package proctest
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Env is the variable that switches a test binary into helper mode.
+const Env = "GANGWAY_FAKE"
+
+// HelperMain acts out the mode in GANGWAY_FAKE and exits; it returns at
+// once when the variable is unset.
+func HelperMain() {
+	mode, ok := os.LookupEnv(Env)
+	if !ok {
+		return
+	}
+	os.Exit(run(mode))
+}
+
+func rank() string {
+	for _, k := range []string{"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"} {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+	}
+	return "0"
+}
+
+func run(mode string) int {
+	name, arg, _ := strings.Cut(mode, ":")
+	n, _ := strconv.Atoi(strings.Split(arg, ":")[0])
+	w := bufio.NewWriterSize(os.Stdout, 64<<10)
+	defer w.Flush()
+	switch name {
+	case "exit":
+		fmt.Fprintf(w, "rank %s\n", rank())
+		w.Flush()
+		return n
+	case "env":
+		for _, k := range strings.Split(os.Getenv("GANGWAY_FAKE_VARS"), ",") {
+			if k != "" {
+				fmt.Fprintf(w, "%s=%s\n", k, os.Getenv(k))
+			}
+		}
+		return 0
+	case "sleep":
+		fmt.Fprintln(w, "ready")
+		w.Flush()
+		time.Sleep(time.Hour)
+	case "ignoreterm":
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Fprintln(w, "ready")
+		w.Flush()
+		time.Sleep(time.Hour)
+	case "grandchild":
+		c := exec.Command("sleep", "3600")
+		if err := c.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		fmt.Fprintf(w, "child %d\n", c.Process.Pid)
+		w.Flush()
+		if n > 0 { // exit early and leave the grandchild behind
+			return 0
+		}
+		time.Sleep(time.Hour)
+	case "flood":
+		r := rank()
+		ew := bufio.NewWriterSize(os.Stderr, 64<<10)
+		defer ew.Flush()
+		pad := strings.Repeat("x", 100)
+		for i := 0; i < n; i++ {
+			// rank, index, checksum-free padding: 100 bytes with the newline
+			line := fmt.Sprintf("r%s i%d ", r, i)
+			line += pad[:99-len(line)]
+			w.WriteString(line)
+			w.WriteByte('\n')
+			if i%10 == 0 {
+				ew.WriteString(line)
+				ew.WriteByte('\n')
+			}
+		}
+		return 0
+	case "longline":
+		w.WriteString(strings.Repeat("L", n))
+		w.WriteString("\nend")
+		return 0
+	case "cat":
+		w.Flush()
+		_, err := io.Copy(os.Stdout, os.Stdin)
+		if err != nil {
+			return 3
+		}
+		return 0
+	case "kill":
+		w.Flush()
+		syscall.Kill(os.Getpid(), syscall.Signal(n))
+		time.Sleep(time.Hour)
+	case "failafter":
+		parts := strings.Split(arg, ":")
+		ms, _ := strconv.Atoi(parts[0])
+		code := 1
+		if len(parts) > 1 {
+			code, _ = strconv.Atoi(parts[1])
+		}
+		fmt.Fprintf(w, "rank %s failing in %dms\n", rank(), ms)
+		w.Flush()
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+		fmt.Fprintf(os.Stderr, "rank %s: fatal error, exiting %d\n", rank(), code)
+		return code
+	}
+	fmt.Fprintf(os.Stderr, "proctest: unknown mode %q\n", mode)
+	return 99
+}
+
+// State returns the state letter of /proc/PID/stat ('R', 'S', 'Z'...), or
+// 0 when the process does not exist.
+func State(pid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
+}
+
+// Gone reports whether pid no longer runs: no /proc entry, or a zombie
+// (dead, waiting to be reaped; kill(pid, 0) would still succeed on it).
+func Gone(pid int) bool {
+	s := State(pid)
+	return s == 0 || s == 'Z' || s == 'X'
+}
+
+// WaitGone waits up to d for every pid to be gone and returns the ones
+// still running.
+func WaitGone(d time.Duration, pids ...int) []int {
+	deadline := time.Now().Add(d)
+	for {
+		var left []int
+		for _, p := range pids {
+			if !Gone(p) {
+				left = append(left, p)
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
