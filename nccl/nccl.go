@@ -1,0 +1,10 @@
+// Package nccl makes the launcher's NCCL decisions as pure functions of
+// host facts: which network interface and address each host uses
+// (ChooseInterface), which InfiniBand ports, the environment that pins them
+// (Env), which GPUs a host's ranks get (ChooseGPUs), and whether the NCCL
+// variables a user set make sense (Check).
+//
+// The package has its own small input types; the launcher converts the
+// agent's wire.Facts into them. Nothing here logs, touches the network or
+// reads files.
+package nccl
