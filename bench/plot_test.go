@@ -88,13 +88,26 @@ func TestWritePlot(t *testing.T) {
 
 func countColor(img image.Image, c color.RGBA) int {
 	n := 0
-	b := img.Bounds()
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
-			r, g, bl, _ := img.At(x, y).RGBA()
-			if uint8(r>>8) == c.R && uint8(g>>8) == c.G && uint8(bl>>8) == c.B {
-				n++
+	var pix []byte
+	switch im := img.(type) {
+	case *image.RGBA:
+		pix = im.Pix
+	case *image.NRGBA:
+		pix = im.Pix
+	default:
+		b := img.Bounds()
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			for x := b.Min.X; x < b.Max.X; x++ {
+				if color.RGBAModel.Convert(img.At(x, y)) == c {
+					n++
+				}
 			}
+		}
+		return n
+	}
+	for i := 0; i+3 < len(pix); i += 4 {
+		if pix[i] == c.R && pix[i+1] == c.G && pix[i+2] == c.B && pix[i+3] == 0xff {
+			n++
 		}
 	}
 	return n

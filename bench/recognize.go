@@ -1,12 +1,3 @@
-// Package bench turns the lines that ranks print into one honest throughput
-// figure with statistics: per-rank means with 95% confidence intervals, job
-// totals, per-host subtotals, stragglers and scaling efficiency.
-//
-// It recognises the formats in PROTOCOLS.md §7 (tf_cnn_benchmarks, Horovod's
-// synthetic benchmark, NVIDIA DLLogger, nccl-tests) plus user-defined
-// metrics, either live through a Collector fed from the launcher's output
-// path or afterwards over saved logs with AnalyzeFiles. bench is a leaf
-// package: it does not log and imports no other gangway package.
 package bench
 
 import (

@@ -53,9 +53,9 @@ func (v *validator) check(schema map[string]any, doc any, path string) {
 	if enum, ok := schema["enum"].([]any); ok && !slices.ContainsFunc(enum, func(e any) bool { return fmt.Sprint(e) == fmt.Sprint(doc) }) {
 		v.fail(path, "%v not in %v", doc, enum)
 	}
-	if min, ok := schema["minimum"].(json.Number); ok {
+	if minimum, ok := schema["minimum"].(json.Number); ok {
 		n, isNum := doc.(json.Number)
-		lo, _ := min.Float64()
+		lo, _ := minimum.Float64()
 		if f, err := n.Float64(); isNum && (err != nil || f < lo) {
 			v.fail(path, "%v below minimum %v", doc, lo)
 		}

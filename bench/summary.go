@@ -54,7 +54,11 @@ func writeMetric(ew *errWriter, mr MetricReport, baseline float64) {
 		ew.printf("  %-13s %s\n", "value", valueCI(mr.Value, mr.CI95, u))
 	} else {
 		ew.printf("%s [%s, per rank, %s]\n", mr.Name, unitOr(u), mr.Coverage)
-		ew.printf("  %-13s %s\n", "total", valueCI(mr.Value, mr.CI95, u))
+		only := ""
+		if mr.RanksReporting < mr.RanksTotal {
+			only = fmt.Sprintf("  (%d of %d ranks only)", mr.RanksReporting, mr.RanksTotal)
+		}
+		ew.printf("  %-13s %s%s\n", "total", valueCI(mr.Value, mr.CI95, u), only)
 		if len(mr.Hosts) > 1 {
 			for _, h := range mr.Hosts {
 				ew.printf("  %-13s %s  (%d ranks, %s/rank)\n", "host "+hostName(h.Host),
