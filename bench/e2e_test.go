@@ -77,6 +77,11 @@ func TestSyntheticEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("summary:\n%s", summary.String())
+	if *plotDir != "" {
+		if err := WritePlot(filepath.Join(*plotDir, "synthetic-e2e.png"), rep); err != nil {
+			t.Fatal(err)
+		}
+	}
 	mr := findMetricMust(t, rep, MetricTFCNN.Name)
 	if mr.RanksReporting != ranks || rep.Lines.Dropped != 0 {
 		t.Fatalf("%s, %d dropped", mr.Coverage, rep.Lines.Dropped)
