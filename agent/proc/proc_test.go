@@ -88,7 +88,7 @@ func TestExitCodes(t *testing.T) {
 		{"exit:255", 255, 0},
 		{"kill:9", 137, syscall.SIGKILL},
 		{"kill:15", 143, syscall.SIGTERM},
-		{"kill:10", 138, syscall.SIGUSR1},
+		{"kill:1", 129, syscall.SIGHUP},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			c := newCapture()
