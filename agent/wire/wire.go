@@ -91,8 +91,11 @@ type Hello struct {
 	Launcher string `json:"launcher"` // launcher's version string, for logs
 	JobID    string `json:"job_id"`
 	Host     string `json:"host"` // the name the launcher knows this host by
-	// Probe asks the agent to include a free TCP port (for MASTER_PORT).
+	// WantPort asks the agent to include a free TCP port (for MASTER_PORT).
 	WantPort bool `json:"want_port,omitempty"`
+	// Peers are the other hosts of the job (the addresses the launcher
+	// reached them on); the agent reports its route to each in Facts.Routes.
+	Peers []string `json:"peers,omitempty"`
 }
 
 // Facts describes the agent's host. Discovery fills what it can; empty

@@ -73,12 +73,12 @@ func run(mode string) int {
 		}
 		return 0
 	case "sleep":
-		fmt.Fprintln(w, "ready")
+		fmt.Fprintf(w, "ready %d\n", os.Getpid())
 		w.Flush()
 		time.Sleep(time.Hour)
 	case "ignoreterm":
 		signal.Ignore(syscall.SIGTERM)
-		fmt.Fprintln(w, "ready")
+		fmt.Fprintf(w, "ready %d\n", os.Getpid())
 		w.Flush()
 		time.Sleep(time.Hour)
 	case "grandchild":

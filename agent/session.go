@@ -1,0 +1,425 @@
+// Package agent is the per-node agent: an SSH server for stock clients and
+// for the launcher's protocol, which runs and supervises a job's ranks.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"gangway/agent/facts"
+	"gangway/agent/pmi"
+	"gangway/agent/proc"
+	"gangway/agent/wire"
+)
+
+// LostGrace is how long ranks get between SIGTERM and SIGKILL when the
+// launcher's connection drops.
+const LostGrace = 2 * time.Second
+
+// Agent serves launcher sessions. The zero value is not usable; set Log.
+type Agent struct {
+	Name    string // reported name; default hostname
+	Version string
+	Log     *zap.Logger
+	// Facts configures discovery (tests inject fixtures).
+	Facts facts.Options
+	// AllowDropCaches lets launchers ask for a page-cache drop.
+	AllowDropCaches bool
+	// BaseEnv is the environment ranks start from; nil means os.Environ().
+	BaseEnv []string
+
+	mu   sync.Mutex
+	jobs map[string]int // job id -> live sessions, for logs and isolation checks
+}
+
+// ErrVersion is returned when the launcher speaks another protocol version.
+var ErrVersion = errors.New("protocol version mismatch")
+
+// ServeSession serves one launcher session on rwc until the launcher
+// closes it, the connection drops or ctx ends. Every rank it started is
+// dead when it returns.
+func (a *Agent) ServeSession(ctx context.Context, rwc io.ReadWriteCloser) error {
+	conn := wire.NewConn(rwc)
+	defer conn.Close()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+
+	m, err := conn.Recv()
+	if err != nil {
+		return fmt.Errorf("read hello: %w", err)
+	}
+	var h wire.Hello
+	if m.Kind != wire.KindHello {
+		return fmt.Errorf("expected hello, got %s", m.Kind)
+	}
+	if err := m.Decode(&h); err != nil {
+		return err
+	}
+	if h.Version != wire.Version {
+		ve := &wire.VersionError{Ours: wire.Version, Theirs: h.Version}
+		_ = conn.Send(wire.KindError, wire.Error{Msg: ve.Error()})
+		return fmt.Errorf("%w: %w", ErrVersion, ve)
+	}
+	f, err := a.gather(ctx, h.Peers)
+	if err != nil {
+		_ = conn.Send(wire.KindError, wire.Error{Msg: err.Error()})
+		return err
+	}
+	if h.WantPort {
+		f.FreePort = freePort()
+	}
+	if err := conn.Send(wire.KindFacts, f); err != nil {
+		return err
+	}
+	log := a.Log.With(zap.String("job", h.JobID))
+	s := &session{a: a, conn: conn, log: log, jobID: h.JobID, fences: map[int]chan map[string]string{}}
+	a.track(h.JobID, 1)
+	defer a.track(h.JobID, -1)
+	err = s.loop(ctx)
+	// Whatever ended the session, no rank outlives it.
+	s.stopAll(LostGrace)
+	s.wait()
+	return err
+}
+
+func (a *Agent) track(job string, d int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.jobs == nil {
+		a.jobs = map[string]int{}
+	}
+	a.jobs[job] += d
+	if a.jobs[job] <= 0 {
+		delete(a.jobs, job)
+	}
+}
+
+func (a *Agent) gather(ctx context.Context, peers []string) (wire.Facts, error) {
+	o := a.Facts
+	if o.Name == "" {
+		o.Name = a.Name
+	}
+	o.Peers = peers
+	f, err := facts.Gather(ctx, o)
+	if err != nil {
+		return f, fmt.Errorf("host discovery: %w", err)
+	}
+	f.Version = wire.Version
+	f.Agent = a.Version
+	f.CanDropCaches = f.CanDropCaches && a.AllowDropCaches
+	return f, nil
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return 0
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// session is one launcher's job on this host.
+type session struct {
+	a     *Agent
+	conn  *wire.Conn
+	log   *zap.Logger
+	jobID string
+
+	mu      sync.Mutex
+	job     *wire.StartJob
+	procs   map[int]*proc.Proc
+	pmi     *pmi.Server
+	pmiFDs  map[int]*os.File
+	pmiEnv  map[int][]string
+	stopped bool
+	waiters sync.WaitGroup
+
+	fmu    sync.Mutex
+	fences map[int]chan map[string]string
+}
+
+func (s *session) loop(ctx context.Context) error {
+	for {
+		m, err := s.conn.Recv()
+		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("launcher connection: %w", err)
+		}
+		if err := s.handle(ctx, m); err != nil {
+			_ = s.conn.Send(wire.KindError, wire.Error{Msg: err.Error()})
+			return err
+		}
+	}
+}
+
+func (s *session) handle(ctx context.Context, m wire.Msg) error {
+	switch m.Kind {
+	case wire.KindStart:
+		var j wire.StartJob
+		if err := m.Decode(&j); err != nil {
+			return err
+		}
+		err := s.prepare(ctx, &j)
+		r := wire.Ready{}
+		if err != nil {
+			r.Err = err.Error()
+		}
+		return s.conn.Send(wire.KindReady, r)
+	case wire.KindGo:
+		return s.spawn(ctx)
+	case wire.KindStdin:
+		rank, data, err := m.Stdin()
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		p := s.procs[rank]
+		s.mu.Unlock()
+		if p != nil && p.Stdin() != nil {
+			if len(data) == 0 {
+				p.Stdin().Close()
+			} else if _, err := p.Stdin().Write(data); err != nil {
+				s.log.Debug("stdin write", zap.Int("rank", rank), zap.Error(err))
+			}
+		}
+	case wire.KindSignal:
+		var sig wire.Signal
+		if err := m.Decode(&sig); err != nil {
+			return err
+		}
+		n, err := proc.ParseSignal(sig.Name)
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.stopped = s.stopped || sig.Name == "KILL" || sig.Name == "TERM"
+		for _, p := range s.procs {
+			_ = p.Signal(n)
+		}
+		s.mu.Unlock()
+	case wire.KindStop:
+		var st wire.Stop
+		if err := m.Decode(&st); err != nil {
+			return err
+		}
+		s.stopAll(st.Grace)
+	case wire.KindFenceDone:
+		var fd wire.FenceDone
+		if err := m.Decode(&fd); err != nil {
+			return err
+		}
+		s.fmu.Lock()
+		ch := s.fences[fd.Seq]
+		delete(s.fences, fd.Seq)
+		s.fmu.Unlock()
+		if ch != nil {
+			ch <- fd.Puts
+		}
+	case wire.KindPrepare:
+		var p wire.Prepare
+		if err := m.Decode(&p); err != nil {
+			return err
+		}
+		return s.conn.Send(wire.KindPrepared, s.a.prepareNode(p))
+	case wire.KindProbe:
+		var p wire.Probe
+		if err := m.Decode(&p); err != nil {
+			return err
+		}
+		return s.conn.Send(wire.KindProbeResult, probe(ctx, p))
+	default:
+		return fmt.Errorf("unexpected message %s", m.Kind)
+	}
+	return nil
+}
+
+// prepare readies every local rank without starting any: PMI sockets and
+// environments. Nothing runs until Go.
+func (s *session) prepare(ctx context.Context, j *wire.StartJob) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.job != nil {
+		return errors.New("this session already has a job")
+	}
+	for _, r := range j.Ranks {
+		if len(r.Argv) == 0 {
+			return fmt.Errorf("rank %d: empty command", r.Rank)
+		}
+		if r.Dir != "" {
+			if st, err := os.Stat(r.Dir); err != nil || !st.IsDir() {
+				return fmt.Errorf("rank %d: working directory %s: not a directory on this host", r.Rank, r.Dir)
+			}
+		}
+	}
+	s.job = j
+	if j.PMI != nil && len(j.Ranks) > 0 {
+		local := make([]int, len(j.Ranks))
+		for i, r := range j.Ranks {
+			local[i] = r.Rank
+		}
+		var fencer pmi.Fencer
+		if len(local) < j.PMI.Size {
+			fencer = pmi.FenceFunc(s.fence)
+		}
+		srv, err := pmi.NewServer(ctx, pmi.Job{KVSName: j.PMI.KVSName, Size: j.PMI.Size, Mapping: j.PMI.Mapping, JobID: j.JobID}, local, fencer, pmi.Events{
+			Abort: func(rank, code int, msg string) {
+				_ = s.conn.Send(wire.KindAbort, wire.Abort{Rank: rank, Code: code, Msg: msg})
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("PMI server: %w", err)
+		}
+		s.pmi = srv
+		s.pmiFDs = map[int]*os.File{}
+		s.pmiEnv = map[int][]string{}
+		for _, r := range j.Ranks {
+			f, err := srv.RankFD(r.Rank)
+			if err != nil {
+				return fmt.Errorf("rank %d: PMI socket: %w", r.Rank, err)
+			}
+			env, err := srv.Env(r.Rank, 3)
+			if err != nil {
+				return fmt.Errorf("rank %d: PMI env: %w", r.Rank, err)
+			}
+			s.pmiFDs[r.Rank], s.pmiEnv[r.Rank] = f, env
+		}
+	}
+	return nil
+}
+
+// fence forwards a completed local barrier to the launcher and waits for
+// every host.
+func (s *session) fence(ctx context.Context, seq int, puts map[string]string) (map[string]string, error) {
+	ch := make(chan map[string]string, 1)
+	s.fmu.Lock()
+	s.fences[seq] = ch
+	s.fmu.Unlock()
+	if err := s.conn.Send(wire.KindFence, wire.Fence{Seq: seq, Puts: puts}); err != nil {
+		return nil, err
+	}
+	select {
+	case all := <-ch:
+		return all, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *session) spawn(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.job
+	if j == nil {
+		return errors.New("go before start")
+	}
+	if s.procs != nil {
+		return errors.New("job already started")
+	}
+	s.procs = map[int]*proc.Proc{}
+	base := s.a.BaseEnv
+	if base == nil {
+		base = os.Environ()
+	}
+	pids := map[int]int{}
+	sink := func(rank int, st proc.Stream, data []byte) {
+		_ = s.conn.SendOutput(rank, wire.Stream(st), data)
+	}
+	var all sync.WaitGroup
+	for _, r := range j.Ranks {
+		env := mergeEnv(base, r.Env, s.pmiEnv[r.Rank])
+		spec := proc.Spec{Rank: r.Rank, Argv: r.Argv, Env: env, Dir: r.Dir, Stdin: r.Rank == j.StdinRank, Grace: j.KillGrace}
+		if f := s.pmiFDs[r.Rank]; f != nil {
+			spec.ExtraFiles = []*os.File{f}
+		}
+		p, err := proc.Start(ctx, spec, sink)
+		if f := s.pmiFDs[r.Rank]; f != nil {
+			f.Close()
+		}
+		if err != nil {
+			res := proc.StartResult(r.Rank, err)
+			_ = s.conn.Send(wire.KindExit, wire.Exit{Rank: r.Rank, Code: res.Code, Err: err.Error()})
+			continue
+		}
+		s.procs[r.Rank] = p
+		pids[r.Rank] = p.Pid()
+		all.Add(1)
+		s.waiters.Go(func() {
+			defer all.Done()
+			res := p.Wait()
+			x := wire.Exit{Rank: res.Rank, Pid: res.Pid, Code: res.Code, Signal: int(res.Signal), Stopped: res.Stopped}
+			if s.pmi != nil && x.Code == 0 && s.pmi.Initialized(res.Rank) && !s.pmi.Finalized(res.Rank) {
+				x.Code, x.Err = 1, "exited without PMI finalize (MPI_Finalize not called)"
+			}
+			_ = s.conn.Send(wire.KindExit, x)
+		})
+	}
+	if err := s.conn.Send(wire.KindStarted, wire.Started{Pids: pids}); err != nil {
+		return err
+	}
+	s.log.Debug("ranks started", zap.Int("ranks", len(pids)))
+	s.waiters.Go(func() {
+		all.Wait()
+		if s.pmi != nil {
+			s.pmi.Close()
+		}
+		_ = s.conn.Send(wire.KindDone, nil)
+	})
+	return nil
+}
+
+func (s *session) stopAll(grace time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	for _, p := range s.procs {
+		p.Stop(grace)
+	}
+	if s.procs == nil {
+		// Prepared but never started: release what prepare made.
+		for _, f := range s.pmiFDs {
+			f.Close()
+		}
+		s.pmiFDs = nil
+		if s.pmi != nil {
+			s.pmi.Close()
+		}
+	}
+}
+
+func (s *session) wait() { s.waiters.Wait() }
+
+// mergeEnv overlays environments; later lists win. The result is sorted.
+func mergeEnv(lists ...[]string) []string {
+	m := map[string]string{}
+	for _, l := range lists {
+		for _, kv := range l {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				m[k] = v
+			}
+		}
+	}
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}

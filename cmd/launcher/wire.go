@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"gangway/agent"
+	"gangway/hostfile"
+	"gangway/launcher"
+)
+
+// version is stamped by the Makefile (-ldflags -X main.version=...).
+var version = "dev"
+
+func run(args []string, sig <-chan os.Signal) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cwd, _ := os.Getwd()
+	local := &localAgent{}
+	defer local.wait()
+	defer cancel()
+	d := launcher.Deps{
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Signals: sig, Version: version, Cwd: cwd,
+		NewLocal: func(log *zap.Logger) launcher.Dialer {
+			local.agent = &agent.Agent{Version: version, Log: log.Named("agent"), AllowDropCaches: os.Geteuid() == 0}
+			return local
+		},
+	}
+	return launcher.Main(ctx, args, d, newLogger)
+}
+
+func newLogger(format string, verbose bool) *zap.Logger {
+	level := zap.NewAtomicLevelAt(zap.WarnLevel)
+	if verbose {
+		level.SetLevel(zap.DebugLevel)
+	}
+	cfg := zap.NewDevelopmentEncoderConfig()
+	enc := zapcore.NewConsoleEncoder(cfg)
+	if format == "json" {
+		enc = zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(os.Stderr), level))
+}
+
+// localAgent serves localhost with the agent code in this process, over a
+// socketpair, so local and remote ranks share one code path.
+type localAgent struct {
+	agent *agent.Agent
+	wg    sync.WaitGroup
+}
+
+func (l *localAgent) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, "", fmt.Errorf("socketpair: %w", err)
+	}
+	ours, err := fileConn(fds[0], "launcher")
+	if err != nil {
+		syscall.Close(fds[1])
+		return nil, "", err
+	}
+	theirs, err := fileConn(fds[1], "agent")
+	if err != nil {
+		ours.Close()
+		return nil, "", err
+	}
+	l.wg.Go(func() {
+		if err := l.agent.ServeSession(context.WithoutCancel(ctx), theirs); err != nil {
+			l.agent.Log.Debug("local session ended", zap.Error(err))
+		}
+	})
+	return ours, "127.0.0.1", nil
+}
+
+func (l *localAgent) wait() { l.wg.Wait() }
+
+func fileConn(fd int, name string) (net.Conn, error) {
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, fmt.Errorf("socketpair conn: %w", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,131 @@
+package launcher
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// HostEnv is what the environment needs to know about one host.
+type HostEnv struct {
+	Name string // the name the launcher knows it by (HOROVOD_HOSTNAME)
+	// GPUs are the GPU indices handed out to this host's ranks in local
+	// rank order; nil when the host has no GPUs (CUDA_VISIBLE_DEVICES is
+	// then left alone).
+	GPUs []int
+	// Net is host-specific network environment (NCCL_SOCKET_IFNAME...).
+	Net []string
+}
+
+// JobEnv is what is the same for every rank.
+type JobEnv struct {
+	JobID      string
+	MasterAddr string
+	MasterPort int
+	GPUsPer    int
+	User       []string // -x and --env-file, KEY=VALUE
+	MCA        []string // OMPI_MCA_KEY=VALUE
+}
+
+// identityKeys are computed per rank and never overridden by -x.
+var identityKeys = map[string]bool{
+	"RANK": true, "WORLD_SIZE": true, "LOCAL_RANK": true, "LOCAL_WORLD_SIZE": true,
+	"GROUP_RANK": true, "GROUP_WORLD_SIZE": true, "ROLE_RANK": true, "ROLE_WORLD_SIZE": true,
+	"OMPI_COMM_WORLD_RANK": true, "OMPI_COMM_WORLD_SIZE": true, "OMPI_COMM_WORLD_LOCAL_RANK": true,
+	"OMPI_COMM_WORLD_LOCAL_SIZE": true, "OMPI_COMM_WORLD_NODE_RANK": true,
+	"PMI_RANK": true, "PMI_SIZE": true, "MPI_LOCALRANKID": true, "MPI_LOCALNRANKS": true,
+	"HOROVOD_RANK": true, "HOROVOD_SIZE": true, "HOROVOD_LOCAL_RANK": true, "HOROVOD_LOCAL_SIZE": true,
+	"HOROVOD_CROSS_RANK": true, "HOROVOD_CROSS_SIZE": true, "HOROVOD_HOSTNAME": true,
+	"GANGWAY_JOB_ID": true, "GANGWAY_HOST": true,
+}
+
+// Environ builds every rank's environment: the variables gangway sets,
+// then -mca, then -x (which win over everything but the rank's identity).
+// The result is indexed by rank; each entry is sorted KEY=VALUE. The host's
+// own environment (the agent's) is the base the ranks start from.
+func Environ(ranks []Rank, hosts []HostEnv, j JobEnv) ([][]string, error) {
+	size := len(ranks)
+	groups := 0
+	seen := make(map[int]bool)
+	// crossHosts[l] lists the hosts (in host order) that have local rank l.
+	var crossHosts [][]int
+	for _, r := range ranks {
+		if !seen[r.Host] {
+			seen[r.Host] = true
+			groups++
+		}
+	}
+	byHost := make([][]int, len(hosts))
+	for _, r := range ranks {
+		byHost[r.Host] = append(byHost[r.Host], r.Rank)
+	}
+	crossIndex := make([]map[int]int, len(hosts)) // host -> local rank -> cross rank
+	for h, rs := range byHost {
+		crossIndex[h] = map[int]int{}
+		for l := range rs {
+			for len(crossHosts) <= l {
+				crossHosts = append(crossHosts, nil)
+			}
+			crossIndex[h][l] = len(crossHosts[l])
+			crossHosts[l] = append(crossHosts[l], h)
+		}
+	}
+	gpusPer := max(j.GPUsPer, 1)
+	out := make([][]string, size)
+	for _, r := range ranks {
+		h := hosts[r.Host]
+		m := map[string]string{
+			"RANK": itoa(r.Rank), "WORLD_SIZE": itoa(size),
+			"LOCAL_RANK": itoa(r.LocalRank), "LOCAL_WORLD_SIZE": itoa(r.LocalSize),
+			"GROUP_RANK": itoa(r.NodeRank), "GROUP_WORLD_SIZE": itoa(groups),
+			"ROLE_RANK": itoa(r.Rank), "ROLE_WORLD_SIZE": itoa(size), "ROLE_NAME": "default",
+			"MASTER_ADDR": j.MasterAddr, "MASTER_PORT": itoa(j.MasterPort),
+			"OMPI_COMM_WORLD_RANK": itoa(r.Rank), "OMPI_COMM_WORLD_SIZE": itoa(size),
+			"OMPI_COMM_WORLD_LOCAL_RANK": itoa(r.LocalRank), "OMPI_COMM_WORLD_LOCAL_SIZE": itoa(r.LocalSize),
+			"OMPI_COMM_WORLD_NODE_RANK": itoa(r.LocalRank),
+			"PMI_RANK":                  itoa(r.Rank), "PMI_SIZE": itoa(size),
+			"MPI_LOCALRANKID": itoa(r.LocalRank), "MPI_LOCALNRANKS": itoa(r.LocalSize),
+			"HOROVOD_RANK": itoa(r.Rank), "HOROVOD_SIZE": itoa(size),
+			"HOROVOD_LOCAL_RANK": itoa(r.LocalRank), "HOROVOD_LOCAL_SIZE": itoa(r.LocalSize),
+			"HOROVOD_CROSS_RANK": itoa(crossIndex[r.Host][r.LocalRank]),
+			"HOROVOD_CROSS_SIZE": itoa(len(crossHosts[r.LocalRank])),
+			"HOROVOD_HOSTNAME":   h.Name,
+			"GANGWAY_JOB_ID":     j.JobID, "GANGWAY_HOST": h.Name,
+			"PYTHONUNBUFFERED": "1",
+		}
+		if h.GPUs != nil {
+			lo, hi := r.LocalRank*gpusPer, (r.LocalRank+1)*gpusPer
+			if hi > len(h.GPUs) {
+				return nil, fmt.Errorf("host %s: %d local ranks x %d GPUs per rank need %d GPUs, the host has %d", h.Name, r.LocalSize, gpusPer, r.LocalSize*gpusPer, len(h.GPUs))
+			}
+			ids := make([]string, 0, gpusPer)
+			for _, g := range h.GPUs[lo:hi] {
+				ids = append(ids, itoa(g))
+			}
+			m["CUDA_VISIBLE_DEVICES"] = strings.Join(ids, ",")
+			m["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+		}
+		for _, kv := range h.Net {
+			k, v, _ := strings.Cut(kv, "=")
+			m[k] = v
+		}
+		for _, list := range [][]string{j.MCA, j.User} {
+			for _, kv := range list {
+				k, v, _ := strings.Cut(kv, "=")
+				if !identityKeys[k] {
+					m[k] = v
+				}
+			}
+		}
+		env := make([]string, 0, len(m))
+		for k, v := range m {
+			env = append(env, k+"="+v)
+		}
+		sort.Strings(env)
+		out[r.Rank] = env
+	}
+	return out, nil
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

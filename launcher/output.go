@@ -1,0 +1,209 @@
+package launcher
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"gangway/agent/wire"
+)
+
+// tailLines is how many stderr lines of each rank the failure report keeps.
+const tailLines = 10
+
+// Observer sees every whole line (the bench collector). It must not block.
+type Observer interface {
+	Observe(rank int, host string, t time.Time, line []byte)
+}
+
+// console routes rank output: tagged to the launcher's stdout/stderr
+// (whole lines only, one write per frame, under one lock so lines of
+// different ranks never mix), raw to per-rank files, and to the observer.
+type console struct {
+	stdout, stderr io.Writer
+	tag            string // "rank" ([R] ), "mpirun" ([1,R]<stdout>:)
+	timestamp      bool
+	from           RankSet
+	dir            string
+	hostOf         func(rank int) string
+	obs            Observer
+
+	mu    sync.Mutex // guards writes to stdout/stderr
+	fmu   sync.Mutex // guards files and tails
+	files map[fileKey]*os.File
+	tails map[int]*ring
+	ferr  error
+}
+
+type fileKey struct {
+	rank int
+	s    wire.Stream
+}
+
+type ring struct {
+	lines [tailLines]string
+	n     int
+}
+
+func (r *ring) add(l string) { r.lines[r.n%tailLines] = l; r.n++ }
+
+func (r *ring) list() []string {
+	var out []string
+	start := max(0, r.n-tailLines)
+	for i := start; i < r.n; i++ {
+		out = append(out, r.lines[i%tailLines])
+	}
+	return out
+}
+
+// scratch is a per-goroutine buffer for building tagged output.
+type scratch struct{ buf []byte }
+
+// write handles one output frame of whole lines from one rank.
+func (c *console) write(sc *scratch, rank int, s wire.Stream, data []byte) {
+	if len(data) == 0 {
+		return
+	}
+	now := time.Now()
+	if c.dir != "" {
+		c.toFile(rank, s, data)
+	}
+	if s == wire.Stderr || c.obs != nil {
+		host := ""
+		if c.hostOf != nil {
+			host = c.hostOf(rank)
+		}
+		rest := data
+		for len(rest) > 0 {
+			i := bytes.IndexByte(rest, '\n')
+			line := rest
+			if i >= 0 {
+				line, rest = rest[:i], rest[i+1:]
+			} else {
+				rest = nil
+			}
+			if s == wire.Stderr {
+				c.fmu.Lock()
+				t := c.tails[rank]
+				if t == nil {
+					t = &ring{}
+					c.tails[rank] = t
+				}
+				t.add(string(line))
+				c.fmu.Unlock()
+			}
+			if c.obs != nil && s == wire.Stdout {
+				c.obs.Observe(rank, host, now, line)
+			}
+		}
+	}
+	if !c.from.Has(rank) {
+		return
+	}
+	prefix := c.prefix(rank, s, now)
+	b := sc.buf[:0]
+	rest := data
+	for len(rest) > 0 {
+		i := bytes.IndexByte(rest, '\n')
+		b = append(b, prefix...)
+		if i < 0 {
+			b = append(b, rest...)
+			b = append(b, '\n')
+			break
+		}
+		b = append(b, rest[:i+1]...)
+		rest = rest[i+1:]
+	}
+	sc.buf = b
+	w := c.stdout
+	if s == wire.Stderr {
+		w = c.stderr
+	}
+	c.mu.Lock()
+	_, _ = w.Write(b)
+	c.mu.Unlock()
+}
+
+func (c *console) prefix(rank int, s wire.Stream, now time.Time) []byte {
+	var p []byte
+	if c.timestamp {
+		p = now.AppendFormat(p, "2006-01-02T15:04:05.000 ")
+	}
+	switch c.tag {
+	case "mpirun":
+		p = append(p, "[1,"...)
+		p = strconv.AppendInt(p, int64(rank), 10)
+		p = append(p, "]<"...)
+		p = append(p, s.String()...)
+		p = append(p, ">:"...)
+	default:
+		p = append(p, '[')
+		p = strconv.AppendInt(p, int64(rank), 10)
+		p = append(p, "] "...)
+	}
+	return p
+}
+
+func (c *console) toFile(rank int, s wire.Stream, data []byte) {
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	k := fileKey{rank, s}
+	f := c.files[k]
+	if f == nil {
+		dir := filepath.Join(c.dir, "rank."+strconv.Itoa(rank))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			c.ferr = err
+			return
+		}
+		var err error
+		if f, err = os.Create(filepath.Join(dir, s.String())); err != nil {
+			c.ferr = err
+			return
+		}
+		c.files[k] = f
+	}
+	if _, err := f.Write(data); err != nil && c.ferr == nil {
+		c.ferr = fmt.Errorf("rank %d %s file: %w", rank, s, err)
+	}
+	if data[len(data)-1] != '\n' {
+		_, _ = f.Write([]byte{'\n'})
+	}
+}
+
+func (c *console) tail(rank int) []string {
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	if t := c.tails[rank]; t != nil {
+		return t.list()
+	}
+	return nil
+}
+
+func (c *console) close() error {
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	for _, f := range c.files {
+		if err := f.Close(); err != nil && c.ferr == nil {
+			c.ferr = err
+		}
+	}
+	c.files = nil
+	return c.ferr
+}
+
+func newConsole(cfg Config, stdout, stderr io.Writer, hostOf func(int) string, obs Observer) *console {
+	tag := "rank"
+	if cfg.TagOutput {
+		tag = "mpirun"
+	}
+	return &console{
+		stdout: stdout, stderr: stderr, tag: tag, timestamp: cfg.Timestamp,
+		from: cfg.OutputFrom, dir: cfg.OutputDir, hostOf: hostOf, obs: obs,
+		files: map[fileKey]*os.File{}, tails: map[int]*ring{},
+	}
+}

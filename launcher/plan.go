@@ -1,0 +1,156 @@
+package launcher
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"gangway/hostfile"
+)
+
+// Rank is one rank's place in the job.
+type Rank struct {
+	Rank      int
+	Host      int // index into the host list
+	LocalRank int // index among the ranks on its host
+	LocalSize int // ranks on its host
+	NodeRank  int // index of its host among the hosts that run ranks
+}
+
+// PlanOptions are the placement options.
+type PlanOptions struct {
+	MapBy         string // slot (default) or node
+	NPerNode      int
+	Oversubscribe bool
+}
+
+// ErrNotEnoughSlots is returned when -np exceeds the slots and
+// --oversubscribe was not given.
+var ErrNotEnoughSlots = errors.New("not enough slots")
+
+// Plan places np ranks on hosts. It is a pure function of its arguments.
+// np == 0 means every slot (or NPerNode on every host).
+//
+// -map-by slot fills each host's slots before the next host (mpirun,
+// horovodrun); -map-by node deals ranks round robin over the hosts. With
+// --oversubscribe, ranks beyond the slots are dealt round robin over the
+// hosts that are below their max_slots.
+func Plan(hosts []hostfile.Host, np int, o PlanOptions) ([]Rank, error) {
+	if len(hosts) == 0 {
+		return nil, errors.New("no hosts")
+	}
+	slots := make([]int, len(hosts))
+	total := 0
+	for i, h := range hosts {
+		slots[i] = h.Slots
+		if o.NPerNode > 0 {
+			if h.Slots < o.NPerNode && !o.Oversubscribe {
+				return nil, fmt.Errorf("%w: -N %d but host %s has %d slots (use --oversubscribe)", ErrNotEnoughSlots, o.NPerNode, h.Name, h.Slots)
+			}
+			slots[i] = o.NPerNode
+		}
+		total += slots[i]
+	}
+	if np == 0 {
+		np = total
+	}
+	if np > total {
+		if !o.Oversubscribe || o.NPerNode > 0 {
+			return nil, fmt.Errorf("%w: %d ranks requested but only %d slots on %d hosts (use --oversubscribe)", ErrNotEnoughSlots, np, total, len(hosts))
+		}
+	}
+	count := make([]int, len(hosts))
+	assign := make([]int, 0, np)
+	switch o.MapBy {
+	case "", "slot":
+		for i := range hosts {
+			for j := 0; j < slots[i] && len(assign) < np; j++ {
+				assign = append(assign, i)
+				count[i]++
+			}
+		}
+	case "node":
+		for len(assign) < np && len(assign) < total {
+			for i := range hosts {
+				if count[i] < slots[i] && len(assign) < np {
+					assign = append(assign, i)
+					count[i]++
+				}
+			}
+		}
+	default:
+		return nil, fmt.Errorf("-map-by %q is not supported", o.MapBy)
+	}
+	for len(assign) < np {
+		placed := false
+		for i, h := range hosts {
+			if len(assign) < np && (h.MaxSlots == 0 || count[i] < h.MaxSlots) {
+				assign = append(assign, i)
+				count[i]++
+				placed = true
+			}
+		}
+		if !placed {
+			return nil, fmt.Errorf("%w: %d ranks exceed every host's max_slots", ErrNotEnoughSlots, np)
+		}
+	}
+	nodeRank := make([]int, len(hosts))
+	n := 0
+	for i := range hosts {
+		nodeRank[i] = -1
+		if count[i] > 0 {
+			nodeRank[i] = n
+			n++
+		}
+	}
+	ranks := make([]Rank, np)
+	local := make([]int, len(hosts))
+	for r, h := range assign {
+		ranks[r] = Rank{Rank: r, Host: h, LocalRank: local[h], LocalSize: count[h], NodeRank: nodeRank[h]}
+		local[h]++
+	}
+	return ranks, nil
+}
+
+// RankSet is a set of ranks given as "0,2,4-7"; the zero value is "all".
+type RankSet struct {
+	ranges [][2]int
+}
+
+// ParseRankSet parses "0,2,4-7".
+func ParseRankSet(s string) (RankSet, error) {
+	var rs RankSet
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return rs, fmt.Errorf("bad rank %q", part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return rs, fmt.Errorf("bad rank range %q", part)
+			}
+		}
+		rs.ranges = append(rs.ranges, [2]int{a, b})
+	}
+	return rs, nil
+}
+
+// All reports whether the set is unrestricted.
+func (s RankSet) All() bool { return len(s.ranges) == 0 }
+
+// Has reports whether rank r is in the set.
+func (s RankSet) Has(r int) bool {
+	if len(s.ranges) == 0 {
+		return true
+	}
+	for _, rg := range s.ranges {
+		if r >= rg[0] && r <= rg[1] {
+			return true
+		}
+	}
+	return false
+}

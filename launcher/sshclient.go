@@ -1,0 +1,344 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/crypto/ssh"
+	sshagent "golang.org/x/crypto/ssh/agent"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"gangway/agent/wire"
+	"gangway/hostfile"
+)
+
+// NewRemote builds the dialer for non-local hosts from the config.
+func NewRemote(cfg Config, log *zap.Logger) (Dialer, error) {
+	if cfg.Transport == "ssh" {
+		return &sshExec{cfg: cfg, log: log.Named("ssh")}, nil
+	}
+	return newSSHDialer(cfg, log.Named("ssh"))
+}
+
+// sshDialer reaches agents with x/crypto/ssh and opens the gangway
+// subsystem.
+type sshDialer struct {
+	cfg     Config
+	log     *zap.Logger
+	signers []ssh.Signer
+	khPath  string
+	khMu    sync.Mutex
+	user    string
+	authErr error
+}
+
+func newSSHDialer(cfg Config, log *zap.Logger) (*sshDialer, error) {
+	d := &sshDialer{cfg: cfg, log: log}
+	if u, err := user.Current(); err == nil {
+		d.user = u.Username
+	}
+	home, _ := os.UserHomeDir()
+	d.khPath = cfg.KnownHosts
+	if d.khPath == "" {
+		d.khPath = filepath.Join(home, ".ssh", "known_hosts")
+	}
+	if cfg.Identity != "" {
+		s, err := loadKey(cfg.Identity)
+		if err != nil {
+			return nil, fmt.Errorf("identity -i %s: %w", cfg.Identity, err)
+		}
+		d.signers = append(d.signers, s)
+		return d, nil
+	}
+	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
+		if c, err := net.Dial("unix", sock); err == nil {
+			if ss, err := sshagent.NewClient(c).Signers(); err == nil {
+				d.signers = append(d.signers, ss...)
+			}
+		}
+	}
+	for _, n := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
+		p := filepath.Join(home, ".ssh", n)
+		if s, err := loadKey(p); err == nil {
+			d.signers = append(d.signers, s)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			log.Warn("skipping identity", zap.String("file", p), zap.Error(err))
+		}
+	}
+	if len(d.signers) == 0 {
+		d.authErr = errors.New("no SSH identity: give -i FILE, run an ssh-agent, or create ~/.ssh/id_ed25519")
+	}
+	return d, nil
+}
+
+func loadKey(path string) (ssh.Signer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := ssh.ParsePrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// HostKeyError is a refused host key.
+type HostKeyError struct {
+	Host, Fingerprint string
+	Mismatch          bool
+	KnownHosts        string
+}
+
+func (e *HostKeyError) Error() string {
+	if e.Mismatch {
+		return fmt.Sprintf("HOST KEY MISMATCH for %s: it offered %s, which differs from the key in %s; if the host was reinstalled, remove its line from that file", e.Host, e.Fingerprint, e.KnownHosts)
+	}
+	return fmt.Sprintf("unknown host key for %s (%s): not in %s; verify it and add it, or pass --accept-new-host-keys", e.Host, e.Fingerprint, e.KnownHosts)
+}
+
+func (d *sshDialer) hostKeyCallback() ssh.HostKeyCallback {
+	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
+		d.khMu.Lock()
+		defer d.khMu.Unlock()
+		cb, err := knownhosts.New(d.khPath)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("read %s: %w", d.khPath, err)
+		}
+		if err == nil {
+			err = cb(hostname, remote, key)
+			if err == nil {
+				return nil
+			}
+		} else {
+			err = &knownhosts.KeyError{}
+		}
+		var ke *knownhosts.KeyError
+		fp := ssh.FingerprintSHA256(key)
+		if errors.As(err, &ke) && len(ke.Want) > 0 {
+			return fmt.Errorf("%w: %w", &HostKeyError{Host: hostname, Fingerprint: fp, Mismatch: true, KnownHosts: d.khPath}, ErrPermanent)
+		}
+		if !errors.As(err, &ke) {
+			return err
+		}
+		if !d.cfg.AcceptNewHosts {
+			return fmt.Errorf("%w: %w", &HostKeyError{Host: hostname, Fingerprint: fp, KnownHosts: d.khPath}, ErrPermanent)
+		}
+		line := knownhosts.Line([]string{knownhosts.Normalize(hostname)}, key)
+		if err := os.MkdirAll(filepath.Dir(d.khPath), 0o700); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(d.khPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return fmt.Errorf("record host key: %w", err)
+		}
+		defer f.Close()
+		_, err = fmt.Fprintln(f, line)
+		d.log.Info("trusting new host key", zap.String("host", hostname), zap.String("fingerprint", fp))
+		return err
+	}
+}
+
+func (d *sshDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+	if d.authErr != nil {
+		return nil, "", fmt.Errorf("%w: %w", d.authErr, ErrPermanent)
+	}
+	port := h.Port
+	if port == 0 {
+		port = d.cfg.Port
+	}
+	addr := net.JoinHostPort(h.Name, strconv.Itoa(port))
+	u := h.User
+	if u == "" {
+		u = d.user
+	}
+	var nd net.Dialer
+	c, err := nd.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, "", classify(err)
+	}
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	cc, chans, reqs, err := ssh.NewClientConn(c, addr, &ssh.ClientConfig{
+		User:            u,
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(d.signers...)},
+		HostKeyCallback: d.hostKeyCallback(),
+		Timeout:         20 * time.Second,
+	})
+	if !stop() {
+		if cc != nil {
+			cc.Close()
+		}
+		c.Close()
+		return nil, "", ctx.Err()
+	}
+	if err != nil {
+		c.Close()
+		if strings.Contains(err.Error(), "unable to authenticate") {
+			return nil, "", fmt.Errorf("authentication refused for user %s (is the public key in the agent's authorized_keys?): %w", u, ErrPermanent)
+		}
+		return nil, "", err
+	}
+	client := ssh.NewClient(cc, chans, reqs)
+	ch, in, err := client.OpenChannel("session", nil)
+	if err != nil {
+		client.Close()
+		return nil, "", fmt.Errorf("open session: %w", err)
+	}
+	go ssh.DiscardRequests(in)
+	ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{wire.Subsystem}))
+	if err != nil || !ok {
+		ch.Close()
+		client.Close()
+		return nil, "", fmt.Errorf("the SSH server on %s has no %q subsystem (is it a gangway agent? for a stock sshd use --transport ssh): %w", addr, wire.Subsystem, ErrPermanent)
+	}
+	ip := ""
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		ip = ta.IP.String()
+	}
+	return &chanConn{Channel: ch, client: client}, ip, nil
+}
+
+func classify(err error) error {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("connection refused (no agent listening)")
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("timeout")
+	}
+	return err
+}
+
+// chanConn closes the SSH client with the channel.
+type chanConn struct {
+	ssh.Channel
+	client *ssh.Client
+}
+
+func (c *chanConn) Close() error {
+	c.Channel.Close()
+	return c.client.Close()
+}
+
+// sshExec reaches hosts that run only a stock sshd: it starts
+// `agent --stdio` there through the system ssh client.
+type sshExec struct {
+	cfg Config
+	log *zap.Logger
+}
+
+func (s *sshExec) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+	args := strings.Fields(s.cfg.SSHCommand)
+	if len(args) == 0 {
+		args = []string{"ssh"}
+	}
+	args = append(args, "-o", "BatchMode=yes")
+	if h.Port != 0 {
+		args = append(args, "-p", strconv.Itoa(h.Port))
+	}
+	if s.cfg.Identity != "" {
+		args = append(args, "-i", s.cfg.Identity)
+	}
+	if s.cfg.KnownHosts != "" {
+		args = append(args, "-o", "UserKnownHostsFile="+s.cfg.KnownHosts)
+	}
+	if s.cfg.AcceptNewHosts {
+		args = append(args, "-o", "StrictHostKeyChecking=accept-new")
+	}
+	target := h.Name
+	if h.User != "" {
+		target = h.User + "@" + h.Name
+	}
+	args = append(args, target, s.cfg.AgentPath, "--stdio", "--name", shellQuote(h.Name))
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	stderr := &limitedWriter{n: 4096}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return nil, "", fmt.Errorf("start %s: %w", args[0], err)
+	}
+	ip := h.Name
+	if addrs, err := net.DefaultResolver.LookupHost(ctx, h.Name); err == nil && len(addrs) > 0 {
+		ip = addrs[0]
+	}
+	return &procConn{cmd: cmd, in: in, out: out, stderr: stderr}, ip, nil
+}
+
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// procConn is a child process's stdin/stdout as one stream.
+type procConn struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    io.ReadCloser
+	stderr *limitedWriter
+	once   sync.Once
+}
+
+func (p *procConn) Read(b []byte) (int, error) {
+	n, err := p.out.Read(b)
+	if err == io.EOF && n == 0 {
+		if msg := strings.TrimSpace(p.stderr.String()); msg != "" {
+			return 0, fmt.Errorf("ssh: %s: %w", msg, io.ErrUnexpectedEOF)
+		}
+	}
+	return n, err
+}
+func (p *procConn) Write(b []byte) (int, error) { return p.in.Write(b) }
+func (p *procConn) Close() error {
+	p.once.Do(func() {
+		p.in.Close()
+		done := make(chan struct{})
+		go func() { p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	})
+	return nil
+}
+
+type limitedWriter struct {
+	mu sync.Mutex
+	w  strings.Builder
+	n  int
+}
+
+func (l *limitedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
+}
+
+func (l *limitedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if rem := l.n - l.w.Len(); rem > 0 {
+		l.w.Write(b[:min(len(b), rem)])
+	}
+	return len(b), nil
+}
