@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -106,12 +107,14 @@ func (d durationSecs) String() string {
 	return strconv.FormatFloat(d.d.Seconds(), 'f', -1, 64)
 }
 func (d durationSecs) Set(s string) error {
-	if dd, err := time.ParseDuration(s); err == nil {
+	if dd, err := time.ParseDuration(s); err == nil && dd >= 0 {
 		*d.d = dd
 		return nil
 	}
+	// !(f >= 0) also rejects NaN; the upper bound keeps the conversion
+	// to Duration from overflowing.
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 {
+	if err != nil || !(f >= 0) || f > float64(math.MaxInt64/int64(time.Second)) {
 		return fmt.Errorf("want seconds or a duration like 90s, got %q", s)
 	}
 	*d.d = time.Duration(f * float64(time.Second))
@@ -242,6 +245,14 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 		return c, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	c.Argv = prog
+	// Counts are checked even for -h and --analyze, so that no Config
+	// Parse accepts has a negative one (Main still prints -h's help).
+	switch {
+	case c.NP < 0:
+		return c, fmt.Errorf("%w: -np %d: must be positive", ErrUsage, c.NP)
+	case c.NPerNode < 0:
+		return c, fmt.Errorf("%w: -N %d: must be positive", ErrUsage, c.NPerNode)
+	}
 	if c.Help || c.Version {
 		return c, nil
 	}
@@ -273,10 +284,6 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrUsage}, a...)...)
 	}
 	switch {
-	case c.NP < 0:
-		return bad("-np %d: must be positive", c.NP)
-	case c.NPerNode < 0:
-		return bad("-N %d: must be positive", c.NPerNode)
 	case c.MapBy != "slot" && c.MapBy != "node":
 		return bad("-map-by %q is not supported (use slot or node)", c.MapBy)
 	case c.BindTo != "none":
@@ -324,6 +331,13 @@ func (c *Config) resolveHosts(list, files []string, getenv func(string) string) 
 		c.Hosts = mergeHosts(c.Hosts, hs)
 		c.HostSource = f
 	}
+	for _, h := range c.Hosts {
+		// Merging sources can take a host past the limits each
+		// source checked alone.
+		if err := h.Validate(); err != nil {
+			return fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+	}
 	if len(c.Hosts) > 0 {
 		return nil
 	}
@@ -349,6 +363,13 @@ func mergeHosts(a, b []hostfile.Host) []hostfile.Host {
 		for i := range a {
 			if a[i].Name == h.Name && a[i].User == h.User && a[i].Port == h.Port {
 				a[i].Slots += h.Slots
+				// As hostfile merges: caps add, and one uncapped
+				// occurrence lifts the cap.
+				if a[i].MaxSlots == 0 || h.MaxSlots == 0 {
+					a[i].MaxSlots = 0
+				} else {
+					a[i].MaxSlots = min(a[i].MaxSlots+h.MaxSlots, hostfile.MaxSlotCount)
+				}
 				found = true
 				break
 			}
@@ -400,15 +421,16 @@ func resolveEnv(xs, files []string, environ []string) ([]string, error) {
 		case strings.HasSuffix(k, "*"):
 			prefix := strings.TrimSuffix(k, "*")
 			var ks []string
+			matched := map[string]string{}
 			for _, e := range environ {
 				if ek, ev, ok := strings.Cut(e, "="); ok && strings.HasPrefix(ek, prefix) {
 					ks = append(ks, ek)
-					vals[ek] = ev
+					matched[ek] = ev
 				}
 			}
 			sort.Strings(ks)
 			for _, ek := range ks {
-				set(ek, vals[ek])
+				set(ek, matched[ek])
 			}
 		default:
 			if !validName(k) {

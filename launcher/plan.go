@@ -40,6 +40,9 @@ func Plan(hosts []hostfile.Host, np int, o PlanOptions) ([]Rank, error) {
 	if len(hosts) == 0 {
 		return nil, errors.New("no hosts")
 	}
+	if np < 0 {
+		return nil, fmt.Errorf("-np %d: must not be negative", np)
+	}
 	slots := make([]int, len(hosts))
 	total := 0
 	for i, h := range hosts {
@@ -54,6 +57,9 @@ func Plan(hosts []hostfile.Host, np int, o PlanOptions) ([]Rank, error) {
 	}
 	if np == 0 {
 		np = total
+	}
+	if np <= 0 {
+		return nil, fmt.Errorf("no ranks to place: %d hosts with no slots", len(hosts))
 	}
 	if np > total {
 		if !o.Oversubscribe || o.NPerNode > 0 {

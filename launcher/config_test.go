@@ -1,0 +1,416 @@
+package launcher
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"gangway/hostfile"
+)
+
+// fakeEnv returns a getenv and an environ for Parse that read only m.
+func fakeEnv(m map[string]string) (func(string) string, []string) {
+	environ := make([]string, 0, len(m))
+	for k, v := range m {
+		environ = append(environ, k+"="+v)
+	}
+	sort.Strings(environ)
+	return func(k string) string { return m[k] }, environ
+}
+
+// defaultConfig is the Config that "launcher ARGV..." must give with no
+// options and no allocation in the environment, written out by hand from
+// the issue and the flag reference in Usage.
+func defaultConfig(argv ...string) Config {
+	return Config{
+		HostSource:   "local",
+		MapBy:        "slot",
+		BindTo:       "none",
+		GPUsPer:      1,
+		Stdin:        0,
+		KillGrace:    5 * time.Second,
+		StartTimeout: 60 * time.Second,
+		LogFormat:    "console",
+		MPI:          "auto",
+		Transport:    "agent",
+		Port:         22122,
+		AgentPath:    "agent",
+		SSHCommand:   "ssh",
+		MetricScope:  "rank",
+		WarmupSteps:  -1,
+		Straggler:    0.05,
+		Argv:         argv,
+	}
+}
+
+// normalize makes empty slices nil so that DeepEqual compares contents.
+func normalize(c Config) Config {
+	if len(c.Env) == 0 {
+		c.Env = nil
+	}
+	if len(c.MCA) == 0 {
+		c.MCA = nil
+	}
+	if len(c.Hosts) == 0 {
+		c.Hosts = nil
+	}
+	if len(c.Metrics) == 0 {
+		c.Metrics = nil
+	}
+	if len(c.Argv) == 0 {
+		c.Argv = nil
+	}
+	return c
+}
+
+func mustRankSet(t *testing.T, s string) RankSet {
+	t.Helper()
+	rs, err := ParseRankSet(s)
+	if err != nil {
+		t.Fatalf("ParseRankSet(%q): %v", s, err)
+	}
+	return rs
+}
+
+// writeFile writes text to name in a fresh temporary directory.
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestParse(t *testing.T) {
+	hf := writeFile(t, "hosts.txt", "# cluster\na slots=2\nroot@b slots=1 max_slots=4 port=2200\n")
+	ef := writeFile(t, "job.env", "# comment\nexport NCCL_DEBUG=INFO\nGREETING=\"hello world\"\n\nQUOTED='x'\n")
+	pbs := writeFile(t, "nodefile", "n1\nn1\nn2\n")
+	hfHosts := []hostfile.Host{{Name: "a", Slots: 2}, {Name: "b", User: "root", Slots: 1, MaxSlots: 4, Port: 2200}}
+	prog := []string{"python3", "train.py"}
+	env := map[string]string{
+		"NCCL_DEBUG":     "WARN",
+		"NCCL_IB_HCA":    "mlx5",
+		"NCCLX":          "no",
+		"HOME":           "/root",
+		"WANDB_API_KEY":  "k=v",
+		"OMP_NUM_THREAD": "4",
+	}
+	slurm := map[string]string{"SLURM_JOB_NODELIST": "dgx[01-02]", "SLURM_TASKS_PER_NODE": "8(x2)"}
+
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want func(c *Config)
+	}{
+		{"no options", nil, nil, func(c *Config) {}},
+		{"-np", []string{"-np", "4"}, nil, func(c *Config) { c.NP = 4 }},
+		{"--np", []string{"--np", "4"}, nil, func(c *Config) { c.NP = 4 }},
+		{"-np=", []string{"-np=4"}, nil, func(c *Config) { c.NP = 4 }},
+		{"--np=", []string{"--np=4"}, nil, func(c *Config) { c.NP = 4 }},
+		{"-n", []string{"-n", "3"}, nil, func(c *Config) { c.NP = 3 }},
+		{"--n", []string{"--n", "3"}, nil, func(c *Config) { c.NP = 3 }},
+		{"last -np wins", []string{"-np", "2", "-n", "5"}, nil, func(c *Config) { c.NP = 5 }},
+		{"-H", []string{"-H", "a:2,b:2"}, nil, func(c *Config) {
+			c.Hosts = []hostfile.Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 2}}
+			c.HostSource = "-H"
+		}},
+		{"-host", []string{"-host", "a"}, nil, func(c *Config) {
+			c.Hosts = []hostfile.Host{{Name: "a", Slots: 1}}
+			c.HostSource = "-H"
+		}},
+		{"--host", []string{"--host", "a:3"}, nil, func(c *Config) {
+			c.Hosts = []hostfile.Host{{Name: "a", Slots: 3}}
+			c.HostSource = "-H"
+		}},
+		{"-H repeated hosts add slots", []string{"-H", "a,b,a", "-H", "a:3"}, nil, func(c *Config) {
+			c.Hosts = []hostfile.Host{{Name: "a", Slots: 5}, {Name: "b", Slots: 1}}
+			c.HostSource = "-H"
+		}},
+		{"-H per-host ports and users", []string{"-H", "ubuntu@a:2:2222,b::2223,[fd00::1]:4"}, nil, func(c *Config) {
+			c.Hosts = []hostfile.Host{
+				{Name: "a", User: "ubuntu", Slots: 2, Port: 2222},
+				{Name: "b", Slots: 1, Port: 2223},
+				{Name: "fd00::1", Slots: 4},
+			}
+			c.HostSource = "-H"
+		}},
+		{"-hostfile", []string{"-hostfile", hf}, nil, func(c *Config) { c.Hosts, c.HostSource = hfHosts, hf }},
+		{"--hostfile", []string{"--hostfile", hf}, nil, func(c *Config) { c.Hosts, c.HostSource = hfHosts, hf }},
+		{"-machinefile", []string{"-machinefile", hf}, nil, func(c *Config) { c.Hosts, c.HostSource = hfHosts, hf }},
+		{"--machinefile=", []string{"--machinefile=" + hf}, nil, func(c *Config) { c.Hosts, c.HostSource = hfHosts, hf }},
+		{"-f", []string{"-f", hf}, nil, func(c *Config) { c.Hosts, c.HostSource = hfHosts, hf }},
+		{"slurm allocation", nil, slurm, func(c *Config) {
+			c.Hosts = []hostfile.Host{{Name: "dgx01", Slots: 8}, {Name: "dgx02", Slots: 8}}
+			c.HostSource = "slurm"
+		}},
+		{"-H wins over slurm", []string{"-H", "a:2"}, slurm, func(c *Config) {
+			c.Hosts = []hostfile.Host{{Name: "a", Slots: 2}}
+			c.HostSource = "-H"
+		}},
+		{"hostfile wins over slurm", []string{"-f", hf}, slurm, func(c *Config) { c.Hosts, c.HostSource = hfHosts, hf }},
+		{"PBS node file", nil, map[string]string{"PBS_NODEFILE": pbs}, func(c *Config) {
+			c.Hosts = []hostfile.Host{{Name: "n1", Slots: 2}, {Name: "n2", Slots: 1}}
+			c.HostSource = "pbs"
+		}},
+		{"slurm wins over PBS", nil, map[string]string{"PBS_NODEFILE": pbs, "SLURM_JOB_NODELIST": "dgx[01-02]", "SLURM_TASKS_PER_NODE": "8(x2)"}, func(c *Config) {
+			c.Hosts = []hostfile.Host{{Name: "dgx01", Slots: 8}, {Name: "dgx02", Slots: 8}}
+			c.HostSource = "slurm"
+		}},
+		{"throughput flags", []string{"--metric", "tok=(?P<value>[0-9.]+) tok/s", "--metric-scope", "global", "--warmup-steps", "3",
+			"--straggler-threshold", "0.1", "--baseline-ips", "120.5", "--report", "r.json", "--plot", "p.png", "--no-summary"}, nil, func(c *Config) {
+			c.Metrics = []string{"tok=(?P<value>[0-9.]+) tok/s"}
+			c.MetricScope, c.WarmupSteps, c.Straggler, c.BaselineIPS = "global", 3, 0.1, 120.5
+			c.ReportFile, c.PlotFile, c.NoSummary = "r.json", "p.png", true
+		}},
+		{"-x NAME", []string{"-x", "NCCL_DEBUG"}, env, func(c *Config) { c.Env = []string{"NCCL_DEBUG=WARN"} }},
+		{"-x NAME=VALUE", []string{"-x", "NCCL_DEBUG=INFO"}, env, func(c *Config) { c.Env = []string{"NCCL_DEBUG=INFO"} }},
+		{"-x value with =", []string{"-x", "WANDB_API_KEY"}, env, func(c *Config) { c.Env = []string{"WANDB_API_KEY=k=v"} }},
+		{"-x empty value", []string{"--x=EMPTY="}, nil, func(c *Config) { c.Env = []string{"EMPTY="} }},
+		{"-x PREFIX*", []string{"-x", "NCCL_*"}, env, func(c *Config) { c.Env = []string{"NCCL_DEBUG=WARN", "NCCL_IB_HCA=mlx5"} }},
+		{"-x later wins, first position kept", []string{"-x", "A=1", "-x", "B=2", "-x", "A=3"}, nil, func(c *Config) {
+			c.Env = []string{"A=3", "B=2"}
+		}},
+		{"--env-file then -x", []string{"--env-file", ef, "-x", "NCCL_DEBUG=TRACE"}, nil, func(c *Config) {
+			c.Env = []string{"NCCL_DEBUG=TRACE", "GREETING=hello world", "QUOTED=x"}
+		}},
+		{"-mca KEY VALUE", []string{"-mca", "btl", "tcp,self"}, nil, func(c *Config) { c.MCA = []string{"OMPI_MCA_btl=tcp,self"} }},
+		{"--mca twice", []string{"--mca", "pml", "ob1", "--mca", "btl", "^openib"}, nil, func(c *Config) {
+			c.MCA = []string{"OMPI_MCA_pml=ob1", "OMPI_MCA_btl=^openib"}
+		}},
+		{"-gmca", []string{"-gmca", "btl_tcp_if_include", "eth0"}, nil, func(c *Config) {
+			c.MCA = []string{"OMPI_MCA_btl_tcp_if_include=eth0"}
+		}},
+		{"--mca=KEY=VALUE", []string{"--mca=btl=tcp"}, nil, func(c *Config) { c.MCA = []string{"OMPI_MCA_btl=tcp"} }},
+		{"-N", []string{"-N", "2"}, nil, func(c *Config) { c.NPerNode = 2 }},
+		{"--npernode", []string{"--npernode", "2"}, nil, func(c *Config) { c.NPerNode = 2 }},
+		{"-map-by node", []string{"-map-by", "node"}, nil, func(c *Config) { c.MapBy = "node" }},
+		{"--map-by slot", []string{"--map-by", "slot"}, nil, func(c *Config) { c.MapBy = "slot" }},
+		{"-bind-to none", []string{"-bind-to", "none"}, nil, func(c *Config) {}},
+		{"--oversubscribe", []string{"--oversubscribe"}, nil, func(c *Config) { c.Oversubscribe = true }},
+		{"-oversubscribe", []string{"-oversubscribe"}, nil, func(c *Config) { c.Oversubscribe = true }},
+		{"--allow-run-as-root", []string{"--allow-run-as-root"}, nil, func(c *Config) { c.AllowRoot = true }},
+		{"-wdir", []string{"-wdir", "/data"}, nil, func(c *Config) { c.Dir = "/data" }},
+		{"--wd", []string{"--wd", "/data"}, nil, func(c *Config) { c.Dir = "/data" }},
+		{"--gpus-per-rank", []string{"--gpus-per-rank", "2"}, nil, func(c *Config) { c.GPUsPer = 2 }},
+		{"output flags", []string{"--tag-output", "-timestamp-output", "--output-filename", "out", "-output-from", "0,2-3"}, nil, func(c *Config) {
+			c.TagOutput, c.Timestamp, c.OutputDir = true, true, "out"
+			c.OutputFrom = RankSet{ranges: [][2]int{{0, 0}, {2, 3}}}
+		}},
+		{"--stdin none", []string{"--stdin", "none"}, nil, func(c *Config) { c.Stdin = -1 }},
+		{"--stdin 3", []string{"--stdin", "3"}, nil, func(c *Config) { c.Stdin = 3 }},
+		{"--timeout seconds", []string{"--timeout", "90"}, nil, func(c *Config) { c.Timeout = 90 * time.Second }},
+		{"--timeout fraction", []string{"--timeout", "1.5"}, nil, func(c *Config) { c.Timeout = 1500 * time.Millisecond }},
+		{"--timeout duration", []string{"--timeout", "1m30s"}, nil, func(c *Config) { c.Timeout = 90 * time.Second }},
+		{"--start-timeout", []string{"--start-timeout", "5"}, nil, func(c *Config) { c.StartTimeout = 5 * time.Second }},
+		{"--kill-grace", []string{"--kill-grace", "2s"}, nil, func(c *Config) { c.KillGrace = 2 * time.Second }},
+		{"--kill-grace 0", []string{"--kill-grace=0s"}, nil, func(c *Config) { c.KillGrace = 0 }},
+		{"--dry-run", []string{"--dry-run"}, nil, func(c *Config) { c.DryRun = true }},
+		{"-dry-run=true", []string{"-dry-run=true"}, nil, func(c *Config) { c.DryRun = true }},
+		{"--transport ssh", []string{"--transport", "ssh", "--ssh", "ssh -F /dev/null", "--agent-path", "/opt/agent"}, nil, func(c *Config) {
+			c.Transport, c.SSHCommand, c.AgentPath = "ssh", "ssh -F /dev/null", "/opt/agent"
+		}},
+		{"-p", []string{"-p", "2222"}, nil, func(c *Config) { c.Port = 2222 }},
+		{"--port", []string{"--port", "2222"}, nil, func(c *Config) { c.Port = 2222 }},
+		{"ssh options", []string{"-i", "/k", "--known-hosts", "/kh", "--accept-new-host-keys"}, nil, func(c *Config) {
+			c.Identity, c.KnownHosts, c.AcceptNewHosts = "/k", "/kh", true
+		}},
+		{"-v and json logs", []string{"-v", "--log-format", "json"}, nil, func(c *Config) { c.Verbose, c.LogFormat = true, "json" }},
+		{"--mpi none", []string{"--mpi", "none"}, nil, func(c *Config) { c.MPI = "none" }},
+		{"mpirun line", []string{"-np", "8", "-H", "a:4,b:4", "-bind-to", "none", "-map-by", "slot", "-x", "NCCL_DEBUG=INFO",
+			"-mca", "pml", "ob1", "-mca", "btl", "^openib", "--allow-run-as-root"}, nil, func(c *Config) {
+			c.NP = 8
+			c.Hosts = []hostfile.Host{{Name: "a", Slots: 4}, {Name: "b", Slots: 4}}
+			c.HostSource = "-H"
+			c.Env = []string{"NCCL_DEBUG=INFO"}
+			c.MCA = []string{"OMPI_MCA_pml=ob1", "OMPI_MCA_btl=^openib"}
+			c.AllowRoot = true
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv, environ := fakeEnv(tt.env)
+			args := append(append([]string{}, tt.args...), prog...)
+			got, err := Parse(args, getenv, environ)
+			if err != nil {
+				t.Fatalf("Parse(%q): %v", args, err)
+			}
+			want := defaultConfig(prog...)
+			tt.want(&want)
+			if got, want := normalize(got), normalize(want); !reflect.DeepEqual(got, want) {
+				t.Errorf("Parse(%q):\n got %+v\nwant %+v", args, got, want)
+			}
+		})
+	}
+}
+
+// TestParseStopsAtProgram checks that the program's own flags, even ones
+// that spell launcher options, reach it untouched.
+func TestParseStopsAtProgram(t *testing.T) {
+	tests := []struct {
+		args     []string
+		wantNP   int
+		wantArgv []string
+	}{
+		{[]string{"-np", "2", "python3", "train.py", "-np", "3", "--lr", "0.1"}, 2, []string{"python3", "train.py", "-np", "3", "--lr", "0.1"}},
+		{[]string{"python3", "-np", "3"}, 0, []string{"python3", "-np", "3"}},
+		{[]string{"-np", "2", "--", "-np", "3"}, 2, []string{"-np", "3"}},
+		{[]string{"--", "python3", "--", "x"}, 0, []string{"python3", "--", "x"}},
+		{[]string{"--dry-run", "sh", "-c", "echo $RANK"}, 0, []string{"sh", "-c", "echo $RANK"}},
+		{[]string{"-x", "A=1", "env", "-x", "UNSET_VAR"}, 0, []string{"env", "-x", "UNSET_VAR"}},
+		{[]string{"-mca", "btl", "tcp", "./a.out", "-mca", "x"}, 0, []string{"./a.out", "-mca", "x"}},
+		{[]string{"-np", "1", "-", "x"}, 1, []string{"-", "x"}},
+	}
+	for _, tt := range tests {
+		c, err := Parse(tt.args, func(string) string { return "" }, nil)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", tt.args, err)
+			continue
+		}
+		if c.NP != tt.wantNP || !reflect.DeepEqual(c.Argv, tt.wantArgv) {
+			t.Errorf("Parse(%q): NP %d Argv %q, want %d %q", tt.args, c.NP, c.Argv, tt.wantNP, tt.wantArgv)
+		}
+	}
+}
+
+// TestParseAnalyze checks that --analyze takes log files, not a program,
+// and needs no hosts.
+func TestParseAnalyze(t *testing.T) {
+	c, err := Parse([]string{"--analyze", "run1.log", "run2.log"}, func(string) string { return "" }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := defaultConfig("run1.log", "run2.log")
+	want.Analyze, want.HostSource, want.Stdin = true, "", 0
+	if got := normalize(c); !reflect.DeepEqual(got, normalize(want)) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+}
+
+func TestParseHelpVersion(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"-help"}, {"-np", "2", "-h"}} {
+		c, err := Parse(args, func(string) string { return "" }, nil)
+		if err != nil || !c.Help {
+			t.Errorf("Parse(%q) = Help %v, %v; want help and no error", args, c.Help, err)
+		}
+	}
+	c, err := Parse([]string{"--version"}, func(string) string { return "" }, nil)
+	if err != nil || !c.Version {
+		t.Errorf("Parse(--version) = Version %v, %v; want version and no error", c.Version, err)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	unreadable := filepath.Join(t.TempDir(), "missing")
+	badEnvFile := writeFile(t, "bad.env", "GOOD=1\nthis line is bad\n")
+	tests := []struct {
+		name      string
+		args      []string
+		env       map[string]string
+		wantUsage bool
+		wantMsg   string // a substring of the message
+	}{
+		{"empty argv", nil, nil, true, "no program given"},
+		{"no program", []string{"-np", "4"}, nil, true, "no program given"},
+		{"no program after --", []string{"-np", "4", "--"}, nil, true, "no program given"},
+		{"unknown option", []string{"--bogus", "prog"}, nil, true, "unknown option --bogus"},
+		{"unknown single-dash option", []string{"-bogus=1", "prog"}, nil, true, "unknown option -bogus=1"},
+		{"pflag-style short cluster", []string{"-npx", "4", "prog"}, nil, true, "unknown option -npx"},
+		{"-np without value", []string{"-np"}, nil, true, "-np needs a value"},
+		{"-np not a number", []string{"-np", "four", "prog"}, nil, true, "invalid value"},
+		{"-np negative", []string{"-np", "-1", "prog"}, nil, true, "-np -1: must be positive"},
+		{"-N negative", []string{"-N", "-2", "prog"}, nil, true, "-N -2: must be positive"},
+		{"-map-by foo", []string{"-map-by", "foo", "prog"}, nil, true, `-map-by "foo" is not supported (use slot or node)`},
+		{"-map-by ppr", []string{"--map-by", "ppr:2:node", "prog"}, nil, true, `-map-by "ppr:2:node" is not supported`},
+		{"-bind-to core", []string{"-bind-to", "core", "prog"}, nil, true, `-bind-to "core" is not supported (use none)`},
+		{"-mca missing value", []string{"-mca", "btl"}, nil, true, "-mca needs KEY and VALUE"},
+		{"--mca=KEY without value", []string{"--mca=btl", "prog"}, nil, true, "want -mca KEY VALUE"},
+		{"-x unset", []string{"-x", "NOT_SET_ANYWHERE", "prog"}, nil, true, "-x NOT_SET_ANYWHERE: not set in the launcher's environment"},
+		{"-x bad name", []string{"-x", "1BAD=v", "prog"}, nil, true, `-x "1BAD=v": bad variable name`},
+		{"-x bad pattern", []string{"-x", "A*B", "prog"}, nil, true, `-x "A*B": bad variable name`},
+		{"bad -H slots", []string{"-H", "a:x", "prog"}, nil, true, `-H entry 1 "a:x": bad slots "x"`},
+		{"bad -H empty entry", []string{"-H", "a,,b", "prog"}, nil, true, `-H entry 2 "": empty entry`},
+		{"bad -H port", []string{"-H", "a:1:99999", "prog"}, nil, true, `-H entry 1 "a:1:99999": bad port`},
+		{"-H slots merged past the limit", []string{"-H", "a:1048576", "-H", "a:1", "prog"}, nil, true, `host "a": slots 1048577 must be 1 to 1048576`},
+		{"--metric-scope", []string{"--metric-scope", "host", "prog"}, nil, true, `--metric-scope "host": use rank or global`},
+		{"--straggler-threshold", []string{"--straggler-threshold", "1", "prog"}, nil, true, "--straggler-threshold 1: want a fraction in [0,1)"},
+		{"--analyze checks its flags", []string{"--analyze", "--metric-scope", "x", "run.log"}, nil, true, `--metric-scope "x"`},
+		{"empty -H", []string{"-H", "", "prog"}, nil, true, "no hosts"},
+		{"--stdin word", []string{"--stdin", "all", "prog"}, nil, true, `--stdin "all": want a rank or none`},
+		{"--stdin negative", []string{"--stdin", "-2", "prog"}, nil, true, `--stdin "-2"`},
+		{"--timeout word", []string{"--timeout", "soon", "prog"}, nil, true, `want seconds or a duration like 90s, got "soon"`},
+		{"--timeout negative seconds", []string{"--timeout", "-5", "prog"}, nil, true, `got "-5"`},
+		{"--timeout negative duration", []string{"--timeout", "-5s", "prog"}, nil, true, `got "-5s"`},
+		{"--timeout NaN", []string{"--timeout", "NaN", "prog"}, nil, true, `got "NaN"`},
+		{"--timeout Inf", []string{"--timeout", "Inf", "prog"}, nil, true, `got "Inf"`},
+		{"--timeout overflow", []string{"--timeout", "1e300", "prog"}, nil, true, `got "1e300"`},
+		{"--start-timeout negative", []string{"--start-timeout", "-1m", "prog"}, nil, true, `got "-1m"`},
+		{"--kill-grace negative", []string{"--kill-grace", "-1s", "prog"}, nil, true, "--kill-grace must not be negative"},
+		{"--kill-grace seconds", []string{"--kill-grace", "5", "prog"}, nil, true, "invalid value"},
+		{"--output-from backwards", []string{"--output-from", "3-1", "prog"}, nil, true, `--output-from: bad rank range "3-1"`},
+		{"--transport rsh", []string{"--transport", "rsh", "prog"}, nil, true, `--transport "rsh": use agent or ssh`},
+		{"--gpus-per-rank 0", []string{"--gpus-per-rank", "0", "prog"}, nil, true, "--gpus-per-rank 0: must be at least 1"},
+		{"--port 0", []string{"--port", "0", "prog"}, nil, true, "--port 0 out of range"},
+		{"--log-format", []string{"--log-format", "xml", "prog"}, nil, true, `--log-format "xml"`},
+		{"--mpi", []string{"--mpi", "pmix", "prog"}, nil, true, `--mpi "pmix"`},
+		{"bool flag with bad value", []string{"--dry-run=maybe", "prog"}, nil, true, "invalid boolean value"},
+		{"three dashes", []string{"---np", "2", "prog"}, nil, true, "bad flag syntax"},
+		{"missing hostfile", []string{"-f", unreadable, "prog"}, nil, false, "cannot read hostfile: "},
+		{"missing env file", []string{"--env-file", unreadable, "prog"}, nil, false, "cannot read env file: "},
+		{"bad env file line", []string{"--env-file", badEnvFile, "prog"}, nil, true, badEnvFile + `:2: want KEY=VALUE, got "this line is bad"`},
+		{"slurm counts mismatch", []string{"prog"}, map[string]string{"SLURM_JOB_NODELIST": "dgx[01-02]", "SLURM_TASKS_PER_NODE": "8"}, false,
+			"slurm allocation: SLURM_TASKS_PER_NODE"},
+		{"slurm bad node list", []string{"prog"}, map[string]string{"SLURM_JOB_NODELIST": "dgx[02-01]"}, false, "slurm allocation: SLURM_JOB_NODELIST"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv, environ := fakeEnv(tt.env)
+			_, err := Parse(tt.args, getenv, environ)
+			if err == nil {
+				t.Fatalf("Parse(%q) succeeded, want an error containing %q", tt.args, tt.wantMsg)
+			}
+			if !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("Parse(%q) = %q, want it to contain %q", tt.args, err, tt.wantMsg)
+			}
+			if got := errors.Is(err, ErrUsage); got != tt.wantUsage {
+				t.Errorf("Parse(%q) = %q: errors.Is(err, ErrUsage) = %v, want %v", tt.args, err, got, tt.wantUsage)
+			}
+		})
+	}
+}
+
+// TestParseHostMaxSlots checks that merging the same host from two sources
+// keeps a valid host: slots never above max_slots.
+func TestParseHostMaxSlots(t *testing.T) {
+	f1 := writeFile(t, "h1", "a slots=2 max_slots=2\nb slots=1\n")
+	f2 := writeFile(t, "h2", "a slots=2 max_slots=3\nb slots=1 max_slots=1\n")
+	tests := []struct {
+		name string
+		args []string
+		want []hostfile.Host
+	}{
+		{"both capped: caps add", []string{"-f", f1, "-f", f2}, []hostfile.Host{{Name: "a", Slots: 4, MaxSlots: 5}, {Name: "b", Slots: 2}}},
+		{"-H uncapped: no cap", []string{"-H", "a:1", "-f", f1}, []hostfile.Host{{Name: "a", Slots: 3}, {Name: "b", Slots: 1}}},
+	}
+	for _, tt := range tests {
+		c, err := Parse(append(tt.args, "prog"), func(string) string { return "" }, nil)
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if !reflect.DeepEqual(c.Hosts, tt.want) {
+			t.Errorf("%s: hosts %+v, want %+v", tt.name, c.Hosts, tt.want)
+		}
+		for _, h := range c.Hosts {
+			if err := h.Validate(); err != nil {
+				t.Errorf("%s: merged host is invalid: %v", tt.name, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,170 @@
+package launcher
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"gangway/hostfile"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from DryRun's output")
+
+// dryRunArgs is the issue's dry-run example at a size that keeps the
+// golden file readable.
+var dryRunArgs = []string{"--dry-run", "-np", "4", "-H", "a:2,b:2", "python3", "train.py"}
+
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -run %s -update to create it)", err, t.Name())
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("output differs from %s (rerun with -update after checking):\n got:\n%s\nwant:\n%s", path, got, want)
+	}
+}
+
+func TestDryRunGolden(t *testing.T) {
+	cfg, err := Parse(dryRunArgs, func(string) string { return "" }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := DryRun(&out, cfg); err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "dryrun.golden", out.Bytes())
+}
+
+// failDialer fails the test if anything tries to reach a host.
+func failDialer(t *testing.T) Dialer {
+	return DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+		t.Errorf("dry run dialed %s", h.Name)
+		return nil, "", errors.New("dry run must not dial")
+	})
+}
+
+// TestMainDryRunNeverDials runs the whole launcher with --dry-run and
+// dialers that fail the test when used; the output is the golden one.
+func TestMainDryRunNeverDials(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	d := Deps{
+		Local:  failDialer(t),
+		Remote: failDialer(t),
+		NewLocal: func(*zap.Logger) Dialer {
+			t.Error("dry run built the local agent")
+			return failDialer(t)
+		},
+		Stdin:  strings.NewReader(""),
+		Stdout: &stdout,
+		Stderr: &stderr,
+	}
+	newLogger := func(string, bool) *zap.Logger { return zaptest.NewLogger(t) }
+	code := Main(t.Context(), dryRunArgs, d, newLogger)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("stderr: %q", stderr.String())
+	}
+	checkGolden(t, "dryrun.golden", stdout.Bytes())
+}
+
+// placement returns the placement table's rows of a dry run, without the
+// header.
+func placement(t *testing.T, out string) []string {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	var rows []string
+	for _, l := range lines[2:] {
+		if strings.HasPrefix(l, "#") {
+			break
+		}
+		rows = append(rows, strings.Join(strings.Fields(l), " "))
+	}
+	return rows
+}
+
+func TestDryRun(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantRows []string // RANK HOST LOCAL_RANK LOCAL_SIZE NODE GPU
+		wantEnv  []string // entries that rank 0's environment must have
+	}{
+		{
+			name:     "local ranks take any -np",
+			args:     []string{"--dry-run", "-np", "3", "./a.out"},
+			wantRows: []string{"0 localhost 0 3 0 -", "1 localhost 1 3 0 -", "2 localhost 2 3 0 -"},
+			wantEnv:  []string{"MASTER_ADDR=localhost", "GROUP_WORLD_SIZE=1", "HOROVOD_HOSTNAME=localhost"},
+		},
+		{
+			name:     "map-by node leaves unused hosts out",
+			args:     []string{"--dry-run", "-np", "2", "-map-by", "node", "-H", "a:2,b:2,c:2", "-x", "NCCL_DEBUG=INFO", "-mca", "btl", "tcp", "./a.out"},
+			wantRows: []string{"0 a 0 1 0 -", "1 b 0 1 1 -"},
+			wantEnv:  []string{"MASTER_ADDR=a", "GROUP_WORLD_SIZE=2", "NCCL_DEBUG=INFO", "OMPI_MCA_btl=tcp"},
+		},
+		{
+			name:     "-N",
+			args:     []string{"--dry-run", "-N", "1", "-H", "a:2,b:2", "./a.out"},
+			wantRows: []string{"0 a 0 1 0 -", "1 b 0 1 1 -"},
+			wantEnv:  []string{"WORLD_SIZE=2", "HOROVOD_CROSS_SIZE=2"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse(tt.args, func(string) string { return "" }, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			if err := DryRun(&out, cfg); err != nil {
+				t.Fatal(err)
+			}
+			if got := placement(t, out.String()); strings.Join(got, "\n") != strings.Join(tt.wantRows, "\n") {
+				t.Errorf("placement:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.wantRows, "\n"))
+			}
+			_, env0, _ := strings.Cut(out.String(), "# environment rank 0 ")
+			env0, _, _ = strings.Cut(env0, "# environment rank 1 ")
+			for _, kv := range tt.wantEnv {
+				if !strings.Contains(env0, "\n"+kv+"\n") {
+					t.Errorf("rank 0 environment lacks %s:\n%s", kv, env0)
+				}
+			}
+		})
+	}
+}
+
+func TestDryRunNotEnoughSlots(t *testing.T) {
+	cfg, err := Parse([]string{"--dry-run", "-np", "5", "-H", "a:2,b:2", "./a.out"}, func(string) string { return "" }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err = DryRun(&out, cfg)
+	if !errors.Is(err, ErrNotEnoughSlots) {
+		t.Errorf("DryRun = %v, want ErrNotEnoughSlots", err)
+	}
+	if out.Len() != 0 {
+		t.Errorf("DryRun printed %q before failing", out.String())
+	}
+}

@@ -1,0 +1,339 @@
+package launcher
+
+import (
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// envMap turns KEY=VALUE entries into a map, failing on a repeated key.
+func envMap(t *testing.T, env []string) map[string]string {
+	t.Helper()
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			t.Fatalf("entry %q has no =", kv)
+		}
+		if _, dup := m[k]; dup {
+			t.Fatalf("key %s appears twice", k)
+		}
+		m[k] = v
+	}
+	return m
+}
+
+// identity is what the issue and PROTOCOLS.md say one rank must see.
+type identity struct {
+	rank, size, local, localSize, node, nodes, cross, crossSize int
+	host                                                        string
+}
+
+// wantIdentity lists the variables every rank gets from its identity,
+// following the issue's list. OMPI_COMM_WORLD_NODE_RANK is Open MPI's "rank
+// on this node across all jobs", which for one job is the local rank.
+func wantIdentity(id identity, masterAddr, masterPort, jobID string) map[string]string {
+	s := itoa
+	return map[string]string{
+		"OMPI_COMM_WORLD_RANK":       s(id.rank),
+		"OMPI_COMM_WORLD_SIZE":       s(id.size),
+		"OMPI_COMM_WORLD_LOCAL_RANK": s(id.local),
+		"OMPI_COMM_WORLD_LOCAL_SIZE": s(id.localSize),
+		"OMPI_COMM_WORLD_NODE_RANK":  s(id.local),
+		"PMI_RANK":                   s(id.rank),
+		"PMI_SIZE":                   s(id.size),
+		"MPI_LOCALRANKID":            s(id.local),
+		"MPI_LOCALNRANKS":            s(id.localSize),
+		"RANK":                       s(id.rank),
+		"WORLD_SIZE":                 s(id.size),
+		"LOCAL_RANK":                 s(id.local),
+		"LOCAL_WORLD_SIZE":           s(id.localSize),
+		"GROUP_RANK":                 s(id.node),
+		"GROUP_WORLD_SIZE":           s(id.nodes),
+		"ROLE_RANK":                  s(id.rank),
+		"ROLE_WORLD_SIZE":            s(id.size),
+		"ROLE_NAME":                  "default",
+		"MASTER_ADDR":                masterAddr,
+		"MASTER_PORT":                masterPort,
+		"HOROVOD_RANK":               s(id.rank),
+		"HOROVOD_SIZE":               s(id.size),
+		"HOROVOD_LOCAL_RANK":         s(id.local),
+		"HOROVOD_LOCAL_SIZE":         s(id.localSize),
+		"HOROVOD_CROSS_RANK":         s(id.cross),
+		"HOROVOD_CROSS_SIZE":         s(id.crossSize),
+		"HOROVOD_HOSTNAME":           id.host,
+		"GANGWAY_JOB_ID":             jobID,
+		"GANGWAY_HOST":               id.host,
+		"PYTHONUNBUFFERED":           "1",
+	}
+}
+
+func TestEnvironTwoByTwo(t *testing.T) {
+	ranks := []Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}
+	hosts := []HostEnv{{Name: "a"}, {Name: "b"}}
+	envs, err := Environ(ranks, hosts, JobEnv{JobID: "j1", MasterAddr: "10.0.0.1", MasterPort: 29500, GPUsPer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(envs) != 4 {
+		t.Fatalf("got %d environments, want 4", len(envs))
+	}
+	// Rank 3 written out in full, in the sorted order the runner passes on.
+	want3 := []string{
+		"GANGWAY_HOST=b",
+		"GANGWAY_JOB_ID=j1",
+		"GROUP_RANK=1",
+		"GROUP_WORLD_SIZE=2",
+		"HOROVOD_CROSS_RANK=1",
+		"HOROVOD_CROSS_SIZE=2",
+		"HOROVOD_HOSTNAME=b",
+		"HOROVOD_LOCAL_RANK=1",
+		"HOROVOD_LOCAL_SIZE=2",
+		"HOROVOD_RANK=3",
+		"HOROVOD_SIZE=4",
+		"LOCAL_RANK=1",
+		"LOCAL_WORLD_SIZE=2",
+		"MASTER_ADDR=10.0.0.1",
+		"MASTER_PORT=29500",
+		"MPI_LOCALNRANKS=2",
+		"MPI_LOCALRANKID=1",
+		"OMPI_COMM_WORLD_LOCAL_RANK=1",
+		"OMPI_COMM_WORLD_LOCAL_SIZE=2",
+		"OMPI_COMM_WORLD_NODE_RANK=1",
+		"OMPI_COMM_WORLD_RANK=3",
+		"OMPI_COMM_WORLD_SIZE=4",
+		"PMI_RANK=3",
+		"PMI_SIZE=4",
+		"PYTHONUNBUFFERED=1",
+		"RANK=3",
+		"ROLE_NAME=default",
+		"ROLE_RANK=3",
+		"ROLE_WORLD_SIZE=4",
+		"WORLD_SIZE=4",
+	}
+	if !reflect.DeepEqual(envs[3], want3) {
+		t.Errorf("rank 3 environment:\n got %q\nwant %q", envs[3], want3)
+	}
+	ids := []identity{
+		{0, 4, 0, 2, 0, 2, 0, 2, "a"},
+		{1, 4, 1, 2, 0, 2, 0, 2, "a"},
+		{2, 4, 0, 2, 1, 2, 1, 2, "b"},
+		{3, 4, 1, 2, 1, 2, 1, 2, "b"},
+	}
+	for r, id := range ids {
+		if !sort.StringsAreSorted(envs[r]) {
+			t.Errorf("rank %d environment is not sorted: %q", r, envs[r])
+		}
+		if got, want := envMap(t, envs[r]), wantIdentity(id, "10.0.0.1", "29500", "j1"); !reflect.DeepEqual(got, want) {
+			t.Errorf("rank %d:\n got %v\nwant %v", r, got, want)
+		}
+	}
+}
+
+// TestEnvironUneven checks the cross (Horovod) and group (torchrun)
+// numbers when hosts hold different numbers of ranks.
+func TestEnvironUneven(t *testing.T) {
+	tests := []struct {
+		name  string
+		ranks []Rank
+		hosts []HostEnv
+		want  []identity
+	}{
+		{
+			// -map-by node over a:2,b:3,c:1 with -np 5 (see TestPlan).
+			name: "map-by node",
+			ranks: []Rank{
+				rk(0, 0, 0, 2, 0), rk(1, 1, 0, 2, 1), rk(2, 2, 0, 1, 2),
+				rk(3, 0, 1, 2, 0), rk(4, 1, 1, 2, 1),
+			},
+			hosts: []HostEnv{{Name: "a"}, {Name: "b"}, {Name: "c"}},
+			want: []identity{
+				{0, 5, 0, 2, 0, 3, 0, 3, "a"},
+				{1, 5, 0, 2, 1, 3, 1, 3, "b"},
+				{2, 5, 0, 1, 2, 3, 2, 3, "c"},
+				{3, 5, 1, 2, 0, 3, 0, 2, "a"},
+				{4, 5, 1, 2, 1, 3, 1, 2, "b"},
+			},
+		},
+		{
+			// -map-by slot over a:3,b:1.
+			name:  "map-by slot, uneven",
+			ranks: []Rank{rk(0, 0, 0, 3, 0), rk(1, 0, 1, 3, 0), rk(2, 0, 2, 3, 0), rk(3, 1, 0, 1, 1)},
+			hosts: []HostEnv{{Name: "a"}, {Name: "b"}},
+			want: []identity{
+				{0, 4, 0, 3, 0, 2, 0, 2, "a"},
+				{1, 4, 1, 3, 0, 2, 0, 1, "a"},
+				{2, 4, 2, 3, 0, 2, 0, 1, "a"},
+				{3, 4, 0, 1, 1, 2, 1, 2, "b"},
+			},
+		},
+		{
+			// The first host has fewer ranks than the second: cross ranks
+			// of local rank 1 start at the second host.
+			name:  "short first host",
+			ranks: []Rank{rk(0, 0, 0, 1, 0), rk(1, 1, 0, 2, 1), rk(2, 1, 1, 2, 1), rk(3, 2, 0, 2, 2), rk(4, 2, 1, 2, 2)},
+			hosts: []HostEnv{{Name: "a"}, {Name: "b"}, {Name: "c"}},
+			want: []identity{
+				{0, 5, 0, 1, 0, 3, 0, 3, "a"},
+				{1, 5, 0, 2, 1, 3, 1, 3, "b"},
+				{2, 5, 1, 2, 1, 3, 0, 2, "b"},
+				{3, 5, 0, 2, 2, 3, 2, 3, "c"},
+				{4, 5, 1, 2, 2, 3, 1, 2, "c"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			envs, err := Environ(tt.ranks, tt.hosts, JobEnv{JobID: "j", MasterAddr: "m", MasterPort: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r, id := range tt.want {
+				if got, want := envMap(t, envs[r]), wantIdentity(id, "m", "1", "j"); !reflect.DeepEqual(got, want) {
+					t.Errorf("rank %d:\n got %v\nwant %v", r, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestEnvironPlanned runs Environ on Plan's output for map-by node.
+func TestEnvironPlanned(t *testing.T) {
+	ranks, err := Plan(hs(2, 3, 1), 5, PlanOptions{MapBy: "node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	envs, err := Environ(ranks, []HostEnv{{Name: "a"}, {Name: "b"}, {Name: "c"}}, JobEnv{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// rank, host, local rank, cross rank, cross size
+	want := [][5]string{
+		{"0", "a", "0", "0", "3"},
+		{"1", "b", "0", "1", "3"},
+		{"2", "c", "0", "2", "3"},
+		{"3", "a", "1", "0", "2"},
+		{"4", "b", "1", "1", "2"},
+	}
+	for r, w := range want {
+		m := envMap(t, envs[r])
+		got := [5]string{m["RANK"], m["HOROVOD_HOSTNAME"], m["LOCAL_RANK"], m["HOROVOD_CROSS_RANK"], m["HOROVOD_CROSS_SIZE"]}
+		if got != w {
+			t.Errorf("rank %d: (RANK, HOROVOD_HOSTNAME, LOCAL_RANK, HOROVOD_CROSS_RANK, HOROVOD_CROSS_SIZE) = %v, want %v", r, got, w)
+		}
+	}
+}
+
+func TestEnvironUserMCANet(t *testing.T) {
+	ranks := []Rank{rk(0, 0, 0, 1, 0), rk(1, 1, 0, 1, 1)}
+	hosts := []HostEnv{{Name: "a", Net: []string{"NCCL_SOCKET_IFNAME=eth0", "FOO=from-net"}}, {Name: "b"}}
+	j := JobEnv{
+		JobID: "j", MasterAddr: "m", MasterPort: 29500,
+		MCA: []string{"OMPI_MCA_btl=tcp,self", "OMPI_MCA_pml=ob1"},
+		User: []string{
+			"RANK=99", "WORLD_SIZE=1", "LOCAL_RANK=7", "OMPI_COMM_WORLD_RANK=5", "HOROVOD_HOSTNAME=x",
+			"PMI_RANK=3", "GANGWAY_JOB_ID=evil", "GROUP_RANK=9",
+			"MASTER_PORT=1234", "FOO=bar", "OMPI_MCA_pml=ucx", "PYTHONUNBUFFERED=0", "EMPTY=",
+		},
+	}
+	envs, err := Environ(ranks, hosts, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r, host := range []string{"a", "b"} {
+		m := envMap(t, envs[r])
+		want := map[string]string{
+			"RANK": itoa(r), "WORLD_SIZE": "2", "LOCAL_RANK": "0", "OMPI_COMM_WORLD_RANK": itoa(r),
+			"HOROVOD_HOSTNAME": host, "PMI_RANK": itoa(r), "GANGWAY_JOB_ID": "j", "GROUP_RANK": itoa(r),
+			"MASTER_PORT": "1234", "FOO": "bar", "OMPI_MCA_btl": "tcp,self", "OMPI_MCA_pml": "ucx",
+			"PYTHONUNBUFFERED": "0", "EMPTY": "",
+		}
+		for k, v := range want {
+			if got, ok := m[k]; !ok || got != v {
+				t.Errorf("rank %d: %s=%q (set %v), want %q", r, k, got, ok, v)
+			}
+		}
+		if !sort.StringsAreSorted(envs[r]) {
+			t.Errorf("rank %d environment is not sorted", r)
+		}
+	}
+	if m := envMap(t, envs[0]); m["NCCL_SOCKET_IFNAME"] != "eth0" {
+		t.Errorf("host a: NCCL_SOCKET_IFNAME=%q, want eth0", m["NCCL_SOCKET_IFNAME"])
+	}
+	if m := envMap(t, envs[1]); m["NCCL_SOCKET_IFNAME"] != "" {
+		t.Errorf("host b got host a's NCCL_SOCKET_IFNAME=%q", m["NCCL_SOCKET_IFNAME"])
+	}
+}
+
+func TestEnvironPythonUnbufferedDefault(t *testing.T) {
+	envs, err := Environ([]Rank{rk(0, 0, 0, 1, 0)}, []HostEnv{{Name: "a"}}, JobEnv{User: []string{"X=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(envs[0], "PYTHONUNBUFFERED=1") {
+		t.Errorf("PYTHONUNBUFFERED=1 missing: %q", envs[0])
+	}
+}
+
+func TestEnvironGPUs(t *testing.T) {
+	two := []Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0)}
+	tests := []struct {
+		name    string
+		ranks   []Rank
+		hosts   []HostEnv
+		gpusPer int
+		want    []string // CUDA_VISIBLE_DEVICES per rank; "-" for unset
+	}{
+		{"one per local rank", two, []HostEnv{{Name: "a", GPUs: []int{0, 1, 2, 3}}}, 1, []string{"0", "1"}},
+		{"GPUsPer 0 means 1", two, []HostEnv{{Name: "a", GPUs: []int{0, 1}}}, 0, []string{"0", "1"}},
+		{"host's visible GPU ids, not positions", two, []HostEnv{{Name: "a", GPUs: []int{3, 5}}}, 1, []string{"3", "5"}},
+		{"--gpus-per-rank 2", two, []HostEnv{{Name: "a", GPUs: []int{0, 1, 2, 3}}}, 2, []string{"0,1", "2,3"}},
+		{"no GPUs leaves it unset", two, []HostEnv{{Name: "a"}}, 1, []string{"-", "-"}},
+		{"by local rank on each host", []Rank{rk(0, 0, 0, 1, 0), rk(1, 1, 0, 2, 1), rk(2, 1, 1, 2, 1), rk(3, 2, 0, 1, 2)},
+			[]HostEnv{{Name: "a", GPUs: []int{0}}, {Name: "b", GPUs: []int{0, 1}}, {Name: "c"}}, 1,
+			[]string{"0", "0", "1", "-"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			envs, err := Environ(tt.ranks, tt.hosts, JobEnv{GPUsPer: tt.gpusPer})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r, want := range tt.want {
+				m := envMap(t, envs[r])
+				got, ok := m["CUDA_VISIBLE_DEVICES"]
+				if !ok {
+					got = "-"
+				}
+				if got != want {
+					t.Errorf("rank %d: CUDA_VISIBLE_DEVICES=%q, want %q", r, got, want)
+				}
+				if order, ok := m["CUDA_DEVICE_ORDER"]; (want != "-") != ok || ok && order != "PCI_BUS_ID" {
+					t.Errorf("rank %d: CUDA_DEVICE_ORDER=%q (set %v) with CUDA_VISIBLE_DEVICES %q", r, order, ok, want)
+				}
+			}
+		})
+	}
+}
+
+func TestEnvironTooFewGPUs(t *testing.T) {
+	two := []Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0)}
+	tests := []struct {
+		name    string
+		gpus    []int
+		gpusPer int
+		wantMsg string
+	}{
+		{"one GPU, two ranks", []int{0}, 1, "host gpu0: 2 local ranks x 1 GPUs per rank need 2 GPUs, the host has 1"},
+		{"three GPUs, two ranks x 2", []int{0, 1, 2}, 2, "host gpu0: 2 local ranks x 2 GPUs per rank need 4 GPUs, the host has 3"},
+		{"empty GPU list", []int{}, 1, "need 2 GPUs, the host has 0"},
+	}
+	for _, tt := range tests {
+		_, err := Environ(two, []HostEnv{{Name: "gpu0", GPUs: tt.gpus}}, JobEnv{GPUsPer: tt.gpusPer})
+		if err == nil || !strings.Contains(err.Error(), tt.wantMsg) {
+			t.Errorf("%s: Environ error %v, want one containing %q", tt.name, err, tt.wantMsg)
+		}
+	}
+}
