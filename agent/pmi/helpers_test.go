@@ -199,17 +199,42 @@ func (c *coordinator) calls() map[int]map[int]int {
 	return out
 }
 
+// fenced reports whether key went through any barrier.
+func (c *coordinator) fenced(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.rounds {
+		if _, ok := r.puts[key]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // newTestServer starts a server closed at the end of the test.
 func newTestServer(t *testing.T, job Job, local []int, f Fencer, ev Events) *Server {
 	t.Helper()
-	if ev.Debug == nil && testing.Verbose() {
-		ev.Debug = t.Logf
+	var mu sync.Mutex
+	var trace []string
+	if ev.Debug == nil {
+		ev.Debug = func(format string, args ...any) {
+			mu.Lock()
+			trace = append(trace, fmt.Sprintf(format, args...))
+			mu.Unlock()
+		}
 	}
 	s, err := NewServer(t.Context(), job, local, f, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() {
+		s.Close()
+		if t.Failed() {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("PMI trace of server %v:\n%s", local, strings.Join(trace, "\n"))
+		}
+	})
 	return s
 }
 

@@ -24,11 +24,13 @@ import (
 // jobTimeout bounds one MPI job; 2 shared cores run 4 busy-polling ranks.
 const jobTimeout = 60 * time.Second
 
-// mpiEnv is added to every rank's environment. ch4:ucx needed nothing in this
-// sandbox (no RDMA devices: UCX picked its shared-memory and TCP transports by
-// itself, as under mpiexec.mpich). UCX_WARN_UNUSED_ENV_VARS=n only keeps
-// UCX from warning about UCX_* variables inherited from the caller.
-var mpiEnv = []string{"UCX_WARN_UNUSED_ENV_VARS=n"}
+// mpiEnv is added to every rank's environment. ch4:ucx needs nothing in this
+// sandbox: without RDMA hardware UCX reports "rdma_create_event_channel
+// failed: No such device" at DIAG level and picks self, sysv/posix and cma
+// by itself, as under mpiexec.mpich. The tests still pin UCX_TLS=self,sm:
+// every rank runs on this machine (the two "hosts" too), and it keeps UCX
+// from probing network devices that other tests on the machine may add.
+var mpiEnv = []string{"UCX_TLS=self,sm", "UCX_WARN_UNUSED_ENV_VARS=n"}
 
 // buildMPITest compiles testdata/mpitest.c with mpicc.mpich, or skips.
 func buildMPITest(t *testing.T) string {
@@ -119,16 +121,27 @@ func startFDRank(t *testing.T, s *Server, bin string, args []string, rank int) *
 	return startRank(t, bin, args, rank, env, child)
 }
 
-// waitRanks waits for every rank to exit 0 and checks its one line.
+// waitRanks waits for every rank to exit 0 and checks its one line. At the
+// deadline it reports every rank's state, kills them all and fails.
 func waitRanks(t *testing.T, ctx context.Context, procs []*rankProc, want func(rank int) string) {
 	t.Helper()
 	for _, p := range procs {
 		select {
 		case <-p.done:
+			continue
 		case <-ctx.Done():
-			p.kill()
-			t.Fatalf("rank %d still running at the deadline; stdout %q stderr %q", p.rank, p.stdout.String(), p.stderr.String())
 		}
+		var states []string
+		for _, q := range procs {
+			states = append(states, fmt.Sprintf("rank %d pid %d state %q", q.rank, q.cmd.Process.Pid, procState(q.cmd.Process.Pid)))
+		}
+		for _, q := range procs {
+			q.kill()
+			t.Logf("rank %d: %v stdout %q stderr %q", q.rank, q.err, q.stdout.String(), q.stderr.String())
+		}
+		t.Fatalf("job still running at the deadline: %s", strings.Join(states, ", "))
+	}
+	for _, p := range procs {
 		if p.err != nil {
 			t.Errorf("rank %d: %v; stderr:\n%s", p.rank, p.err, p.stderr.String())
 		}
@@ -191,6 +204,31 @@ func TestMPICH(t *testing.T) {
 			}
 		}
 		t.Logf("%d barriers, one Fence per host each", len(calls))
+	})
+
+	// Without PMI_process_mapping MPICH exchanges hostnames through the KVS
+	// (hostname[r] puts, a barrier, gets), here across two servers. The
+	// "hosts" share this machine's hostname, so MPICH puts all 4 ranks on
+	// one node.
+	t.Run("TwoHostsNoMapping", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), jobTimeout)
+		defer cancel()
+		coord := newCoordinator(2)
+		job := Job{KVSName: "kvs_gw_5", Size: 4}
+		hosts := []*Server{
+			newTestServer(t, job, []int{0, 1}, coord.host(0), Events{}),
+			newTestServer(t, job, []int{2, 3}, coord.host(1), Events{}),
+		}
+		var procs []*rankProc
+		for r := range 4 {
+			procs = append(procs, startFDRank(t, hosts[r/2], bin, nil, r))
+		}
+		waitRanks(t, ctx, procs, func(r int) string { return line(r, 4, r, 4) })
+		for r := range 4 {
+			if key := fmt.Sprintf("hostname[%d]", r); !coord.fenced(key) {
+				t.Errorf("%s was not exchanged", key)
+			}
+		}
 	})
 
 	t.Run("PortMode", func(t *testing.T) {

@@ -1,11 +1,3 @@
-// Package pmi is the PMI server a gangway agent runs for its local ranks.
-//
-// It speaks PMI-1 ("simple PMI") and PMI-2 on the same socket, as MPICH's
-// hydra proxy does (see PROTOCOLS.md §1–2). Barriers and the key-value space
-// span the whole job: when every local rank has entered barrier number seq,
-// the server calls its Fencer once with the puts its ranks made since the
-// previous barrier, merges the job-wide answer into its cache and releases
-// its ranks. Gets are answered from that cache and never block.
 package pmi
 
 import (

@@ -1,0 +1,34 @@
+// Package pmi is the PMI server a gangway agent runs for its local ranks.
+//
+// It speaks PMI-1 ("simple PMI") and PMI-2 on the same socket, as MPICH's
+// hydra proxy does (PROTOCOLS.md §1–2): a connection whose first 4 bytes are
+// "cmd=" or "mcmd" is PMI-1, and "cmd=init pmi_version=2" switches it to
+// PMI-2 framing; anything else is PMI-2 framing from the first byte.
+//
+// Barriers and the key-value space span the whole job: when every local rank
+// has entered barrier number seq (PMI-1 barrier_in, PMI-2 kvs-fence), the
+// server calls its Fencer once with the puts its ranks made since the
+// previous barrier, merges the job-wide answer into its cache and releases
+// its ranks. One Fence per host per barrier, never per rank.
+//
+// Choices where the protocol leaves room:
+//   - Puts become visible to gets when the next barrier completes, on every
+//     host at once, never earlier (MPICH orders puts and gets by barriers).
+//     Gets never block: a missing key is rc=-1 (PMI-1) or found=FALSE (PMI-2).
+//   - PMI_process_mapping is Job.Mapping; PMI_dead_processes is always the
+//     empty list (found, value ""), as hydra answers when no rank died: this
+//     server does not know about deaths on other hosts.
+//   - PMI-1 replies never exceed 1023 bytes with their '\n': a put whose
+//     value could not be returned in one get_result line is refused with
+//     rc=-1 msg=value_too_long, keys are at most 64 bytes.
+//   - PMI-2 replies carry a "%6d" header (right-aligned, exact length), as
+//     hydra writes. Requests are read with MPICH 4.0.2's quirk in mind: a
+//     left-aligned header counts itself, so its last 6 bytes are garbage
+//     (cut at NUL, fragments and tokens without '=' dropped, and a ';' at
+//     the garbage boundary always ends the last pair).
+//   - PMI-2 abort carries no exit code; Events.Abort then reports 1.
+//   - publish_name/lookup_name (and PMI-2 name-*) are local to this server.
+//     Spawn (mcmd=spawn, PMI-2 spawn) is refused.
+//   - In PMI_PORT mode a rank must identify itself (PMI_ID → initack, or
+//     PMI-2 fullinit pmirank) before its first barrier; PortEnv sets PMI_ID.
+package pmi
