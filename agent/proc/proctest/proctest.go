@@ -18,6 +18,13 @@
 //	cat             copy stdin to stdout
 //	kill:SIG        kill itself with signal SIG (number)
 //	failafter:MS:N  sleep MS milliseconds then exit N
+//	failonfile:P:N  print "ready PID", wait until file P exists, then
+//	                write "rank R: fatal error, exiting N" on stderr, exit N
+//	trapterm        print "ready PID"; on each SIGTERM print "term PID" and
+//	                keep sleeping until SIGKILL
+//	byrank:SPEC     act out a different mode per rank; SPEC is
+//	                R=MODE,...,*=MODE (the * entry for every other rank),
+//	                e.g. byrank:2=exit:7,*=sleep
 package proctest
 
 import (
@@ -137,6 +144,46 @@ func run(mode string) int {
 		time.Sleep(time.Duration(ms) * time.Millisecond)
 		fmt.Fprintf(os.Stderr, "rank %s: fatal error, exiting %d\n", rank(), code)
 		return code
+	case "failonfile":
+		path, code := arg, 1
+		if i := strings.LastIndexByte(arg, ':'); i >= 0 {
+			path = arg[:i]
+			code, _ = strconv.Atoi(arg[i+1:])
+		}
+		fmt.Fprintf(w, "ready %d\n", os.Getpid())
+		w.Flush()
+		for {
+			if _, err := os.Stat(path); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		fmt.Fprintf(os.Stderr, "rank %s: fatal error, exiting %d\n", rank(), code)
+		return code
+	case "trapterm":
+		c := make(chan os.Signal, 4)
+		signal.Notify(c, syscall.SIGTERM)
+		fmt.Fprintf(w, "ready %d\n", os.Getpid())
+		w.Flush()
+		for range c {
+			fmt.Fprintf(w, "term %d\n", os.Getpid())
+			w.Flush()
+		}
+		return 0
+	case "byrank":
+		r, def := rank(), ""
+		for _, item := range strings.Split(arg, ",") {
+			k, m, _ := strings.Cut(item, "=")
+			if k == r {
+				return run(m)
+			}
+			if k == "*" {
+				def = m
+			}
+		}
+		if def != "" {
+			return run(def)
+		}
 	}
 	fmt.Fprintf(os.Stderr, "proctest: unknown mode %q\n", mode)
 	return 99

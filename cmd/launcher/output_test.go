@@ -1,0 +1,220 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestOutputFlood: 8 ranks each print 100000 100-byte lines on stdout and
+// every tenth on stderr, as fast as they can. Every line must reach the
+// console whole, tagged with its own rank, exactly once, on its stream.
+func TestOutputFlood(t *testing.T) {
+	const ranks, n = 8, 100000
+	l := startLauncher(t, false, fake(t, ranks, "flood:"+strconv.Itoa(n))...)
+	assertCode(t, l, 0)
+	elapsed := l.stopped.Sub(l.start)
+	checkFlood(t, "stdout", l.stdout(), rankTag, ranks, n, 1)
+	checkFlood(t, "stderr", l.stderr(), rankTag, ranks, n, 10)
+	total := ranks*n + ranks*n/10
+	t.Logf("flood: %d ranks x %d stdout lines (+%d stderr lines each), %d lines, %d MB in %v: %.0f lines/s",
+		ranks, n, n/10, total, total*104>>20, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds())
+}
+
+// rankTag splits "[R] payload".
+func rankTag(line string) (int, string, bool) {
+	rest, ok := strings.CutPrefix(line, "[")
+	if !ok {
+		return 0, "", false
+	}
+	num, payload, ok := strings.Cut(rest, "] ")
+	if !ok {
+		return 0, "", false
+	}
+	r, err := strconv.Atoi(num)
+	return r, payload, err == nil
+}
+
+// mpirunTag splits "[1,R]<stream>:payload".
+func mpirunTag(stream string) func(string) (int, string, bool) {
+	return func(line string) (int, string, bool) {
+		rest, ok := strings.CutPrefix(line, "[1,")
+		if !ok {
+			return 0, "", false
+		}
+		num, payload, ok := strings.Cut(rest, "]<"+stream+">:")
+		if !ok {
+			return 0, "", false
+		}
+		r, err := strconv.Atoi(num)
+		return r, payload, err == nil
+	}
+}
+
+// floodLine is the line proctest's flood mode prints (without newline).
+func floodLine(r, i int) string {
+	line := fmt.Sprintf("r%d i%d ", r, i)
+	return line + strings.Repeat("x", 99-len(line))
+}
+
+// floodText is the raw text of one rank's stream: lines i%every == 0.
+func floodText(r, n, every int) string {
+	var b strings.Builder
+	for i := 0; i < n; i += every {
+		b.WriteString(floodLine(r, i))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// checkFlood checks that out holds, for every rank, exactly the flood
+// lines i (0 <= i < n, i%every == 0), each once and tagged with its rank.
+func checkFlood(t *testing.T, name, out string, tag func(string) (int, string, bool), ranks, n, every int) {
+	t.Helper()
+	if out != "" && !strings.HasSuffix(out, "\n") {
+		t.Errorf("%s does not end with a newline: %q", name, tail(out, 120))
+	}
+	seen := make([][]bool, ranks)
+	for r := range seen {
+		seen[r] = make([]bool, n)
+	}
+	count := make([]int, ranks)
+	bad := 0
+	badLine := func(line, why string) {
+		if bad++; bad <= 5 {
+			t.Errorf("%s: %s: %q", name, why, tail(line, 300))
+		}
+	}
+	for _, line := range lines(out) {
+		r, payload, ok := tag(line)
+		if !ok || r < 0 || r >= ranks {
+			badLine(line, "untagged line")
+			continue
+		}
+		idx, ok := parseFlood(payload, r)
+		switch {
+		case !ok:
+			badLine(line, "damaged line")
+		case idx >= n || idx%every != 0:
+			badLine(line, "unexpected index")
+		case seen[r][idx]:
+			badLine(line, "duplicate line")
+		default:
+			seen[r][idx] = true
+			count[r]++
+		}
+	}
+	if bad > 5 {
+		t.Errorf("%s: %d bad lines in all", name, bad)
+	}
+	want := (n + every - 1) / every
+	for r, c := range count {
+		if c != want {
+			t.Errorf("%s: rank %d: %d lines, want %d", name, r, c, want)
+		}
+	}
+}
+
+// parseFlood checks that payload is rank r's flood line and returns its
+// index.
+func parseFlood(payload string, r int) (int, bool) {
+	if len(payload) != 99 {
+		return 0, false
+	}
+	rest, ok := strings.CutPrefix(payload, "r"+strconv.Itoa(r)+" i")
+	if !ok {
+		return 0, false
+	}
+	num, pad, ok := strings.Cut(rest, " ")
+	if !ok || strings.Trim(pad, "x") != "" {
+		return 0, false
+	}
+	i, err := strconv.Atoi(num)
+	return i, err == nil && i >= 0
+}
+
+func TestLongLine(t *testing.T) {
+	t.Parallel()
+	const n = 200000
+	l := startLauncher(t, false, fake(t, 1, "longline:"+strconv.Itoa(n))...)
+	assertCode(t, l, 0)
+	want := "[0] " + strings.Repeat("L", n) + "\n[0] end\n"
+	if got := l.stdout(); got != want {
+		ls := lines(got)
+		for i, line := range ls {
+			ls[i] = fmt.Sprintf("%d bytes %q", len(line), tail(line, 20))
+		}
+		t.Errorf("stdout is not the whole tagged line and a terminated \"end\"; got %d lines:\n%s", len(ls), strings.Join(ls, "\n"))
+	}
+}
+
+// TestOutputFiles: --output-filename keeps every rank's raw output in
+// DIR/rank.R/{stdout,stderr}; --output-from only filters the console.
+func TestOutputFiles(t *testing.T) {
+	t.Parallel()
+	const ranks, n = 2, 1000
+	for _, from := range []string{"", "1"} {
+		t.Run("from="+from, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "out")
+			opts := []string{"--output-filename", dir}
+			if from != "" {
+				opts = append(opts, "--output-from", from)
+			}
+			l := startLauncher(t, false, fake(t, ranks, "flood:"+strconv.Itoa(n), opts...)...)
+			assertCode(t, l, 0)
+			for r := range ranks {
+				for _, f := range []struct {
+					stream string
+					every  int
+				}{{"stdout", 1}, {"stderr", 10}} {
+					b, err := os.ReadFile(filepath.Join(dir, "rank."+strconv.Itoa(r), f.stream))
+					if err != nil {
+						t.Error(err)
+						continue
+					}
+					if string(b) != floodText(r, n, f.every) {
+						t.Errorf("rank.%d/%s: %d bytes, not the raw %d lines (starts %q)", r, f.stream, len(b), n/f.every, tail(string(b[:min(len(b), 120)]), 120))
+					}
+				}
+			}
+			if from == "" {
+				checkFlood(t, "stdout", l.stdout(), rankTag, ranks, n, 1)
+				checkFlood(t, "stderr", l.stderr(), rankTag, ranks, n, 10)
+				return
+			}
+			if got := l.stdout(); got != prefixLines("[1] ", floodText(1, n, 1)) {
+				t.Errorf("console stdout with --output-from 1 is not exactly rank 1's tagged lines (%d bytes)", len(got))
+			}
+			if got := l.stderr(); got != prefixLines("[1] ", floodText(1, n, 10)) {
+				t.Errorf("console stderr with --output-from 1 is not exactly rank 1's tagged lines (%d bytes)", len(got))
+			}
+		})
+	}
+}
+
+func prefixLines(prefix, text string) string {
+	var b strings.Builder
+	for _, line := range lines(text) {
+		b.WriteString(prefix)
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func TestTagOutput(t *testing.T) {
+	t.Parallel()
+	const ranks, n = 3, 200
+	l := startLauncher(t, false, fake(t, ranks, "flood:"+strconv.Itoa(n), "--tag-output")...)
+	assertCode(t, l, 0)
+	checkFlood(t, "stdout", l.stdout(), mpirunTag("stdout"), ranks, n, 1)
+	checkFlood(t, "stderr", l.stderr(), mpirunTag("stderr"), ranks, n, 10)
+	if out := l.stdout(); !strings.HasPrefix(out, "[1,") || !strings.Contains(out, "[1,2]<stdout>:r2 i0 xxx") {
+		t.Errorf("stdout lacks mpirun tags: %q", tail(out, 200))
+	}
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"gangway/agent/proc/proctest"
+)
+
+func TestTimeout(t *testing.T) {
+	t.Parallel()
+	l := startLauncher(t, false, fake(t, 2, "sleep", "--timeout", "2")...)
+	assertCode(t, l, 124)
+	if errOut := l.stderr(); !strings.Contains(errOut, "--timeout 2s expired") {
+		t.Errorf("stderr does not say the timeout expired:\n%s", errOut)
+	}
+	ready := tagged(l.stdout(), "ready")
+	if len(ready) != 2 {
+		t.Fatalf("ready ranks %v, want 2", ready)
+	}
+	assertGone(t, values(ready)...)
+}
+
+// TestSignalEscalation: the first SIGINT sends SIGTERM to ranks that do
+// not die of it (and --kill-grace 1h would not kill them); the second
+// SIGINT kills them. Launcher exits 130.
+func TestSignalEscalation(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"ignoreterm", "trapterm"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			l := startLauncher(t, false, fake(t, 2, mode, "--kill-grace", "1h")...)
+			ready := l.waitReady(2)
+			pids := values(ready)
+			if err := syscall.Kill(l.cmd.Process.Pid, syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+			waitStderr(t, l, "stopping every rank (again to kill)")
+			if mode == "trapterm" {
+				// Each rank reports the SIGTERM it got, and lives on.
+				l.waitStdout("SIGTERM at both ranks", func(out string) bool { return len(tagged(out, "term")) == 2 })
+			} else {
+				time.Sleep(300 * time.Millisecond) // let the SIGTERM land
+			}
+			for _, p := range pids {
+				if proctest.Gone(p) {
+					t.Fatalf("rank pid %d died of SIGTERM, but it ignores it", p)
+				}
+			}
+			if l.exited() {
+				t.Fatalf("launcher exited (code %d) after one SIGINT with --kill-grace 1h", l.code)
+			}
+			if err := syscall.Kill(l.cmd.Process.Pid, syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+			assertCode(t, l, 130)
+			if errOut := l.stderr(); !strings.Contains(errOut, "again, killing every rank") {
+				t.Errorf("stderr does not report the kill:\n%s", errOut)
+			}
+			assertGone(t, pids...)
+		})
+	}
+}
+
+func TestSIGTERM(t *testing.T) {
+	t.Parallel()
+	l := startLauncher(t, false, fake(t, 3, "sleep")...)
+	ready := l.waitReady(3)
+	if err := syscall.Kill(l.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	assertCode(t, l, 143)
+	assertGone(t, values(ready)...)
+}
+
+func waitStderr(t *testing.T, l *launch, want string) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for !strings.Contains(l.stderr(), want) {
+		if l.exited() || time.Now().After(end) {
+			t.Fatalf("stderr never said %q", want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// countingListener counts connections on a TCP port of every address.
+type countingListener struct {
+	ln net.Listener
+	n  atomic.Int64
+	wg sync.WaitGroup
+}
+
+func (c *countingListener) accepted() int64 { return c.n.Load() }
+
+func listenAny(t *testing.T) (*countingListener, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &countingListener{ln: ln}
+	c.wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.n.Add(1)
+			conn.Close()
+		}
+	})
+	t.Cleanup(func() { ln.Close(); c.wg.Wait() })
+	return c, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
