@@ -80,7 +80,10 @@ func Run(ctx context.Context, cfg Config, d Deps) int {
 	}
 	if cfg.HostSource == "local" {
 		f := sessions[0].facts
-		hosts[0].Slots = max(len(f.GPUs), f.CPUs, 1)
+		hosts[0].Slots = max(f.CPUs, 1)
+		if len(f.GPUs) > 0 {
+			hosts[0].Slots = len(f.GPUs)
+		}
 		sessions[0].host = hosts[0]
 		// The implicit local host takes any -np (as torchrun's
 		// --nproc_per_node); its slots only set the default.
@@ -91,6 +94,11 @@ func Run(ctx context.Context, cfg Config, d Deps) int {
 			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
 			return ExitUsage
 		}
+	}
+	if cfg.Stdin >= len(ranks) {
+		closeAll()
+		fmt.Fprintf(d.Stderr, "launcher: --stdin %d: the job has only %d ranks\n", cfg.Stdin, len(ranks))
+		return ExitUsage
 	}
 	envs, err := buildEnv(cfg, jobID, ranks, sessions)
 	if err != nil {

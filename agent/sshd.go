@@ -1,0 +1,183 @@
+package agent
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/crypto/ssh"
+)
+
+// Server is the agent's SSH server: stock sessions for ssh and Open MPI's
+// orted, and the gangway subsystem for the launcher.
+type Server struct {
+	Agent *Agent
+	Log   *zap.Logger
+	// HostKey signs the handshake (LoadHostKey).
+	HostKey ssh.Signer
+	// AuthorizedKeys is the authorized_keys file, read at every login so
+	// edits apply at once.
+	AuthorizedKeys string
+	// HandshakeTimeout bounds the time from TCP accept to authenticated
+	// connection; 0 means 10s.
+	HandshakeTimeout time.Duration
+
+	conns sync.WaitGroup
+}
+
+// LoadHostKey reads an OpenSSH private key, or creates an ed25519 key
+// (mode 0600) at path when none exists, so the agent keeps its identity
+// across restarts.
+func LoadHostKey(path string) (ssh.Signer, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		_, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		blk, err := ssh.MarshalPrivateKey(priv, "gangway agent host key")
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("host key dir: %w", err)
+		}
+		b = pem.EncodeToMemory(blk)
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			return nil, fmt.Errorf("write host key: %w", err)
+		}
+		pub, _ := ssh.NewSignerFromKey(priv)
+		if err := os.WriteFile(path+".pub", ssh.MarshalAuthorizedKey(pub.PublicKey()), 0o644); err != nil {
+			return nil, fmt.Errorf("write host key: %w", err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("read host key: %w", err)
+	}
+	s, err := ssh.ParsePrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("host key %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// authorized reads the authorized_keys file into a set keyed by the
+// marshalled public key.
+func authorized(path string) (map[string]bool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	keys := map[string]bool{}
+	for len(b) > 0 {
+		pub, _, _, rest, err := ssh.ParseAuthorizedKey(b)
+		if err != nil {
+			break // no more keys (comments and blank lines are skipped by the parser)
+		}
+		keys[string(pub.Marshal())] = true
+		b = rest
+	}
+	return keys, nil
+}
+
+func (s *Server) config() *ssh.ServerConfig {
+	cfg := &ssh.ServerConfig{
+		PublicKeyCallback: func(c ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+			keys, err := authorized(s.AuthorizedKeys)
+			if err != nil {
+				s.Log.Warn("cannot read authorized keys", zap.String("file", s.AuthorizedKeys), zap.Error(err))
+				return nil, errors.New("no authorized keys")
+			}
+			if !keys[string(key.Marshal())] {
+				s.Log.Info("refused key", zap.String("remote", c.RemoteAddr().String()), zap.String("user", c.User()), zap.String("fingerprint", ssh.FingerprintSHA256(key)))
+				return nil, fmt.Errorf("unknown public key for %q", c.User())
+			}
+			return &ssh.Permissions{Extensions: map[string]string{"fp": ssh.FingerprintSHA256(key)}}, nil
+		},
+		ServerVersion: "SSH-2.0-gangway_agent",
+	}
+	cfg.AddHostKey(s.HostKey)
+	return cfg
+}
+
+// Serve accepts connections on l until ctx ends, then closes every
+// connection and waits for their sessions (and ranks) to end.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	cfg := s.config()
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	defer s.conns.Wait()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		s.conns.Go(func() { s.serveConn(ctx, c, cfg) })
+	}
+}
+
+func (s *Server) serveConn(ctx context.Context, c net.Conn, cfg *ssh.ServerConfig) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	hs := s.HandshakeTimeout
+	if hs == 0 {
+		hs = 10 * time.Second
+	}
+	_ = c.SetDeadline(time.Now().Add(hs))
+	sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
+	if err != nil {
+		c.Close()
+		s.Log.Debug("handshake failed", zap.String("remote", c.RemoteAddr().String()), zap.Error(err))
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	log := s.Log.With(zap.String("remote", c.RemoteAddr().String()), zap.String("user", sc.User()))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { sc.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { ssh.DiscardRequests(reqs) })
+	for nc := range chans {
+		if nc.ChannelType() != "session" {
+			_ = nc.Reject(ssh.UnknownChannelType, "only session channels")
+			continue
+		}
+		ch, creqs, err := nc.Accept()
+		if err != nil {
+			continue
+		}
+		wg.Go(func() {
+			ss := &stockSession{srv: s, log: log, ch: ch, user: sc.User(), remote: c.RemoteAddr(), local: c.LocalAddr()}
+			ss.serve(ctx, creqs)
+		})
+	}
+	// The connection is gone: sessions see their channels closed and end
+	// their processes; wg.Wait (deferred) waits for that.
+	cancel()
+}
+
+// subsystem serves the launcher protocol on a session channel.
+func (s *Server) subsystem(ctx context.Context, ch ssh.Channel) {
+	if err := s.Agent.ServeSession(ctx, ch); err != nil && !errors.Is(err, context.Canceled) {
+		s.Log.Info("launcher session ended", zap.Error(err))
+	}
+}
