@@ -84,10 +84,17 @@ func (a *Agent) ServeSession(ctx context.Context, rwc io.ReadWriteCloser) error 
 		return err
 	}
 	log := a.Log.With(zap.String("job", h.JobID))
-	s := &session{a: a, conn: conn, log: log, jobID: h.JobID, fences: map[int]chan map[string]string{}}
+	s := &session{a: a, conn: conn, log: log, jobID: h.JobID, fences: map[int]chan map[string]string{}, stdin: make(chan stdinChunk, 4)}
 	a.track(h.JobID, 1)
 	defer a.track(h.JobID, -1)
+	var writer sync.WaitGroup
+	wctx, wcancel := context.WithCancel(ctx)
+	writer.Go(func() { s.stdinWriter(wctx) })
 	err = s.loop(ctx)
+	wcancel()
+	// Stop first: a writer blocked on a full pipe returns once its rank dies.
+	s.stopAll(LostGrace)
+	writer.Wait()
 	// Whatever ended the session, no rank outlives it.
 	s.stopAll(LostGrace)
 	s.wait()
@@ -149,6 +156,36 @@ type session struct {
 
 	fmu    sync.Mutex
 	fences map[int]chan map[string]string
+
+	stdin chan stdinChunk
+}
+
+type stdinChunk struct {
+	rank int
+	data []byte // empty: EOF
+}
+
+// stdinWriter writes stdin chunks into the rank's pipe, acking each, so a
+// rank that never reads its stdin blocks only this goroutine.
+func (s *session) stdinWriter(ctx context.Context) {
+	for {
+		select {
+		case c := <-s.stdin:
+			s.mu.Lock()
+			p := s.procs[c.rank]
+			s.mu.Unlock()
+			if p != nil && p.Stdin() != nil {
+				if len(c.data) == 0 {
+					p.Stdin().Close()
+				} else if _, err := p.Stdin().Write(c.data); err != nil {
+					s.log.Debug("stdin write", zap.Int("rank", c.rank), zap.Error(err))
+				}
+			}
+			_ = s.conn.Send(wire.KindStdinAck, nil)
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 func (s *session) loop(ctx context.Context) error {
@@ -190,15 +227,12 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		if err != nil {
 			return err
 		}
-		s.mu.Lock()
-		p := s.procs[rank]
-		s.mu.Unlock()
-		if p != nil && p.Stdin() != nil {
-			if len(data) == 0 {
-				p.Stdin().Close()
-			} else if _, err := p.Stdin().Write(data); err != nil {
-				s.log.Debug("stdin write", zap.Int("rank", rank), zap.Error(err))
-			}
+		// The launcher sends one chunk at a time and waits for the ack, so
+		// this never blocks the loop that must keep handling Stop.
+		select {
+		case s.stdin <- stdinChunk{rank, data}:
+		default:
+			s.log.Warn("stdin chunk beyond the window dropped", zap.Int("rank", rank))
 		}
 	case wire.KindSignal:
 		var sig wire.Signal

@@ -69,6 +69,7 @@ type job struct {
 	hostOf   []int // rank -> session index
 	out      *console
 	events   chan event
+	stdinAck chan struct{}
 	pmi      bool
 
 	exited   map[int]bool
@@ -99,6 +100,13 @@ func (j *job) reader(s *session) {
 		if err != nil {
 			j.events <- event{host: s.idx, err: err}
 			return
+		}
+		if m.Kind == wire.KindStdinAck {
+			select {
+			case j.stdinAck <- struct{}{}:
+			default:
+			}
+			continue
 		}
 		if m.Kind == wire.KindOutput {
 			rank, st, data, err := m.Output()

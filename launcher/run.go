@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -45,6 +46,9 @@ func newJobID() string {
 func Run(ctx context.Context, cfg Config, d Deps) int {
 	start := time.Now()
 	log := d.Log
+	// Until the job loop takes over the signal channel, a signal cancels
+	// the set-up (dialing, gang start) and the launcher exits 128+N.
+	ctx, setupSig, handOver := watchSetupSignals(ctx, d.Signals)
 	jobID := newJobID()
 	hosts := cfg.Hosts
 	if cfg.HostSource == "local" {
@@ -70,6 +74,11 @@ func Run(ctx context.Context, cfg Config, d Deps) int {
 	}
 	sessions, err := dialAll(ctx, log, hosts, d.Local, d.Remote, hello, cfg.StartTimeout)
 	if err != nil {
+		handOver()
+		if sig := setupSig(); sig != 0 {
+			fmt.Fprintf(d.Stderr, "launcher: interrupted by %v while reaching the hosts; nothing was started\n", sig)
+			return 128 + int(sig)
+		}
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
 		return ExitSetup
 	}
@@ -126,7 +135,7 @@ func Run(ctx context.Context, cfg Config, d Deps) int {
 	}
 	j := &job{
 		cfg: cfg, log: log, sessions: sessions, ranks: ranks, hostOf: hostOf,
-		events: make(chan event, 64), exited: map[int]bool{}, done: map[int]bool{},
+		events: make(chan event, 64), stdinAck: make(chan struct{}, 1), exited: map[int]bool{}, done: map[int]bool{},
 		fences: map[int]*fence{}, pmi: cfg.MPI != "none",
 	}
 	j.out = newConsole(cfg, d.Stdout, d.Stderr, func(r int) string { return hosts[hostOf[r]].Name }, obs)
@@ -162,21 +171,29 @@ func Run(ctx context.Context, cfg Config, d Deps) int {
 
 	// Gang start: every host prepares its ranks and answers Ready; only
 	// then does any rank run.
-	if err := j.prepare(ctx, cfg, jobID, envs); err != nil {
+	err = j.prepare(ctx, cfg, jobID, envs)
+	handOver()
+	if sig := setupSig(); err != nil || sig != 0 {
 		startDrain()
 		finish()
 		close(stopDrain)
 		drainer.Wait()
+		if sig != 0 {
+			fmt.Fprintf(d.Stderr, "launcher: interrupted by %v before the ranks started; nothing was started\n", sig)
+			return 128 + int(sig)
+		}
 		fmt.Fprintf(d.Stderr, "launcher: %v; nothing was started\n", err)
 		return ExitSetup
 	}
 	j.broadcast(wire.KindGo, nil)
 	var stdinWG sync.WaitGroup
+	stdinDone := make(chan struct{})
 	if cfg.Stdin >= 0 && cfg.Stdin < len(ranks) && d.Stdin != nil {
 		s := sessions[hostOf[cfg.Stdin]]
-		stdinWG.Go(func() { forwardStdin(d.Stdin, s.conn, cfg.Stdin) })
+		stdinWG.Go(func() { forwardStdin(d.Stdin, s.conn, cfg.Stdin, j.stdinAck, stdinDone) })
 	}
 	j.loop(ctx, d.Signals)
+	close(stdinDone)
 	startDrain()
 	finish()
 	close(stopDrain)
@@ -206,6 +223,30 @@ func Run(ctx context.Context, cfg Config, d Deps) int {
 	return code
 }
 
+// watchSetupSignals cancels ctx on the first signal until handOver is
+// called; setupSig then tells which signal, if any, arrived.
+func watchSetupSignals(ctx context.Context, sigs <-chan os.Signal) (context.Context, func() syscall.Signal, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var got syscall.Signal
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case s := <-sigs:
+			if ss, ok := s.(syscall.Signal); ok {
+				got = ss
+			} else {
+				got = syscall.SIGINT
+			}
+			cancel()
+		case <-stop:
+		}
+	})
+	var once sync.Once
+	handOver := func() { once.Do(func() { close(stop); wg.Wait() }) }
+	return ctx, func() syscall.Signal { handOver(); return got }, handOver
+}
+
 // waitOrAbandon waits for a stdin forwarder blocked on a terminal read at
 // most d; a terminal read cannot be interrupted, and the process exits next.
 func waitOrAbandon(wg *sync.WaitGroup, d time.Duration) {
@@ -217,12 +258,21 @@ func waitOrAbandon(wg *sync.WaitGroup, d time.Duration) {
 	}
 }
 
-func forwardStdin(r io.Reader, c *wire.Conn, rank int) {
+// forwardStdin sends the launcher's stdin to one rank, one chunk at a
+// time: the next chunk goes only after the agent acked the last, so a rank
+// that does not read its stdin holds back the launcher's reads, never the
+// agent's control loop.
+func forwardStdin(r io.Reader, c *wire.Conn, rank int, ack <-chan struct{}, done <-chan struct{}) {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
 			if c.SendStdin(rank, buf[:n]) != nil {
+				return
+			}
+			select {
+			case <-ack:
+			case <-done:
 				return
 			}
 		}

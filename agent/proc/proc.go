@@ -118,7 +118,7 @@ func Start(ctx context.Context, spec Spec, out Sink) (*Proc, error) {
 	}
 	path, err := lookPath(spec.Argv[0], envValue(spec.Env, "PATH"), spec.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("rank %d: %w", spec.Rank, err)
+		return nil, err
 	}
 	cmd := &exec.Cmd{Path: path, Args: spec.Argv, Env: spec.Env, Dir: spec.Dir, ExtraFiles: spec.ExtraFiles}
 	cmd.SysProcAttr = sysProcAttr()

@@ -49,6 +49,7 @@ const (
 	KindPrepared                    // A->L Prepared
 	KindProbe                       // L->A Probe: dial peers (reachability preflight)
 	KindProbeResult                 // A->L ProbeResult
+	KindStdinAck                    // A->L (no payload): a stdin chunk was written; send the next
 )
 
 var kindNames = map[Kind]string{
@@ -57,6 +58,7 @@ var kindNames = map[Kind]string{
 	KindExit: "exit", KindSignal: "signal", KindStop: "stop", KindFence: "fence",
 	KindFenceDone: "fence-done", KindAbort: "abort", KindDone: "done", KindError: "error",
 	KindPrepare: "prepare", KindPrepared: "prepared", KindProbe: "probe", KindProbeResult: "probe-result",
+	KindStdinAck: "stdin-ack",
 }
 
 func (k Kind) String() string {

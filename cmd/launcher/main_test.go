@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 	proctest.HelperMain()
 	if os.Getenv(launcherEnv) == "1" {
 		sig := make(chan os.Signal, 2)
-		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
 		os.Exit(run(os.Args[1:], sig))
 	}
 	os.Exit(m.Run())
