@@ -1,0 +1,211 @@
+// Package agenttest starts gangway agents on loopback addresses for tests,
+// in-process (StartLocal, fast) or as real bin/agent processes
+// (StartProcs), and runs the launcher against them, in-process
+// (Cluster.RunLauncher, Cluster.StartLauncher) or as a real process
+// (StartProc with BuildBinaries' launcher).
+//
+// Every cluster gets its own block of loopback addresses 127.0.B.1,
+// 127.0.B.2, ... (B from 10 to 250, chosen per call) and every agent an
+// ephemeral port, so parallel tests and test processes do not clash and
+// each host has a distinct address (MASTER_ADDR, HOROVOD_HOSTNAME). Host
+// lists therefore carry the port: HostList gives "127.0.B.1:2:PORT,...".
+//
+// Agents serve until the test's cleanup, which stops them and waits until
+// every session, and so every rank, has ended.
+package agenttest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"gangway/agent"
+	"gangway/agent/testbed"
+)
+
+// Deadline bounds every wait of this package: generous, for a loaded
+// two-core machine.
+const Deadline = 60 * time.Second
+
+// Host is one agent of a Cluster.
+type Host struct {
+	Addr    string // loopback address, 127.0.B.i
+	Port    int
+	Name    string // --name: agent1, agent2...
+	HostKey string // host key file (created by agent.LoadHostKey)
+	HostPub ssh.PublicKey
+	hostKey ssh.Signer
+
+	// Agent and Server are set for in-process agents (StartLocal).
+	Agent  *agent.Agent
+	Server *agent.Server
+	// Proc is set for agent processes (StartProcs).
+	Proc *Proc
+}
+
+// HostPort is "addr:port", the address the launcher dials.
+func (h *Host) HostPort() string { return net.JoinHostPort(h.Addr, strconv.Itoa(h.Port)) }
+
+// Entry is the host's -H entry with the given slots: "addr:slots:port".
+func (h *Host) Entry(slots int) string { return fmt.Sprintf("%s:%d:%d", h.Addr, slots, h.Port) }
+
+// Cluster is a set of agents sharing one client key.
+type Cluster struct {
+	Hosts []*Host
+	Keys  testbed.Keys // Keys.ClientKey is authorised on every agent
+	// KnownHosts trusts every agent's host key at its address and port.
+	KnownHosts string
+	Dir        string
+	block      int
+}
+
+// Option configures StartLocal and StartProcs.
+type Option func(*options)
+
+type options struct {
+	agent func(i int, a *agent.Agent)
+}
+
+// WithAgent lets a test adjust each in-process agent before it serves
+// (i counts from 0).
+func WithAgent(f func(i int, a *agent.Agent)) Option {
+	return func(o *options) { o.agent = f }
+}
+
+var blocks atomic.Uint32
+
+// nextBlock picks the third octet of a cluster's addresses; the process
+// id spreads test processes that run at the same time.
+func nextBlock() int {
+	n := blocks.Add(1) + uint32(os.Getpid())*7
+	return 10 + int(n%241)
+}
+
+// rankEnv is added to agents' environments so that race-enabled test
+// binaries running as ranks do not sleep a second at exit.
+func rankEnv() []string {
+	return []string{"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")}
+}
+
+func newCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	if n < 1 || n > 250 {
+		t.Fatalf("agenttest: %d agents: want 1 to 250", n)
+	}
+	dir := t.TempDir()
+	keys, err := testbed.GenKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{Keys: keys, Dir: dir, block: nextBlock(), KnownHosts: filepath.Join(dir, "known_hosts")}
+	for i := range n {
+		h := &Host{
+			Addr:    fmt.Sprintf("127.0.%d.%d", c.block, i+1),
+			Name:    fmt.Sprintf("agent%d", i+1),
+			HostKey: filepath.Join(dir, fmt.Sprintf("agent%d", i+1), "ssh_host_ed25519_key"),
+		}
+		s, err := agent.LoadHostKey(h.HostKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.hostKey, h.HostPub = s, s.PublicKey()
+		c.Hosts = append(c.Hosts, h)
+	}
+	return c
+}
+
+// StartLocal starts n agents in this process on 127.0.B.1..n, each with
+// its own host key and the cluster's authorized_keys, serving until the
+// test's cleanup.
+func StartLocal(t testing.TB, n int, opts ...Option) *Cluster {
+	t.Helper()
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	c := newCluster(t, n)
+	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
+	for i, h := range c.Hosts {
+		l, err := net.Listen("tcp", net.JoinHostPort(h.Addr, "0"))
+		if err != nil {
+			t.Fatalf("agenttest: listen on %s: %v", h.Addr, err)
+		}
+		h.Port = l.Addr().(*net.TCPAddr).Port
+		h.Agent = &agent.Agent{Name: h.Name, Version: "agenttest", Log: log.Named(h.Name), BaseEnv: append(os.Environ(), rankEnv()...)}
+		if o.agent != nil {
+			o.agent(i, h.Agent)
+		}
+		h.Server = &agent.Server{Agent: h.Agent, Log: log.Named(h.Name + ".sshd"), HostKey: h.hostKey, AuthorizedKeys: c.Keys.AuthorizedKeys}
+		ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+		done := make(chan error, 1)
+		go func() { done <- h.Server.Serve(ctx, l) }()
+		t.Cleanup(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("agent %s: serve: %v", h.Name, err)
+				}
+			case <-time.After(Deadline):
+				t.Errorf("agent %s did not stop within %v", h.Name, Deadline)
+			}
+		})
+	}
+	c.writeKnownHosts(t)
+	return c
+}
+
+func (c *Cluster) writeKnownHosts(t testing.TB) {
+	t.Helper()
+	var b strings.Builder
+	for _, h := range c.Hosts {
+		b.WriteString(knownhosts.Line([]string{knownhosts.Normalize(h.HostPort())}, h.HostPub))
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(c.KnownHosts, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// HostList is the -H value giving every agent slots slots:
+// "127.0.B.1:S:PORT,127.0.B.2:S:PORT,...".
+func (c *Cluster) HostList(slots int) string {
+	e := make([]string, len(c.Hosts))
+	for i, h := range c.Hosts {
+		e[i] = h.Entry(slots)
+	}
+	return strings.Join(e, ",")
+}
+
+// SSHFlags are the launcher options that reach this cluster: the client
+// key and the cluster's known_hosts.
+func (c *Cluster) SSHFlags() []string {
+	return []string{"-i", c.Keys.ClientKey, "--known-hosts", c.KnownHosts}
+}
+
+// Unused returns an address in the cluster's block and a port on which
+// nothing listens (the port was free a moment ago), for tests of hosts
+// that never come up.
+func (c *Cluster) Unused(t testing.TB) (addr string, port int) {
+	t.Helper()
+	addr = fmt.Sprintf("127.0.%d.253", c.block)
+	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port = l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return addr, port
+}
