@@ -484,3 +484,9 @@ func parseStdin(s string) (int, error) {
 	}
 	return n, nil
 }
+
+func flagNames(fs *flag.FlagSet) []string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return names
+}

@@ -47,8 +47,8 @@ Hosts (default: this machine, -np defaulting to one rank per GPU, else per CPU):
 Environment:
   -x NAME | NAME=VALUE | 'PREFIX*'   export to every rank (repeatable)
   -env-file FILE           KEY=VALUE lines exported to every rank
-  -mca KEY VALUE           OMPI_MCA_KEY=VALUE in every rank
-  -wdir DIR                working directory of every rank
+  -mca, -gmca KEY VALUE    OMPI_MCA_KEY=VALUE in every rank
+  -wdir, -wd DIR           working directory of every rank
   -mpi auto|pmi|none       serve PMI-1/PMI-2 to MPICH-family ranks (default auto)
 
 Output:

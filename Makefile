@@ -1,0 +1,55 @@
+# gangway: `make run` shows a multi-host job on this machine; `make test`
+# runs every test (installing the Debian packages the tests need first).
+
+GO      ?= go
+PREFIX  ?= /usr/local
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+# Packages the tests use: real OpenSSH on both ends, MPICH and Open MPI
+# programs, PyTorch (CPU, gloo) and iproute2 for network-namespace hosts.
+TEST_PKGS := openssh-client openssh-server mpich libmpich-dev openmpi-bin libopenmpi-dev \
+             python3-torch iproute2 procps gcc
+BENCH_PKGS := pdsh
+
+.PHONY: all build run test test-short deps bench bench-quick lint install clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/launcher ./cmd/agent
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./examples/synthetic
+
+# The main job on the embedded default: two agents on loopback with
+# throwaway keys, an 8-rank example across them, the throughput summary.
+run: build
+	./examples/local-cluster.sh
+
+deps:
+	@./.ci/install-packages.sh $(TEST_PKGS)
+
+test: deps build lint
+	$(GO) test -race -timeout 25m ./...
+
+test-short: build
+	$(GO) test -race -short ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	GOOS=darwin $(GO) vet ./agent/facts ./nccl ./hostfile ./bench ./agent/wire
+	@./.ci/check-imports.sh
+
+bench: build
+	@./.ci/install-packages.sh $(TEST_PKGS) $(BENCH_PKGS)
+	$(GO) run ./bench/cmd/gwbench -out bench/results
+
+bench-quick: build
+	@./.ci/install-packages.sh $(TEST_PKGS) $(BENCH_PKGS)
+	$(GO) run ./bench/cmd/gwbench -quick -out bench/results
+
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 bin/launcher bin/agent $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf bin

@@ -1,0 +1,39 @@
+#!/bin/sh
+# Container entrypoint for worker nodes: replaces the classic "start-slave"
+# script (sshd on port 22122 with keys from mounted secrets) with the
+# gangway agent.
+#
+# Environment (all optional):
+#   GANGWAY_SECRETS   directory with mounted secrets (default /etc/gangway/secrets):
+#                       authorized_keys       public keys allowed to log in (required)
+#                       ssh_host_ed25519_key  host key to keep across restarts (optional)
+#   GANGWAY_PORT      port to listen on (default 22122)
+#   GANGWAY_NAME      name reported to the launcher (default: hostname)
+#   GANGWAY_AGENT     agent binary (default: agent on PATH)
+#   GANGWAY_ARGS      extra agent arguments
+set -eu
+secrets=${GANGWAY_SECRETS:-/etc/gangway/secrets}
+port=${GANGWAY_PORT:-22122}
+name=${GANGWAY_NAME:-$(hostname)}
+agent=${GANGWAY_AGENT:-agent}
+state=${HOME:-/root}/.gangway
+mkdir -p "$state"
+chmod 700 "$state"
+
+if [ ! -r "$secrets/authorized_keys" ]; then
+	echo "start-agent: $secrets/authorized_keys is missing: mount the launcher's public key there" >&2
+	exit 1
+fi
+# Secrets are often mounted read-only with loose modes; copy them with the
+# modes an SSH server expects.
+install -m 0600 "$secrets/authorized_keys" "$state/authorized_keys"
+if [ -r "$secrets/ssh_host_ed25519_key" ]; then
+	install -m 0600 "$secrets/ssh_host_ed25519_key" "$state/ssh_host_ed25519_key"
+fi
+# With no mounted host key the agent creates one in $state on first start.
+
+# shellcheck disable=SC2086
+exec "$agent" --listen ":$port" --name "$name" \
+	--host-key "$state/ssh_host_ed25519_key" \
+	--authorized-keys "$state/authorized_keys" \
+	${GANGWAY_ARGS:-}

@@ -1,0 +1,28 @@
+package launcher
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestREADMEFlagReference keeps the README's flag reference true: it must
+// contain the --help text verbatim, and every flag must be in --help.
+func TestREADMEFlagReference(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), Usage) {
+		t.Error("README.md's launcher flag reference differs from launcher.Usage; paste `bin/launcher -h` into it")
+	}
+	var c Config
+	var a, b2, x, e []string
+	var s1, s2 string
+	fs := newFlagSet(&c, &a, &b2, &x, &e, &s1, &s2)
+	for _, name := range flagNames(fs) {
+		if !strings.Contains(Usage, "-"+name+" ") && !strings.Contains(Usage, "-"+name+",") && !strings.Contains(Usage, "-"+name+"\n") {
+			t.Errorf("flag -%s is not documented in Usage", name)
+		}
+	}
+}
