@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,23 +70,43 @@ func LoadHostKey(path string) (ssh.Signer, error) {
 	return s, nil
 }
 
-// authorized reads the authorized_keys file into a set keyed by the
-// marshalled public key.
-func authorized(path string) (map[string]bool, error) {
+// authorized reads the authorized_keys file into a map keyed by the
+// marshalled public key. A key's value is "" when it may log in, or the
+// first option of its line that the agent cannot enforce (command=,
+// from=, restrict, no-pty...): such a key is refused rather than given
+// the full access its line means to deny.
+func authorized(path string) (map[string]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	keys := map[string]bool{}
+	keys := map[string]string{}
 	for len(b) > 0 {
-		pub, _, _, rest, err := ssh.ParseAuthorizedKey(b)
+		pub, _, opts, rest, err := ssh.ParseAuthorizedKey(b)
 		if err != nil {
 			break // no more keys (comments and blank lines are skipped by the parser)
 		}
-		keys[string(pub.Marshal())] = true
+		if k := string(pub.Marshal()); !seen(keys, k) {
+			keys[k] = unenforced(opts) // the first line of a key decides, as in sshd
+		}
 		b = rest
 	}
 	return keys, nil
+}
+
+func seen(m map[string]string, k string) bool { _, ok := m[k]; return ok }
+
+// unenforced returns the first option the agent cannot honour. The
+// allowed ones only take away what the agent never offers.
+func unenforced(opts []string) string {
+	for _, o := range opts {
+		switch strings.ToLower(o) {
+		case "no-port-forwarding", "no-agent-forwarding", "no-x11-forwarding", "no-user-rc":
+		default:
+			return o
+		}
+	}
+	return ""
 }
 
 func (s *Server) config() *ssh.ServerConfig {
@@ -96,9 +117,14 @@ func (s *Server) config() *ssh.ServerConfig {
 				s.Log.Warn("cannot read authorized keys", zap.String("file", s.AuthorizedKeys), zap.Error(err))
 				return nil, errors.New("no authorized keys")
 			}
-			if !keys[string(key.Marshal())] {
+			bad, ok := keys[string(key.Marshal())]
+			if !ok {
 				s.Log.Info("refused key", zap.String("remote", c.RemoteAddr().String()), zap.String("user", c.User()), zap.String("fingerprint", ssh.FingerprintSHA256(key)))
 				return nil, fmt.Errorf("unknown public key for %q", c.User())
+			}
+			if bad != "" {
+				s.Log.Warn("refused key: its authorized_keys option cannot be enforced by the agent", zap.String("remote", c.RemoteAddr().String()), zap.String("fingerprint", ssh.FingerprintSHA256(key)), zap.String("option", bad), zap.String("file", s.AuthorizedKeys))
+				return nil, fmt.Errorf("public key for %q has option %s, which the agent cannot enforce", c.User(), bad)
 			}
 			return &ssh.Permissions{Extensions: map[string]string{"fp": ssh.FingerprintSHA256(key)}}, nil
 		},

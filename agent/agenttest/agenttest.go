@@ -71,17 +71,24 @@ type Cluster struct {
 	block      int
 }
 
-// Option configures StartLocal and StartProcs.
+// Option configures StartLocal.
 type Option func(*options)
 
 type options struct {
-	agent func(i int, a *agent.Agent)
+	agent  func(i int, a *agent.Agent)
+	server func(i int, s *agent.Server)
 }
 
 // WithAgent lets a test adjust each in-process agent before it serves
 // (i counts from 0).
 func WithAgent(f func(i int, a *agent.Agent)) Option {
 	return func(o *options) { o.agent = f }
+}
+
+// WithServer lets a test adjust each in-process agent's SSH server
+// (HandshakeTimeout, AuthorizedKeys...) before it serves.
+func WithServer(f func(i int, s *agent.Server)) Option {
+	return func(o *options) { o.server = f }
 }
 
 var blocks atomic.Uint32
@@ -148,6 +155,9 @@ func StartLocal(t testing.TB, n int, opts ...Option) *Cluster {
 			o.agent(i, h.Agent)
 		}
 		h.Server = &agent.Server{Agent: h.Agent, Log: log.Named(h.Name + ".sshd"), HostKey: h.hostKey, AuthorizedKeys: c.Keys.AuthorizedKeys}
+		if o.server != nil {
+			o.server(i, h.Server)
+		}
 		ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 		done := make(chan error, 1)
 		go func() { done <- h.Server.Serve(ctx, l) }()
