@@ -117,7 +117,9 @@ wait:
 			mu.Unlock()
 			sort.Strings(missing)
 			if len(missing) > 0 {
-				log.Info("waiting for hosts", zap.Int("missing", len(missing)), zap.String("hosts", strings.Join(missing, ", ")))
+				// Warn, not Info: the launcher logs warnings by default, and
+				// users must see which hosts they are waiting for.
+				log.Warn("waiting for hosts", zap.Int("missing", len(missing)), zap.String("hosts", strings.Join(missing, ", ")))
 			}
 		}
 	}

@@ -150,3 +150,21 @@ func TestStartTimeout(t *testing.T) {
 	}
 	t.Logf("failed after %v:\n%s", took.Round(time.Millisecond), stderr)
 }
+
+// TestStartWaitShowsMissing: while waiting for hosts, the launcher says
+// which are still missing (without -v).
+func TestStartWaitShowsMissing(t *testing.T) {
+	t.Parallel()
+	c := agenttest.StartLocal(t, 1)
+	addr, port := c.Unused(t)
+	hosts := fmt.Sprintf("%s,%s:1:%d", c.HostList(1), addr, port)
+	_, stderr, code := c.RunLauncher(t, fake(t, 2, hosts, "exit:0", "--start-timeout", "4s")...)
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1\nstderr:\n%s", code, stderr)
+	}
+	before, _, _ := strings.Cut(stderr, "launcher: hosts not reachable")
+	if !strings.Contains(before, "waiting for hosts") || !strings.Contains(before, addr) {
+		t.Errorf("no progress naming %s before the failure:\n%s", addr, stderr)
+	}
+	t.Logf("stderr:\n%s", stderr)
+}
