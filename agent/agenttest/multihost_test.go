@@ -1,11 +1,13 @@
 package agenttest_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,4 +95,36 @@ func TestExitCodeAcrossHosts(t *testing.T) {
 		t.Errorf("ranks still running after the launcher returned: %v", left)
 	}
 	t.Logf("failure to launcher exit: %v; other ranks stopped on all 3 hosts (pids %v)", took.Round(time.Millisecond), others)
+}
+
+// TestSignalsEscalateAcrossHosts: the launcher's first SIGTERM reaches
+// every rank on every host as SIGTERM; the second kills them all.
+func TestSignalsEscalateAcrossHosts(t *testing.T) {
+	t.Parallel()
+	c := agenttest.StartLocal(t, 2)
+	l := c.StartLauncher(t, fake(t, 4, c.HostList(2), "trapterm", "--kill-grace", "10m")...)
+	out, ok := l.Stdout.WaitFor(agenttest.Deadline, agenttest.HasReady(4))
+	if !ok {
+		t.Fatalf("not every rank started:\n%s\nstderr:\n%s", out, l.Stderr)
+	}
+	pids := pidsOf(t, agenttest.ReadyPids(out), 0, 1, 2, 3)
+	l.Signal(syscall.SIGTERM)
+	out, ok = l.Stdout.WaitFor(agenttest.Deadline, func(s string) bool { return strings.Count(s, "] term ") >= 4 })
+	if !ok {
+		t.Fatalf("not every rank got SIGTERM:\n%s", out)
+	}
+	for r, p := range pids {
+		if !strings.Contains(out, fmt.Sprintf("[%d] term %d\n", r, p)) {
+			t.Errorf("rank %d (pid %d) did not report SIGTERM", r, p)
+		}
+	}
+	t0 := time.Now()
+	l.Signal(syscall.SIGTERM)
+	if code := l.Wait(t); code != 128+15 {
+		t.Errorf("exit code %d, want 143\nstderr:\n%s", code, l.Stderr)
+	}
+	if left := proctest.WaitGone(agenttest.Deadline, pids...); len(left) > 0 {
+		t.Errorf("ranks survived the second signal: %v", left)
+	}
+	t.Logf("second SIGTERM to launcher exit: %v", time.Since(t0).Round(time.Millisecond))
 }
