@@ -84,7 +84,7 @@ func (a *Agent) ServeSession(ctx context.Context, rwc io.ReadWriteCloser) error 
 		return err
 	}
 	log := a.Log.With(zap.String("job", h.JobID))
-	s := &session{a: a, conn: conn, log: log, jobID: h.JobID, fences: map[int]chan map[string]string{}, stdin: make(chan stdinChunk, 4)}
+	s := &session{a: a, conn: conn, log: log, jobID: h.JobID, facts: f, fences: map[int]chan map[string]string{}, stdin: make(chan stdinChunk, 4)}
 	a.track(h.JobID, 1)
 	defer a.track(h.JobID, -1)
 	var writer sync.WaitGroup
@@ -144,6 +144,7 @@ type session struct {
 	conn  *wire.Conn
 	log   *zap.Logger
 	jobID string
+	facts wire.Facts
 
 	mu      sync.Mutex
 	job     *wire.StartJob
@@ -373,6 +374,8 @@ func (s *session) spawn(ctx context.Context) error {
 		base = os.Environ()
 	}
 	pids := map[int]int{}
+	bindings := map[int]string{}
+	allowed := allowedCPUs()
 	sink := func(rank int, st proc.Stream, data []byte) {
 		_ = s.conn.SendOutput(rank, wire.Stream(st), data)
 	}
@@ -382,6 +385,15 @@ func (s *session) spawn(ctx context.Context) error {
 		spec := proc.Spec{Rank: r.Rank, Argv: r.Argv, Env: env, Dir: r.Dir, Stdin: r.Rank == j.StdinRank, Grace: j.KillGrace}
 		if f := s.pmiFDs[r.Rank]; f != nil {
 			spec.ExtraFiles = []*os.File{f}
+		}
+		cpus, err := bindCPUs(j.Bind, r, s.facts, allowed)
+		if err != nil {
+			_ = s.conn.Send(wire.KindExit, wire.Exit{Rank: r.Rank, Code: 1, Err: "-bind-to " + j.Bind + ": " + err.Error()})
+			continue
+		}
+		spec.CPUs = cpus
+		if cpus != nil {
+			bindings[r.Rank] = FormatCPUList(cpus)
 		}
 		p, err := proc.Start(ctx, spec, sink)
 		if f := s.pmiFDs[r.Rank]; f != nil {
@@ -405,7 +417,7 @@ func (s *session) spawn(ctx context.Context) error {
 			_ = s.conn.Send(wire.KindExit, x)
 		})
 	}
-	if err := s.conn.Send(wire.KindStarted, wire.Started{Pids: pids}); err != nil {
+	if err := s.conn.Send(wire.KindStarted, wire.Started{Pids: pids, Bindings: bindings}); err != nil {
 		return err
 	}
 	s.log.Debug("ranks started", zap.Int("ranks", len(pids)))

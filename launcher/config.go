@@ -61,7 +61,16 @@ type Config struct {
 	PlotFile       string
 	Analyze        bool
 	NoSummary      bool
-	Argv           []string // the program and its arguments
+	// Network and node preparation.
+	NetworkInterface     string
+	Preflight            bool
+	DropCaches           int
+	DropCachesBestEffort bool
+	Inspect              bool
+	JSON                 bool
+	GPUFilter            GPUFilter
+	ReportBindings       bool
+	Argv                 []string // the program and its arguments
 }
 
 // ErrUsage marks command-line errors (exit code 2).
@@ -142,7 +151,7 @@ func newFlagSet(c *Config, hostList, hostfiles, xs, envFiles *[]string, stdin *s
 		fs.Var(mcaFlag{&c.MCA}, n, "KEY VALUE: set OMPI_MCA_KEY=VALUE in every rank")
 	}
 	fs.BoolVar(&c.AllowRoot, "allow-run-as-root", false, "accepted for mpirun compatibility (gangway runs as root without it)")
-	fs.StringVar(&c.BindTo, "bind-to", "none", "CPU binding: none")
+	fs.StringVar(&c.BindTo, "bind-to", "none", "CPU binding: none, numa (the CPUs of the rank's GPU's NUMA node) or core")
 	fs.StringVar(&c.MapBy, "map-by", "slot", "rank placement: slot (fill each host) or node (round robin)")
 	for _, n := range []string{"N", "npernode"} {
 		fs.IntVar(&c.NPerNode, n, 0, "ranks per host")
@@ -186,6 +195,25 @@ func newFlagSet(c *Config, hostList, hostfiles, xs, envFiles *[]string, stdin *s
 	fs.StringVar(&c.PlotFile, "plot", "", "draw per-rank throughput over time to FILE.png")
 	fs.BoolVar(&c.Analyze, "analyze", false, "analyse saved logs (the arguments) instead of running a job")
 	fs.BoolVar(&c.NoSummary, "no-summary", false, "do not print the throughput summary")
+	fs.StringVar(&c.NetworkInterface, "network-interface", "", "force the data interface(s) NAME[,NAME] on every host")
+	fs.BoolVar(&c.Preflight, "preflight", true, "before starting, check that every host reaches every other host's agent (multi-host jobs)")
+	fs.Var(dropCachesFlag{&c.DropCaches}, "drop-caches", "sync and drop page caches on every host first (=1|2|3, default 3)")
+	fs.BoolVar(&c.DropCachesBestEffort, "drop-caches-best-effort", false, "go on when a host cannot drop its caches")
+	fs.BoolVar(&c.Inspect, "inspect", false, "print every host's facts and the environment the launcher would set, then exit")
+	fs.BoolVar(&c.JSON, "json", false, "with --inspect: JSON instead of a table")
+	fs.Func("gpus", "GPU indices to use on every host, e.g. 0,2", func(s string) (err error) {
+		c.GPUFilter.All, err = parseGPUList(s)
+		return err
+	})
+	fs.Func("include", "only these GPUs on these hosts: host:0,1@host2:2,3", func(s string) (err error) {
+		c.GPUFilter.Include, err = parseHostGPUs(s)
+		return err
+	})
+	fs.Func("exclude", "not these GPUs (or none of a host's, without a list): host:0@host2", func(s string) (err error) {
+		c.GPUFilter.Exclude, err = parseHostGPUs(s)
+		return err
+	})
+	fs.BoolVar(&c.ReportBindings, "report-bindings", false, "print each rank's CPU binding")
 	return fs
 }
 
@@ -256,6 +284,12 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 	if c.Help || c.Version {
 		return c, nil
 	}
+	if len(c.Argv) == 0 && c.Inspect {
+		if err := c.resolveHosts(hostList, hostfiles, getenv); err != nil {
+			return c, err
+		}
+		return c, c.validate()
+	}
 	if len(c.Argv) == 0 {
 		return c, fmt.Errorf("%w: no program given (launcher [options] PROGRAM [ARGS...])", ErrUsage)
 	}
@@ -286,8 +320,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.MapBy != "slot" && c.MapBy != "node":
 		return bad("-map-by %q is not supported (use slot or node)", c.MapBy)
-	case c.BindTo != "none":
-		return bad("-bind-to %q is not supported (use none)", c.BindTo)
+	case c.BindTo != "none" && c.BindTo != "numa" && c.BindTo != "core":
+		return bad("-bind-to %q is not supported (use none, numa or core)", c.BindTo)
 	case c.GPUsPer < 1:
 		return bad("--gpus-per-rank %d: must be at least 1", c.GPUsPer)
 	case c.KillGrace < 0:

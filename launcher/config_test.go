@@ -44,6 +44,7 @@ func defaultConfig(argv ...string) Config {
 		MetricScope:  "rank",
 		WarmupSteps:  -1,
 		Straggler:    0.05,
+		Preflight:    true,
 		Argv:         argv,
 	}
 }
@@ -328,7 +329,7 @@ func TestParseErrors(t *testing.T) {
 		{"-N negative", []string{"-N", "-2", "prog"}, nil, true, "-N -2: must be positive"},
 		{"-map-by foo", []string{"-map-by", "foo", "prog"}, nil, true, `-map-by "foo" is not supported (use slot or node)`},
 		{"-map-by ppr", []string{"--map-by", "ppr:2:node", "prog"}, nil, true, `-map-by "ppr:2:node" is not supported`},
-		{"-bind-to core", []string{"-bind-to", "core", "prog"}, nil, true, `-bind-to "core" is not supported (use none)`},
+		{"-bind-to socket", []string{"-bind-to", "socket", "prog"}, nil, true, `-bind-to "socket" is not supported (use none, numa or core)`},
 		{"-mca missing value", []string{"-mca", "btl"}, nil, true, "-mca needs KEY and VALUE"},
 		{"--mca=KEY without value", []string{"--mca=btl", "prog"}, nil, true, "want -mca KEY VALUE"},
 		{"-x unset", []string{"-x", "NOT_SET_ANYWHERE", "prog"}, nil, true, "-x NOT_SET_ANYWHERE: not set in the launcher's environment"},

@@ -278,6 +278,21 @@ func (j *job) handle(ev event) {
 		_ = ev.msg.Decode(&e)
 		j.log.Error("agent error", zap.String("host", name), zap.String("err", e.Msg))
 	case wire.KindStarted:
+		var st wire.Started
+		if j.cfg.ReportBindings && ev.msg.Decode(&st) == nil {
+			ranks := make([]int, 0, len(st.Pids))
+			for r := range st.Pids {
+				ranks = append(ranks, r)
+			}
+			sort.Ints(ranks)
+			for _, r := range ranks {
+				b := st.Bindings[r]
+				if b == "" {
+					b = "not bound"
+				}
+				fmt.Fprintf(j.out.stderr, "launcher: rank %d on %s (pid %d): CPUs %s\n", r, name, st.Pids[r], b)
+			}
+		}
 	default:
 		j.log.Debug("unexpected message", zap.String("host", name), zap.Stringer("kind", ev.msg.Kind))
 	}

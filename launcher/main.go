@@ -40,9 +40,26 @@ Hosts (default: this machine, -np defaulting to one rank per GPU, else per CPU):
   -np, -n N                number of ranks (default: every slot)
   -N, -npernode N          ranks per host
   -map-by slot|node        fill each host (default) or deal round robin
-  -bind-to none            CPU binding (only none so far)
   -oversubscribe           allow more ranks than slots
   -gpus-per-rank K         CUDA_VISIBLE_DEVICES gets K GPUs per rank (default 1)
+  -gpus LIST               GPU indices to use on every host (0,2,...)
+  -include HOST:GPUS@...   only these GPUs on these hosts (host:0,1@host2:2,3)
+  -exclude HOST[:GPUS]@... not these GPUs (a host alone: none of its GPUs)
+  -bind-to none|numa|core  CPU binding: none, the CPUs of the rank's GPU's
+                           NUMA node, or one core per rank
+  -report-bindings         print each rank's CPU binding
+
+Network and node preparation:
+  -network-interface NAME[,NAME]  force the data interface on every host
+                           (default: per host, the interface its routes to
+                           the other hosts use; sets NCCL_SOCKET_IFNAME,
+                           GLOO_SOCKET_IFNAME, HOROVOD_GLOO_IFACE, NCCL_IB_HCA)
+  -preflight=false         skip the check that every host reaches every other
+                           host's agent before ranks start (multi-host jobs)
+  -drop-caches[=1|2|3]     sync and drop page caches on every host first (3)
+  -drop-caches-best-effort go on when a host may not drop its caches
+  -inspect [-json]         print each host's facts and the environment the
+                           launcher would set, then exit
 
 Environment:
   -x NAME | NAME=VALUE | 'PREFIX*'   export to every rank (repeatable)
@@ -129,6 +146,9 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 	}
 	if cfg.Analyze {
 		return analyze(ctx, cfg, d.Stdout, d.Stderr)
+	}
+	if cfg.Inspect {
+		return Inspect(ctx, cfg, d)
 	}
 	if cfg.DryRun {
 		if err := DryRun(d.Stdout, cfg); err != nil {

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -21,7 +22,7 @@ func TestREADMEFlagReference(t *testing.T) {
 	var s1, s2 string
 	fs := newFlagSet(&c, &a, &b2, &x, &e, &s1, &s2)
 	for _, name := range flagNames(fs) {
-		if !strings.Contains(Usage, "-"+name+" ") && !strings.Contains(Usage, "-"+name+",") && !strings.Contains(Usage, "-"+name+"\n") {
+		if !regexp.MustCompile(`(^|[\s,\[])-` + regexp.QuoteMeta(name) + `([^a-z0-9-]|$)`).MatchString(Usage) {
 			t.Errorf("flag -%s is not documented in Usage", name)
 		}
 	}

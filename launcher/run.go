@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,6 +18,7 @@ import (
 	"gangway/agent/wire"
 	"gangway/bench"
 	"gangway/hostfile"
+	"gangway/nccl"
 )
 
 // Deps are what cmd/launcher wires in.
@@ -109,7 +110,13 @@ func Run(ctx context.Context, cfg Config, d Deps) int {
 		fmt.Fprintf(d.Stderr, "launcher: --stdin %d: the job has only %d ranks\n", cfg.Stdin, len(ranks))
 		return ExitUsage
 	}
-	envs, err := buildEnv(cfg, jobID, ranks, sessions)
+	choices, err := chooseNetworks(cfg, sessions)
+	if err != nil {
+		closeAll()
+		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
+		return ExitSetup
+	}
+	envs, gpus, err := buildEnv(cfg, jobID, ranks, sessions, choices)
 	if err != nil {
 		closeAll()
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
@@ -171,7 +178,13 @@ func Run(ctx context.Context, cfg Config, d Deps) int {
 
 	// Gang start: every host prepares its ranks and answers Ready; only
 	// then does any rank run.
-	err = j.prepare(ctx, cfg, jobID, envs)
+	err = j.dropCaches(ctx, d.Stderr)
+	if err == nil {
+		err = j.preflight(ctx, d.Stderr, choices)
+	}
+	if err == nil {
+		err = j.prepare(ctx, cfg, jobID, envs, gpus)
+	}
 	handOver()
 	if sig := setupSig(); err != nil || sig != 0 {
 		startDrain()
@@ -284,17 +297,22 @@ func forwardStdin(r io.Reader, c *wire.Conn, rank int, ack <-chan struct{}, done
 }
 
 // prepare sends every host its ranks and waits until all are Ready.
-func (j *job) prepare(ctx context.Context, cfg Config, jobID string, envs [][]string) error {
+func (j *job) prepare(ctx context.Context, cfg Config, jobID string, envs [][]string, gpus [][]int) error {
 	var pmiJob_ *wire.PMIJob
 	if cfg.MPI != "none" {
 		pmiJob_ = pmiJob(jobID, j.ranks)
 	}
 	dir := cfg.Dir
 	for i, s := range j.sessions {
-		sj := wire.StartJob{JobID: jobID, KillGrace: cfg.KillGrace, StdinRank: cfg.Stdin, PMI: pmiJob_}
+		sj := wire.StartJob{JobID: jobID, KillGrace: cfg.KillGrace, StdinRank: cfg.Stdin, PMI: pmiJob_, Bind: cfg.BindTo}
+		per := max(cfg.GPUsPer, 1)
 		for _, r := range j.ranks {
 			if r.Host == i {
-				sj.Ranks = append(sj.Ranks, wire.RankSpec{Rank: r.Rank, LocalRank: r.LocalRank, Argv: cfg.Argv, Env: envs[r.Rank], Dir: dir})
+				spec := wire.RankSpec{Rank: r.Rank, LocalRank: r.LocalRank, Argv: cfg.Argv, Env: envs[r.Rank], Dir: dir}
+				if g := gpus[i]; len(g) >= (r.LocalRank+1)*per {
+					spec.GPUs = g[r.LocalRank*per : (r.LocalRank+1)*per]
+				}
+				sj.Ranks = append(sj.Ranks, spec)
 			}
 		}
 		if err := s.conn.Send(wire.KindStart, sj); err != nil {
@@ -370,28 +388,42 @@ func without(s []string, i int) []string {
 	return append(out, s[i+1:]...)
 }
 
-// buildEnv computes every rank's environment from the sessions' facts.
-func buildEnv(cfg Config, jobID string, ranks []Rank, sessions []*session) ([][]string, error) {
+// buildEnv computes every rank's environment from the sessions' facts:
+// GPUs per host, the data interface per host (NCCL_SOCKET_IFNAME,
+// GLOO_SOCKET_IFNAME, HOROVOD_GLOO_IFACE, NCCL_IB_HCA) and MASTER_ADDR on
+// rank 0's data interface. It returns the GPUs chosen per host too.
+func buildEnv(cfg Config, jobID string, ranks []Rank, sessions []*session, choices []*nccl.Choice) ([][]string, [][]int, error) {
 	he := make([]HostEnv, len(sessions))
+	gpus := make([][]int, len(sessions))
+	local := make([]int, len(sessions))
+	for _, r := range ranks {
+		local[r.Host]++
+	}
+	user := map[string]string{}
+	for _, kv := range cfg.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		user[k] = v
+	}
 	for i, s := range sessions {
 		he[i] = HostEnv{Name: s.host.Name}
-		if n := len(s.facts.GPUs); n > 0 {
-			for _, g := range s.facts.GPUs {
-				he[i].GPUs = append(he[i].GPUs, g.Index)
-			}
+		g, err := chooseGPUs(cfg, s, local[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		he[i].GPUs, gpus[i] = g, g
+		if c := choices[i]; c != nil {
+			he[i].Net = nccl.Env(*c, user)
 		}
 	}
 	r0 := sessions[ranks[0].Host]
-	master := r0.addr
-	if master == "" || len(sessions) == 1 && isLocal(r0.host) {
+	master := masterAddr(r0, choices[ranks[0].Host])
+	if len(sessions) == 1 && isLocal(r0.host) {
 		master = "127.0.0.1"
-	}
-	if ip := net.ParseIP(master); ip == nil {
-		master = r0.host.Name
 	}
 	port := r0.facts.FreePort
 	if port == 0 {
 		port = 29500
 	}
-	return Environ(ranks, he, JobEnv{JobID: jobID, MasterAddr: master, MasterPort: port, GPUsPer: cfg.GPUsPer, User: cfg.Env, MCA: cfg.MCA})
+	envs, err := Environ(ranks, he, JobEnv{JobID: jobID, MasterAddr: master, MasterPort: port, GPUsPer: cfg.GPUsPer, User: cfg.Env, MCA: cfg.MCA})
+	return envs, gpus, err
 }

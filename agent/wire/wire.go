@@ -212,6 +212,8 @@ type Ready struct {
 // Started reports spawned ranks.
 type Started struct {
 	Pids map[int]int `json:"pids"` // rank -> pid
+	// Bindings are the CPUs each bound rank may run on ("0-3,8").
+	Bindings map[int]string `json:"bindings,omitempty"`
 }
 
 // Exit reports the end of one rank.

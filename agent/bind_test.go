@@ -1,0 +1,60 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"gangway/agent/wire"
+)
+
+func TestParseCPUList(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+	}{
+		{"0", []int{0}}, {"0-3", []int{0, 1, 2, 3}}, {"0-1,8,10-11", []int{0, 1, 8, 10, 11}}, {"", nil},
+	} {
+		got, err := parseCPUList(tc.in)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%q: got %v %v, want %v", tc.in, got, err, tc.want)
+		}
+		if tc.in != "" && FormatCPUList(got) != tc.in {
+			t.Errorf("format %v = %q, want %q", got, FormatCPUList(got), tc.in)
+		}
+	}
+	for _, bad := range []string{"x", "3-1", "1-"} {
+		if _, err := parseCPUList(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestBindCPUs(t *testing.T) {
+	root := t.TempDir()
+	for node, list := range map[string]string{"node0": "0-3", "node1": "4-7"} {
+		d := filepath.Join(root, "sys/devices/system/node", node)
+		os.MkdirAll(d, 0o755)
+		os.WriteFile(filepath.Join(d, "cpulist"), []byte(list+"\n"), 0o644)
+	}
+	old := sysRoot
+	sysRoot = root
+	t.Cleanup(func() { sysRoot = old })
+	f := wire.Facts{NUMANodes: 2, GPUs: []wire.GPU{{Index: 0, NUMANode: 0}, {Index: 5, NUMANode: 1}}}
+	got, err := bindCPUs("numa", wire.RankSpec{Rank: 3, LocalRank: 0, GPUs: []int{5}}, f, nil)
+	if err != nil || !reflect.DeepEqual(got, []int{4, 5, 6, 7}) {
+		t.Fatalf("GPU 5 on node 1: got %v %v", got, err)
+	}
+	got, _ = bindCPUs("numa", wire.RankSpec{LocalRank: 2}, wire.Facts{NUMANodes: 2}, nil)
+	if !reflect.DeepEqual(got, []int{0, 1, 2, 3}) {
+		t.Fatalf("no GPU, local rank 2 of 2 nodes: got %v", got)
+	}
+	got, _ = bindCPUs("core", wire.RankSpec{LocalRank: 5}, f, []int{0, 1, 2, 3})
+	if !reflect.DeepEqual(got, []int{1}) {
+		t.Fatalf("core: got %v", got)
+	}
+	if got, _ := bindCPUs("none", wire.RankSpec{}, f, nil); got != nil {
+		t.Fatalf("none: got %v", got)
+	}
+}

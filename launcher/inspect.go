@@ -1,0 +1,157 @@
+package launcher
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"gangway/agent/wire"
+	"gangway/hostfile"
+	"gangway/nccl"
+)
+
+// InspectHost is one host in --inspect's output.
+type InspectHost struct {
+	Host    string     `json:"host"`
+	Reached string     `json:"reached_at"`
+	Facts   wire.Facts `json:"facts"`
+	// Interfaces and Addr are the data network chosen for the host.
+	Interfaces []string `json:"interfaces,omitempty"`
+	Addr       string   `json:"addr,omitempty"`
+	GPUs       []int    `json:"gpus,omitempty"` // GPUs its ranks would get, in order
+	Env        []string `json:"env"`            // host-specific variables the launcher sets
+	Err        string   `json:"error,omitempty"`
+}
+
+// Inspect reaches every host, then prints its facts and the environment
+// the launcher would set there, as a table or (--json) JSON.
+func Inspect(ctx context.Context, cfg Config, d Deps) int {
+	hosts := cfg.Hosts
+	if cfg.HostSource == "local" {
+		hosts = []hostfile.Host{{Name: "localhost", Slots: 1}}
+	}
+	peers := make([]string, len(hosts))
+	for i, h := range hosts {
+		peers[i] = h.Name
+	}
+	hello := func(i int) wire.Hello {
+		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: "inspect-" + newJobID(), Host: hosts[i].Name, WantPort: true, Peers: without(peers, i)}
+	}
+	sessions, err := dialAll(ctx, d.Log, hosts, d.Local, d.Remote, hello, cfg.StartTimeout)
+	if err != nil {
+		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
+		return ExitSetup
+	}
+	defer func() {
+		for _, s := range sessions {
+			s.conn.Close()
+		}
+	}()
+	choices, cerr := chooseNetworks(cfg, sessions)
+	out := make([]InspectHost, len(sessions))
+	for i, s := range sessions {
+		ih := InspectHost{Host: s.host.Name, Reached: s.addr, Facts: s.facts}
+		var c *nccl.Choice
+		if cerr == nil {
+			c = choices[i]
+		} else {
+			ih.Err = cerr.Error()
+		}
+		if c != nil {
+			ih.Interfaces, ih.Addr = c.Ifaces, c.Addr
+			ih.Env = nccl.Env(*c, userMap(cfg.Env))
+		}
+		if g, err := chooseGPUs(cfg, s, max(s.host.Slots, 1)); err == nil && g != nil {
+			ih.GPUs = g
+			ih.Env = append(ih.Env, "CUDA_VISIBLE_DEVICES="+nccl.CUDAVisibleDevices(g)+" (all local ranks; one each by local rank)")
+		} else if err != nil && ih.Err == "" {
+			ih.Err = err.Error()
+		}
+		out[i] = ih
+	}
+	if cfg.JSON {
+		enc := json.NewEncoder(d.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
+			return ExitSetup
+		}
+	} else {
+		writeInspect(d.Stdout, out)
+	}
+	if cerr != nil {
+		fmt.Fprintf(d.Stderr, "launcher: %v\n", cerr)
+		return ExitSetup
+	}
+	return 0
+}
+
+func userMap(env []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
+
+func writeInspect(w io.Writer, hosts []InspectHost) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tREACHED\tCPUS\tNUMA\tGPUS\tDATA NIC\tADDR\tHCAS")
+	for _, h := range hosts {
+		var hcas []string
+		for _, c := range h.Facts.HCAs {
+			hcas = append(hcas, fmt.Sprintf("%s:%d(%s)", c.Name, c.Port, c.State))
+		}
+		nic := strings.Join(h.Interfaces, ",")
+		if nic == "" {
+			nic = "(NCCL default)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", h.Host, h.Reached, h.Facts.CPUs, h.Facts.NUMANodes, len(h.Facts.GPUs), nic, dash(h.Addr), dash(strings.Join(hcas, " ")))
+	}
+	tw.Flush()
+	for _, h := range hosts {
+		fmt.Fprintf(w, "\n# %s (%s, agent %s)\n", h.Host, h.Facts.Hostname, h.Facts.Agent)
+		for _, n := range h.Facts.NICs {
+			state := "down"
+			if n.Up {
+				state = "up"
+			}
+			speed := "-"
+			if n.SpeedMbps > 0 {
+				speed = strconv.Itoa(n.SpeedMbps) + "Mb/s"
+			}
+			fmt.Fprintf(w, "nic   %-12s %-8s %-4s mtu %-5d %-9s %s\n", n.Name, n.Type, state, n.MTU, speed, strings.Join(n.Addrs, " "))
+		}
+		for _, r := range h.Facts.Routes {
+			via := r.Iface
+			if via == "" {
+				via = "UNREACHABLE " + r.Err
+			}
+			fmt.Fprintf(w, "route %s (%s) via %s\n", r.Peer, r.Addr, via)
+		}
+		for _, g := range h.Facts.GPUs {
+			fmt.Fprintf(w, "gpu   %d %s %s numa %d\n", g.Index, g.Name, g.BusID, g.NUMANode)
+		}
+		for _, e := range h.Facts.DiscoveryErrs {
+			fmt.Fprintf(w, "note  %s\n", e)
+		}
+		for _, kv := range h.Env {
+			fmt.Fprintf(w, "env   %s\n", kv)
+		}
+		if h.Err != "" {
+			fmt.Fprintf(w, "error %s\n", h.Err)
+		}
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
