@@ -1,0 +1,325 @@
+// Package hostnet holds issue 5's acceptance tests on network-namespace
+// hosts: the per-host data interface and the environment it yields
+// (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, HOROVOD_GLOO_IFACE,
+// MASTER_ADDR), a real python3-torch Gloo all_reduce across hosts, the
+// reachability preflight, --drop-caches, and --inspect, all with real
+// `agent` processes in the namespaces and the real `launcher` binary in
+// the root namespace. It has only tests.
+//
+// Every host has a dead-end "management" NIC (eno1, 198.19.S.0/24, lower
+// interface index, reaches nothing) and a data NIC named differently per
+// host (enp1s0f0 on host 0, eth2 on host 1): the setting where NCCL's and
+// Gloo's defaults pick the wrong NIC and horovodrun's name intersection
+// fails.
+//
+// Names and addresses: namespace prefixes gwh0..gwh9, data subnets
+// 198.18.170-179.0/24 (dead-end 198.19.170-179.0/24); nothing else is
+// touched, so the package runs beside other packages' beds.
+package hostnet
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"gangway/agent/testbed"
+	"gangway/agent/testbed/roottest"
+)
+
+// jobTimeout bounds one launcher run; 2 shared cores, often busy.
+const jobTimeout = 120 * time.Second
+
+// agentPort is where netns agents listen, as in production.
+const agentPort = 22122
+
+var binDir string // temp dir for the built binaries, made in TestMain
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gangway-hostnet-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	_ = os.Chmod(dir, 0o755)
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	buildErr  error
+)
+
+// binaries builds bin/agent and bin/launcher once per test process.
+func binaries(t *testing.T) (agentBin, launcherBin string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		t0 := time.Now()
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		cmd := exec.Command(goBin, "build", "-o", binDir+"/", "gangway/cmd/agent", "gangway/cmd/launcher")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
+			return
+		}
+		t.Logf("built agent and launcher in %v", time.Since(t0).Round(time.Millisecond))
+	})
+	if buildErr != nil {
+		t.Fatalf("build agent and launcher: %v", buildErr)
+	}
+	return filepath.Join(binDir, "agent"), filepath.Join(binDir, "launcher")
+}
+
+// dataNIC names host i's data interface: the hosts disagree on purpose.
+func dataNIC(i int) string {
+	if i == 1 {
+		return "eth2"
+	}
+	return testbed.DefaultDataNIC
+}
+
+// newBed builds a bed of n hosts with dead-end NICs and differently named
+// data NICs, closed and checked when the test ends, even on failure.
+func newBed(t *testing.T, prefix string, subnet, n int) *testbed.Bed {
+	t.Helper()
+	roottest.RequireRoot(t)
+	b, err := testbed.New(t.Context(), testbed.Options{
+		Prefix: prefix, Hosts: n, Subnet: subnet, DeadEnd: true, DataNIC: dataNIC, Logf: t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("bed Close: %v", err)
+		}
+	})
+	return b
+}
+
+// cluster is a bed with keys and a known_hosts file for its agents.
+type cluster struct {
+	bed        *testbed.Bed
+	hosts      []testbed.Host
+	keys       testbed.Keys
+	knownHosts string
+}
+
+func newCluster(t *testing.T, prefix string, subnet, n int) *cluster {
+	t.Helper()
+	b := newBed(t, prefix, subnet, n)
+	keys, err := testbed.GenKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{bed: b, hosts: b.Hosts(), keys: keys}
+	var addrs []string
+	for _, h := range c.hosts {
+		addrs = append(addrs, h.Addr)
+	}
+	// One known_hosts line per address and port the tests use.
+	kh := keys.KnownHosts(addrs, agentPort) + keys.KnownHosts(addrs, agentPort+1)
+	c.knownHosts = filepath.Join(keys.Dir, "known_hosts")
+	if err := os.WriteFile(c.knownHosts, []byte(kh), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// startAgent runs a real agent in host i's namespace, listening on the
+// host's data address and port, named h<i>, with extra options, and waits
+// for its SSH banner.
+func (c *cluster) startAgent(t *testing.T, i, port int, extra ...string) *testbed.Proc {
+	t.Helper()
+	agentBin, _ := binaries(t)
+	h := c.hosts[i]
+	addr := net.JoinHostPort(h.Addr, strconv.Itoa(port))
+	args := append([]string{"--listen", addr, "--host-key", c.keys.HostKey, "--authorized-keys", c.keys.AuthorizedKeys,
+		"--name", "h" + strconv.Itoa(i), "--log-format", "console"}, extra...)
+	p, err := c.bed.Start(t.Context(), i, agentBin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent h%d on %s (%s) output:\n%s", i, addr, p, tail(p.Output(), 4000))
+		}
+	})
+	waitBanner(t, addr, p)
+	return p
+}
+
+// startAgents starts the default agent (port agentPort) on every host.
+func (c *cluster) startAgents(t *testing.T) {
+	t.Helper()
+	for i := range c.hosts {
+		c.startAgent(t, i, agentPort)
+	}
+}
+
+// conn returns the launcher's connection options for the given -H list.
+func (c *cluster) conn(hosts string) []string {
+	return []string{"-i", c.keys.ClientKey, "--known-hosts", c.knownHosts, "-H", hosts}
+}
+
+// hostList returns "addr:slots,..." for hosts 0..n-1.
+func (c *cluster) hostList(slots int) string {
+	var s []string
+	for _, h := range c.hosts {
+		s = append(s, h.Addr+":"+strconv.Itoa(slots))
+	}
+	return strings.Join(s, ",")
+}
+
+// waitBanner dials addr until it answers with an SSH banner.
+func waitBanner(t *testing.T, addr string, p *testbed.Proc) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := readBanner(addr)
+		if err == nil {
+			return
+		}
+		select {
+		case <-p.Done():
+			t.Fatalf("%s exited before listening on %s: %v\n%s", p, addr, p.Wait(), p.Output())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no SSH banner from %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func readBanner(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "SSH-2.0-") {
+		return fmt.Errorf("not an SSH banner: %q", line)
+	}
+	return nil
+}
+
+// launch is one run of the launcher binary.
+type launch struct {
+	stdout, stderr bytes.Buffer
+	code           int
+	took           time.Duration
+}
+
+func (l *launch) String() string {
+	return fmt.Sprintf("exit code %d after %v\nstdout:\n%s\nstderr:\n%s", l.code, l.took.Round(time.Millisecond), tail(l.stdout.String(), 4000), tail(l.stderr.String(), 6000))
+}
+
+// runLauncher runs bin/launcher with args in the root namespace, in its
+// own process group, until it exits or jobTimeout passes (then the group
+// is killed and the test fails).
+func runLauncher(t *testing.T, args ...string) *launch {
+	t.Helper()
+	_, launcherBin := binaries(t)
+	l := &launch{}
+	ctx, cancel := context.WithTimeout(t.Context(), jobTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, launcherBin, args...)
+	cmd.Stdout, cmd.Stderr = &l.stdout, &l.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	t0 := time.Now()
+	err := cmd.Run()
+	l.took = time.Since(t0)
+	if cmd.Process != nil {
+		// The launcher is gone; only its own group is signalled.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("launcher still running after %v; killed.\n%v", jobTimeout, l)
+	case errors.As(err, &ee):
+		l.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run launcher: %v", err)
+	}
+	return l
+}
+
+// rankLines returns the launcher's stdout lines "[R] text" by rank.
+func rankLines(out string) map[int][]string {
+	m := map[int][]string{}
+	for line := range strings.Lines(out) {
+		line = strings.TrimSuffix(line, "\n")
+		rest, ok := strings.CutPrefix(line, "[")
+		if !ok {
+			continue
+		}
+		r, text, ok := strings.Cut(rest, "] ")
+		n, err := strconv.Atoi(r)
+		if !ok || err != nil {
+			continue
+		}
+		m[n] = append(m[n], text)
+	}
+	return m
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// rankScript is a shell program that leaves a mark in dir (ran.<RANK>)
+// then runs cmd: how the tests tell whether any rank started.
+func rankScript(dir, cmd string) []string {
+	return []string{"/bin/sh", "-c", `touch "$0/ran.$RANK" && ` + cmd, dir}
+}
+
+// noneRan fails the test if any rank left its mark in dir.
+func noneRan(t *testing.T, dir string) {
+	t.Helper()
+	marks, err := filepath.Glob(filepath.Join(dir, "ran.*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(marks) > 0 {
+		t.Errorf("ranks ran although the job must not have started: %v", marks)
+	}
+}
+
+// ranks counts the marks rankScript left in dir.
+func ranks(t *testing.T, dir string) int {
+	t.Helper()
+	marks, err := filepath.Glob(filepath.Join(dir, "ran.*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(marks)
+}
