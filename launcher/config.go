@@ -176,7 +176,7 @@ func newFlagSet(c *Config, hostList, hostfiles, xs, envFiles *[]string, stdin *s
 	for _, n := range []string{"h", "help"} {
 		fs.BoolVar(&c.Help, n, false, "show help")
 	}
-	fs.StringVar(&c.MPI, "mpi", "auto", "MPI bootstrap: auto (serve PMI to every rank), pmi, or none")
+	fs.StringVar(&c.MPI, "mpi", "auto", "MPI bootstrap: auto (serve PMI to every rank), pmi, none, or openmpi (run Open MPI's mpirun over the agents)")
 	fs.StringVar(&c.Transport, "transport", "agent", "how to reach hosts: agent (an agent listening on --port) or ssh (start 'agent --stdio' through the system ssh)")
 	for _, n := range []string{"p", "port"} {
 		fs.IntVar(&c.Port, n, DefaultPort, "agent SSH port (per-host ports: host:slots:port or port= in a hostfile)")
@@ -328,8 +328,8 @@ func (c *Config) validate() error {
 		return bad("--kill-grace must not be negative")
 	case c.LogFormat != "console" && c.LogFormat != "json":
 		return bad("--log-format %q: use console or json", c.LogFormat)
-	case c.MPI != "auto" && c.MPI != "pmi" && c.MPI != "none":
-		return bad("--mpi %q: use auto, pmi or none", c.MPI)
+	case c.MPI != "auto" && c.MPI != "pmi" && c.MPI != "none" && c.MPI != "openmpi":
+		return bad("--mpi %q: use auto, pmi, none or openmpi", c.MPI)
 	case c.Transport != "agent" && c.Transport != "ssh":
 		return bad("--transport %q: use agent or ssh", c.Transport)
 	case c.Port < 1 || c.Port > 65535:

@@ -66,7 +66,11 @@ Environment:
   -env-file FILE           KEY=VALUE lines exported to every rank
   -mca, -gmca KEY VALUE    OMPI_MCA_KEY=VALUE in every rank
   -wdir, -wd DIR           working directory of every rank
-  -mpi auto|pmi|none       serve PMI-1/PMI-2 to MPICH-family ranks (default auto)
+  -mpi auto|pmi|none|openmpi
+                           auto/pmi: serve PMI-1/PMI-2 to MPICH-family ranks
+                           (default auto); none: no PMI; openmpi: run Open
+                           MPI's mpirun with the agents as its ssh transport
+                           (launcher --rsh HOST CMD is that transport)
 
 Output:
   -tag-output              mpirun-style tags [1,R]<stdout>: (default [R] )
@@ -113,6 +117,12 @@ stopped by signal N, 1 when hosts could not be reached or refused the job,
 
 // Main is the launcher's whole life; cmd/launcher only wires.
 func Main(ctx context.Context, args []string, d Deps, newLogger func(format string, verbose bool) *zap.Logger) int {
+	if len(args) > 0 && args[0] == "--rsh" {
+		if d.Log == nil {
+			d.Log = newLogger("console", false)
+		}
+		return Rsh(ctx, args[1:], d)
+	}
 	cfg, err := Parse(args, os.Getenv, os.Environ())
 	if cfg.Help {
 		fmt.Fprint(d.Stdout, Usage)
@@ -159,6 +169,9 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 	}
 	if cfg.Dir == "" {
 		cfg.Dir = d.Cwd
+	}
+	if cfg.MPI == "openmpi" {
+		return RunOpenMPI(ctx, cfg, d)
 	}
 	return Run(ctx, cfg, d)
 }

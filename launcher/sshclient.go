@@ -153,6 +153,27 @@ func (d *sshDialer) hostKeyCallback() ssh.HostKeyCallback {
 }
 
 func (d *sshDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+	client, ip, err := d.client(ctx, h)
+	if err != nil {
+		return nil, "", err
+	}
+	ch, in, err := client.OpenChannel("session", nil)
+	if err != nil {
+		client.Close()
+		return nil, "", fmt.Errorf("open session: %w", err)
+	}
+	go ssh.DiscardRequests(in)
+	ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{wire.Subsystem}))
+	if err != nil || !ok {
+		ch.Close()
+		client.Close()
+		return nil, "", fmt.Errorf("the SSH server on %s has no %q subsystem (is it a gangway agent? for a stock sshd use --transport ssh): %w", h.Name, wire.Subsystem, ErrPermanent)
+	}
+	return &chanConn{Channel: ch, client: client}, ip, nil
+}
+
+// client opens an authenticated SSH connection to h's agent.
+func (d *sshDialer) client(ctx context.Context, h hostfile.Host) (*ssh.Client, string, error) {
 	if d.authErr != nil {
 		return nil, "", fmt.Errorf("%w: %w", d.authErr, ErrPermanent)
 	}
@@ -191,24 +212,11 @@ func (d *sshDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteClos
 		}
 		return nil, "", err
 	}
-	client := ssh.NewClient(cc, chans, reqs)
-	ch, in, err := client.OpenChannel("session", nil)
-	if err != nil {
-		client.Close()
-		return nil, "", fmt.Errorf("open session: %w", err)
-	}
-	go ssh.DiscardRequests(in)
-	ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{wire.Subsystem}))
-	if err != nil || !ok {
-		ch.Close()
-		client.Close()
-		return nil, "", fmt.Errorf("the SSH server on %s has no %q subsystem (is it a gangway agent? for a stock sshd use --transport ssh): %w", addr, wire.Subsystem, ErrPermanent)
-	}
 	ip := ""
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		ip = ta.IP.String()
 	}
-	return &chanConn{Channel: ch, client: client}, ip, nil
+	return ssh.NewClient(cc, chans, reqs), ip, nil
 }
 
 func classify(err error) error {
