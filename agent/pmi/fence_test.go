@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gangway/agent/wire"
 )
 
 // TestTwoHosts runs a 4-rank job as two servers ("hosts") joined by the
@@ -17,7 +19,7 @@ import (
 func TestTwoHosts(t *testing.T) {
 	const rounds = 20
 	coord := newCoordinator(2)
-	job := Job{KVSName: "kvs_2h", Size: 4, Mapping: ProcessMapping([]int{0, 0, 1, 1})}
+	job := Job{KVSName: "kvs_2h", Size: 4, Mapping: wire.ProcessMapping([]int{0, 0, 1, 1})}
 	if job.Mapping != "(vector,(0,2,2))" {
 		t.Fatalf("mapping %q", job.Mapping)
 	}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gangway/agent/wire"
 )
 
 // Real MPICH (Debian's mpich 4.0.2, ch4:ucx, PMI-1 client) against Servers
@@ -163,7 +165,7 @@ func TestMPICH(t *testing.T) {
 	t.Run("OneHostFD", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), jobTimeout)
 		defer cancel()
-		job := Job{KVSName: "kvs_gw_1", Size: 4, Mapping: ProcessMapping([]int{0, 0, 0, 0})}
+		job := Job{KVSName: "kvs_gw_1", Size: 4, Mapping: wire.ProcessMapping([]int{0, 0, 0, 0})}
 		s := newTestServer(t, job, []int{0, 1, 2, 3}, nil, Events{})
 		var procs []*rankProc
 		for r := range 4 {
@@ -181,7 +183,7 @@ func TestMPICH(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), jobTimeout)
 		defer cancel()
 		coord := newCoordinator(2)
-		job := Job{KVSName: "kvs_gw_2", Size: 4, Mapping: ProcessMapping([]int{0, 0, 1, 1})}
+		job := Job{KVSName: "kvs_gw_2", Size: 4, Mapping: wire.ProcessMapping([]int{0, 0, 1, 1})}
 		if job.Mapping != "(vector,(0,2,2))" {
 			t.Fatalf("mapping %q", job.Mapping)
 		}
@@ -234,7 +236,7 @@ func TestMPICH(t *testing.T) {
 	t.Run("PortMode", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), jobTimeout)
 		defer cancel()
-		job := Job{KVSName: "kvs_gw_3", Size: 3, Mapping: ProcessMapping([]int{0, 0, 0})}
+		job := Job{KVSName: "kvs_gw_3", Size: 3, Mapping: wire.ProcessMapping([]int{0, 0, 0})}
 		s := newTestServer(t, job, []int{0, 1, 2}, nil, Events{})
 		if _, err := s.ListenPort(ctx, "127.0.0.1:0"); err != nil {
 			t.Fatal(err)
@@ -272,7 +274,7 @@ func TestMPICH(t *testing.T) {
 				}
 			},
 		}
-		job := Job{KVSName: "kvs_gw_4", Size: 2, Mapping: ProcessMapping([]int{0, 0})}
+		job := Job{KVSName: "kvs_gw_4", Size: 2, Mapping: wire.ProcessMapping([]int{0, 0})}
 		s := newTestServer(t, job, []int{0, 1}, nil, ev)
 		procs := []*rankProc{startFDRank(t, s, bin, []string{"abort"}, 0), startFDRank(t, s, bin, []string{"abort"}, 1)}
 

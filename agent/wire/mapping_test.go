@@ -1,4 +1,4 @@
-package pmi
+package wire
 
 import (
 	"fmt"
