@@ -1,0 +1,283 @@
+// Package nettest holds gangway's integration tests with real processes on
+// several hosts: in-process agents on loopback addresses, and real `agent`
+// processes in network-namespace hosts (agent/testbed), driven by the real
+// `launcher`, by Open MPI's `mpirun` and by OpenSSH. It has only tests.
+//
+// Names and addresses: namespace prefixes gwn0..gwn9, data subnets
+// 198.18.180-189.0/24, loopback agents on 127.0.180.x; nothing else is
+// touched, so the package can run beside other packages' beds.
+//
+// "Nothing left running" is checked without ps: every job gets a unique
+// tag in its ranks' environment (-x GANGWAY_NETTEST_TAG=<tag> for the
+// launcher, the same variable exported to mpirun's ranks), and
+// taggedProcs scans /proc/*/environ for it. A process's environ is its
+// initial environment, so the tag marks every rank and every child a rank
+// starts. For Open MPI's daemons (whose environment does not carry the
+// tag) the namespace's own process list (`ip netns pids`) must be the
+// agent alone.
+package nettest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"gangway/agent/testbed"
+	"gangway/agent/testbed/roottest"
+)
+
+// jobTimeout bounds one MPI job or launcher run: 2 shared cores run up to
+// 16 busy-polling ranks.
+const jobTimeout = 90 * time.Second
+
+// tagEnv marks every process a test's job starts (see the package doc).
+const tagEnv = "GANGWAY_NETTEST_TAG"
+
+// helperEnv switches the test binary into a helper mode (see helperMain),
+// so ranks can do small network tasks without python or nc.
+const helperEnv = "GANGWAY_NETTEST_HELPER"
+
+var binDir string // temp dir for built binaries, made in TestMain
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(helperMain(mode))
+	}
+	dir, err := os.MkdirTemp("", "gangway-nettest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	// World-readable: a stock sshd session and netns hosts run binaries
+	// from here (all as root, but keep it plain).
+	_ = os.Chmod(dir, 0o755)
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// built is the result of one build, shared by every test of the process.
+type built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func (b *built) get(t *testing.T, what string, build func() (string, error)) string {
+	t.Helper()
+	b.once.Do(func() {
+		t0 := time.Now()
+		b.path, b.err = build()
+		if b.err == nil {
+			t.Logf("built %s in %v", what, time.Since(t0).Round(time.Millisecond))
+		}
+	})
+	if b.err != nil {
+		t.Fatalf("build %s: %v", what, b.err)
+	}
+	return b.path
+}
+
+var gangwayBins, mpichTest, ompiHello built
+
+// binaries builds bin/agent and bin/launcher once per test process.
+func binaries(t *testing.T) (agentBin, launcherBin string) {
+	t.Helper()
+	gangwayBins.get(t, "agent and launcher", func() (string, error) {
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			return "", err
+		}
+		cmd := exec.Command(goBin, "build", "-o", binDir+"/", "gangway/cmd/agent", "gangway/cmd/launcher")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build: %w\n%s", err, out)
+		}
+		return binDir, nil
+	})
+	return filepath.Join(binDir, "agent"), filepath.Join(binDir, "launcher")
+}
+
+// compileMPI compiles src with the MPI compiler wrapper cc (mpicc.mpich or
+// mpicc.openmpi) once per process, or skips when cc is not installed.
+func compileMPI(t *testing.T, b *built, cc, src, name string) string {
+	t.Helper()
+	if _, err := exec.LookPath(cc); err != nil {
+		t.Skipf("%s not found (install Debian's mpich/libmpich-dev or openmpi-bin/libopenmpi-dev)", cc)
+	}
+	return b.get(t, name, func() (string, error) {
+		out := filepath.Join(binDir, name)
+		if b, err := exec.Command(cc, "-O2", "-Wall", "-o", out, src).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("%s: %w\n%s", cc, err, b)
+		}
+		return out, nil
+	})
+}
+
+// newTag returns a unique job tag.
+func newTag(t *testing.T) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "nettest-" + hex.EncodeToString(b[:])
+}
+
+// bed builds a namespace bed that is closed, and checked, when the test
+// ends (even on failure).
+func newBed(t *testing.T, o testbed.Options) *testbed.Bed {
+	t.Helper()
+	roottest.RequireRoot(t)
+	o.Logf = t.Logf
+	t0 := time.Now()
+	b, err := testbed.New(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("bed %s: %d hosts in %v", o.Prefix, o.Hosts, time.Since(t0).Round(time.Millisecond))
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("bed Close: %v", err)
+		}
+	})
+	return b
+}
+
+// agentPort is where netns agents listen, as in production.
+const agentPort = 22122
+
+// startAgents runs a real agent in each given host of b, listening on the
+// host's data address, named h<i>, and waits until each answers with an
+// SSH banner. It returns the agents' processes by host index.
+func startAgents(t *testing.T, b *testbed.Bed, keys testbed.Keys, hosts ...int) map[int]*testbed.Proc {
+	t.Helper()
+	agentBin, _ := binaries(t)
+	procs := map[int]*testbed.Proc{}
+	for _, i := range hosts {
+		h := b.Hosts()[i]
+		p, err := b.Start(t.Context(), i, agentBin,
+			"--listen", h.Addr+":"+strconv.Itoa(agentPort),
+			"--host-key", keys.HostKey, "--authorized-keys", keys.AuthorizedKeys,
+			"--name", "h"+strconv.Itoa(i), "--log-format", "console")
+		if err != nil {
+			t.Fatal(err)
+		}
+		procs[i] = p
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("agent h%d (%s) output:\n%s", i, p, tail(p.Output(), 4000))
+			}
+		})
+	}
+	for _, i := range hosts {
+		waitBanner(t, b.Hosts()[i].Addr+":"+strconv.Itoa(agentPort), procs[i])
+	}
+	return procs
+}
+
+// waitBanner dials addr until it answers with an SSH banner.
+func waitBanner(t *testing.T, addr string, p *testbed.Proc) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := readBanner(addr)
+		if err == nil {
+			return
+		}
+		if p != nil {
+			select {
+			case <-p.Done():
+				t.Fatalf("%s exited before listening on %s: %v\n%s", p, addr, p.Wait(), p.Output())
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no SSH banner from %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// launch is one run of a command (the launcher, mpirun) in its own process
+// group, with its output kept.
+type launch struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	code           int
+	took           time.Duration
+}
+
+// run runs name with args in the root namespace until it exits or
+// jobTimeout passes, and returns its exit code. At the deadline it kills
+// the process group and fails the test. env is added to the test's
+// environment.
+func run(t *testing.T, env []string, name string, args ...string) *launch {
+	t.Helper()
+	l := &launch{}
+	ctx, cancel := context.WithTimeout(t.Context(), jobTimeout)
+	defer cancel()
+	l.cmd = exec.CommandContext(ctx, name, args...)
+	l.cmd.Env = append(os.Environ(), env...)
+	l.cmd.Stdout, l.cmd.Stderr = &l.stdout, &l.stderr
+	l.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	l.cmd.Cancel = func() error { return syscall.Kill(-l.cmd.Process.Pid, syscall.SIGKILL) }
+	l.cmd.WaitDelay = 5 * time.Second
+	t0 := time.Now()
+	err := l.cmd.Run()
+	l.took = time.Since(t0)
+	// Whatever the command left in its group goes with it.
+	if l.cmd.Process != nil {
+		_ = syscall.Kill(-l.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("%s still running after %v; killed.\nstdout:\n%s\nstderr:\n%s", filepath.Base(name), jobTimeout, tail(l.stdout.String(), 4000), tail(l.stderr.String(), 4000))
+	case errors.As(err, &ee):
+		l.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run %s: %v", name, err)
+	}
+	return l
+}
+
+func (l *launch) String() string {
+	return fmt.Sprintf("exit code %d after %v\nstdout:\n%s\nstderr:\n%s", l.code, l.took.Round(time.Millisecond), tail(l.stdout.String(), 4000), tail(l.stderr.String(), 6000))
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// rankLines returns the launcher's stdout lines "[R] text" by rank.
+func rankLines(t *testing.T, out string) map[int][]string {
+	t.Helper()
+	m := map[int][]string{}
+	for line := range strings.Lines(out) {
+		line = strings.TrimSuffix(line, "\n")
+		rest, ok := strings.CutPrefix(line, "[")
+		if !ok {
+			continue
+		}
+		r, text, ok := strings.Cut(rest, "] ")
+		n, err := strconv.Atoi(r)
+		if !ok || err != nil {
+			continue
+		}
+		m[n] = append(m[n], text)
+	}
+	return m
+}

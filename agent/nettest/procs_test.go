@@ -1,0 +1,162 @@
+package nettest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// procInfo is what the leftover checks report about a process.
+type procInfo struct {
+	Pid, PPid int
+	Comm      string
+	State     string
+}
+
+func (p procInfo) String() string {
+	return fmt.Sprintf("pid %d (%s) state %s ppid %d", p.Pid, p.Comm, p.State, p.PPid)
+}
+
+// readProc parses /proc/PID/stat ("pid (comm) S ppid ..."; comm may hold
+// spaces and parentheses).
+func readProc(pid int) (procInfo, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procInfo{}, false
+	}
+	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open {
+		return procInfo{}, false
+	}
+	f := strings.Fields(string(b[end+1:]))
+	if len(f) < 2 {
+		return procInfo{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return procInfo{Pid: pid, PPid: ppid, Comm: string(b[open+1 : end]), State: f[0]}, true
+}
+
+// allPids lists the numeric entries of /proc.
+func allPids() []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// taggedProcs lists the live (non-zombie) processes whose initial
+// environment holds tagEnv=tag.
+func taggedProcs(tag string) []procInfo {
+	want := []byte(tagEnv + "=" + tag)
+	var out []procInfo
+	for _, pid := range allPids() {
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if err != nil {
+			continue
+		}
+		if !slices.ContainsFunc(bytes.Split(env, []byte{0}), func(kv []byte) bool { return bytes.Equal(kv, want) }) {
+			continue
+		}
+		if p, ok := readProc(pid); ok && p.State != "Z" && p.State != "X" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// waitNoTagged waits until no live process carries tag, and fails naming
+// the leftovers (after SIGKILLing them by PID) if some are still there
+// after timeout. It returns how long it waited.
+func waitNoTagged(t *testing.T, tag string, timeout time.Duration) time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	for {
+		left := taggedProcs(tag)
+		if len(left) == 0 {
+			return time.Since(t0)
+		}
+		if time.Since(t0) > timeout {
+			for _, p := range left {
+				_ = syscall.Kill(p.Pid, syscall.SIGKILL)
+			}
+			t.Errorf("processes of job %s still running %v after the job ended: %v", tag, timeout, left)
+			return time.Since(t0)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// netnsPids lists the processes in namespace ns (`ip netns pids`).
+func netnsPids(t *testing.T, ns string) []int {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "pids", ns).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip netns pids %s: %v: %s", ns, err, out)
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			if p, ok := readProc(pid); ok && p.State != "Z" && p.State != "X" {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// waitNetnsOnly waits until the live processes in ns are exactly keep
+// (the host's agent or sshd), and fails naming the others after timeout.
+// Survivors are left to Bed.Close, which kills them by PID.
+func waitNetnsOnly(t *testing.T, ns string, timeout time.Duration, keep ...int) time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	for {
+		var extra []procInfo
+		for _, pid := range netnsPids(t, ns) {
+			if !slices.Contains(keep, pid) {
+				if p, ok := readProc(pid); ok {
+					extra = append(extra, p)
+				}
+			}
+		}
+		if len(extra) == 0 {
+			return time.Since(t0)
+		}
+		if time.Since(t0) > timeout {
+			t.Errorf("namespace %s: processes besides %v still running %v after the job ended: %v", ns, keep, timeout, extra)
+			return time.Since(t0)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// readBanner dials addr and reads an SSH identification string.
+func readBanner(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("read banner: %w", err)
+	}
+	if !strings.HasPrefix(line, "SSH-2.0-") {
+		return fmt.Errorf("not an SSH banner: %q", line)
+	}
+	return nil
+}
