@@ -116,14 +116,11 @@ func (j *job) preflight(ctx context.Context, w io.Writer, choices []*nccl.Choice
 	}
 	target := make([]string, n)
 	for i, s := range j.sessions {
-		addr := s.addr
-		if c := choices[i]; c != nil && c.Addr != "" {
-			addr = c.Addr
-		}
-		if addr == "" {
-			addr = s.host.Name
-		}
-		target[i] = net.JoinHostPort(addr, strconv.Itoa(agentPort(j.cfg, s)))
+		// The host's address on its data interface, chosen as for
+		// MASTER_ADDR: the address the launcher reached it on when that
+		// lies on the interface (an agent may listen on that address
+		// only, as loopback agents on 127.0.0.2 do), else the interface's.
+		target[i] = net.JoinHostPort(masterAddr(s, choices[i]), strconv.Itoa(agentPort(j.cfg, s)))
 	}
 	probes := make([][]int, n) // host -> peers it dials
 	for i := range n {
