@@ -3,123 +3,19 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"gangway/bench/benchtest"
 )
-
-// validator checks a JSON document against the subset of JSON Schema 2020-12
-// that report.schema.json uses: type, required, properties,
-// additionalProperties (false), items, enum, minimum, and local $ref to
-// #/$defs/NAME. Any other keyword is an error, so the schema cannot silently
-// rely on something this does not check.
-type validator struct {
-	root map[string]any
-	errs []string
-}
-
-var schemaKeywords = []string{"$schema", "$id", "title", "description", "type", "required", "properties",
-	"additionalProperties", "items", "enum", "minimum", "$ref", "$defs"}
-
-func (v *validator) fail(path, format string, args ...any) {
-	v.errs = append(v.errs, path+": "+fmt.Sprintf(format, args...))
-}
-
-func (v *validator) check(schema map[string]any, doc any, path string) {
-	for k := range schema {
-		if !slices.Contains(schemaKeywords, k) {
-			v.fail(path, "schema keyword %q not supported by the test validator", k)
-		}
-	}
-	if ref, ok := schema["$ref"].(string); ok {
-		name, found := strings.CutPrefix(ref, "#/$defs/")
-		defs, _ := v.root["$defs"].(map[string]any)
-		sub, ok := defs[name].(map[string]any)
-		if !found || !ok {
-			v.fail(path, "unresolvable $ref %q", ref)
-			return
-		}
-		v.check(sub, doc, path)
-	}
-	if typ, ok := schema["type"].(string); ok && !hasType(doc, typ) {
-		v.fail(path, "want %s, got %T %v", typ, doc, doc)
-		return
-	}
-	if enum, ok := schema["enum"].([]any); ok && !slices.ContainsFunc(enum, func(e any) bool { return fmt.Sprint(e) == fmt.Sprint(doc) }) {
-		v.fail(path, "%v not in %v", doc, enum)
-	}
-	if minimum, ok := schema["minimum"].(json.Number); ok {
-		n, isNum := doc.(json.Number)
-		lo, _ := minimum.Float64()
-		if f, err := n.Float64(); isNum && (err != nil || f < lo) {
-			v.fail(path, "%v below minimum %v", doc, lo)
-		}
-	}
-	if obj, ok := doc.(map[string]any); ok {
-		props, _ := schema["properties"].(map[string]any)
-		for _, r := range asSlice(schema["required"]) {
-			if _, ok := obj[r.(string)]; !ok {
-				v.fail(path, "missing required %q", r)
-			}
-		}
-		for k, val := range obj {
-			sub, ok := props[k].(map[string]any)
-			if !ok {
-				if schema["additionalProperties"] == false {
-					v.fail(path, "property %q not in schema", k)
-				}
-				continue
-			}
-			v.check(sub, val, path+"."+k)
-		}
-	}
-	if arr, ok := doc.([]any); ok {
-		if items, ok := schema["items"].(map[string]any); ok {
-			for i, e := range arr {
-				v.check(items, e, path+"["+strconv.Itoa(i)+"]")
-			}
-		}
-	}
-}
-
-func asSlice(x any) []any { s, _ := x.([]any); return s }
-
-func hasType(doc any, typ string) bool {
-	switch typ {
-	case "object":
-		_, ok := doc.(map[string]any)
-		return ok
-	case "array":
-		_, ok := doc.([]any)
-		return ok
-	case "string":
-		_, ok := doc.(string)
-		return ok
-	case "boolean":
-		_, ok := doc.(bool)
-		return ok
-	case "number":
-		_, ok := doc.(json.Number)
-		return ok
-	case "integer":
-		n, ok := doc.(json.Number)
-		_, err := strconv.ParseInt(string(n), 10, 64)
-		return ok && err == nil
-	}
-	return false
-}
 
 func decode(t *testing.T, data []byte) any {
 	t.Helper()
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
+	v, err := benchtest.Decode(data)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return v
@@ -127,17 +23,15 @@ func decode(t *testing.T, data []byte) any {
 
 func loadSchema(t *testing.T) map[string]any {
 	t.Helper()
-	data, err := os.ReadFile("report.schema.json")
+	schema, err := benchtest.LoadSchema("report.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return decode(t, data).(map[string]any)
+	return schema
 }
 
 func validateDoc(schema map[string]any, doc any) []string {
-	v := &validator{root: schema}
-	v.check(schema, doc, "$")
-	return v.errs
+	return benchtest.Validate(schema, doc)
 }
 
 // richReport exercises every optional field: hosts, stragglers, efficiency,
