@@ -31,8 +31,16 @@ func (f DialerFunc) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteClos
 }
 
 // ErrPermanent marks dial errors that retrying cannot fix (authentication,
-// host key, protocol version).
+// host key, protocol version); errors.Is(err, ErrPermanent) tells them.
 var ErrPermanent = errors.New("permanent")
+
+// permanentError marks err permanent without changing its message.
+type permanentError struct{ error }
+
+func (p permanentError) Unwrap() error        { return p.error }
+func (p permanentError) Is(target error) bool { return target == ErrPermanent }
+
+func permanent(err error) error { return permanentError{err} }
 
 // session is one host's open protocol stream.
 type session struct {
@@ -154,7 +162,7 @@ func parentAlive(ctx context.Context) bool {
 // dialOne opens one session: transport, Hello, Facts.
 func dialOne(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire.Hello) (*session, error) {
 	if d == nil {
-		return nil, fmt.Errorf("no transport for this host: %w", ErrPermanent)
+		return nil, permanent(errors.New("no transport for this host"))
 	}
 	rwc, addr, err := d.Dial(ctx, h)
 	if err != nil {
@@ -178,10 +186,10 @@ func dialOne(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire.H
 		var e wire.Error
 		_ = m.Decode(&e)
 		conn.Close()
-		return nil, fmt.Errorf("agent refused: %s: %w", e.Msg, ErrPermanent)
+		return nil, permanent(fmt.Errorf("agent refused: %s", e.Msg))
 	default:
 		conn.Close()
-		return nil, fmt.Errorf("agent sent %s instead of facts: %w", m.Kind, ErrPermanent)
+		return nil, permanent(fmt.Errorf("agent sent %s instead of facts", m.Kind))
 	}
 	var f wire.Facts
 	if err := m.Decode(&f); err != nil {
@@ -190,7 +198,7 @@ func dialOne(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire.H
 	}
 	if f.Version != wire.Version {
 		conn.Close()
-		return nil, fmt.Errorf("%w: %w", &wire.VersionError{Ours: wire.Version, Theirs: f.Version}, ErrPermanent)
+		return nil, permanent(&wire.VersionError{Ours: wire.Version, Theirs: f.Version})
 	}
 	return &session{idx: i, host: h, conn: conn, addr: addr, facts: f}, nil
 }

@@ -129,13 +129,13 @@ func (d *sshDialer) hostKeyCallback() ssh.HostKeyCallback {
 		var ke *knownhosts.KeyError
 		fp := ssh.FingerprintSHA256(key)
 		if errors.As(err, &ke) && len(ke.Want) > 0 {
-			return fmt.Errorf("%w: %w", &HostKeyError{Host: hostname, Fingerprint: fp, Mismatch: true, KnownHosts: d.khPath}, ErrPermanent)
+			return permanent(&HostKeyError{Host: hostname, Fingerprint: fp, Mismatch: true, KnownHosts: d.khPath})
 		}
 		if !errors.As(err, &ke) {
 			return err
 		}
 		if !d.cfg.AcceptNewHosts {
-			return fmt.Errorf("%w: %w", &HostKeyError{Host: hostname, Fingerprint: fp, KnownHosts: d.khPath}, ErrPermanent)
+			return permanent(&HostKeyError{Host: hostname, Fingerprint: fp, KnownHosts: d.khPath})
 		}
 		line := knownhosts.Line([]string{knownhosts.Normalize(hostname)}, key)
 		if err := os.MkdirAll(filepath.Dir(d.khPath), 0o700); err != nil {
@@ -167,7 +167,7 @@ func (d *sshDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteClos
 	if err != nil || !ok {
 		ch.Close()
 		client.Close()
-		return nil, "", fmt.Errorf("the SSH server on %s has no %q subsystem (is it a gangway agent? for a stock sshd use --transport ssh): %w", h.Name, wire.Subsystem, ErrPermanent)
+		return nil, "", permanent(fmt.Errorf("the SSH server on %s has no %q subsystem (is it a gangway agent? for a stock sshd use --transport ssh)", h.Name, wire.Subsystem))
 	}
 	return &chanConn{Channel: ch, client: client}, ip, nil
 }
@@ -175,7 +175,7 @@ func (d *sshDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteClos
 // client opens an authenticated SSH connection to h's agent.
 func (d *sshDialer) client(ctx context.Context, h hostfile.Host) (*ssh.Client, string, error) {
 	if d.authErr != nil {
-		return nil, "", fmt.Errorf("%w: %w", d.authErr, ErrPermanent)
+		return nil, "", permanent(d.authErr)
 	}
 	port := h.Port
 	if port == 0 {
@@ -208,7 +208,7 @@ func (d *sshDialer) client(ctx context.Context, h hostfile.Host) (*ssh.Client, s
 	if err != nil {
 		c.Close()
 		if strings.Contains(err.Error(), "unable to authenticate") {
-			return nil, "", fmt.Errorf("authentication refused for user %s (is the public key in the agent's authorized_keys?): %w", u, ErrPermanent)
+			return nil, "", permanent(fmt.Errorf("authentication refused for user %s (is the public key in the agent's authorized_keys?)", u))
 		}
 		return nil, "", err
 	}
