@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package hostnet holds issue 5's acceptance tests on network-namespace
 // hosts: the per-host data interface and the environment it yields
 // (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, HOROVOD_GLOO_IFACE,
