@@ -139,6 +139,10 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 		}
 		return ExitSetup
 	}
+	if err := checkBench(cfg); err != nil {
+		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
+		return ExitUsage
+	}
 	if d.Log == nil {
 		d.Log = newLogger(cfg.LogFormat, cfg.Verbose)
 		defer d.Log.Sync()
@@ -230,21 +234,42 @@ func localDryRunHosts() []hostfile.Host {
 	return []hostfile.Host{{Name: "localhost", Slots: runtime.NumCPU()}}
 }
 
-func newCollector(cfg Config) (*bench.Collector, error) {
+// benchOptions turns the throughput flags into bench options.
+func benchOptions(cfg Config) (bench.Options, error) {
 	opts := bench.DefaultOptions()
 	opts.WarmupSteps = cfg.WarmupSteps
 	opts.StragglerThreshold = cfg.Straggler
 	opts.BaselineIPS = cfg.BaselineIPS
 	scope, err := bench.ParseScope(cfg.MetricScope)
 	if err != nil {
-		return nil, err
+		return opts, err
 	}
 	for _, m := range cfg.Metrics {
 		r, err := bench.ParseMetric(m, scope)
 		if err != nil {
-			return nil, err
+			return opts, err
 		}
 		opts.Metrics = append(opts.Metrics, r)
+	}
+	return opts, nil
+}
+
+// checkBench reports a bad --metric (or one named like a built-in) before
+// any host is dialled; the collector it builds is thrown away.
+func checkBench(cfg Config) error {
+	opts, err := benchOptions(cfg)
+	if err != nil {
+		return err
+	}
+	opts.QueueSize = 1
+	_, err = bench.NewCollector(opts)
+	return err
+}
+
+func newCollector(cfg Config) (*bench.Collector, error) {
+	opts, err := benchOptions(cfg)
+	if err != nil {
+		return nil, err
 	}
 	return bench.NewCollector(opts)
 }
@@ -261,6 +286,12 @@ func writeBench(cfg Config, rep bench.Report, w io.Writer) error {
 		}
 	}
 	if cfg.PlotFile != "" {
+		// A job that printed no throughput over time has nothing to draw;
+		// that does not make it fail.
+		if !hasSeries(rep) {
+			_, err := fmt.Fprintf(w, "bench: nothing to plot (no throughput over time recognised); %s not written\n", cfg.PlotFile)
+			return err
+		}
 		if err := bench.WritePlot(cfg.PlotFile, rep); err != nil {
 			return fmt.Errorf("--plot: %w", err)
 		}
@@ -268,19 +299,26 @@ func writeBench(cfg Config, rep bench.Report, w io.Writer) error {
 	return nil
 }
 
-func analyze(ctx context.Context, cfg Config, stdout, stderr io.Writer) int {
-	opts := bench.DefaultOptions()
-	opts.WarmupSteps = cfg.WarmupSteps
-	opts.StragglerThreshold = cfg.Straggler
-	opts.BaselineIPS = cfg.BaselineIPS
-	scope, _ := bench.ParseScope(cfg.MetricScope)
-	for _, m := range cfg.Metrics {
-		r, err := bench.ParseMetric(m, scope)
-		if err != nil {
-			fmt.Fprintf(stderr, "launcher: %v\n", err)
-			return ExitUsage
+// hasSeries reports whether some rank has a sample after warm-up, which
+// is what bench.WritePlot draws.
+func hasSeries(rep bench.Report) bool {
+	for _, mr := range rep.Metrics {
+		for _, rr := range mr.Ranks {
+			for _, p := range rr.Series {
+				if !p.Warmup {
+					return true
+				}
+			}
 		}
-		opts.Metrics = append(opts.Metrics, r)
+	}
+	return false
+}
+
+func analyze(ctx context.Context, cfg Config, stdout, stderr io.Writer) int {
+	opts, err := benchOptions(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "launcher: %v\n", err)
+		return ExitUsage
 	}
 	rep, err := bench.AnalyzeFiles(ctx, cfg.Argv, opts)
 	if err != nil {

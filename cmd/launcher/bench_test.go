@@ -82,10 +82,7 @@ func TestBenchSynthetic(t *testing.T) {
 		h1, h2 := c.Hosts[0].Addr, c.Hosts[1].Addr
 		dir := t.TempDir()
 		rj, pp := filepath.Join(dir, "r.json"), filepath.Join(dir, "p.png")
-		// --preflight=false: the preflight probes each agent at its NCCL
-		// interface's address (127.0.0.1 on lo), where loopback agents on
-		// 127.0.B.x do not listen; that check is not what this test is about.
-		args := append([]string{"--preflight=false", "-H", c.HostList(4), "-np", "8", "--report", rj, "--plot", pp, bin}, synthArgs...)
+		args := append([]string{"-H", c.HostList(4), "-np", "8", "--report", rj, "--plot", pp, bin}, synthArgs...)
 		stdout, stderr, code := c.RunLauncher(t, args...)
 		if code != 0 {
 			t.Fatalf("launcher exit code %d\nstdout:\n%s\nstderr:\n%s", code, tail(stdout, 2000), stderr)
