@@ -168,11 +168,44 @@ func (c *cluster) startAgent(t *testing.T, i, port int, extra ...string) *testbe
 	return p
 }
 
-// startAgents starts the default agent (port agentPort) on every host.
-func (c *cluster) startAgents(t *testing.T) {
+// startAgents starts the default agent (port agentPort) on every host and
+// returns them by host index.
+func (c *cluster) startAgents(t *testing.T) []*testbed.Proc {
 	t.Helper()
+	var ps []*testbed.Proc
 	for i := range c.hosts {
-		c.startAgent(t, i, agentPort)
+		ps = append(ps, c.startAgent(t, i, agentPort))
+	}
+	return ps
+}
+
+// waitOnlyAgents waits until each host's namespace holds nothing but its
+// agent (`ip netns pids`): every rank of the last job is gone.
+func (c *cluster) waitOnlyAgents(t *testing.T, agents []*testbed.Proc) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for i, h := range c.hosts {
+		for {
+			out, err := exec.CommandContext(t.Context(), "ip", "netns", "pids", h.NS).Output()
+			if err != nil {
+				t.Fatalf("ip netns pids %s: %v", h.NS, err)
+			}
+			var left []string
+			for _, f := range strings.Fields(string(out)) {
+				if f != strconv.Itoa(agents[i].Pid) {
+					comm, _ := os.ReadFile("/proc/" + f + "/comm")
+					left = append(left, f+" ("+strings.TrimSpace(string(comm))+")")
+				}
+			}
+			if len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("host %d (%s): processes left besides the agent: %v", i, h.NS, left)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 }
 

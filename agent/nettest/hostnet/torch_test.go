@@ -44,7 +44,7 @@ func TestTorchGloo(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newCluster(t, "gwh2", 172, 2)
-	c.startAgents(t)
+	agents := c.startAgents(t)
 	const perHost = 2
 	size := perHost * len(c.hosts)
 	job := append(c.conn(c.hostList(perHost)), "-np", fmt.Sprint(size))
@@ -66,40 +66,59 @@ func TestTorchGloo(t *testing.T) {
 				t.Errorf("rank %d printed %q, want %q", r, lines[r], want)
 			}
 		}
+		c.waitOnlyAgents(t, agents)
 	})
 
 	t.Run("DeadEndNIC", func(t *testing.T) {
 		// -x wins over the launcher's choice: every rank binds eno1,
 		// whose subnet reaches nothing. The TCPStore still works (it
 		// dials MASTER_ADDR over the data network); Gloo's pairs do not.
+		// One rank per host: the trap needs only a pair across hosts, and
+		// two torch imports fit the 20 s on 2 busy cores better than four.
+		//
+		// What happens (seen here): host 1's rank gets EHOSTUNREACH when
+		// ARP for host 0's dead-end address goes unanswered (about 3 s),
+		// raises "connect [198.19.S.1]:PORT: No route to host" and exits
+		// 1, and the launcher stops the other rank (exit 1); or the
+		// failing Python hangs at exit in Gloo's threads and the job ends
+		// at --timeout (exit 124). Either way it never succeeds.
 		dead := c.hosts[0].DeadEndNIC
-		args := append(append(job, "-x", "GLOO_SOCKET_IFNAME="+dead, "--timeout", "20"), debianPython, script)
-		l := runLauncher(t, args...)
-		t.Logf("launcher with -x GLOO_SOCKET_IFNAME=%s: %v", dead, l)
-		lines := rankLines(l.stdout.String())
+		deadJob := append(c.conn(c.hostList(1)), "-np", "2", "-x", "GLOO_SOCKET_IFNAME="+dead)
+		var l *launch
+		imported := 0
+		for _, timeout := range []string{"20", "60"} {
+			l = runLauncher(t, append(deadJob, "--timeout", timeout, debianPython, script)...)
+			t.Logf("launcher -x GLOO_SOCKET_IFNAME=%s --timeout %s: %v", dead, timeout, l)
+			imported = 0
+			for _, lines := range rankLines(l.stdout.String()) {
+				if contains(lines, "GLOO_SOCKET_IFNAME="+dead) {
+					imported++
+				}
+			}
+			if imported > 0 || l.code == 0 {
+				break
+			}
+			// Inconclusive: the ranks were still importing torch.
+			t.Logf("no rank got past importing torch within --timeout %s (machine busy); trying again with a longer timeout", timeout)
+		}
 		if l.code == 0 {
 			t.Fatalf("the job on the dead-end NIC %s succeeded; it must not", dead)
 		}
-		for r := range size {
-			if contains(lines[r], "sum") {
-				t.Errorf("rank %d completed the all_reduce on the dead-end NIC: %q", r, lines[r])
-			}
+		if contains(strings.Split(l.stdout.String(), "\n"), " sum ") {
+			t.Errorf("a rank completed the all_reduce on the dead-end NIC")
 		}
-		imported := 0
-		for r := range size {
-			if contains(lines[r], "GLOO_SOCKET_IFNAME="+dead) {
-				imported++
-			}
+		if imported == 0 {
+			t.Errorf("no rank got past importing torch, so the run proves nothing about the NIC")
 		}
 		switch {
 		case l.code == 124:
-			t.Logf("as expected: --timeout expired (exit 124) after %v; %d of %d ranks had imported torch and were stuck in Gloo's connect", l.took.Round(100e6), imported, size)
+			t.Logf("dead-end NIC: --timeout expired (exit 124) after %v; %d of 2 ranks had imported torch and hung in Gloo", l.took.Round(100e6), imported)
 		default:
-			t.Logf("NOTE: the dead-end job failed with exit code %d after %v, not 124 (--timeout): Gloo gave up by itself", l.code, l.took.Round(100e6))
+			t.Logf("dead-end NIC: exit code %d after %v, before --timeout: Gloo failed by itself (%q)", l.code, l.took.Round(100e6), lineWith(l.stderr.String(), "RuntimeError"))
 		}
-		if imported == 0 {
-			t.Errorf("no rank got past importing torch within --timeout 20, so the run proves nothing about the NIC (machine overloaded?)")
-		}
+		// The stuck ranks (including one hung in Python's exit after
+		// Gloo's error) are gone once the launcher has returned.
+		c.waitOnlyAgents(t, agents)
 	})
 }
 
