@@ -41,11 +41,11 @@ lint:
 
 bench: build
 	@./.ci/install-packages.sh $(TEST_PKGS) $(BENCH_PKGS)
-	$(GO) run ./bench/cmd/gwbench -out bench/results
+	$(GO) run ./cmd/gwbench -out bench/results
 
 bench-quick: build
 	@./.ci/install-packages.sh $(TEST_PKGS) $(BENCH_PKGS)
-	$(GO) run ./bench/cmd/gwbench -quick -out bench/results
+	$(GO) run ./cmd/gwbench -quick -out bench/results
 
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin

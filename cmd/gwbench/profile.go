@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"gangway/launcher"
+)
+
+// profiles runs the launcher in this process (launcher.Main, as
+// cmd/launcher does) under the CPU profiler and writes one profile per
+// case to o.profile: 20 launches on 16 namespace hosts, one output run,
+// and one launch on 1024 loopback agents (which run in this process too,
+// so that profile shows the agents' side as well).
+func (b *bench) profiles(ctx context.Context) error {
+	dir, err := filepath.Abs(b.o.profile)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if b.net != nil {
+		e := b.net
+		j := jobSpec{Hosts: 16, PerHost: 8, Argv: []string{"/bin/true"}}
+		args := e.gangway(j)[1:]
+		if err := b.profileRuns(ctx, filepath.Join(dir, "launch16.pprof"), 20, args, io.Discard); err != nil {
+			return err
+		}
+		jo := jobSpec{Hosts: 4, PerHost: 4, Argv: []string{b.bins.self, "-gen", strconv.FormatInt(b.o.outBytes, 10)}}
+		null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		defer null.Close()
+		if err := b.profileRuns(ctx, filepath.Join(dir, "output.pprof"), 1, e.gangway(jo)[1:], null); err != nil {
+			return err
+		}
+	}
+	counts := b.scaleCounts()
+	n := counts[len(counts)-1]
+	la, err := startLoopAgents(ctx, n, filepath.Join(b.dir, "loop-profile"))
+	if err != nil {
+		return err
+	}
+	defer la.stop()
+	hf, err := la.hostfile(n)
+	if err != nil {
+		return err
+	}
+	return b.profileRuns(ctx, filepath.Join(dir, fmt.Sprintf("scale%d.pprof", n)), 1, append(la.args(hf), "/bin/true"), io.Discard)
+}
+
+// profileRuns runs launcher.Main runs times with args under the CPU
+// profiler, writing the profile to path.
+func (b *bench) profileRuns(ctx context.Context, path string, runs int, args []string, stdout io.Writer) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	for i := range runs {
+		var errb tailBuffer
+		errb.max = 8 << 10
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		code := launcher.Main(rctx, args, launcher.Deps{Stdout: stdout, Stderr: &errb, Version: "gwbench", Cwd: b.dir},
+			func(string, bool) *zap.Logger { return zap.NewNop() })
+		cancel()
+		if code != 0 {
+			pprof.StopCPUProfile()
+			return fmt.Errorf("in-process launcher run %d for %s: exit code %d: %s", i, filepath.Base(path), code, lastLines(errb.String(), 4))
+		}
+	}
+	pprof.StopCPUProfile()
+	b.progress("profile %s: %d runs in %v", path, runs, time.Since(t0).Round(time.Millisecond))
+	b.extra["profile "+filepath.Base(path)] = fmt.Sprintf("%d in-process launcher runs in %v", runs, time.Since(t0).Round(time.Millisecond))
+	return nil
+}

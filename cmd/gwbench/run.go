@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+const usage = `usage: gwbench [options]
+
+Benchmarks gangway against mpirun, mpiexec.hydra, pdsh and a bash ssh
+fan-out on network-namespace hosts (198.18.190.0/24, namespaces gwb0h*)
+and in-process agents on 127.0.190-194.x. Needs root, bin/launcher and
+bin/agent (make build). Prints a table and the configuration, writes
+OUT/<timestamp>.json and (full runs) rewrites BENCHMARKS.md.
+
+Options:
+`
+
+// options are gwbench's flags.
+type options struct {
+	quick    bool
+	out      string
+	md       string
+	runs     int
+	warmup   int
+	only     []string
+	binDir   string
+	profile  string
+	verbose  bool
+	outBytes int64
+	hold     time.Duration
+}
+
+var scenarios = []string{"memory", "launch", "output", "pmi", "scale"}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("gwbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	fs.BoolVar(&o.quick, "quick", false, "the reduced set of make bench-quick (under 3 minutes)")
+	fs.StringVar(&o.out, "out", "bench/results", "directory for the JSON results")
+	fs.StringVar(&o.md, "md", "", "markdown file to rewrite (default BENCHMARKS.md for full runs, none for -quick; \"-\" for none)")
+	fs.IntVar(&o.runs, "runs", 0, "measured runs per launcher and case (default 7, 5 with -quick)")
+	fs.IntVar(&o.warmup, "warmup", 1, "warm-up runs per launcher and case, not counted")
+	only := fs.String("only", "", "comma-separated scenarios to run: "+strings.Join(scenarios, ","))
+	fs.StringVar(&o.binDir, "bin", "bin", "directory holding launcher and agent")
+	fs.StringVar(&o.profile, "profile", "", "also run the launcher in process under pprof and write CPU profiles to this directory")
+	fs.BoolVar(&o.verbose, "v", false, "log test-bed progress")
+	fs.Int64Var(&o.outBytes, "output-bytes", 0, "bytes each rank writes in the output scenario (default 64 MiB, 8 MiB with -quick)")
+	fs.DurationVar(&o.hold, "hold", 0, "debugging: build the bed, print the launchers' command lines, keep it this long, then remove it")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.runs == 0 {
+		o.runs = 7
+		if o.quick {
+			o.runs = 5
+		}
+	}
+	if o.outBytes == 0 {
+		o.outBytes = 64 << 20
+		if o.quick {
+			o.outBytes = 8 << 20
+		}
+	}
+	if o.md == "" && !o.quick {
+		o.md = "BENCHMARKS.md"
+	}
+	if o.md == "-" {
+		o.md = ""
+	}
+	if *only != "" {
+		for _, s := range strings.Split(*only, ",") {
+			if !slices.Contains(scenarios, s) {
+				return o, fmt.Errorf("-only: unknown scenario %q (want %s)", s, strings.Join(scenarios, ","))
+			}
+			o.only = append(o.only, s)
+		}
+	}
+	if o.runs < 1 || o.runs > 50 || o.warmup < 0 || o.warmup > 10 {
+		return o, errors.New("-runs must be 1..50 and -warmup 0..10")
+	}
+	return o, nil
+}
+
+func (o options) want(s string) bool { return len(o.only) == 0 || slices.Contains(o.only, s) }
+
+// bench is one gwbench run.
+type bench struct {
+	o        options
+	stdout   io.Writer
+	stderr   io.Writer
+	dir      string // scratch directory, removed at the end
+	bins     bins
+	net      *netEnv
+	results  []*Result
+	config   []ConfigLine
+	skipped  []string
+	findings []string
+	extra    map[string]string
+	mpiBin   string // compiled pmibench, "" until built
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "-gen" {
+		return genMain(args[1:], stdout)
+	}
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "gwbench:", err)
+		return 2
+	}
+	b := &bench{o: o, stdout: stdout, stderr: stderr, extra: map[string]string{}}
+	if err := b.resolveBins(); err != nil {
+		fmt.Fprintln(stderr, "gwbench:", err)
+		return 1
+	}
+	if b.dir, err = os.MkdirTemp("", "gwbench-"); err != nil {
+		fmt.Fprintln(stderr, "gwbench:", err)
+		return 1
+	}
+	_ = os.Chmod(b.dir, 0o755)
+	defer os.RemoveAll(b.dir)
+	start := time.Now()
+	code := b.all(ctx)
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "gwbench: interrupted; test bed removed, nothing written")
+		return 130
+	}
+	if code != 0 {
+		return code
+	}
+	return b.finish(start)
+}
+
+func (b *bench) logf(format string, args ...any) {
+	if b.o.verbose {
+		fmt.Fprintf(b.stderr, "gwbench: "+format+"\n", args...)
+	}
+}
+
+func (b *bench) progress(format string, args ...any) {
+	fmt.Fprintf(b.stderr, "gwbench: "+format+"\n", args...)
+}
+
+func (b *bench) resolveBins() error {
+	dir, err := filepath.Abs(b.o.binDir)
+	if err != nil {
+		return err
+	}
+	b.bins = bins{launcher: filepath.Join(dir, "launcher"), agent: filepath.Join(dir, "agent")}
+	for _, p := range []string{b.bins.launcher, b.bins.agent} {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("%s missing (run make build first): %w", p, err)
+		}
+	}
+	if b.bins.self, err = os.Executable(); err != nil {
+		return fmt.Errorf("find own executable (the output generator): %w", err)
+	}
+	return nil
+}
+
+// all runs the selected scenarios on one bed, removed before it returns.
+func (b *bench) all(ctx context.Context) int {
+	b.describe()
+	needNet := b.o.want("memory") || b.o.want("launch") || b.o.want("output") || b.o.want("pmi")
+	if needNet {
+		t0 := time.Now()
+		hosts := 16
+		var err error
+		b.net, err = setupNet(ctx, hosts, b.bins, b.dir, b.logf)
+		defer func() {
+			if err := b.net.close(); err != nil {
+				fmt.Fprintln(b.stderr, "gwbench: removing the test bed:", err)
+			}
+		}()
+		if err != nil {
+			fmt.Fprintln(b.stderr, "gwbench: test bed:", err)
+			return 1
+		}
+		b.progress("test bed: %d namespace hosts with sshd and agent in %v", hosts, time.Since(t0).Round(time.Millisecond))
+		if b.o.hold > 0 {
+			b.printCommands()
+			select {
+			case <-ctx.Done():
+			case <-time.After(b.o.hold):
+			}
+			return 130
+		}
+	}
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"memory", b.memory},
+		{"launch", b.launch},
+		{"output", b.output},
+		{"pmi", b.pmi},
+		{"scale", b.scale},
+	}
+	for _, s := range steps {
+		if !b.o.want(s.name) || ctx.Err() != nil {
+			continue
+		}
+		t0 := time.Now()
+		if err := s.fn(ctx); err != nil {
+			if ctx.Err() != nil {
+				return 130
+			}
+			b.skip("%s: %v", s.name, err)
+		}
+		b.progress("%s done in %v", s.name, time.Since(t0).Round(time.Second))
+	}
+	if b.net != nil && b.o.want("memory") {
+		b.agentHWM()
+	}
+	if b.o.profile != "" && ctx.Err() == nil {
+		if err := b.profiles(ctx); err != nil {
+			b.skip("profiles: %v", err)
+		}
+	}
+	return 0
+}
+
+func (b *bench) skip(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	b.skipped = append(b.skipped, msg)
+	fmt.Fprintln(b.stderr, "gwbench: skipped:", msg)
+}
+
+func (b *bench) add(r *Result) *Result {
+	b.results = append(b.results, r)
+	return r
+}
+
+// describe records the configuration printed beside the numbers.
+func (b *bench) describe() {
+	add := func(k, v string) { b.config = append(b.config, ConfigLine{k, v}) }
+	add("machine", fmt.Sprintf("%d CPUs, %s; load average at start %s", runtime.NumCPU(), kernel(), loadavg()))
+	add("gangway", gitDescribe()+", "+runtime.Version())
+	add("hosts", fmt.Sprintf("network namespaces %sh0..15 on bridge %sbr, 198.18.%d.1-16/24; agents on :%d (steady state), OpenSSH sshd on :%d", bedPrefix, bedPrefix, bedSubnet, agentPort, sshdPort))
+	add("openssh", "client "+firstLine("ssh", "-V")+"; -F /dev/null, ed25519 key, -o KexAlgorithms=curve25519-sha256 (server: curve25519-sha256 only), clean shell (empty ~/.bashrc)")
+	add("peers", strings.Join([]string{version(mpirunBin, "--version"), version(hydraBin, "--version"), version(pdshBin, "-V")}, "; "))
+	add("mpirun", "--allow-run-as-root --mca plm_rsh_agent <ssh wrapper> --mca oob_tcp_if_include/btl_tcp_if_include 198.18.190.0/24 --mca pml ob1 --mca btl tcp,self (tree spawn default; no tree: --mca plm_rsh_no_tree_spawn 1)")
+	add("hydra", "-launcher ssh -launcher-exec <ssh wrapper> -iface "+bedPrefix+"br -f <host:k file>")
+	add("pdsh, fan-out", "pdsh -R ssh -f 256 -w 198.18.190.[1-N], PDSH_SSH_ARGS=<same ssh options> -l%u %h; bash: one ssh per host in the background, wait; both run '"+shellTrue8+"'")
+	add("gangway cold", "launcher --transport ssh --ssh '/usr/bin/ssh <same options>' --agent-path bin/agent (agent --stdio per host)")
+	add("MPICH ranks", "UCX_TLS=tcp,self,sm UCX_NET_DEVICES="+"enp1s0f0 (both launchers)")
+	add("method", fmt.Sprintf("wall time from fork to exit of the launcher in the root namespace; launchers interleaved per round (A B C A B C ...), %d warm-up + %d measured rounds; median [min, max]; ours/theirs: gangway's median over the peer's (for gangway rows: over the best peer's)", b.o.warmup, b.o.runs))
+}
+
+func kernel() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return "Linux " + strings.TrimSpace(string(b))
+}
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func gitDescribe() string {
+	out, err := exec.Command("git", "describe", "--always", "--dirty").Output()
+	if err != nil {
+		return "unknown version"
+	}
+	return "git " + strings.TrimSpace(string(out))
+}
+
+func firstLine(name string, args ...string) string {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil && len(out) == 0 {
+		return name + " (not found)"
+	}
+	l, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return l
+}
+
+func version(name string, args ...string) string {
+	if !have(name) {
+		return name + " not installed"
+	}
+	l := firstLine(name, args...)
+	if strings.Contains(name, "hydra") {
+		out, _ := exec.Command(name, args...).CombinedOutput()
+		for line := range strings.Lines(string(out)) {
+			if strings.Contains(line, "Version:") {
+				return name + " " + strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "Version:"))
+			}
+		}
+	}
+	return l
+}
+
+// printCommands prints the 16-host launch command lines (for -hold).
+func (b *bench) printCommands() {
+	e := b.net
+	j := jobSpec{Hosts: 16, PerHost: 8, Argv: []string{"/bin/true"}}
+	m, _ := e.mpirun(j, true)
+	h, _ := e.hydra(j)
+	p, penv := e.pdsh(16)
+	for _, c := range [][]string{e.gangway(j), e.gangwayCold(j), m, h, append(penv, p...), e.sshFanout(16)} {
+		fmt.Fprintln(b.stdout, shellJoin(c))
+	}
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// cmdSpec is one command to time.
+type cmdSpec struct {
+	argv    []string
+	env     []string  // added to gwbench's environment
+	stdout  *os.File  // nil: /dev/null (or captured)
+	capture bool      // keep the last 1 MiB of stdout in outcome.Stdout
+	timeout time.Duration
+}
+
+// outcome is one timed run.
+type outcome struct {
+	Took   time.Duration
+	Code   int
+	CPU    time.Duration // user+system time of the process and the children it reaped
+	MaxRSS int64         // KiB: ru_maxrss, the process's VmHWM (or a reaped child's, if larger)
+	Stdout string        // with cmdSpec.capture: the last 1 MiB of stdout
+	Stderr string        // the last 8 KiB of stderr
+	Err    error         // could not run, timed out, or exit code not 0
+}
+
+// runTimed runs s in its own process group from the root namespace and
+// times it from start to exit. Whatever is left of its group afterwards
+// is killed, so no run leaks into the next.
+func runTimed(ctx context.Context, s cmdSpec) outcome {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.argv[0], s.argv[1:]...)
+	cmd.Env = append(os.Environ(), s.env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	outTail := tailBuffer{max: 1 << 20}
+	switch {
+	case s.stdout != nil:
+		cmd.Stdout = s.stdout
+	case s.capture:
+		cmd.Stdout = &outTail
+	default:
+		null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			return outcome{Err: err}
+		}
+		defer null.Close()
+		cmd.Stdout = null
+	}
+	errTail := tailBuffer{max: 8 << 10}
+	cmd.Stderr = &errTail
+	t0 := time.Now()
+	err := cmd.Start()
+	if err != nil {
+		return outcome{Err: fmt.Errorf("start %s: %w", s.argv[0], err)}
+	}
+	err = cmd.Wait()
+	o := outcome{Took: time.Since(t0), Stdout: outTail.String(), Stderr: errTail.String()}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if st := cmd.ProcessState; st != nil {
+		o.Code = st.ExitCode()
+		o.CPU = st.UserTime() + st.SystemTime()
+		if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+			o.MaxRSS = ru.Maxrss
+		}
+	}
+	switch {
+	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		o.Err = fmt.Errorf("%s: still running after %v, killed", s.argv[0], s.timeout)
+	case ctx.Err() != nil:
+		o.Err = ctx.Err()
+	case err != nil:
+		o.Err = fmt.Errorf("%s: %w", s.argv[0], err)
+	}
+	if o.Err != nil && o.Stderr != "" {
+		o.Err = fmt.Errorf("%w; stderr: %s", o.Err, lastLines(o.Stderr, 6))
+	}
+	return o
+}
+
+// lastLines returns the last n lines of s on one line, " | " between them.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, b...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(b), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+var _ io.Writer = (*tailBuffer)(nil)
