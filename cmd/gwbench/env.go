@@ -38,10 +38,10 @@ type netEnv struct {
 	hosts   []testbed.Host
 	keys    testbed.Keys
 	dir     string
-	kh      string   // known_hosts trusting every agent
-	sshArgs []string // OpenSSH client options (testbed.SSHArgs: curve25519, key, port)
-	sshWrap string   // script running ssh with sshArgs, for mpirun and Hydra
-	fanout  string   // bash ssh fan-out script
+	kh      string          // known_hosts trusting every agent
+	sshArgs []string        // OpenSSH client options (testbed.SSHArgs: curve25519, key, port)
+	sshWrap string          // script running ssh with sshArgs, for mpirun and Hydra
+	fanout  string          // bash ssh fan-out script
 	agents  []*testbed.Proc // setsid -w, the agent's parent
 	agentPd []int           // the agents' own PIDs
 	bins    bins

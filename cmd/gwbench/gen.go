@@ -92,13 +92,13 @@ type verifier struct {
 	// the rank is read from the line itself.
 	untagged bool
 	ranks    int
-	lines int64   // expected per rank
-	next  []int64 // next sequence number per rank
-	Good  int64   // intact lines, tag matching the payload's rank, in order
-	Bad   int64   // rank-tagged lines that are not one whole generator line
-	Gaps  int64   // intact lines that skipped ahead (lines missing before them)
-	Other int64   // untagged lines (launcher messages)
-	first []string
+	lines    int64   // expected per rank
+	next     []int64 // next sequence number per rank
+	Good     int64   // intact lines, tag matching the payload's rank, in order
+	Bad      int64   // rank-tagged lines that are not one whole generator line
+	Gaps     int64   // intact lines that skipped ahead (lines missing before them)
+	Other    int64   // untagged lines (launcher messages)
+	first    []string
 }
 
 func newVerifier(ranks int, lines int64) *verifier {

@@ -20,7 +20,7 @@ type contender struct {
 	// measured run (extra metrics).
 	before func()
 	after  func(o outcome)
-	note  string
+	note   string
 }
 
 // caseSpec names the rows a set of contenders fills.
@@ -104,4 +104,3 @@ func trim(s string, n int) string {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-

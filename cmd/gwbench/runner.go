@@ -16,9 +16,9 @@ import (
 // cmdSpec is one command to time.
 type cmdSpec struct {
 	argv    []string
-	env     []string  // added to gwbench's environment
-	stdout  *os.File  // nil: /dev/null (or captured)
-	capture bool      // keep the last 1 MiB of stdout in outcome.Stdout
+	env     []string // added to gwbench's environment
+	stdout  *os.File // nil: /dev/null (or captured)
+	capture bool     // keep the last 1 MiB of stdout in outcome.Stdout
 	timeout time.Duration
 }
 

@@ -116,8 +116,11 @@ func (b *bench) scale(ctx context.Context) error {
 		cpu, rss = append(cpu, c), append(rss, m)
 		cs = append(cs, contender{
 			name: fmt.Sprintf("%s @%d", lGangway, n), kind: Ours, timeout: 5 * time.Minute,
-			argv:  append(append([]string{b.bins.launcher}, la.args(hf)...), "/bin/true"),
-			after: func(o outcome) { c.Values = append(c.Values, ms(o.CPU)); m.Values = append(m.Values, float64(o.MaxRSS)/1024) },
+			argv: append(append([]string{b.bins.launcher}, la.args(hf)...), "/bin/true"),
+			after: func(o outcome) {
+				c.Values = append(c.Values, ms(o.CPU))
+				m.Values = append(m.Values, float64(o.MaxRSS)/1024)
+			},
 		})
 	}
 	res := b.interleave(ctx, caseSpec{scenario: "scale", name: "loopback agents", unit: "ms"}, cs)
