@@ -144,7 +144,7 @@ var (
 	MetricHorovod = &Metric{Name: "horovod_img_per_sec", Unit: "img/sec", Scope: ScopeRank, ToolWarmup: true, Images: true}
 	// MetricHorovodTotal is the total Horovod's script prints on rank 0.
 	MetricHorovodTotal = &Metric{Name: "horovod_total_img_per_sec", Unit: "img/sec", Scope: ScopeGlobal, ToolWarmup: true, Images: true,
-		Note: "as printed by the tool; Horovod's script computes it as size x rank 0's mean, not measured on every rank"}
+		Note: "as printed by rank 0; Horovod's own script computes it as size x rank 0's mean (gangway's example sums every rank's mean): compare with the per-rank total"}
 	// MetricDLLogger is DLLogger's global total_ips / train_throughput.
 	MetricDLLogger = &Metric{Name: "dllogger_total_ips", Unit: "images/sec", Scope: ScopeGlobal, Images: true}
 	// MetricNCCL is nccl-tests' bus bandwidth (mean of out-of-place and in-place per row).

@@ -73,6 +73,8 @@ func (c *console) write(sc *scratch, rank int, s wire.Stream, data []byte) {
 	if c.dir != "" {
 		c.toFile(rank, s, data)
 	}
+	// Every line, stdout and stderr, feeds the throughput collector (Python
+	// logging writes to stderr); stderr also feeds the failure report.
 	if s == wire.Stderr || c.obs != nil {
 		host := ""
 		if c.hostOf != nil {
@@ -97,7 +99,7 @@ func (c *console) write(sc *scratch, rank int, s wire.Stream, data []byte) {
 				t.add(string(line))
 				c.fmu.Unlock()
 			}
-			if c.obs != nil && s == wire.Stdout {
+			if c.obs != nil {
 				c.obs.Observe(rank, host, now, line)
 			}
 		}

@@ -169,7 +169,7 @@ func (d *sshDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteClos
 		client.Close()
 		return nil, "", permanent(fmt.Errorf("the SSH server on %s has no %q subsystem (is it a gangway agent? for a stock sshd use --transport ssh)", h.Name, wire.Subsystem))
 	}
-	return &chanConn{Channel: ch, client: client}, ip, nil
+	return &chanConn{Channel: ch, client: client, stopKeepalive: keepalive(client)}, ip, nil
 }
 
 // client opens an authenticated SSH connection to h's agent.
@@ -219,6 +219,55 @@ func (d *sshDialer) client(ctx context.Context, h hostfile.Host) (*ssh.Client, s
 	return ssh.NewClient(cc, chans, reqs), ip, nil
 }
 
+// Keepalive timing: an agent that stops answering (host hung, agent
+// stopped, network cut without a reset) is declared lost after
+// KeepaliveTimeout without a reply to a keepalive sent every
+// KeepaliveInterval.
+var (
+	KeepaliveInterval = 5 * time.Second
+	KeepaliveTimeout  = 15 * time.Second
+)
+
+// keepalive closes c when it stops answering keepalive requests; the
+// returned function stops it and waits for its goroutines.
+func keepalive(c *ssh.Client) (stop func()) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(KeepaliveInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			reply := make(chan error, 1)
+			var req sync.WaitGroup
+			req.Go(func() {
+				_, _, err := c.SendRequest("keepalive@openssh.com", true, nil)
+				reply <- err
+			})
+			select {
+			case err := <-reply:
+				if err != nil {
+					return
+				}
+			case <-time.After(KeepaliveTimeout):
+				c.Close() // unblocks the request; the job sees the session end
+				req.Wait()
+				return
+			case <-quit:
+				c.Close()
+				req.Wait()
+				return
+			}
+		}
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(quit); wg.Wait() }) }
+}
+
 func classify(err error) error {
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
@@ -232,12 +281,15 @@ func classify(err error) error {
 // chanConn closes the SSH client with the channel.
 type chanConn struct {
 	ssh.Channel
-	client *ssh.Client
+	client        *ssh.Client
+	stopKeepalive func()
 }
 
 func (c *chanConn) Close() error {
 	c.Channel.Close()
-	return c.client.Close()
+	err := c.client.Close()
+	c.stopKeepalive()
+	return err
 }
 
 // sshExec reaches hosts that run only a stock sshd: it starts
