@@ -279,7 +279,9 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		if err := m.Decode(&p); err != nil {
 			return err
 		}
-		return s.conn.Send(wire.KindProbeResult, probe(ctx, p))
+		// Dialing peers takes up to the probe's timeout: off the loop, so
+		// Stop and signals are still handled meanwhile.
+		s.waiters.Go(func() { _ = s.conn.Send(wire.KindProbeResult, probe(ctx, p)) })
 	default:
 		return fmt.Errorf("unexpected message %s", m.Kind)
 	}

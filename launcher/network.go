@@ -22,7 +22,7 @@ func hostNet(s *session, peers []string) nccl.HostNet {
 		h.NICs = append(h.NICs, nccl.NIC{Name: n.Name, Index: n.Index, Type: n.Type, Up: n.Up, SpeedMbps: n.SpeedMbps, Addrs: n.Addrs})
 	}
 	for _, r := range s.facts.Routes {
-		h.Routes = append(h.Routes, nccl.Route{Peer: r.Peer, Addr: r.Addr, Iface: r.Iface})
+		h.Routes = append(h.Routes, nccl.Route{Peer: r.Peer, Addr: r.Addr, Iface: r.Iface, Err: r.Err})
 	}
 	for _, c := range s.facts.HCAs {
 		h.HCAs = append(h.HCAs, nccl.HCA{Name: c.Name, Port: c.Port, State: c.State, LinkLayer: c.LinkLayer})
@@ -89,6 +89,15 @@ func masterAddr(s *session, c *nccl.Choice) string {
 		return c.Addr
 	}
 	return s.addr
+}
+
+// label names a host as the launcher knows it, with the agent's own name
+// when that differs: "198.18.0.2 (h1)".
+func label(s *session) string {
+	if n := s.facts.Name; n != "" && n != s.host.Name {
+		return s.host.Name + " (" + n + ")"
+	}
+	return s.host.Name
 }
 
 // agentPort is the port the host's agent (or sshd, for --transport ssh)
@@ -159,8 +168,8 @@ func (j *job) preflight(ctx context.Context, w io.Writer, choices []*nccl.Choice
 		}
 		for k, r := range pr.Results {
 			if r.Err != "" && k < len(probes[i]) {
-				peer := j.sessions[probes[i][k]].host.Name
-				bad = append(bad, fmt.Sprintf("  %s -> %s (%s%s): %s", s.host.Name, peer, r.Target, via, r.Err))
+				peer := label(j.sessions[probes[i][k]])
+				bad = append(bad, fmt.Sprintf("  %s -> %s (%s%s): %s", label(s), peer, r.Target, via, r.Err))
 			}
 		}
 	}

@@ -25,6 +25,7 @@ type Route struct {
 	Peer  string
 	Addr  string
 	Iface string
+	Err   string // why there is no route, when Iface is empty
 }
 
 // HCA is one port of an InfiniBand or RoCE adapter.
@@ -294,6 +295,8 @@ func triedAddrs(routes []Route, peer string, byName map[string]NIC) string {
 		}
 		n, ok := byName[r.Iface]
 		switch {
+		case r.Iface == "" && r.Err != "":
+			s = append(s, r.Addr+": "+r.Err)
 		case r.Iface == "":
 			s = append(s, r.Addr)
 		case !ok:

@@ -3,6 +3,7 @@
 package facts
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -87,6 +88,16 @@ func linkUp(a *netlink.LinkAttrs) bool {
 func RouteTo(dst net.IP) (Route, error) {
 	routes, err := netlink.RouteGet(dst)
 	if err != nil {
+		// The kernel answers a route lookup that hits a blackhole, prohibit
+		// or unreachable route with these errnos; say which.
+		switch {
+		case errors.Is(err, syscall.EINVAL):
+			return Route{}, fmt.Errorf("route to %s: blackhole route (%w)", dst, err)
+		case errors.Is(err, syscall.EACCES):
+			return Route{}, fmt.Errorf("route to %s: prohibit route (%w)", dst, err)
+		case errors.Is(err, syscall.EHOSTUNREACH):
+			return Route{}, fmt.Errorf("route to %s: unreachable route (%w)", dst, err)
+		}
 		return Route{}, fmt.Errorf("route to %s: %w", dst, err)
 	}
 	if len(routes) == 0 {

@@ -4,6 +4,7 @@ package hostnet
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -107,7 +108,8 @@ func TestPreflight(t *testing.T) {
 			t.Errorf("exit code %d, want 1", l.code)
 		}
 		pair := func(a, b int) string {
-			return "  " + c.hosts[a].Addr + " -> " + c.hosts[b].Addr + " (" + c.hosts[b].Addr + ":22122 via " + c.hosts[a].DataNIC + "): "
+			name := func(i int) string { return fmt.Sprintf("%s (h%d)", c.hosts[i].Addr, i) } // address and agent name
+			return "  " + name(a) + " -> " + name(b) + " (" + c.hosts[b].Addr + ":22122 via " + c.hosts[a].DataNIC + "): "
 		}
 		for _, want := range []string{"launcher: preflight:", pair(0, 2), "nothing was started"} {
 			if !strings.Contains(msg, want) {
