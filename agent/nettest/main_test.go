@@ -19,7 +19,6 @@ package nettest
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -208,51 +207,106 @@ func waitBanner(t *testing.T, addr string, p *testbed.Proc) {
 	}
 }
 
-// launch is one run of a command (the launcher, mpirun) in its own process
-// group, with its output kept.
+// launch is one run of a command (the launcher, mpirun) in the root
+// namespace, in its own process group, with its output kept.
 type launch struct {
+	name           string
 	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
-	code           int
+	stdout, stderr syncBuffer
+	done           chan struct{}
+	code           int // exit code, set before done is closed
+	start          time.Time
 	took           time.Duration
 }
 
-// run runs name with args in the root namespace until it exits or
-// jobTimeout passes, and returns its exit code. At the deadline it kills
-// the process group and fails the test. env is added to the test's
-// environment.
-func run(t *testing.T, env []string, name string, args ...string) *launch {
+// start starts name with args (env added to the test's environment).
+// When the test ends, a launch still running is killed with its process
+// group and every descendant (found through /proc before the kill, killed
+// by PID), so a child that made its own process group (mpirun under
+// launcher --mpi=openmpi) goes too.
+func start(t *testing.T, env []string, name string, args ...string) *launch {
 	t.Helper()
-	l := &launch{}
-	ctx, cancel := context.WithTimeout(t.Context(), jobTimeout)
-	defer cancel()
-	l.cmd = exec.CommandContext(ctx, name, args...)
+	l := &launch{name: filepath.Base(name), done: make(chan struct{})}
+	l.cmd = exec.Command(name, args...)
 	l.cmd.Env = append(os.Environ(), env...)
 	l.cmd.Stdout, l.cmd.Stderr = &l.stdout, &l.stderr
 	l.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	l.cmd.Cancel = func() error { return syscall.Kill(-l.cmd.Process.Pid, syscall.SIGKILL) }
 	l.cmd.WaitDelay = 5 * time.Second
-	t0 := time.Now()
-	err := l.cmd.Run()
-	l.took = time.Since(t0)
-	// Whatever the command left in its group goes with it.
-	if l.cmd.Process != nil {
-		_ = syscall.Kill(-l.cmd.Process.Pid, syscall.SIGKILL)
+	l.start = time.Now()
+	if err := l.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
 	}
-	var ee *exec.ExitError
-	switch {
-	case ctx.Err() != nil:
-		t.Fatalf("%s still running after %v; killed.\nstdout:\n%s\nstderr:\n%s", filepath.Base(name), jobTimeout, tail(l.stdout.String(), 4000), tail(l.stderr.String(), 4000))
-	case errors.As(err, &ee):
-		l.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("run %s: %v", name, err)
+	go func() { // owned by the cleanup below, which waits for done
+		err := l.cmd.Wait()
+		l.took = time.Since(l.start)
+		l.code = l.cmd.ProcessState.ExitCode()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			l.code = -2
+		}
+		close(l.done)
+	}()
+	t.Cleanup(func() { l.kill() })
+	return l
+}
+
+// kill ends a launch that is still running, with its descendants, and
+// waits for it.
+func (l *launch) kill() {
+	select {
+	case <-l.done:
+		return
+	default:
+	}
+	desc := descendants(l.cmd.Process.Pid)
+	_ = syscall.Kill(-l.cmd.Process.Pid, syscall.SIGKILL)
+	killProcs(desc)
+	<-l.done
+}
+
+// wait waits for the launch to exit, at most timeout, and reports whether
+// it did.
+func (l *launch) wait(timeout time.Duration) bool {
+	select {
+	case <-l.done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// run runs name with args until it exits and returns the launch; at
+// jobTimeout it kills the launch and fails the test.
+func run(t *testing.T, env []string, name string, args ...string) *launch {
+	t.Helper()
+	l := start(t, env, name, args...)
+	if !l.wait(jobTimeout) {
+		l.kill()
+		t.Fatalf("%s still running after %v; killed.\n%v", l.name, jobTimeout, l)
 	}
 	return l
 }
 
 func (l *launch) String() string {
 	return fmt.Sprintf("exit code %d after %v\nstdout:\n%s\nstderr:\n%s", l.code, l.took.Round(time.Millisecond), tail(l.stdout.String(), 4000), tail(l.stderr.String(), 6000))
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and concurrent readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func tail(s string, n int) string {

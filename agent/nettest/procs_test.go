@@ -20,6 +20,7 @@ type procInfo struct {
 	Pid, PPid int
 	Comm      string
 	State     string
+	Start     uint64 // start time in clock ticks since boot: tells a reused PID apart
 }
 
 func (p procInfo) String() string {
@@ -38,11 +39,12 @@ func readProc(pid int) (procInfo, bool) {
 		return procInfo{}, false
 	}
 	f := strings.Fields(string(b[end+1:]))
-	if len(f) < 2 {
+	if len(f) < 20 {
 		return procInfo{}, false
 	}
 	ppid, _ := strconv.Atoi(f[1])
-	return procInfo{Pid: pid, PPid: ppid, Comm: string(b[open+1 : end]), State: f[0]}, true
+	st, _ := strconv.ParseUint(f[19], 10, 64) // field 22 of stat
+	return procInfo{Pid: pid, PPid: ppid, Comm: string(b[open+1 : end]), State: f[0], Start: st}, true
 }
 
 // allPids lists the numeric entries of /proc.
@@ -55,6 +57,36 @@ func allPids() []int {
 		}
 	}
 	return pids
+}
+
+// descendants lists the live descendants of pid, found through /proc.
+func descendants(pid int) []procInfo {
+	children := map[int][]procInfo{}
+	for _, p := range allPids() {
+		if pi, ok := readProc(p); ok {
+			children[pi.PPid] = append(children[pi.PPid], pi)
+		}
+	}
+	var out []procInfo
+	queue := []int{pid}
+	for len(queue) > 0 {
+		for _, c := range children[queue[0]] {
+			out = append(out, c)
+			queue = append(queue, c.Pid)
+		}
+		queue = queue[1:]
+	}
+	return out
+}
+
+// killProcs SIGKILLs each process by PID, unless its PID now belongs to
+// another process (a different start time).
+func killProcs(ps []procInfo) {
+	for _, p := range ps {
+		if now, ok := readProc(p.Pid); ok && now.Start == p.Start {
+			_ = syscall.Kill(p.Pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // taggedProcs lists the live (non-zombie) processes whose initial

@@ -1,0 +1,87 @@
+package nettest
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gangway/agent/testbed"
+	"gangway/agent/testbed/roottest"
+)
+
+// TestTransportSSH: `launcher --transport ssh` reaches a namespace host
+// that runs only a stock OpenSSH sshd (port 22) and starts `agent --stdio`
+// there through the system ssh; 2 ranks print their environment. After the
+// launcher exits, the namespace holds sshd alone: no agent --stdio, no
+// rank, no sshd session process.
+func TestTransportSSH(t *testing.T) {
+	roottest.RequireRoot(t)
+	agentBin, launcherBin := binaries(t)
+	b := newBed(t, testbed.Options{Prefix: "gwn3", Hosts: 1, Subnet: 183})
+	keys, err := testbed.GenKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := b.Hosts()[0]
+	sshd, err := b.StartSSHD(t.Context(), 0, 22, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kh, err := keys.WriteKnownHosts([]string{h.Addr}, 22)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := newTag(t)
+	l := run(t, nil, launcherBin, "--transport", "ssh",
+		"--ssh", "ssh -F /dev/null -o IdentitiesOnly=yes -o LogLevel=ERROR -o KexAlgorithms=curve25519-sha256",
+		"-i", keys.ClientKey, "--known-hosts", kh, "--agent-path", agentBin,
+		"-H", h.Addr+":2:22", "-np", "2", "-x", tagEnv+"="+tag, "env")
+	if l.code != 0 {
+		t.Fatalf("launcher: %v", l)
+	}
+	lines := rankLines(t, l.stdout.String())
+	for r := range 2 {
+		env := lines[r]
+		want := []string{
+			"RANK=" + strconv.Itoa(r), "WORLD_SIZE=2", "LOCAL_RANK=" + strconv.Itoa(r), "LOCAL_WORLD_SIZE=2",
+			"PMI_RANK=" + strconv.Itoa(r), "PMI_SIZE=2", "GANGWAY_HOST=" + h.Addr,
+			"MASTER_ADDR=" + h.Addr, tagEnv + "=" + tag,
+		}
+		for _, w := range want {
+			if !slices.Contains(env, w) {
+				t.Errorf("rank %d's environment lacks %s", r, w)
+			}
+		}
+		// sshd ran agent --stdio: the ranks inherit its session's variables.
+		if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "SSH_CONNECTION=") }) {
+			t.Errorf("rank %d's environment has no SSH_CONNECTION: not started through sshd?", r)
+		}
+		t.Logf("rank %d: %d variables, among them %v", r, len(env), filterEnv(env, "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "GANGWAY_HOST=", "MASTER_ADDR=", "MASTER_PORT=", "PMI_FD=", "SSH_CONNECTION="))
+	}
+	if len(lines) != 2 {
+		t.Errorf("output from ranks %v, want 0 and 1", slices.Sorted(func(yield func(int) bool) {
+			for r := range lines {
+				if !yield(r) {
+					return
+				}
+			}
+		}))
+	}
+	left := waitNoTagged(t, tag, 10*time.Second)
+	clean := waitNetnsOnly(t, h.NS, 10*time.Second, sshd.Pid)
+	t.Logf("2 ranks through sshd + agent --stdio: launcher ran %v; no rank left (checked in %v); namespace back to sshd alone after %v",
+		l.took.Round(time.Millisecond), left.Round(time.Millisecond), clean.Round(time.Millisecond))
+}
+
+// filterEnv keeps the variables with one of the given prefixes.
+func filterEnv(env []string, prefixes ...string) []string {
+	var out []string
+	for _, kv := range env {
+		if slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(kv, p) }) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
