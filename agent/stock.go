@@ -159,8 +159,8 @@ func (ss *stockSession) signal(name string) bool {
 }
 
 // run executes the command through the user's shell, as sshd does, and
-// reports exit-status or exit-signal. The process group is killed when the
-// command ends or the connection drops.
+// reports exit-status or exit-signal. The process group is stopped when
+// the connection drops while the command runs.
 func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 	u := lookupUser(ss.user)
 	var cmd *exec.Cmd
@@ -237,7 +237,10 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 	})
 	werr := cmd.Wait()
 	stop()
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	// After a normal exit the group is left alone, as OpenSSH's sshd does:
+	// a daemon that forks and calls setsid (orted --daemonize, nohup jobs)
+	// must not be killed in the window before setsid. Only a dropped
+	// connection or a signal while the command runs stops the group.
 	drained := make(chan struct{})
 	go func() { copiers.Wait(); close(drained) }()
 	select {

@@ -24,8 +24,10 @@ import (
 // ssh transport. The transport is this binary in --rsh mode (x/crypto/ssh
 // with the launcher's identity and known_hosts), so nothing of OpenSSH's
 // client configuration is involved. Limits: mpirun launches every orted
-// itself (plm_rsh_no_tree_spawn, since the launcher binary exists only on
-// the jump host); every host must have Open MPI's orted on its PATH;
+// itself (routed_radix >= hosts: the launcher binary exists only on the
+// jump host, so orteds cannot launch further orteds), and each orted runs
+// in the foreground of its agent session, so the agent stops it (and its
+// ranks) when mpirun's connection goes; every host must have orted on its PATH;
 // ranks get Open MPI's own OMPI_COMM_WORLD_* environment plus the -x and
 // -mca settings (not the per-host NCCL variables, which mpirun's -x cannot
 // vary by host); mpirun tags and forwards the output.
@@ -56,10 +58,14 @@ func openMPIArgs(cfg Config, self string, hostfilePath string, np int, root bool
 			return nil, fmt.Errorf("--mpi=openmpi: %q contains spaces or quotes, which mpirun's plm_rsh_agent cannot carry", w)
 		}
 	}
+	// Tree spawn stays on, with a radix of at least the host count, so
+	// mpirun itself starts every orted and in the foreground: with
+	// plm_rsh_no_tree_spawn it would add --daemonize, and daemonized
+	// orteds leave the agents' supervision.
 	args := []string{"--hostfile", hostfilePath, "-np", strconv.Itoa(np), "--map-by", cfg.MapBy,
 		"--bind-to", "none",
 		"--mca", "plm_rsh_agent", strings.Join(rsh, " "),
-		"--mca", "plm_rsh_no_tree_spawn", "1"}
+		"--mca", "routed_radix", strconv.Itoa(max(64, len(cfg.Hosts)+1))}
 	if root {
 		args = append(args, "--allow-run-as-root")
 	}
@@ -139,7 +145,9 @@ func RunOpenMPI(ctx context.Context, cfg Config, d Deps) int {
 	d.Log.Debug("running mpirun")
 	cmd := exec.Command(mpirun, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = d.Stdin, d.Stdout, d.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: if the launcher is killed, mpirun dies too; its orteds
+	// lose their lifeline and their agent sessions, and stop their ranks.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(d.Stderr, "launcher: start %s: %v\n", mpirun, err)
 		return ExitSetup
@@ -152,6 +160,7 @@ func RunOpenMPI(ctx context.Context, cfg Config, d Deps) int {
 	}
 	code := -1
 	signals := 0
+	timedOut := false
 	for code < 0 {
 		select {
 		case err := <-done:
@@ -171,10 +180,13 @@ func RunOpenMPI(ctx context.Context, cfg Config, d Deps) int {
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			time.AfterFunc(cfg.KillGrace, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 			timeout = nil
-			defer func() { code = ExitTimeout }()
+			timedOut = true
 		case <-ctx.Done():
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
+	}
+	if timedOut {
+		return ExitTimeout
 	}
 	return code
 }

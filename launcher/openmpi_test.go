@@ -17,7 +17,7 @@ func TestOpenMPIArgs(t *testing.T) {
 	}
 	got := strings.Join(args, " ")
 	want := "--hostfile /tmp/hf -np 4 --map-by node --bind-to none --mca plm_rsh_agent /bin/launcher --rsh -p 22122 -i /k --known-hosts /kh" +
-		" --mca plm_rsh_no_tree_spawn 1 --allow-run-as-root --tag-output --mca btl tcp,self -x PYTHONUNBUFFERED=1 -x FOO=bar"
+		" --mca routed_radix 64 --allow-run-as-root --tag-output --mca btl tcp,self -x PYTHONUNBUFFERED=1 -x FOO=bar"
 	if got != want {
 		t.Fatalf("mpirun args\n got %s\nwant %s", got, want)
 	}
