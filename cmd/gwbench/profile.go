@@ -45,6 +45,12 @@ func (b *bench) profiles(ctx context.Context) error {
 		if err := b.profileRuns(ctx, filepath.Join(dir, "output.pprof"), 1, e.gangway(jo)[1:], null); err != nil {
 			return err
 		}
+		if bin, err := b.buildPMIBench(ctx); err == nil {
+			jp := jobSpec{Hosts: 16, PerHost: 4, Argv: []string{bin, "barrier", "2000", "0"}, Env: mpichEnv}
+			if err := b.profileRuns(ctx, filepath.Join(dir, "pmi64.pprof"), 1, e.gangway(jp)[1:], io.Discard); err != nil {
+				return err
+			}
+		}
 	}
 	counts := b.scaleCounts()
 	n := counts[len(counts)-1]
@@ -57,7 +63,17 @@ func (b *bench) profiles(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return b.profileRuns(ctx, filepath.Join(dir, fmt.Sprintf("scale%d.pprof", n)), 1, append(la.args(hf), "/bin/true"), io.Discard)
+	if err := b.profileRuns(ctx, filepath.Join(dir, fmt.Sprintf("scale%d.pprof", n)), 1, append(la.args(hf), "/bin/true"), io.Discard); err != nil {
+		return err
+	}
+	// Where the bytes were allocated, over every profiled run (and
+	// gwbench's own work): go tool pprof -sample_index=alloc_space.
+	f, err := os.Create(filepath.Join(dir, "allocs.pprof"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("allocs").WriteTo(f, 0)
 }
 
 // profileRuns runs launcher.Main runs times with args under the CPU

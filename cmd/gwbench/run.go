@@ -58,6 +58,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.profile, "profile", "", "also run the launcher in process under pprof and write CPU profiles to this directory")
 	fs.BoolVar(&o.verbose, "v", false, "log test-bed progress")
 	fs.Int64Var(&o.outBytes, "output-bytes", 0, "bytes each rank writes in the output scenario (default 64 MiB, 8 MiB with -quick)")
+	bedN := fs.Int("bed", 0, "test bed number N (0-9): namespaces gwbN*, subnet 198.18.(190+N).0/24, so two runs can coexist")
 	fs.DurationVar(&o.hold, "hold", 0, "debugging: build the bed, print the launchers' command lines, keep it this long, then remove it")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -65,6 +66,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if *bedN < 0 || *bedN > 9 {
+		return o, errors.New("-bed must be 0..9")
+	}
+	bedPrefix, bedSubnet = fmt.Sprintf("gwb%d", *bedN), 190+*bedN
 	if o.runs == 0 {
 		o.runs = 7
 		if o.quick {
@@ -255,7 +260,7 @@ func (b *bench) describe() {
 	add := func(k, v string) { b.config = append(b.config, ConfigLine{k, v}) }
 	add("machine", fmt.Sprintf("%d CPUs, %s; load average at start %s", runtime.NumCPU(), kernel(), loadavg()))
 	add("gangway", gitDescribe()+", "+runtime.Version())
-	add("hosts", fmt.Sprintf("network namespaces %sh0..15 on bridge %sbr, 198.18.%d.1-16/24; agents on :%d (steady state), OpenSSH sshd on :%d", bedPrefix, bedPrefix, bedSubnet, agentPort, sshdPort))
+	add("hosts", fmt.Sprintf("network namespaces %sh0..15 (UTS namespaces named h0..h15) on bridge %sbr, 198.18.%d.1-16/24; agents on :%d (steady state), OpenSSH sshd on :%d", bedPrefix, bedPrefix, bedSubnet, agentPort, sshdPort))
 	add("openssh", "client "+firstLine("ssh", "-V")+"; -F /dev/null, ed25519 key, -o KexAlgorithms=curve25519-sha256 (server: curve25519-sha256 only), clean shell (empty ~/.bashrc)")
 	add("peers", strings.Join([]string{version(mpirunBin, "--version"), version(hydraBin, "--version"), version(pdshBin, "-V")}, "; "))
 	add("mpirun", "--allow-run-as-root --mca plm_rsh_agent <ssh wrapper> --mca oob_tcp_if_include/btl_tcp_if_include 198.18.190.0/24 --mca pml ob1 --mca btl tcp,self (tree spawn default; no tree: --mca plm_rsh_no_tree_spawn 1)")

@@ -45,6 +45,11 @@ func (b *bench) launch(ctx context.Context) error {
 			return err
 		}
 		cs = append(cs, peers...)
+		for i := range cs {
+			if cs[i].timeout == 0 {
+				cs[i].timeout = time.Minute // a hung peer costs a minute, not the run
+			}
+		}
 		b.progress("launch: %s (%d launchers, %d+%d rounds)", name, len(cs), b.o.warmup, b.o.runs)
 		b.interleave(ctx, caseSpec{scenario: "launch", name: name, unit: "ms"}, cs)
 		b.add(cpu)

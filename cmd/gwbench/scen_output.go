@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -24,6 +25,11 @@ func (b *bench) output(ctx context.Context) error {
 	thr := func(o outcome) (float64, error) { return totalMiB / o.Took.Seconds(), nil }
 	const timeout = 3 * time.Minute
 	cs := []contender{{name: lGangway, kind: Ours, argv: e.gangway(j), value: thr, timeout: timeout, note: "tags [R] (default)"}}
+	if !b.o.quick {
+		// Diagnostic: the same without the throughput summary, whose
+		// recogniser sees every line.
+		cs = append(cs, contender{name: lGangway + " --no-summary", kind: Ours, argv: withFlag(e.gangway(j), "--no-summary"), value: thr, timeout: timeout})
+	}
 	untagged := map[string]bool{}
 	if b.peer(hydraBin) {
 		raw := j
@@ -56,7 +62,7 @@ func (b *bench) output(ctx context.Context) error {
 		return ctx.Err()
 	}
 	for _, c := range cs {
-		if c.kind == Floor {
+		if c.kind == Floor || strings.Contains(c.name, "--no-summary") {
 			continue
 		}
 		v, o, err := verifiedRun(ctx, c, ranks, lines, untagged[c.name])

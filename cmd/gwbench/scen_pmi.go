@@ -172,7 +172,7 @@ func (b *bench) pmi(ctx context.Context) error {
 	if b.o.quick {
 		sizes = []int{16}
 	}
-	const iters, mpiIters = "200", "20"
+	const iters, mpiIters = "200", "10"
 	const timeout = 3 * time.Minute
 	for _, np := range sizes {
 		hosts := min(np, len(e.hosts))
