@@ -22,9 +22,9 @@ var (
 )
 
 const (
-	sshdPort   = 22122  // OpenSSH sshd in every host: the peers and --transport ssh
-	agentPort  = 22123  // gangway agents in every host (steady state)
-	loopPort   = 22190  // in-process agents on 127.0.190-199.x (scale)
+	sshdPort   = 22122 // OpenSSH sshd in every host: the peers and --transport ssh
+	agentPort  = 22123 // gangway agents in every host (steady state)
+	loopPort   = 22190 // in-process agents on 127.0.190-199.x (scale)
 	loopSubnet = 190
 )
 
