@@ -4,8 +4,9 @@
 // `launcher`, by Open MPI's `mpirun` and by OpenSSH. It has only tests.
 //
 // Names and addresses: namespace prefixes gwn0..gwn9, data subnets
-// 198.18.180-189.0/24, loopback agents on 127.0.180.x; nothing else is
-// touched, so the package can run beside other packages' beds.
+// 198.18.180-189.0/24; loopback agents come from agent/agenttest (their
+// own 127.0.B.x block, ephemeral ports). Nothing else is touched, so the
+// package can run beside other packages' beds.
 //
 // "Nothing left running" is checked without ps: every job gets a unique
 // tag in its ranks' environment (-x GANGWAY_NETTEST_TAG=<tag> for the
@@ -15,6 +16,11 @@
 // starts. For Open MPI's daemons (whose environment does not carry the
 // tag) the namespace's own process list (`ip netns pids`) must be the
 // agent alone.
+//
+// Each namespace host's agent gets a /tmp of its own (TMPDIR): the hosts
+// share one file system and one hostname, and Open MPI's daemons of one
+// job otherwise collide in $TMPDIR/ompi.<hostname>.<uid>/ (see
+// startAgents).
 package nettest
 
 import (
@@ -164,10 +170,24 @@ func startAgents(t *testing.T, b *testbed.Bed, keys testbed.Keys, hosts ...int) 
 	procs := map[int]*testbed.Proc{}
 	for _, i := range hosts {
 		h := b.Hosts()[i]
-		p, err := b.Start(t.Context(), i, agentBin,
+		cmd := b.Command(t.Context(), i, agentBin,
 			"--listen", h.Addr+":"+strconv.Itoa(agentPort),
 			"--host-key", keys.HostKey, "--authorized-keys", keys.AuthorizedKeys,
 			"--name", "h"+strconv.Itoa(i), "--log-format", "console")
+		// A /tmp of its own, as a real host has: Open MPI's daemons keep
+		// their session directory in $TMPDIR/ompi.<hostname>.<uid>/, and
+		// every namespace host has the same hostname; in one shared /tmp
+		// the daemons of one job race to create the same directories
+		// ("mkdir ... File exists", orte_init fails) and share the same
+		// hwloc topology file (orted dies of SIGSEGV in
+		// hwloc_shmem_topology_write). Under binDir, removed at exit,
+		// after every bed's processes are gone.
+		tmp, err := os.MkdirTemp(binDir, h.NS+"-tmp-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+		p, err := b.StartCmd(cmd)
 		if err != nil {
 			t.Fatal(err)
 		}

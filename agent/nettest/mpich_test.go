@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"gangway/agent/agenttest"
 	"gangway/agent/testbed"
 	"gangway/agent/testbed/roottest"
 )
@@ -66,7 +67,7 @@ func logRankLines(t *testing.T, out string) {
 // launcher joins the barriers.
 func TestMPICHLoopback(t *testing.T) {
 	bin := compileMPI(t, &mpichTest, "mpicc.mpich", mpitestSrc, "mpitest")
-	la := startLoopAgents(t, 4, 4)
+	c := agenttest.StartLocal(t, 4)
 	for _, tc := range []struct {
 		name  string
 		opts  []string
@@ -79,7 +80,7 @@ func TestMPICHLoopback(t *testing.T) {
 			tag := newTag(t)
 			args := append([]string{"-np", "16", "-x", tagEnv + "=" + tag}, mpichLoopEnv...)
 			args = append(append(args, tc.opts...), bin)
-			l := launchInProc(t, la, args...)
+			l := launchInProc(t, c, 4, args...)
 			if l.code != 0 {
 				t.Fatalf("launcher: %v", l)
 			}
@@ -95,10 +96,10 @@ func TestMPICHLoopback(t *testing.T) {
 // launcher exits 9 and no process of the job is left.
 func TestMPICHAbortLoopback(t *testing.T) {
 	bin := compileMPI(t, &mpichTest, "mpicc.mpich", mpitestSrc, "mpitest")
-	la := startLoopAgents(t, 2, 2)
+	c := agenttest.StartLocal(t, 2)
 	tag := newTag(t)
 	args := append([]string{"-np", "4", "-x", tagEnv + "=" + tag, "--kill-grace", "2s"}, mpichLoopEnv...)
-	l := launchInProc(t, la, append(args, bin, "abort")...)
+	l := launchInProc(t, c, 2, append(args, bin, "abort")...)
 	if l.code != 9 {
 		t.Fatalf("launcher exit code %d, want 9: %v", l.code, l)
 	}

@@ -204,9 +204,9 @@ func TestOpenMPIMpirun(t *testing.T) {
 		}
 		return counts
 	}
-	// lostDaemon reports the signature of a daemon that the agent killed
-	// at start-up (see the Skip below): mpirun's rsh children have all
-	// exited (every daemon "started"), yet a host has no orted.
+	// lostDaemon reports the signature of a daemon lost at start-up
+	// (daemonizeBug): mpirun's rsh children have all exited (every daemon
+	// "started"), yet a host has no orted.
 	lostDaemon := func(t *testing.T, l *launch) bool {
 		var mpirunPid int
 		for _, p := range descendants(l.cmd.Process.Pid) {
@@ -216,15 +216,16 @@ func TestOpenMPIMpirun(t *testing.T) {
 		}
 		return mpirunPid != 0 && len(descendants(mpirunPid)) == 0 && slices.Contains(orteds(t, 2), 0)
 	}
-	const daemonizeBug = "BUG: agent/stock.go:240 SIGKILLs the session's process group as soon as the shell exits; " +
-		"launcher --mpi=openmpi sets plm_rsh_no_tree_spawn (launcher/openmpi.go:62), so mpirun starts `orted --daemonize`, " +
-		"which forks, lets the parent exit and calls setsid() in the child: when the group kill lands before setsid, " +
-		"that host's orted dies silently (its rsh exited 0) and mpirun waits for it forever. " +
-		"Fix: do not kill the group after a normal exit (OpenSSH's sshd does not), only on connection loss or signals"
+	// Found by this test and fixed in ffe5945; the check stays so that a
+	// regression fails fast and says why instead of hanging.
+	const daemonizeBug = "a daemon was lost at start-up: an agent killed a stock session's process group right after its " +
+		"shell exited, and `orted --daemonize` (mpirun adds it with plm_rsh_no_tree_spawn) forks, lets the parent exit and " +
+		"calls setsid() in the child; when the group kill lands before setsid, that host's orted dies silently (its rsh " +
+		"exited 0) and mpirun waits for it forever"
 
 	// watch polls a running launcher until it exits or until() holds. It
-	// skips the test on the lost-daemon signature lasting 5s, and fails it
-	// at jobTimeout.
+	// fails the test on the lost-daemon signature lasting 5s, or at
+	// jobTimeout.
 	watch := func(t *testing.T, l *launch, until func() bool) {
 		t.Helper()
 		var hung time.Duration
@@ -237,7 +238,7 @@ func TestOpenMPIMpirun(t *testing.T) {
 			if hung >= 5*time.Second {
 				counts := orteds(t, 2)
 				l.kill()
-				t.Skipf("%s (this run: orteds per host %v, mpirun waiting for %v)", daemonizeBug, counts, time.Since(l.start).Round(time.Second))
+				t.Fatalf("%s (this run: orteds per host %v, mpirun waiting for %v)", daemonizeBug, counts, time.Since(l.start).Round(time.Second))
 			}
 			if time.Since(l.start) > jobTimeout {
 				l.kill()
@@ -303,10 +304,10 @@ func TestOpenMPIMpirun(t *testing.T) {
 		}
 		if len(left) > 0 {
 			killProcs(left) // the next subtests share the hosts
-			t.Skipf("BUG: 10s after the launcher (--mpi=openmpi) was killed, its job is still running: %v. "+
-				"launcher/openmpi.go:142 starts mpirun in its own process group without Pdeathsig, so mpirun outlives the launcher, "+
-				"and the orteds it started with --daemonize left the agents' supervision (setsid), so the agents cannot stop them either. "+
-				"Fix: Pdeathsig: SIGKILL on mpirun (from a locked OS thread), and/or no --daemonize (tree spawn, or orte_debug_daemons)", left)
+			// Found by this test and fixed in ffe5945 (mpirun had no
+			// Pdeathsig, and daemonized orteds had left the agents' care).
+			t.Errorf("10s after the launcher (--mpi=openmpi) was killed, its job is still running: %v; "+
+				"mpirun must die with the launcher, and each orted must stay in the foreground of its agent session", left)
 		}
 		t.Logf("launcher --mpi=openmpi killed: the job was gone %v later", time.Since(killed).Round(time.Millisecond))
 	})
@@ -325,11 +326,9 @@ func TestOpenMPIMpirun(t *testing.T) {
 		t.Logf("--timeout 3 over mpirun: launcher exited %d after %v; no rank left (checked in %v); namespaces back to their agents after %v\nstderr:\n%s",
 			l.code, l.took.Round(time.Millisecond), left.Round(time.Millisecond), clean.Round(time.Millisecond), l.stderr.String())
 		if l.code != 124 {
-			// RunOpenMPI's timeout case sets the exit code with
-			// `defer func() { code = ExitTimeout }()`, but its result is
-			// unnamed: `return code` has already been evaluated when the
-			// deferred assignment runs, so mpirun's own code (1) comes back.
-			t.Skipf("BUG: launcher --mpi=openmpi --timeout exited %d, want 124 (launcher/openmpi.go:174: the deferred assignment to the local code cannot change RunOpenMPI's unnamed result; set a timedOut flag and return ExitTimeout after the loop)", l.code)
+			// Found by this test and fixed in ffe5945 (a deferred
+			// assignment to a local could not change the unnamed result).
+			t.Errorf("launcher --mpi=openmpi --timeout exited %d, want 124", l.code)
 		}
 	})
 }

@@ -83,10 +83,17 @@ func descendants(pid int) []procInfo {
 // another process (a different start time).
 func killProcs(ps []procInfo) {
 	for _, p := range ps {
-		if now, ok := readProc(p.Pid); ok && now.Start == p.Start {
+		if alive(p) {
 			_ = syscall.Kill(p.Pid, syscall.SIGKILL)
 		}
 	}
+}
+
+// alive reports whether p is still running (same PID and start time, not
+// a zombie).
+func alive(p procInfo) bool {
+	now, ok := readProc(p.Pid)
+	return ok && now.Start == p.Start && now.State != "Z" && now.State != "X"
 }
 
 // taggedProcs lists the live (non-zombie) processes whose initial
