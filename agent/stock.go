@@ -60,7 +60,7 @@ func (ss *stockSession) serve(ctx context.Context, reqs <-chan *ssh.Request) {
 		switch req.Type {
 		case "env":
 			var kv struct{ Name, Value string }
-			if ssh.Unmarshal(req.Payload, &kv) == nil && !ss.isStarted() && validEnvName(kv.Name) {
+			if ssh.Unmarshal(req.Payload, &kv) == nil && !ss.isStarted() && wire.ValidEnvName(kv.Name) {
 				ss.mu.Lock()
 				ss.env = append(ss.env, kv.Name+"="+kv.Value)
 				ss.mu.Unlock()
@@ -310,18 +310,6 @@ func hostPortSpaced(a net.Addr) string {
 func portOf(a net.Addr) string {
 	_, p, _ := net.SplitHostPort(a.String())
 	return p
-}
-
-func validEnvName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i, r := range k {
-		if !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 type userInfo struct{ name, home, shell string }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"gangway/agent/wire"
 	"gangway/hostfile"
 )
 
@@ -438,7 +439,7 @@ func resolveEnv(xs, files []string, environ []string) ([]string, error) {
 			}
 			line = strings.TrimPrefix(line, "export ")
 			k, v, ok := strings.Cut(line, "=")
-			if !ok || !validName(k) {
+			if !ok || !wire.ValidEnvName(k) {
 				return nil, fmt.Errorf("%w: %s:%d: want KEY=VALUE, got %q", ErrUsage, f, i+1, line)
 			}
 			set(k, unquote(v))
@@ -448,7 +449,7 @@ func resolveEnv(xs, files []string, environ []string) ([]string, error) {
 		k, v, hasVal := strings.Cut(x, "=")
 		switch {
 		case hasVal:
-			if !validName(k) {
+			if !wire.ValidEnvName(k) {
 				return nil, fmt.Errorf("%w: -x %q: bad variable name", ErrUsage, x)
 			}
 			set(k, v)
@@ -467,7 +468,7 @@ func resolveEnv(xs, files []string, environ []string) ([]string, error) {
 				set(ek, matched[ek])
 			}
 		default:
-			if !validName(k) {
+			if !wire.ValidEnvName(k) {
 				return nil, fmt.Errorf("%w: -x %q: bad variable name", ErrUsage, x)
 			}
 			found := false
@@ -494,18 +495,6 @@ func unquote(v string) string {
 		return v[1 : len(v)-1]
 	}
 	return v
-}
-
-func validName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i, r := range k {
-		if !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 func parseStdin(s string) (int, error) {

@@ -33,12 +33,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"gangway/agent/agenttest"
 	"gangway/agent/testbed"
 	"gangway/agent/testbed/roottest"
 )
@@ -194,7 +194,7 @@ func startAgents(t *testing.T, b *testbed.Bed, keys testbed.Keys, hosts ...int) 
 		procs[i] = p
 		t.Cleanup(func() {
 			if t.Failed() {
-				t.Logf("agent h%d (%s) output:\n%s", i, p, tail(p.Output(), 4000))
+				t.Logf("agent h%d (%s) output:\n%s", i, p, agenttest.Tail(p.Output(), 4000))
 			}
 		})
 	}
@@ -308,7 +308,7 @@ func run(t *testing.T, env []string, name string, args ...string) *launch {
 }
 
 func (l *launch) String() string {
-	return fmt.Sprintf("exit code %d after %v\nstdout:\n%s\nstderr:\n%s", l.code, l.took.Round(time.Millisecond), tail(l.stdout.String(), 4000), tail(l.stderr.String(), 6000))
+	return fmt.Sprintf("exit code %d after %v\nstdout:\n%s\nstderr:\n%s", l.code, l.took.Round(time.Millisecond), agenttest.Tail(l.stdout.String(), 4000), agenttest.Tail(l.stderr.String(), 6000))
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and concurrent readers.
@@ -327,31 +327,4 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
-}
-
-// rankLines returns the launcher's stdout lines "[R] text" by rank.
-func rankLines(t *testing.T, out string) map[int][]string {
-	t.Helper()
-	m := map[int][]string{}
-	for line := range strings.Lines(out) {
-		line = strings.TrimSuffix(line, "\n")
-		rest, ok := strings.CutPrefix(line, "[")
-		if !ok {
-			continue
-		}
-		r, text, ok := strings.Cut(rest, "] ")
-		n, err := strconv.Atoi(r)
-		if !ok || err != nil {
-			continue
-		}
-		m[n] = append(m[n], text)
-	}
-	return m
 }

@@ -34,7 +34,7 @@ func mpichLine(rank, size, local, lsize int) string {
 // checkMPICHLines checks that every rank printed exactly its expected line.
 func checkMPICHLines(t *testing.T, out string, size int, want func(rank int) string) {
 	t.Helper()
-	lines := rankLines(t, out)
+	lines := agenttest.RankLines(out)
 	for r := range size {
 		w := want(r)
 		switch got := lines[r]; {
@@ -52,7 +52,7 @@ func checkMPICHLines(t *testing.T, out string, size int, want func(rank int) str
 // logRankLines logs the ranks' lines in rank order.
 func logRankLines(t *testing.T, out string) {
 	t.Helper()
-	lines := rankLines(t, out)
+	lines := agenttest.RankLines(out)
 	var b strings.Builder
 	for _, r := range slices.Sorted(maps.Keys(lines)) {
 		for _, l := range lines[r] {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"gangway/agent/agenttest"
 	"gangway/agent/testbed"
 	"gangway/agent/testbed/roottest"
 )
@@ -49,7 +50,7 @@ func TestMasterAddrDeadEnd(t *testing.T) {
 	if l.code != 0 {
 		t.Fatalf("launcher: %v", l)
 	}
-	lines := rankLines(t, l.stdout.String())
+	lines := agenttest.RankLines(l.stdout.String())
 	t.Logf("rank lines: %v", lines)
 	var port string
 	for r := range 4 {

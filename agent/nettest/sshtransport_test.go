@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"gangway/agent/agenttest"
 	"gangway/agent/testbed"
 	"gangway/agent/testbed/roottest"
 )
@@ -50,7 +51,7 @@ func TestTransportSSH(t *testing.T) {
 		if l.code != 0 {
 			t.Fatalf("launcher: %v", l)
 		}
-		lines := rankLines(t, l.stdout.String())
+		lines := agenttest.RankLines(l.stdout.String())
 		for r := range 2 {
 			env := lines[r]
 			want := []string{

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"gangway/agent/agenttest"
 	"gangway/agent/wire"
 	"gangway/launcher"
 )
@@ -30,7 +31,7 @@ func TestDataNIC(t *testing.T) {
 		if l.code != 0 {
 			t.Fatalf("launcher: %v", l)
 		}
-		lines := rankLines(l.stdout.String())
+		lines := agenttest.RankLines(l.stdout.String())
 		for r := range 4 {
 			nic := dataNIC(r / 2)
 			want := fmt.Sprintf("=%s %s %s %s", nic, nic, nic, h0.Addr)

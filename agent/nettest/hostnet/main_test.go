@@ -36,6 +36,7 @@ import (
 	"testing"
 	"time"
 
+	"gangway/agent/agenttest"
 	"gangway/agent/testbed"
 	"gangway/agent/testbed/roottest"
 )
@@ -161,7 +162,7 @@ func (c *cluster) startAgent(t *testing.T, i, port int, extra ...string) *testbe
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("agent h%d on %s (%s) output:\n%s", i, addr, p, tail(p.Output(), 4000))
+			t.Logf("agent h%d on %s (%s) output:\n%s", i, addr, p, agenttest.Tail(p.Output(), 4000))
 		}
 	})
 	waitBanner(t, addr, p)
@@ -269,7 +270,7 @@ type launch struct {
 }
 
 func (l *launch) String() string {
-	return fmt.Sprintf("exit code %d after %v\nstdout:\n%s\nstderr:\n%s", l.code, l.took.Round(time.Millisecond), tail(l.stdout.String(), 4000), tail(l.stderr.String(), 6000))
+	return fmt.Sprintf("exit code %d after %v\nstdout:\n%s\nstderr:\n%s", l.code, l.took.Round(time.Millisecond), agenttest.Tail(l.stdout.String(), 4000), agenttest.Tail(l.stderr.String(), 6000))
 }
 
 // runLauncher runs bin/launcher with args in the root namespace, in its
@@ -303,32 +304,6 @@ func runLauncher(t *testing.T, args ...string) *launch {
 		t.Fatalf("run launcher: %v", err)
 	}
 	return l
-}
-
-// rankLines returns the launcher's stdout lines "[R] text" by rank.
-func rankLines(out string) map[int][]string {
-	m := map[int][]string{}
-	for line := range strings.Lines(out) {
-		line = strings.TrimSuffix(line, "\n")
-		rest, ok := strings.CutPrefix(line, "[")
-		if !ok {
-			continue
-		}
-		r, text, ok := strings.Cut(rest, "] ")
-		n, err := strconv.Atoi(r)
-		if !ok || err != nil {
-			continue
-		}
-		m[n] = append(m[n], text)
-	}
-	return m
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
 }
 
 // rankScript is a shell program that leaves a mark in dir (ran.<RANK>)
