@@ -49,7 +49,7 @@ func chooseNetworks(cfg Config, sessions []*session) ([]*nccl.Choice, error) {
 	}
 	var errs []error
 	for i, s := range sessions {
-		c, err := nccl.ChooseInterface(hostNet(s, without(names, i)), force...)
+		c, err := nccl.ChooseInterface(hostNet(s, routePeers(names, i)), force...)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -60,6 +60,43 @@ func chooseNetworks(cfg Config, sessions []*session) ([]*nccl.Choice, error) {
 		return nil, fmt.Errorf("network interface choice: %w", errors.Join(errs...))
 	}
 	return out, nil
+}
+
+// maxRoutePeers bounds how many peers each agent looks up routes to, so
+// that facts, their transfer and the interface choice stay O(hosts) in
+// total rather than O(hosts^2).
+const maxRoutePeers = 16
+
+// routePeers are the peers host i is asked to route to: every other host
+// in small jobs; beyond that rank 0's host, its ring neighbours (the
+// peers NCCL's rings and the preflight use) and hosts spread evenly over
+// the rest. It is a pure function, so the agent's Hello and the interface
+// choice agree on the list.
+func routePeers(names []string, i int) []string {
+	n := len(names)
+	if n-1 <= maxRoutePeers {
+		return without(names, i)
+	}
+	seen := map[int]bool{i: true}
+	var out []string
+	add := func(k int) {
+		k = ((k % n) + n) % n
+		if !seen[k] && len(out) < maxRoutePeers {
+			seen[k] = true
+			out = append(out, names[k])
+		}
+	}
+	add(0)
+	add(i + 1)
+	add(i - 1)
+	for step := 1; step < maxRoutePeers; step++ {
+		add(i + step*n/(maxRoutePeers-2))
+	}
+	for d := 2; len(out) < maxRoutePeers && d < n; d++ {
+		add(i + d)
+		add(i - d)
+	}
+	return out
 }
 
 // masterAddr is the address of rank 0's host that the others should use:
