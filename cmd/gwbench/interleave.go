@@ -13,6 +13,7 @@ type contender struct {
 	argv    []string
 	env     []string
 	capture bool // keep stdout for value and after
+	hwm     bool // poll the launcher's VmHWM
 	timeout time.Duration
 	// value turns a successful run into the sample; nil means wall ms.
 	value func(o outcome) (float64, error)
@@ -56,7 +57,7 @@ func (b *bench) interleave(ctx context.Context, c caseSpec, cs []contender) []*R
 			if k.before != nil {
 				k.before()
 			}
-			o := runTimed(ctx, cmdSpec{argv: k.argv, env: k.env, capture: k.capture, timeout: timeout})
+			o := runTimed(ctx, cmdSpec{argv: k.argv, env: k.env, capture: k.capture, hwm: k.hwm, timeout: timeout})
 			v, err := o.Took.Seconds()*1000, o.Err
 			if err == nil && k.value != nil {
 				v, err = k.value(o)

@@ -19,18 +19,22 @@ type cmdSpec struct {
 	env     []string // added to gwbench's environment
 	stdout  *os.File // nil: /dev/null (or captured)
 	capture bool     // keep the last 1 MiB of stdout in outcome.Stdout
+	hwm     bool     // poll the process's VmHWM (outcome.HWM)
 	timeout time.Duration
 }
 
 // outcome is one timed run.
 type outcome struct {
-	Took   time.Duration
-	Code   int
-	CPU    time.Duration // user+system time of the process and the children it reaped
-	MaxRSS int64         // KiB: ru_maxrss, the process's VmHWM (or a reaped child's, if larger)
-	Stdout string        // with cmdSpec.capture: the last 1 MiB of stdout
-	Stderr string        // the last 8 KiB of stderr
-	Err    error         // could not run, timed out, or exit code not 0
+	Took time.Duration
+	Code int
+	CPU  time.Duration // user+system time of the process and the children it reaped
+	HWM  float64       // with cmdSpec.hwm: the last VmHWM read from /proc/PID/status, MiB
+	// Not ru_maxrss: exec keeps the forking process's high-water mark in
+	// it, and gwbench (with 1024 in-process agents) is far larger than
+	// the launcher.
+	Stdout string // with cmdSpec.capture: the last 1 MiB of stdout
+	Stderr string // the last 8 KiB of stderr
+	Err    error  // could not run, timed out, or exit code not 0
 }
 
 // runTimed runs s in its own process group from the root namespace and
@@ -65,15 +69,20 @@ func runTimed(ctx context.Context, s cmdSpec) outcome {
 	if err != nil {
 		return outcome{Err: fmt.Errorf("start %s: %w", s.argv[0], err)}
 	}
+	hwm := make(chan float64, 1)
+	stop := make(chan struct{})
+	if s.hwm {
+		go pollHWM(cmd.Process.Pid, stop, hwm)
+	} else {
+		hwm <- 0
+	}
 	err = cmd.Wait()
-	o := outcome{Took: time.Since(t0), Stdout: outTail.String(), Stderr: errTail.String()}
+	close(stop)
+	o := outcome{HWM: <-hwm, Took: time.Since(t0), Stdout: outTail.String(), Stderr: errTail.String()}
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	if st := cmd.ProcessState; st != nil {
 		o.Code = st.ExitCode()
 		o.CPU = st.UserTime() + st.SystemTime()
-		if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
-			o.MaxRSS = ru.Maxrss
-		}
 	}
 	switch {
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -87,6 +96,25 @@ func runTimed(ctx context.Context, s cmdSpec) outcome {
 		o.Err = fmt.Errorf("%w; stderr: %s", o.Err, lastLines(o.Stderr, 6))
 	}
 	return o
+}
+
+// pollHWM reads pid's VmHWM every 10 ms until stop is closed, and sends
+// the last value it read (the mark only grows).
+func pollHWM(pid int, stop <-chan struct{}, out chan<- float64) {
+	last := 0.0
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if st, err := procStatus(pid); err == nil && st["VmHWM"] > last {
+			last = st["VmHWM"]
+		}
+		select {
+		case <-stop:
+			out <- last
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // lastLines returns the last n lines of s on one line, " | " between them.

@@ -112,14 +112,14 @@ func (b *bench) scale(ctx context.Context) error {
 			return err
 		}
 		c := &Result{Scenario: "scale", Case: fmt.Sprintf("%d agents on loopback x 1 /bin/true", n), Metric: "launcher CPU (user+sys)", Unit: "ms", Launcher: lGangway, Kind: Info}
-		m := &Result{Scenario: "scale", Case: c.Case, Metric: "launcher peak RSS (VmHWM)", Unit: "MiB", Launcher: lGangway, Kind: Info}
+		m := &Result{Scenario: "scale", Case: c.Case, Metric: "launcher peak RSS (VmHWM)", Unit: "MiB", Launcher: lGangway, Kind: Info, Note: "/proc/PID/status polled every 10 ms"}
 		cpu, rss = append(cpu, c), append(rss, m)
 		cs = append(cs, contender{
-			name: fmt.Sprintf("%s @%d", lGangway, n), kind: Ours, timeout: 5 * time.Minute,
+			name: fmt.Sprintf("%s @%d", lGangway, n), kind: Ours, timeout: 5 * time.Minute, hwm: true,
 			argv: append(append([]string{b.bins.launcher}, la.args(hf)...), "/bin/true"),
 			after: func(o outcome) {
 				c.Values = append(c.Values, ms(o.CPU))
-				m.Values = append(m.Values, float64(o.MaxRSS)/1024)
+				m.Values = append(m.Values, o.HWM)
 			},
 		})
 	}
