@@ -303,17 +303,19 @@ func (j *job) prepare(ctx context.Context, cfg Config, jobID string, envs [][]st
 		pmiJob_ = pmiJob(jobID, j.ranks)
 	}
 	dir := cfg.Dir
+	byHost := make([][]Rank, len(j.sessions))
+	for _, r := range j.ranks {
+		byHost[r.Host] = append(byHost[r.Host], r)
+	}
 	for i, s := range j.sessions {
 		sj := wire.StartJob{JobID: jobID, KillGrace: cfg.KillGrace, StdinRank: cfg.Stdin, PMI: pmiJob_, Bind: cfg.BindTo}
 		per := max(cfg.GPUsPer, 1)
-		for _, r := range j.ranks {
-			if r.Host == i {
-				spec := wire.RankSpec{Rank: r.Rank, LocalRank: r.LocalRank, Argv: cfg.Argv, Env: envs[r.Rank], Dir: dir}
-				if g := gpus[i]; len(g) >= (r.LocalRank+1)*per {
-					spec.GPUs = g[r.LocalRank*per : (r.LocalRank+1)*per]
-				}
-				sj.Ranks = append(sj.Ranks, spec)
+		for _, r := range byHost[i] {
+			spec := wire.RankSpec{Rank: r.Rank, LocalRank: r.LocalRank, Argv: cfg.Argv, Env: envs[r.Rank], Dir: dir}
+			if g := gpus[i]; len(g) >= (r.LocalRank+1)*per {
+				spec.GPUs = g[r.LocalRank*per : (r.LocalRank+1)*per]
 			}
+			sj.Ranks = append(sj.Ranks, spec)
 		}
 		if err := s.conn.Send(wire.KindStart, sj); err != nil {
 			return &HostError{Host: s.host.Name, Err: fmt.Errorf("send job: %w", err)}
@@ -365,15 +367,16 @@ func (c Config) planOptions() PlanOptions {
 
 // usedHosts keeps the hosts that run ranks and renumbers the plan.
 func usedHosts(hosts []hostfile.Host, ranks []Rank) []hostfile.Host {
-	idx := map[int]int{}
+	used := make([]bool, len(hosts))
+	for _, r := range ranks {
+		used[r.Host] = true
+	}
+	idx := make([]int, len(hosts))
 	var out []hostfile.Host
 	for i, h := range hosts {
-		for _, r := range ranks {
-			if r.Host == i {
-				idx[i] = len(out)
-				out = append(out, h)
-				break
-			}
+		if used[i] {
+			idx[i] = len(out)
+			out = append(out, h)
 		}
 	}
 	for k := range ranks {
