@@ -17,7 +17,7 @@ func (b *bench) finish(start time.Time) int {
 	b.results = ordered(b.results)
 	b.config = append(b.config, ConfigLine{"load average at end", loadavg()})
 	rep := &Report{
-		Date: start, Version: gitDescribe(), Quick: b.o.quick, Took: time.Since(start).Round(time.Second).String(),
+		Date: start, Version: b.version, Quick: b.o.quick, Took: time.Since(start).Round(time.Second).String(),
 		Config: b.config, Results: b.results, Targets: targets(b.results, b.scaleCounts()),
 		Skipped: b.skipped, Extra: b.extra,
 	}

@@ -118,6 +118,7 @@ type bench struct {
 	findings []string
 	extra    map[string]string
 	mpiBin   string // compiled pmibench, "" until built
+	version  string // git describe at the start (bin/ is built from that tree)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -259,8 +260,9 @@ func (b *bench) add(r *Result) *Result {
 func (b *bench) describe() {
 	add := func(k, v string) { b.config = append(b.config, ConfigLine{k, v}) }
 	add("machine", fmt.Sprintf("%d CPUs, %s; load average at start %s", runtime.NumCPU(), kernel(), loadavg()))
-	add("gangway", gitDescribe()+", "+runtime.Version())
-	add("hosts", fmt.Sprintf("network namespaces %sh0..15 (UTS namespaces named h0..h15) on bridge %sbr, 198.18.%d.1-16/24; agents on :%d (steady state), OpenSSH sshd on :%d", bedPrefix, bedPrefix, bedSubnet, agentPort, sshdPort))
+	b.version = gitDescribe()
+	add("gangway", b.version+", "+runtime.Version())
+	add("hosts", fmt.Sprintf("network namespaces %sh0..15 on bridge %sbr, 198.18.%d.1-16/24, each with its own UTS namespace (hostname = its address); agents (under setsid, as a service) on :%d (steady state), OpenSSH sshd on :%d", bedPrefix, bedPrefix, bedSubnet, agentPort, sshdPort))
 	add("openssh", "client "+firstLine("ssh", "-V")+"; -F /dev/null, ed25519 key, -o KexAlgorithms=curve25519-sha256 (server: curve25519-sha256 only), clean shell (empty ~/.bashrc)")
 	add("peers", strings.Join([]string{version(mpirunBin, "--version"), version(hydraBin, "--version"), version(pdshBin, "-V")}, "; "))
 	add("mpirun", "--allow-run-as-root --mca plm_rsh_agent <ssh wrapper> --mca oob_tcp_if_include/btl_tcp_if_include 198.18.190.0/24 --mca pml ob1 --mca btl tcp,self (tree spawn default; no tree: --mca plm_rsh_no_tree_spawn 1)")
