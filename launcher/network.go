@@ -153,7 +153,8 @@ func agentPort(cfg Config, s *session) int {
 var ErrPreflight = errors.New("preflight failed")
 
 // preflight has every host open a TCP connection to every other host's
-// agent on its chosen address (all pairs up to 32 hosts, a ring beyond),
+// agent on its chosen address (all pairs up to 32 hosts, a ring beyond or
+// with --transport ssh),
 // so a broken link fails the job before any rank starts.
 func (j *job) preflight(ctx context.Context, w io.Writer, choices []*nccl.Choice) error {
 	n := len(j.sessions)
@@ -169,8 +170,12 @@ func (j *job) preflight(ctx context.Context, w io.Writer, choices []*nccl.Choice
 		target[i] = net.JoinHostPort(masterAddr(s, choices[i]), strconv.Itoa(agentPort(j.cfg, s)))
 	}
 	probes := make([][]int, n) // host -> peers it dials
+	// With --transport ssh every probe makes the peer's sshd fork a
+	// session process, so the check is a ring there; agents are cheap to
+	// dial, so small jobs check every pair.
+	allPairs := n <= 32 && j.cfg.Transport != "ssh"
 	for i := range n {
-		if n <= 32 {
+		if allPairs {
 			for k := range n {
 				if k != i {
 					probes[i] = append(probes[i], k)

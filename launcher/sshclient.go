@@ -41,6 +41,8 @@ type sshDialer struct {
 	signers []ssh.Signer
 	khPath  string
 	khMu    sync.Mutex
+	kh      ssh.HostKeyCallback // parsed known_hosts, nil until first use
+	khErr   error
 	user    string
 	authErr error
 }
@@ -114,7 +116,13 @@ func (d *sshDialer) hostKeyCallback() ssh.HostKeyCallback {
 	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
 		d.khMu.Lock()
 		defer d.khMu.Unlock()
-		cb, err := knownhosts.New(d.khPath)
+		// Parsed once per launch (re-read after we add a key): with a
+		// thousand hosts, parsing the file per host under this lock was a
+		// launcher-side O(hosts^2).
+		if d.kh == nil && d.khErr == nil {
+			d.kh, d.khErr = knownhosts.New(d.khPath)
+		}
+		cb, err := d.kh, d.khErr
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("read %s: %w", d.khPath, err)
 		}
@@ -147,6 +155,7 @@ func (d *sshDialer) hostKeyCallback() ssh.HostKeyCallback {
 		}
 		defer f.Close()
 		_, err = fmt.Fprintln(f, line)
+		d.kh, d.khErr = nil, nil // re-read with the new key next time
 		d.log.Info("trusting new host key", zap.String("host", hostname), zap.String("fingerprint", fp))
 		return err
 	}

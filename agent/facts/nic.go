@@ -29,6 +29,8 @@ func peerRoutes(ctx context.Context, o Options) []wire.Route {
 		}
 	}
 	var out []wire.Route
+	route, done := newRouter()
+	defer done()
 	for _, peer := range o.Peers {
 		ips := []net.IP{net.ParseIP(peer)}
 		if ips[0] == nil {
@@ -41,7 +43,7 @@ func peerRoutes(ctx context.Context, o Options) []wire.Route {
 		}
 		for _, ip := range ips {
 			wr := wire.Route{Peer: peer, Addr: ip.String()}
-			r, err := RouteTo(ip)
+			r, err := route(ip)
 			if err != nil {
 				wr.Err = err.Error()
 			} else {

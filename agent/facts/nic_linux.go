@@ -86,7 +86,26 @@ func linkUp(a *netlink.LinkAttrs) bool {
 // interface, preferred source address and gateway (netlink RTM_GETROUTE,
 // like `ip route get`). Nothing is sent to dst.
 func RouteTo(dst net.IP) (Route, error) {
-	routes, err := netlink.RouteGet(dst)
+	route, done := newRouter()
+	defer done()
+	return route(dst)
+}
+
+// newRouter returns a route lookup that reuses one netlink socket and
+// remembers interface names, for many lookups in a row (one per peer).
+func newRouter() (func(net.IP) (Route, error), func()) {
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return func(dst net.IP) (Route, error) {
+			return Route{}, fmt.Errorf("route to %s: netlink: %w", dst, err)
+		}, func() {}
+	}
+	names := map[int]string{}
+	return func(dst net.IP) (Route, error) { return routeTo(h, names, dst) }, h.Close
+}
+
+func routeTo(h *netlink.Handle, names map[int]string, dst net.IP) (Route, error) {
+	routes, err := h.RouteGet(dst)
 	if err != nil {
 		// The kernel answers a route lookup that hits a blackhole, prohibit
 		// or unreachable route with these errnos; say which.
@@ -104,9 +123,14 @@ func RouteTo(dst net.IP) (Route, error) {
 		return Route{}, fmt.Errorf("route to %s: no route", dst)
 	}
 	r := routes[0]
-	link, err := netlink.LinkByIndex(r.LinkIndex)
-	if err != nil {
-		return Route{}, fmt.Errorf("route to %s: interface %d: %w", dst, r.LinkIndex, err)
+	name, ok := names[r.LinkIndex]
+	if !ok {
+		link, err := h.LinkByIndex(r.LinkIndex)
+		if err != nil {
+			return Route{}, fmt.Errorf("route to %s: interface %d: %w", dst, r.LinkIndex, err)
+		}
+		name = link.Attrs().Name
+		names[r.LinkIndex] = name
 	}
-	return Route{Iface: link.Attrs().Name, Src: r.Src, Gateway: r.Gw}, nil
+	return Route{Iface: name, Src: r.Src, Gateway: r.Gw}, nil
 }

@@ -43,6 +43,9 @@ func listNICs(o Options) ([]wire.NIC, []error, error) {
 	return nics, problems, nil
 }
 
+// newRouter returns RouteTo; there is nothing to reuse without netlink.
+func newRouter() (func(net.IP) (Route, error), func()) { return RouteTo, func() {} }
+
 // RouteTo returns the interface and source address this host uses to reach
 // dst. Without netlink it asks the kernel to bind a UDP socket toward dst
 // (no packet is sent) and finds the interface holding the chosen source
