@@ -25,7 +25,7 @@ type Conn struct {
 
 // NewConn wraps a stream (an SSH channel, stdin/stdout, a socket).
 func NewConn(rwc io.ReadWriteCloser) *Conn {
-	return &Conn{rwc: rwc, r: bufio.NewReaderSize(rwc, 256<<10)}
+	return &Conn{rwc: rwc, r: bufio.NewReaderSize(rwc, 64<<10)}
 }
 
 // Close closes the underlying stream.
