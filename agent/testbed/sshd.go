@@ -88,6 +88,11 @@ func (b *Bed) startSSHD(ctx context.Context, host, port int, keys Keys, cleanShe
 	return p, nil
 }
 
+// SSHDConfig returns the OpenSSH server configuration StartSSHD uses for
+// host h (curve25519-sha256 only, public keys only, keys' client key for
+// root), for tools that start sshd themselves (gwbench).
+func SSHDConfig(h Host, port int, keys Keys) (string, error) { return sshdConfig(h, port, keys) }
+
 // sshdConfig returns the server configuration for host h.
 func sshdConfig(h Host, port int, keys Keys) (string, error) {
 	for _, p := range []string{keys.HostKey, keys.AuthorizedKeys} {
