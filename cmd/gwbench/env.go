@@ -106,7 +106,6 @@ func setupNet(ctx context.Context, n int, b bins, dir string, logf func(string, 
 	return e, nil
 }
 
-
 // startSSHD starts OpenSSH's sshd in host i as testbed.StartSSHD does
 // (same configuration, clean shell: an empty file bind-mounted over
 // ~/.bashrc in the private mount namespace of ip netns exec), and also in
