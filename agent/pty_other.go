@@ -2,7 +2,12 @@
 
 package agent
 
-import "os"
+import (
+	"errors"
+	"os"
+)
+
+var errNoPTY = errors.New("pty not supported on this platform")
 
 func openPTY(rows, cols uint32) (master, slave *os.File, err error) { return nil, nil, errNoPTY }
 

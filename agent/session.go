@@ -152,7 +152,6 @@ type session struct {
 	pmi     *pmi.Server
 	pmiFDs  map[int]*os.File
 	pmiEnv  map[int][]string
-	stopped bool
 	waiters sync.WaitGroup
 
 	fmu    sync.Mutex
@@ -245,7 +244,6 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 			return err
 		}
 		s.mu.Lock()
-		s.stopped = s.stopped || sig.Name == "KILL" || sig.Name == "TERM"
 		for _, p := range s.procs {
 			_ = p.Signal(n)
 		}
@@ -436,7 +434,6 @@ func (s *session) spawn(ctx context.Context) error {
 func (s *session) stopAll(grace time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stopped = true
 	for _, p := range s.procs {
 		p.Stop(grace)
 	}

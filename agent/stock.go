@@ -3,7 +3,6 @@ package agent
 import (
 	"bufio"
 	"context"
-	"errors"
 	"io"
 	"net"
 	"os"
@@ -337,5 +336,3 @@ func lookupUser(string) userInfo {
 	}
 	return u
 }
-
-var errNoPTY = errors.New("pty not supported on this platform")

@@ -69,15 +69,6 @@ func normalize(c Config) Config {
 	return c
 }
 
-func mustRankSet(t *testing.T, s string) RankSet {
-	t.Helper()
-	rs, err := ParseRankSet(s)
-	if err != nil {
-		t.Fatalf("ParseRankSet(%q): %v", s, err)
-	}
-	return rs
-}
-
 // writeFile writes text to name in a fresh temporary directory.
 func writeFile(t *testing.T, name, text string) string {
 	t.Helper()

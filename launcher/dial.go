@@ -147,16 +147,12 @@ wait:
 				s.conn.Close()
 			}
 		}
-		if ctx.Err() != nil && parentAlive(ctx) {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, fmt.Errorf("hosts not reachable within --start-timeout %v: %w", timeout, errors.Join(errs...))
 		}
 		return nil, fmt.Errorf("cannot reach every host: %w", errors.Join(errs...))
 	}
 	return sessions, nil
-}
-
-func parentAlive(ctx context.Context) bool {
-	return errors.Is(ctx.Err(), context.DeadlineExceeded)
 }
 
 // dialOne opens one session: transport, Hello, Facts.

@@ -70,7 +70,6 @@ type job struct {
 	out      *console
 	events   chan event
 	stdinAck chan struct{}
-	pmi      bool
 
 	exited   map[int]bool
 	done     map[int]bool // hosts that sent Done or were lost
@@ -82,7 +81,6 @@ type job struct {
 	timedOut bool
 	lost     []string
 	fences   map[int]*fence
-	exitCode int
 }
 
 type fence struct {
@@ -153,13 +151,10 @@ func (j *job) kill() {
 func (j *job) fail(e *RankError) {
 	e.Stderr = j.out.tail(e.Rank)
 	j.failures = append(j.failures, e)
+	// Failures after a signal or timeout are listed, not blamed.
 	if j.first == nil && !j.stopping {
 		j.first = e
-		j.exitCode = e.ExitCode
 		j.stop(e.Error())
-	} else if j.first == nil {
-		// Failures after a signal or timeout are listed, not blamed.
-		return
 	}
 }
 
@@ -348,13 +343,4 @@ func pmiJob(jobID string, ranks []Rank) *wire.PMIJob {
 		hostOf[r.Rank] = r.NodeRank
 	}
 	return &wire.PMIJob{KVSName: "kvs_" + jobID, Size: len(ranks), Mapping: wire.ProcessMapping(hostOf)}
-}
-
-func sortedHosts(m map[int]bool) []int {
-	var out []int
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Ints(out)
-	return out
 }

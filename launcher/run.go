@@ -143,7 +143,7 @@ func Run(ctx context.Context, cfg Config, d Deps) int {
 	j := &job{
 		cfg: cfg, log: log, sessions: sessions, ranks: ranks, hostOf: hostOf,
 		events: make(chan event, 64), stdinAck: make(chan struct{}, 1), exited: map[int]bool{}, done: map[int]bool{},
-		fences: map[int]*fence{}, pmi: cfg.MPI != "none",
+		fences: map[int]*fence{},
 	}
 	j.out = newConsole(cfg, d.Stdout, d.Stderr, func(r int) string { return hosts[hostOf[r]].Name }, obs)
 	if coll != nil {

@@ -22,10 +22,8 @@ func TestMain(m *testing.M) {
 
 // capture collects output per stream and checks every chunk is whole lines.
 type capture struct {
-	mu     sync.Mutex
-	out    map[Stream]*bytes.Buffer
-	chunks int
-	bad    []string
+	mu  sync.Mutex
+	out map[Stream]*bytes.Buffer
 }
 
 func newCapture() *capture {
@@ -35,7 +33,6 @@ func newCapture() *capture {
 func (c *capture) sink(rank int, s Stream, data []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.chunks++
 	c.out[s].Write(data)
 }
 

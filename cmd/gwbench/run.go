@@ -106,19 +106,18 @@ func (o options) want(s string) bool { return len(o.only) == 0 || slices.Contain
 
 // bench is one gwbench run.
 type bench struct {
-	o        options
-	stdout   io.Writer
-	stderr   io.Writer
-	dir      string // scratch directory, removed at the end
-	bins     bins
-	net      *netEnv
-	results  []*Result
-	config   []ConfigLine
-	skipped  []string
-	findings []string
-	extra    map[string]string
-	mpiBin   string // compiled pmibench, "" until built
-	version  string // git describe at the start (bin/ is built from that tree)
+	o       options
+	stdout  io.Writer
+	stderr  io.Writer
+	dir     string // scratch directory, removed at the end
+	bins    bins
+	net     *netEnv
+	results []*Result
+	config  []ConfigLine
+	skipped []string
+	extra   map[string]string
+	mpiBin  string // compiled pmibench, "" until built
+	version string // git describe at the start (bin/ is built from that tree)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
