@@ -70,6 +70,7 @@ func TestMain(m *testing.M) {
 	_ = os.Chmod(dir, 0o755)
 	binDir = dir
 	code := m.Run()
+	agenttest.RemoveBinaries()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -96,23 +97,14 @@ func (b *built) get(t *testing.T, what string, build func() (string, error)) str
 	return b.path
 }
 
-var gangwayBins, mpichTest, ompiHello built
+var mpichTest, ompiHello built
 
-// binaries builds bin/agent and bin/launcher once per test process.
+// binaries builds bin/agent and bin/launcher once per test process
+// (agenttest.BuildBinaries; TestMain removes them).
 func binaries(t *testing.T) (agentBin, launcherBin string) {
 	t.Helper()
-	gangwayBins.get(t, "agent and launcher", func() (string, error) {
-		goBin, err := exec.LookPath("go")
-		if err != nil {
-			return "", err
-		}
-		cmd := exec.Command(goBin, "build", "-o", binDir+"/", "gangway/cmd/agent", "gangway/cmd/launcher")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("go build: %w\n%s", err, out)
-		}
-		return binDir, nil
-	})
-	return filepath.Join(binDir, "agent"), filepath.Join(binDir, "launcher")
+	launcherBin, agentBin = agenttest.BuildBinaries(t)
+	return agentBin, launcherBin
 }
 
 // compileMPI compiles src with the MPI compiler wrapper cc (mpicc.mpich or
@@ -204,26 +196,11 @@ func startAgents(t *testing.T, b *testbed.Bed, keys testbed.Keys, hosts ...int) 
 	return procs
 }
 
-// waitBanner dials addr until it answers with an SSH banner.
+// waitBanner waits until addr answers with an SSH banner (testbed.WaitSSH).
 func waitBanner(t *testing.T, addr string, p *testbed.Proc) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := readBanner(addr)
-		if err == nil {
-			return
-		}
-		if p != nil {
-			select {
-			case <-p.Done():
-				t.Fatalf("%s exited before listening on %s: %v\n%s", p, addr, p.Wait(), p.Output())
-			default:
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no SSH banner from %s: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := testbed.WaitSSH(t.Context(), addr, p, 30*time.Second); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,10 +1,8 @@
 package nettest
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -180,22 +178,4 @@ func waitNetnsOnly(t *testing.T, ns string, timeout time.Duration, keep ...int) 
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-}
-
-// readBanner dials addr and reads an SSH identification string.
-func readBanner(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("read banner: %w", err)
-	}
-	if !strings.HasPrefix(line, "SSH-2.0-") {
-		return fmt.Errorf("not an SSH banner: %q", line)
-	}
-	return nil
 }

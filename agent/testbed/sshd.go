@@ -80,7 +80,7 @@ func (b *Bed) startSSHD(ctx context.Context, host, port int, keys Keys, cleanShe
 		return fail(err)
 	}
 	addr := net.JoinHostPort(h.Addr, strconv.Itoa(port))
-	if err := waitSSHBanner(ctx, addr, p, sshdStartTimeout); err != nil {
+	if err := WaitSSH(ctx, addr, p, sshdStartTimeout); err != nil {
 		err = errors.Join(err, p.Stop(time.Second))
 		return fail(fmt.Errorf("%w\nsshd output:\n%s", err, p.Output()))
 	}
@@ -141,9 +141,10 @@ func cleanShellWrapper(dir string) ([]string, error) {
 	return []string{"/bin/sh", "-c", script, "sh", empty, rc}, nil
 }
 
-// waitSSHBanner dials addr from the root namespace until it answers with
-// an SSH identification string, p exits, ctx ends, or timeout passes.
-func waitSSHBanner(ctx context.Context, addr string, p *Proc, timeout time.Duration) error {
+// WaitSSH dials addr from the root namespace until it answers with an SSH
+// identification string (an sshd or a gangway agent is up), p exits (p may
+// be nil), ctx ends, or timeout passes.
+func WaitSSH(ctx context.Context, addr string, p *Proc, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last error
@@ -152,9 +153,13 @@ func waitSSHBanner(ctx context.Context, addr string, p *Proc, timeout time.Durat
 		if last == nil {
 			return nil
 		}
+		var exited <-chan struct{}
+		if p != nil {
+			exited = p.Done()
+		}
 		select {
-		case <-p.Done():
-			return fmt.Errorf("sshd exited before answering: %v", p.Wait())
+		case <-exited:
+			return fmt.Errorf("%s exited before answering on %s: %v\n%s", p, addr, p.Wait(), p.Output())
 		case <-ctx.Done():
 			return fmt.Errorf("no SSH banner from %s: %w (last: %v)", addr, ctx.Err(), last)
 		case <-time.After(20 * time.Millisecond):

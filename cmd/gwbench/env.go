@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -195,41 +193,7 @@ func shellQuote(s string) string {
 
 // waitBanner dials addr until it answers with an SSH identification string.
 func waitBanner(ctx context.Context, addr string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := readBanner(ctx, addr)
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no SSH banner from %s within %v: %w", addr, timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-func readBanner(ctx context.Context, addr string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(line, "SSH-2.0-") {
-		return errors.New("not an SSH banner")
-	}
-	return nil
+	return testbed.WaitSSH(ctx, addr, nil, timeout)
 }
 
 // addrs returns the data addresses of the first n hosts.

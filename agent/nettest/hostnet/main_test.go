@@ -20,7 +20,6 @@
 package hostnet
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -31,7 +30,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,47 +45,18 @@ const jobTimeout = 120 * time.Second
 // agentPort is where netns agents listen, as in production.
 const agentPort = 22122
 
-var binDir string // temp dir for the built binaries, made in TestMain
-
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "gangway-hostnet-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	_ = os.Chmod(dir, 0o755)
-	binDir = dir
 	code := m.Run()
-	os.RemoveAll(dir)
+	agenttest.RemoveBinaries()
 	os.Exit(code)
 }
 
-var (
-	buildOnce sync.Once
-	buildErr  error
-)
-
-// binaries builds bin/agent and bin/launcher once per test process.
+// binaries builds bin/agent and bin/launcher once per test process
+// (agenttest.BuildBinaries; TestMain removes them).
 func binaries(t *testing.T) (agentBin, launcherBin string) {
 	t.Helper()
-	buildOnce.Do(func() {
-		t0 := time.Now()
-		goBin, err := exec.LookPath("go")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		cmd := exec.Command(goBin, "build", "-o", binDir+"/", "gangway/cmd/agent", "gangway/cmd/launcher")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
-			return
-		}
-		t.Logf("built agent and launcher in %v", time.Since(t0).Round(time.Millisecond))
-	})
-	if buildErr != nil {
-		t.Fatalf("build agent and launcher: %v", buildErr)
-	}
-	return filepath.Join(binDir, "agent"), filepath.Join(binDir, "launcher")
+	launcherBin, agentBin = agenttest.BuildBinaries(t)
+	return agentBin, launcherBin
 }
 
 // dataNIC names host i's data interface: the hosts disagree on purpose.
@@ -224,42 +193,12 @@ func (c *cluster) hostList(slots int) string {
 	return strings.Join(s, ",")
 }
 
-// waitBanner dials addr until it answers with an SSH banner.
+// waitBanner waits until addr answers with an SSH banner (testbed.WaitSSH).
 func waitBanner(t *testing.T, addr string, p *testbed.Proc) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := readBanner(addr)
-		if err == nil {
-			return
-		}
-		select {
-		case <-p.Done():
-			t.Fatalf("%s exited before listening on %s: %v\n%s", p, addr, p.Wait(), p.Output())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no SSH banner from %s: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := testbed.WaitSSH(t.Context(), addr, p, 30*time.Second); err != nil {
+		t.Fatal(err)
 	}
-}
-
-func readBanner(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(line, "SSH-2.0-") {
-		return fmt.Errorf("not an SSH banner: %q", line)
-	}
-	return nil
 }
 
 // launch is one run of the launcher binary.
