@@ -199,9 +199,7 @@ func DryRun(w io.Writer, cfg Config) error {
 	if cfg.HostSource == "local" {
 		hosts = localDryRunHosts()
 	}
-	po := cfg.planOptions()
-	po.Oversubscribe = po.Oversubscribe || cfg.HostSource == "local"
-	ranks, err := Plan(hosts, cfg.NP, po)
+	ranks, err := Plan(hosts, cfg.NP, cfg.planOptions())
 	if err != nil {
 		return err
 	}

@@ -95,11 +95,7 @@ func Run(ctx context.Context, cfg Config, d Deps) int {
 			hosts[0].Slots = len(f.GPUs)
 		}
 		sessions[0].host = hosts[0]
-		// The implicit local host takes any -np (as torchrun's
-		// --nproc_per_node); its slots only set the default.
-		po := cfg.planOptions()
-		po.Oversubscribe = true
-		if ranks, err = Plan(hosts, cfg.NP, po); err != nil {
+		if ranks, err = Plan(hosts, cfg.NP, cfg.planOptions()); err != nil {
 			closeAll()
 			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
 			return ExitUsage
@@ -362,7 +358,9 @@ func (j *job) prepare(ctx context.Context, cfg Config, jobID string, envs [][]st
 }
 
 func (c Config) planOptions() PlanOptions {
-	return PlanOptions{MapBy: c.MapBy, NPerNode: c.NPerNode, Oversubscribe: c.Oversubscribe}
+	// The implicit local host takes any -np (as torchrun's
+	// --nproc_per_node); its slots only set the default.
+	return PlanOptions{MapBy: c.MapBy, NPerNode: c.NPerNode, Oversubscribe: c.Oversubscribe || c.HostSource == "local"}
 }
 
 // usedHosts keeps the hosts that run ranks and renumbers the plan.
