@@ -40,6 +40,9 @@ type Agent struct {
 
 	mu   sync.Mutex
 	jobs map[string]int // job id -> live sessions, for logs and isolation checks
+	// smi runs nvidia-smi, remembering answers for a minute: GPUs do not
+	// change between jobs, and nvidia-smi is slow on big servers.
+	smi func(ctx context.Context, args ...string) ([]byte, error)
 }
 
 // ErrVersion is returned when the launcher speaks another protocol version.
@@ -114,7 +117,14 @@ func (a *Agent) track(job string, d int) {
 }
 
 func (a *Agent) gather(ctx context.Context, peers []string) (wire.Facts, error) {
+	a.mu.Lock()
+	if a.smi == nil {
+		a.smi = facts.CachedNvidiaSMI(time.Minute, a.Facts.NvidiaSMI)
+	}
+	smi := a.smi
+	a.mu.Unlock()
 	o := a.Facts
+	o.NvidiaSMI = smi
 	if o.Name == "" {
 		o.Name = a.Name
 	}

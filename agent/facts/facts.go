@@ -20,6 +20,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"gangway/agent/wire"
 )
@@ -228,4 +230,37 @@ func runNvidiaSMI(ctx context.Context, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("nvidia-smi %s: %w: %s", strings.Join(args, " "), err, msg)
 	}
 	return out, nil
+}
+
+// CachedNvidiaSMI returns an Options.NvidiaSMI that remembers each answer
+// (output or error, by arguments) for ttl, so an agent serving many jobs
+// does not run nvidia-smi, which takes hundreds of milliseconds on a
+// large GPU server, for every launch. run nil means the real nvidia-smi.
+func CachedNvidiaSMI(ttl time.Duration, run func(ctx context.Context, args ...string) ([]byte, error)) func(ctx context.Context, args ...string) ([]byte, error) {
+	if run == nil {
+		run = runNvidiaSMI
+	}
+	type entry struct {
+		at  time.Time
+		out []byte
+		err error
+	}
+	var mu sync.Mutex
+	cache := map[string]entry{}
+	return func(ctx context.Context, args ...string) ([]byte, error) {
+		key := strings.Join(args, "\x00")
+		mu.Lock()
+		e, ok := cache[key]
+		mu.Unlock()
+		if ok && time.Since(e.at) < ttl {
+			return e.out, e.err
+		}
+		out, err := run(ctx, args...)
+		if ctx.Err() == nil { // a cancelled run says nothing about the host
+			mu.Lock()
+			cache[key] = entry{time.Now(), out, err}
+			mu.Unlock()
+		}
+		return out, err
+	}
 }

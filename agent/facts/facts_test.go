@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"gangway/agent/wire"
 )
@@ -110,5 +111,28 @@ func TestCountCPUList(t *testing.T) {
 		if (err != nil) != (tc.want < 0) || (err == nil && got != tc.want) {
 			t.Errorf("countCPUList(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+func TestCachedNvidiaSMI(t *testing.T) {
+	calls := 0
+	run := func(ctx context.Context, args ...string) ([]byte, error) {
+		calls++
+		return []byte(strings.Join(args, " ")), nil
+	}
+	smi := CachedNvidiaSMI(time.Hour, run)
+	for range 3 {
+		if out, _ := smi(t.Context(), "topo", "-m"); string(out) != "topo -m" {
+			t.Fatalf("got %q", out)
+		}
+	}
+	if out, _ := smi(t.Context(), "-L"); string(out) != "-L" || calls != 2 {
+		t.Fatalf("got %q after %d runs, want one run per distinct argument list", out, calls)
+	}
+	expired := CachedNvidiaSMI(0, run)
+	expired(t.Context(), "-L")
+	expired(t.Context(), "-L")
+	if calls != 4 {
+		t.Fatalf("%d runs, want a fresh run once the ttl has passed", calls)
 	}
 }
