@@ -28,40 +28,31 @@ func fakeEnv(m map[string]string) (func(string) string, []string) {
 // the issue and the flag reference in Usage.
 func defaultConfig(argv ...string) Config {
 	return Config{
-		HostSource:   "local",
-		MapBy:        "slot",
-		BindTo:       "none",
-		GPUsPer:      1,
-		Stdin:        0,
-		KillGrace:    5 * time.Second,
-		StartTimeout: 60 * time.Second,
-		LogFormat:    "console",
-		MPI:          "auto",
-		Transport:    "agent",
-		Port:         22122,
-		AgentPath:    "agent",
-		SSHCommand:   "ssh",
-		MetricScope:  "rank",
-		WarmupSteps:  -1,
-		Straggler:    0.05,
-		Preflight:    true,
-		Argv:         argv,
+		Place:     Placement{Source: HostsLocal, MapBy: "slot", BindTo: "none", GPUsPer: 1},
+		Env:       Environment{PMI: true},
+		Out:       Output{Stdin: 0, LogFormat: "console"},
+		Transport: Transport{Kind: "agent", Port: 22122, AgentPath: "agent", SSHCommand: "ssh", StartTimeout: 60 * time.Second},
+		Network:   Network{Preflight: true},
+		Control:   Control{KillGrace: 5 * time.Second},
+		Bench:     Bench{MetricScope: "rank", WarmupSteps: -1, Straggler: 0.05},
+		Argv:      argv,
 	}
 }
 
-// normalize makes empty slices nil so that DeepEqual compares contents.
+// normalize makes empty slices and maps nil so that DeepEqual compares
+// contents.
 func normalize(c Config) Config {
-	if len(c.Env) == 0 {
-		c.Env = nil
+	if len(c.Env.Vars) == 0 {
+		c.Env.Vars = nil
 	}
-	if len(c.MCA) == 0 {
-		c.MCA = nil
+	if len(c.Env.MCA) == 0 {
+		c.Env.MCA = nil
 	}
-	if len(c.Hosts) == 0 {
-		c.Hosts = nil
+	if len(c.Place.Hosts) == 0 {
+		c.Place.Hosts = nil
 	}
-	if len(c.Metrics) == 0 {
-		c.Metrics = nil
+	if len(c.Bench.Metrics) == 0 {
+		c.Bench.Metrics = nil
 	}
 	if len(c.Argv) == 0 {
 		c.Argv = nil
@@ -102,127 +93,126 @@ func TestParse(t *testing.T) {
 		want func(c *Config)
 	}{
 		{"no options", nil, nil, func(c *Config) {}},
-		{"-np", []string{"-np", "4"}, nil, func(c *Config) { c.NP = 4 }},
-		{"--np", []string{"--np", "4"}, nil, func(c *Config) { c.NP = 4 }},
-		{"-np=", []string{"-np=4"}, nil, func(c *Config) { c.NP = 4 }},
-		{"--np=", []string{"--np=4"}, nil, func(c *Config) { c.NP = 4 }},
-		{"-n", []string{"-n", "3"}, nil, func(c *Config) { c.NP = 3 }},
-		{"--n", []string{"--n", "3"}, nil, func(c *Config) { c.NP = 3 }},
-		{"last -np wins", []string{"-np", "2", "-n", "5"}, nil, func(c *Config) { c.NP = 5 }},
+		{"-np", []string{"-np", "4"}, nil, func(c *Config) { c.Place.NP = 4 }},
+		{"--np", []string{"--np", "4"}, nil, func(c *Config) { c.Place.NP = 4 }},
+		{"-np=", []string{"-np=4"}, nil, func(c *Config) { c.Place.NP = 4 }},
+		{"--np=", []string{"--np=4"}, nil, func(c *Config) { c.Place.NP = 4 }},
+		{"-n", []string{"-n", "3"}, nil, func(c *Config) { c.Place.NP = 3 }},
+		{"--n", []string{"--n", "3"}, nil, func(c *Config) { c.Place.NP = 3 }},
+		{"last -np wins", []string{"-np", "2", "-n", "5"}, nil, func(c *Config) { c.Place.NP = 5 }},
 		{"-H", []string{"-H", "a:2,b:2"}, nil, func(c *Config) {
-			c.Hosts = []hostfile.Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 2}}
-			c.HostSource = "-H"
+			c.Place.Hosts = []hostfile.Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 2}}
+			c.Place.Source = HostsList
 		}},
 		{"-host", []string{"-host", "a"}, nil, func(c *Config) {
-			c.Hosts = []hostfile.Host{{Name: "a", Slots: 1}}
-			c.HostSource = "-H"
+			c.Place.Hosts = []hostfile.Host{{Name: "a", Slots: 1}}
+			c.Place.Source = HostsList
 		}},
 		{"--host", []string{"--host", "a:3"}, nil, func(c *Config) {
-			c.Hosts = []hostfile.Host{{Name: "a", Slots: 3}}
-			c.HostSource = "-H"
+			c.Place.Hosts = []hostfile.Host{{Name: "a", Slots: 3}}
+			c.Place.Source = HostsList
 		}},
 		{"-H repeated hosts add slots", []string{"-H", "a,b,a", "-H", "a:3"}, nil, func(c *Config) {
-			c.Hosts = []hostfile.Host{{Name: "a", Slots: 5}, {Name: "b", Slots: 1}}
-			c.HostSource = "-H"
+			c.Place.Hosts = []hostfile.Host{{Name: "a", Slots: 5}, {Name: "b", Slots: 1}}
+			c.Place.Source = HostsList
 		}},
 		{"-H per-host ports and users", []string{"-H", "ubuntu@a:2:2222,b::2223,[fd00::1]:4"}, nil, func(c *Config) {
-			c.Hosts = []hostfile.Host{
+			c.Place.Hosts = []hostfile.Host{
 				{Name: "a", User: "ubuntu", Slots: 2, Port: 2222},
 				{Name: "b", Slots: 1, Port: 2223},
 				{Name: "fd00::1", Slots: 4},
 			}
-			c.HostSource = "-H"
+			c.Place.Source = HostsList
 		}},
-		{"-hostfile", []string{"-hostfile", hf}, nil, func(c *Config) { c.Hosts, c.HostSource = hfHosts, hf }},
-		{"--hostfile", []string{"--hostfile", hf}, nil, func(c *Config) { c.Hosts, c.HostSource = hfHosts, hf }},
-		{"-machinefile", []string{"-machinefile", hf}, nil, func(c *Config) { c.Hosts, c.HostSource = hfHosts, hf }},
-		{"--machinefile=", []string{"--machinefile=" + hf}, nil, func(c *Config) { c.Hosts, c.HostSource = hfHosts, hf }},
-		{"-f", []string{"-f", hf}, nil, func(c *Config) { c.Hosts, c.HostSource = hfHosts, hf }},
+		{"-hostfile", []string{"-hostfile", hf}, nil, func(c *Config) { c.Place.Hosts, c.Place.Source, c.Place.Hostfile = hfHosts, HostsFile, hf }},
+		{"--hostfile", []string{"--hostfile", hf}, nil, func(c *Config) { c.Place.Hosts, c.Place.Source, c.Place.Hostfile = hfHosts, HostsFile, hf }},
+		{"-machinefile", []string{"-machinefile", hf}, nil, func(c *Config) { c.Place.Hosts, c.Place.Source, c.Place.Hostfile = hfHosts, HostsFile, hf }},
+		{"--machinefile=", []string{"--machinefile=" + hf}, nil, func(c *Config) { c.Place.Hosts, c.Place.Source, c.Place.Hostfile = hfHosts, HostsFile, hf }},
+		{"-f", []string{"-f", hf}, nil, func(c *Config) { c.Place.Hosts, c.Place.Source, c.Place.Hostfile = hfHosts, HostsFile, hf }},
 		{"slurm allocation", nil, slurm, func(c *Config) {
-			c.Hosts = []hostfile.Host{{Name: "dgx01", Slots: 8}, {Name: "dgx02", Slots: 8}}
-			c.HostSource = "slurm"
+			c.Place.Hosts = []hostfile.Host{{Name: "dgx01", Slots: 8}, {Name: "dgx02", Slots: 8}}
+			c.Place.Source = HostsSlurm
 		}},
 		{"-H wins over slurm", []string{"-H", "a:2"}, slurm, func(c *Config) {
-			c.Hosts = []hostfile.Host{{Name: "a", Slots: 2}}
-			c.HostSource = "-H"
+			c.Place.Hosts = []hostfile.Host{{Name: "a", Slots: 2}}
+			c.Place.Source = HostsList
 		}},
-		{"hostfile wins over slurm", []string{"-f", hf}, slurm, func(c *Config) { c.Hosts, c.HostSource = hfHosts, hf }},
+		{"hostfile wins over slurm", []string{"-f", hf}, slurm, func(c *Config) { c.Place.Hosts, c.Place.Source, c.Place.Hostfile = hfHosts, HostsFile, hf }},
 		{"PBS node file", nil, map[string]string{"PBS_NODEFILE": pbs}, func(c *Config) {
-			c.Hosts = []hostfile.Host{{Name: "n1", Slots: 2}, {Name: "n2", Slots: 1}}
-			c.HostSource = "pbs"
+			c.Place.Hosts = []hostfile.Host{{Name: "n1", Slots: 2}, {Name: "n2", Slots: 1}}
+			c.Place.Source = HostsPBS
 		}},
 		{"slurm wins over PBS", nil, map[string]string{"PBS_NODEFILE": pbs, "SLURM_JOB_NODELIST": "dgx[01-02]", "SLURM_TASKS_PER_NODE": "8(x2)"}, func(c *Config) {
-			c.Hosts = []hostfile.Host{{Name: "dgx01", Slots: 8}, {Name: "dgx02", Slots: 8}}
-			c.HostSource = "slurm"
+			c.Place.Hosts = []hostfile.Host{{Name: "dgx01", Slots: 8}, {Name: "dgx02", Slots: 8}}
+			c.Place.Source = HostsSlurm
 		}},
 		{"throughput flags", []string{"--metric", "tok=(?P<value>[0-9.]+) tok/s", "--metric-scope", "global", "--warmup-steps", "3",
 			"--straggler-threshold", "0.1", "--baseline-ips", "120.5", "--report", "r.json", "--plot", "p.png", "--no-summary"}, nil, func(c *Config) {
-			c.Metrics = []string{"tok=(?P<value>[0-9.]+) tok/s"}
-			c.MetricScope, c.WarmupSteps, c.Straggler, c.BaselineIPS = "global", 3, 0.1, 120.5
-			c.ReportFile, c.PlotFile, c.NoSummary = "r.json", "p.png", true
+			c.Bench.Metrics = []string{"tok=(?P<value>[0-9.]+) tok/s"}
+			c.Bench.MetricScope, c.Bench.WarmupSteps, c.Bench.Straggler, c.Bench.BaselineIPS = "global", 3, 0.1, 120.5
+			c.Bench.ReportFile, c.Bench.PlotFile, c.Bench.NoSummary = "r.json", "p.png", true
 		}},
-		{"-x NAME", []string{"-x", "NCCL_DEBUG"}, env, func(c *Config) { c.Env = []string{"NCCL_DEBUG=WARN"} }},
-		{"-x NAME=VALUE", []string{"-x", "NCCL_DEBUG=INFO"}, env, func(c *Config) { c.Env = []string{"NCCL_DEBUG=INFO"} }},
-		{"-x value with =", []string{"-x", "WANDB_API_KEY"}, env, func(c *Config) { c.Env = []string{"WANDB_API_KEY=k=v"} }},
-		{"-x empty value", []string{"--x=EMPTY="}, nil, func(c *Config) { c.Env = []string{"EMPTY="} }},
-		{"-x PREFIX*", []string{"-x", "NCCL_*"}, env, func(c *Config) { c.Env = []string{"NCCL_DEBUG=WARN", "NCCL_IB_HCA=mlx5"} }},
-		{"-x later wins, first position kept", []string{"-x", "A=1", "-x", "B=2", "-x", "A=3"}, nil, func(c *Config) {
-			c.Env = []string{"A=3", "B=2"}
+		{"-x NAME", []string{"-x", "NCCL_DEBUG"}, env, func(c *Config) { c.Env.Vars = map[string]string{"NCCL_DEBUG": "WARN"} }},
+		{"-x NAME=VALUE", []string{"-x", "NCCL_DEBUG=INFO"}, env, func(c *Config) { c.Env.Vars = map[string]string{"NCCL_DEBUG": "INFO"} }},
+		{"-x value with =", []string{"-x", "WANDB_API_KEY"}, env, func(c *Config) { c.Env.Vars = map[string]string{"WANDB_API_KEY": "k=v"} }},
+		{"-x empty value", []string{"--x=EMPTY="}, nil, func(c *Config) { c.Env.Vars = map[string]string{"EMPTY": ""} }},
+		{"-x PREFIX*", []string{"-x", "NCCL_*"}, env, func(c *Config) { c.Env.Vars = map[string]string{"NCCL_DEBUG": "WARN", "NCCL_IB_HCA": "mlx5"} }},
+		{"-x later wins", []string{"-x", "A=1", "-x", "B=2", "-x", "A=3"}, nil, func(c *Config) {
+			c.Env.Vars = map[string]string{"A": "3", "B": "2"}
 		}},
 		{"--env-file then -x", []string{"--env-file", ef, "-x", "NCCL_DEBUG=TRACE"}, nil, func(c *Config) {
-			c.Env = []string{"NCCL_DEBUG=TRACE", "GREETING=hello world", "QUOTED=x"}
+			c.Env.Vars = map[string]string{"NCCL_DEBUG": "TRACE", "GREETING": "hello world", "QUOTED": "x"}
 		}},
-		{"-mca KEY VALUE", []string{"-mca", "btl", "tcp,self"}, nil, func(c *Config) { c.MCA = []string{"OMPI_MCA_btl=tcp,self"} }},
+		{"-mca KEY VALUE", []string{"-mca", "btl", "tcp,self"}, nil, func(c *Config) { c.Env.MCA = []string{"OMPI_MCA_btl=tcp,self"} }},
 		{"--mca twice", []string{"--mca", "pml", "ob1", "--mca", "btl", "^openib"}, nil, func(c *Config) {
-			c.MCA = []string{"OMPI_MCA_pml=ob1", "OMPI_MCA_btl=^openib"}
+			c.Env.MCA = []string{"OMPI_MCA_pml=ob1", "OMPI_MCA_btl=^openib"}
 		}},
 		{"-gmca", []string{"-gmca", "btl_tcp_if_include", "eth0"}, nil, func(c *Config) {
-			c.MCA = []string{"OMPI_MCA_btl_tcp_if_include=eth0"}
+			c.Env.MCA = []string{"OMPI_MCA_btl_tcp_if_include=eth0"}
 		}},
-		{"--mca=KEY=VALUE", []string{"--mca=btl=tcp"}, nil, func(c *Config) { c.MCA = []string{"OMPI_MCA_btl=tcp"} }},
-		{"-N", []string{"-N", "2"}, nil, func(c *Config) { c.NPerNode = 2 }},
-		{"--npernode", []string{"--npernode", "2"}, nil, func(c *Config) { c.NPerNode = 2 }},
-		{"-map-by node", []string{"-map-by", "node"}, nil, func(c *Config) { c.MapBy = "node" }},
-		{"--map-by slot", []string{"--map-by", "slot"}, nil, func(c *Config) { c.MapBy = "slot" }},
+		{"--mca=KEY=VALUE", []string{"--mca=btl=tcp"}, nil, func(c *Config) { c.Env.MCA = []string{"OMPI_MCA_btl=tcp"} }},
+		{"-N", []string{"-N", "2"}, nil, func(c *Config) { c.Place.NPerNode = 2 }},
+		{"--npernode", []string{"--npernode", "2"}, nil, func(c *Config) { c.Place.NPerNode = 2 }},
+		{"-map-by node", []string{"-map-by", "node"}, nil, func(c *Config) { c.Place.MapBy = "node" }},
+		{"--map-by slot", []string{"--map-by", "slot"}, nil, func(c *Config) { c.Place.MapBy = "slot" }},
 		{"-bind-to none", []string{"-bind-to", "none"}, nil, func(c *Config) {}},
-		{"--oversubscribe", []string{"--oversubscribe"}, nil, func(c *Config) { c.Oversubscribe = true }},
-		{"-oversubscribe", []string{"-oversubscribe"}, nil, func(c *Config) { c.Oversubscribe = true }},
-		{"--allow-run-as-root", []string{"--allow-run-as-root"}, nil, func(c *Config) { c.AllowRoot = true }},
-		{"-wdir", []string{"-wdir", "/data"}, nil, func(c *Config) { c.Dir = "/data" }},
-		{"--wd", []string{"--wd", "/data"}, nil, func(c *Config) { c.Dir = "/data" }},
-		{"--gpus-per-rank", []string{"--gpus-per-rank", "2"}, nil, func(c *Config) { c.GPUsPer = 2 }},
+		{"--oversubscribe", []string{"--oversubscribe"}, nil, func(c *Config) { c.Place.Oversubscribe = true }},
+		{"-oversubscribe", []string{"-oversubscribe"}, nil, func(c *Config) { c.Place.Oversubscribe = true }},
+		{"--allow-run-as-root", []string{"--allow-run-as-root"}, nil, func(c *Config) {}},
+		{"-wdir", []string{"-wdir", "/data"}, nil, func(c *Config) { c.Env.Dir = "/data" }},
+		{"--wd", []string{"--wd", "/data"}, nil, func(c *Config) { c.Env.Dir = "/data" }},
+		{"--gpus-per-rank", []string{"--gpus-per-rank", "2"}, nil, func(c *Config) { c.Place.GPUsPer = 2 }},
 		{"output flags", []string{"--tag-output", "-timestamp-output", "--output-filename", "out", "-output-from", "0,2-3"}, nil, func(c *Config) {
-			c.TagOutput, c.Timestamp, c.OutputDir = true, true, "out"
-			c.OutputFrom = RankSet{ranges: [][2]int{{0, 0}, {2, 3}}}
+			c.Out.Tag, c.Out.Timestamp, c.Out.Dir = true, true, "out"
+			c.Out.From = RankSet{ranges: [][2]int{{0, 0}, {2, 3}}}
 		}},
-		{"--stdin none", []string{"--stdin", "none"}, nil, func(c *Config) { c.Stdin = -1 }},
-		{"--stdin 3", []string{"--stdin", "3"}, nil, func(c *Config) { c.Stdin = 3 }},
-		{"--timeout seconds", []string{"--timeout", "90"}, nil, func(c *Config) { c.Timeout = 90 * time.Second }},
-		{"--timeout fraction", []string{"--timeout", "1.5"}, nil, func(c *Config) { c.Timeout = 1500 * time.Millisecond }},
-		{"--timeout duration", []string{"--timeout", "1m30s"}, nil, func(c *Config) { c.Timeout = 90 * time.Second }},
-		{"--start-timeout", []string{"--start-timeout", "5"}, nil, func(c *Config) { c.StartTimeout = 5 * time.Second }},
-		{"--kill-grace", []string{"--kill-grace", "2s"}, nil, func(c *Config) { c.KillGrace = 2 * time.Second }},
-		{"--kill-grace 0", []string{"--kill-grace=0s"}, nil, func(c *Config) { c.KillGrace = 0 }},
-		{"--dry-run", []string{"--dry-run"}, nil, func(c *Config) { c.DryRun = true }},
-		{"-dry-run=true", []string{"-dry-run=true"}, nil, func(c *Config) { c.DryRun = true }},
+		{"--stdin none", []string{"--stdin", "none"}, nil, func(c *Config) { c.Out.Stdin = -1 }},
+		{"--stdin 3", []string{"--stdin", "3"}, nil, func(c *Config) { c.Out.Stdin = 3 }},
+		{"--timeout seconds", []string{"--timeout", "90"}, nil, func(c *Config) { c.Control.Timeout = 90 * time.Second }},
+		{"--timeout fraction", []string{"--timeout", "1.5"}, nil, func(c *Config) { c.Control.Timeout = 1500 * time.Millisecond }},
+		{"--timeout duration", []string{"--timeout", "1m30s"}, nil, func(c *Config) { c.Control.Timeout = 90 * time.Second }},
+		{"--start-timeout", []string{"--start-timeout", "5"}, nil, func(c *Config) { c.Transport.StartTimeout = 5 * time.Second }},
+		{"--kill-grace", []string{"--kill-grace", "2s"}, nil, func(c *Config) { c.Control.KillGrace = 2 * time.Second }},
+		{"--kill-grace 0", []string{"--kill-grace=0s"}, nil, func(c *Config) { c.Control.KillGrace = 0 }},
+		{"--dry-run", []string{"--dry-run"}, nil, func(c *Config) { c.Mode = ModeDryRun }},
+		{"-dry-run=true", []string{"-dry-run=true"}, nil, func(c *Config) { c.Mode = ModeDryRun }},
 		{"--transport ssh", []string{"--transport", "ssh", "--ssh", "ssh -F /dev/null", "--agent-path", "/opt/agent"}, nil, func(c *Config) {
-			c.Transport, c.SSHCommand, c.AgentPath = "ssh", "ssh -F /dev/null", "/opt/agent"
+			c.Transport.Kind, c.Transport.SSHCommand, c.Transport.AgentPath = "ssh", "ssh -F /dev/null", "/opt/agent"
 		}},
-		{"-p", []string{"-p", "2222"}, nil, func(c *Config) { c.Port = 2222 }},
-		{"--port", []string{"--port", "2222"}, nil, func(c *Config) { c.Port = 2222 }},
+		{"-p", []string{"-p", "2222"}, nil, func(c *Config) { c.Transport.Port = 2222 }},
+		{"--port", []string{"--port", "2222"}, nil, func(c *Config) { c.Transport.Port = 2222 }},
 		{"ssh options", []string{"-i", "/k", "--known-hosts", "/kh", "--accept-new-host-keys"}, nil, func(c *Config) {
-			c.Identity, c.KnownHosts, c.AcceptNewHosts = "/k", "/kh", true
+			c.Transport.Identity, c.Transport.KnownHosts, c.Transport.AcceptNewHosts = "/k", "/kh", true
 		}},
-		{"-v and json logs", []string{"-v", "--log-format", "json"}, nil, func(c *Config) { c.Verbose, c.LogFormat = true, "json" }},
-		{"--mpi none", []string{"--mpi", "none"}, nil, func(c *Config) { c.MPI = "none" }},
+		{"-v and json logs", []string{"-v", "--log-format", "json"}, nil, func(c *Config) { c.Out.Verbose, c.Out.LogFormat = true, "json" }},
+		{"--mpi none", []string{"--mpi", "none"}, nil, func(c *Config) { c.Env.PMI = false }},
 		{"mpirun line", []string{"-np", "8", "-H", "a:4,b:4", "-bind-to", "none", "-map-by", "slot", "-x", "NCCL_DEBUG=INFO",
 			"-mca", "pml", "ob1", "-mca", "btl", "^openib", "--allow-run-as-root"}, nil, func(c *Config) {
-			c.NP = 8
-			c.Hosts = []hostfile.Host{{Name: "a", Slots: 4}, {Name: "b", Slots: 4}}
-			c.HostSource = "-H"
-			c.Env = []string{"NCCL_DEBUG=INFO"}
-			c.MCA = []string{"OMPI_MCA_pml=ob1", "OMPI_MCA_btl=^openib"}
-			c.AllowRoot = true
+			c.Place.NP = 8
+			c.Place.Hosts = []hostfile.Host{{Name: "a", Slots: 4}, {Name: "b", Slots: 4}}
+			c.Place.Source = HostsList
+			c.Env.Vars = map[string]string{"NCCL_DEBUG": "INFO"}
+			c.Env.MCA = []string{"OMPI_MCA_pml=ob1", "OMPI_MCA_btl=^openib"}
 		}},
 	}
 	for _, tt := range tests {
@@ -265,8 +255,8 @@ func TestParseStopsAtProgram(t *testing.T) {
 			t.Errorf("Parse(%q): %v", tt.args, err)
 			continue
 		}
-		if c.NP != tt.wantNP || !reflect.DeepEqual(c.Argv, tt.wantArgv) {
-			t.Errorf("Parse(%q): NP %d Argv %q, want %d %q", tt.args, c.NP, c.Argv, tt.wantNP, tt.wantArgv)
+		if c.Place.NP != tt.wantNP || !reflect.DeepEqual(c.Argv, tt.wantArgv) {
+			t.Errorf("Parse(%q): NP %d Argv %q, want %d %q", tt.args, c.Place.NP, c.Argv, tt.wantNP, tt.wantArgv)
 		}
 	}
 }
@@ -279,7 +269,7 @@ func TestParseAnalyze(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := defaultConfig("run1.log", "run2.log")
-	want.Analyze, want.HostSource, want.Stdin = true, "", 0
+	want.Mode, want.Place.Source, want.Env.PMI = ModeAnalyze, HostsLocal, false
 	if got := normalize(c); !reflect.DeepEqual(got, normalize(want)) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
@@ -288,13 +278,13 @@ func TestParseAnalyze(t *testing.T) {
 func TestParseHelpVersion(t *testing.T) {
 	for _, args := range [][]string{{"-h"}, {"--help"}, {"-help"}, {"-np", "2", "-h"}} {
 		c, err := Parse(args, func(string) string { return "" }, nil)
-		if err != nil || !c.Help {
-			t.Errorf("Parse(%q) = Help %v, %v; want help and no error", args, c.Help, err)
+		if err != nil || c.Mode != ModeHelp {
+			t.Errorf("Parse(%q) = mode %v, %v; want help and no error", args, c.Mode, err)
 		}
 	}
 	c, err := Parse([]string{"--version"}, func(string) string { return "" }, nil)
-	if err != nil || !c.Version {
-		t.Errorf("Parse(--version) = Version %v, %v; want version and no error", c.Version, err)
+	if err != nil || c.Mode != ModeVersion {
+		t.Errorf("Parse(--version) = mode %v, %v; want version and no error", c.Mode, err)
 	}
 }
 
@@ -396,10 +386,10 @@ func TestParseHostMaxSlots(t *testing.T) {
 			t.Errorf("%s: %v", tt.name, err)
 			continue
 		}
-		if !reflect.DeepEqual(c.Hosts, tt.want) {
-			t.Errorf("%s: hosts %+v, want %+v", tt.name, c.Hosts, tt.want)
+		if !reflect.DeepEqual(c.Place.Hosts, tt.want) {
+			t.Errorf("%s: hosts %+v, want %+v", tt.name, c.Place.Hosts, tt.want)
 		}
-		for _, h := range c.Hosts {
+		for _, h := range c.Place.Hosts {
 			if err := h.Validate(); err != nil {
 				t.Errorf("%s: merged host is invalid: %v", tt.name, err)
 			}

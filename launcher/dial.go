@@ -65,6 +65,94 @@ func isLocal(h hostfile.Host) bool {
 	return h.Port == 0 && h.User == "" && (h.Name == "localhost" || h.Name == "127.0.0.1")
 }
 
+// localHost is the implicit host of a job given no hosts: this machine,
+// through the in-process agent.
+func localHost(slots int) hostfile.Host { return hostfile.Host{Name: "localhost", Slots: slots} }
+
+// localSlots is the local host's default rank count: one per GPU, else one
+// per CPU.
+func localSlots(f wire.Facts) int {
+	if len(f.GPUs) > 0 {
+		return len(f.GPUs)
+	}
+	return max(f.CPUs, 1)
+}
+
+// cluster is the outcome of the dial phase: one open session per host
+// that runs ranks and, for a job, the plan over them.
+type cluster struct {
+	sessions []*session
+	ranks    []Rank
+}
+
+func (c *cluster) close() {
+	for _, s := range c.sessions {
+		s.conn.Close()
+	}
+}
+
+// dial is the first phase of a job and of --inspect: it plans the job
+// (plan=true; a bad -np fails before any network traffic), reaches every
+// host that runs ranks, and gives the implicit local host its slots from
+// its facts. Plan errors are usage errors.
+func dial(ctx context.Context, cfg Config, d Deps, jobID string, plan bool) (*cluster, error) {
+	hosts := cfg.Place.Hosts
+	local := cfg.Place.Source == HostsLocal
+	if local {
+		hosts = []hostfile.Host{localHost(1)}
+	}
+	var ranks []Rank
+	if plan && !local {
+		var err error
+		if ranks, err = Plan(hosts, cfg.Place.NP, cfg.Place.planOptions()); err != nil {
+			return nil, usageError{err}
+		}
+		hosts = usedHosts(hosts, ranks)
+	}
+	names := make([]string, len(hosts))
+	for i, h := range hosts {
+		names[i] = h.Name
+	}
+	hello := func(i int) wire.Hello {
+		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, WantPort: true, Peers: routePeers(names, i)}
+	}
+	sessions, err := dialAll(ctx, d.Log, hosts, d.Local, d.Remote, hello, cfg.Transport.StartTimeout)
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{sessions: sessions, ranks: ranks}
+	if local {
+		sessions[0].host.Slots = localSlots(sessions[0].facts)
+		if plan {
+			if c.ranks, err = Plan([]hostfile.Host{sessions[0].host}, cfg.Place.NP, cfg.Place.planOptions()); err != nil {
+				c.close()
+				return nil, usageError{err}
+			}
+		}
+	}
+	return c, nil
+}
+
+// usedHosts keeps the hosts that run ranks and renumbers the plan.
+func usedHosts(hosts []hostfile.Host, ranks []Rank) []hostfile.Host {
+	used := make([]bool, len(hosts))
+	for _, r := range ranks {
+		used[r.Host] = true
+	}
+	idx := make([]int, len(hosts))
+	var out []hostfile.Host
+	for i, h := range hosts {
+		if used[i] {
+			idx[i] = len(out)
+			out = append(out, h)
+		}
+	}
+	for k := range ranks {
+		ranks[k].Host = idx[ranks[k].Host]
+	}
+	return out
+}
+
 // dialAll connects to every host concurrently, retrying with backoff until
 // timeout, and says while waiting which hosts are still missing. It
 // returns every session or, at the deadline, an error naming each missing
@@ -73,86 +161,104 @@ func dialAll(ctx context.Context, log *zap.Logger, hosts []hostfile.Host, local,
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	sessions := make([]*session, len(hosts))
-	var mu sync.Mutex
-	lastErr := make(map[int]error)
+	w := &waiting{hosts: hosts, lastErr: map[int]error{}}
 	var wg sync.WaitGroup
 	for i, h := range hosts {
 		d := remote
 		if isLocal(h) {
 			d = local
 		}
-		wg.Go(func() {
-			backoff := 50 * time.Millisecond
-			for {
-				s, err := dialOne(ctx, d, i, h, hello(i))
-				if err == nil {
-					mu.Lock()
-					sessions[i] = s
-					delete(lastErr, i)
-					mu.Unlock()
-					return
-				}
-				mu.Lock()
-				lastErr[i] = err
-				mu.Unlock()
-				if errors.Is(err, ErrPermanent) || d == nil {
-					return
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(backoff):
-				}
-				backoff = min(backoff*2, 2*time.Second)
-			}
-		})
+		wg.Go(func() { sessions[i] = dialRetry(ctx, d, i, h, hello(i), w.note) })
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	tick := time.NewTicker(3 * time.Second)
-	defer tick.Stop()
-wait:
-	for {
-		select {
-		case <-done:
-			break wait
-		case <-tick.C:
-			mu.Lock()
-			var missing []string
-			for i, err := range lastErr {
-				missing = append(missing, fmt.Sprintf("%s (%v)", hosts[i].Name, err))
-			}
-			mu.Unlock()
-			sort.Strings(missing)
-			if len(missing) > 0 {
-				// Warn, not Info: the launcher logs warnings by default, and
-				// users must see which hosts they are waiting for.
-				log.Warn("waiting for hosts", zap.Int("missing", len(missing)), zap.String("hosts", strings.Join(missing, ", ")))
-			}
-		}
-	}
+	w.report(log, done)
 	var errs []error
 	for i := range hosts {
 		if sessions[i] == nil {
-			err := lastErr[i]
+			err := w.lastErr[i]
 			if err == nil {
 				err = ctx.Err()
 			}
 			errs = append(errs, &HostError{Host: hosts[i].Name, Err: err})
 		}
 	}
-	if len(errs) > 0 {
-		for _, s := range sessions {
-			if s != nil {
-				s.conn.Close()
-			}
-		}
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("hosts not reachable within --start-timeout %v: %w", timeout, errors.Join(errs...))
-		}
-		return nil, fmt.Errorf("cannot reach every host: %w", errors.Join(errs...))
+	if len(errs) == 0 {
+		return sessions, nil
 	}
-	return sessions, nil
+	for _, s := range sessions {
+		if s != nil {
+			s.conn.Close()
+		}
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, fmt.Errorf("hosts not reachable within --start-timeout %v: %w", timeout, errors.Join(errs...))
+	}
+	return nil, fmt.Errorf("cannot reach every host: %w", errors.Join(errs...))
+}
+
+// dialRetry dials one host until it answers, a permanent error, or ctx
+// ends; note hears every failed attempt (nil once connected).
+func dialRetry(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire.Hello, note func(i int, err error)) *session {
+	backoff := 50 * time.Millisecond
+	for {
+		s, err := dialOne(ctx, d, i, h, hello)
+		note(i, err)
+		if err == nil {
+			return s
+		}
+		if errors.Is(err, ErrPermanent) || d == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// waiting tracks the hosts not reached yet and why.
+type waiting struct {
+	hosts   []hostfile.Host
+	mu      sync.Mutex
+	lastErr map[int]error
+}
+
+func (w *waiting) note(i int, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err == nil {
+		delete(w.lastErr, i)
+	} else {
+		w.lastErr[i] = err
+	}
+}
+
+// report says every 3 s which hosts are still missing, until done.
+func (w *waiting) report(log *zap.Logger, done <-chan struct{}) {
+	tick := time.NewTicker(3 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		w.mu.Lock()
+		var missing []string
+		for i, err := range w.lastErr {
+			missing = append(missing, fmt.Sprintf("%s (%v)", w.hosts[i].Name, err))
+		}
+		w.mu.Unlock()
+		sort.Strings(missing)
+		if len(missing) > 0 {
+			// Warn, not Info: the launcher logs warnings by default, and
+			// users must see which hosts they are waiting for.
+			log.Warn("waiting for hosts", zap.Int("missing", len(missing)), zap.String("hosts", strings.Join(missing, ", ")))
+		}
+	}
 }
 
 // dialOne opens one session: transport, Hello, Facts.

@@ -1,19 +1,16 @@
 package launcher
 
 import (
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
+
+	"gangway/nccl"
 )
 
 // HostEnv is what the environment needs to know about one host.
 type HostEnv struct {
 	Name string // the name the launcher knows it by (HOROVOD_HOSTNAME)
-	// GPUs are the GPU indices handed out to this host's ranks in local
-	// rank order; nil when the host has no GPUs (CUDA_VISIBLE_DEVICES is
-	// then left alone).
-	GPUs []int
 	// Net is host-specific network environment (NCCL_SOCKET_IFNAME...).
 	Net []string
 }
@@ -23,12 +20,13 @@ type JobEnv struct {
 	JobID      string
 	MasterAddr string
 	MasterPort int
-	GPUsPer    int
-	User       []string // -x and --env-file, KEY=VALUE
-	MCA        []string // OMPI_MCA_KEY=VALUE
+	Vars       map[string]string // -x and --env-file
+	MCA        []string          // OMPI_MCA_KEY=VALUE
 }
 
-// identityKeys are computed per rank and never overridden by -x.
+// identityKeys are computed per rank and never overridden by -x. The
+// launcher owns all of them, PMI_RANK and PMI_SIZE included; the agent adds
+// only PMI_FD, the connection to its PMI server.
 var identityKeys = map[string]bool{
 	"RANK": true, "WORLD_SIZE": true, "LOCAL_RANK": true, "LOCAL_WORLD_SIZE": true,
 	"GROUP_RANK": true, "GROUP_WORLD_SIZE": true, "ROLE_RANK": true, "ROLE_WORLD_SIZE": true,
@@ -40,11 +38,12 @@ var identityKeys = map[string]bool{
 	"GANGWAY_JOB_ID": true, "GANGWAY_HOST": true,
 }
 
-// Environ builds every rank's environment: the variables gangway sets,
-// then -mca, then -x (which win over everything but the rank's identity).
-// The result is indexed by rank; each entry is sorted KEY=VALUE. The host's
-// own environment (the agent's) is the base the ranks start from.
-func Environ(ranks []Rank, hosts []HostEnv, j JobEnv) ([][]string, error) {
+// Environ builds every rank's environment: the variables gangway sets
+// (CUDA_VISIBLE_DEVICES from the rank's GPUs), then -mca, then -x (which
+// win over everything but the rank's identity). The result is indexed by
+// rank; each entry is sorted KEY=VALUE. The host's own environment (the
+// agent's) is the base the ranks start from.
+func Environ(ranks []Rank, hosts []HostEnv, j JobEnv) [][]string {
 	size := len(ranks)
 	groups := 0
 	seen := make(map[int]bool)
@@ -71,7 +70,6 @@ func Environ(ranks []Rank, hosts []HostEnv, j JobEnv) ([][]string, error) {
 			crossHosts[l] = append(crossHosts[l], h)
 		}
 	}
-	gpusPer := max(j.GPUsPer, 1)
 	out := make([][]string, size)
 	for _, r := range ranks {
 		h := hosts[r.Host]
@@ -94,28 +92,21 @@ func Environ(ranks []Rank, hosts []HostEnv, j JobEnv) ([][]string, error) {
 			"GANGWAY_JOB_ID":     j.JobID, "GANGWAY_HOST": h.Name,
 			"PYTHONUNBUFFERED": "1",
 		}
-		if h.GPUs != nil {
-			lo, hi := r.LocalRank*gpusPer, (r.LocalRank+1)*gpusPer
-			if hi > len(h.GPUs) {
-				return nil, fmt.Errorf("host %s: %d local ranks x %d GPUs per rank need %d GPUs, the host has %d", h.Name, r.LocalSize, gpusPer, r.LocalSize*gpusPer, len(h.GPUs))
-			}
-			ids := make([]string, 0, gpusPer)
-			for _, g := range h.GPUs[lo:hi] {
-				ids = append(ids, itoa(g))
-			}
-			m["CUDA_VISIBLE_DEVICES"] = strings.Join(ids, ",")
+		if r.GPUs != nil {
+			m["CUDA_VISIBLE_DEVICES"] = nccl.CUDAVisibleDevices(r.GPUs)
 			m["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
 		}
 		for _, kv := range h.Net {
 			k, v, _ := strings.Cut(kv, "=")
 			m[k] = v
 		}
-		for _, list := range [][]string{j.MCA, j.User} {
-			for _, kv := range list {
-				k, v, _ := strings.Cut(kv, "=")
-				if !identityKeys[k] {
-					m[k] = v
-				}
+		for _, kv := range j.MCA {
+			k, v, _ := strings.Cut(kv, "=")
+			m[k] = v
+		}
+		for k, v := range j.Vars {
+			if !identityKeys[k] {
+				m[k] = v
 			}
 		}
 		env := make([]string, 0, len(m))
@@ -125,7 +116,7 @@ func Environ(ranks []Rank, hosts []HostEnv, j JobEnv) ([][]string, error) {
 		sort.Strings(env)
 		out[r.Rank] = env
 	}
-	return out, nil
+	return out
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -6,6 +6,10 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"gangway/agent/wire"
+	"gangway/hostfile"
+	"gangway/nccl"
 )
 
 // envMap turns KEY=VALUE entries into a map, failing on a repeated key.
@@ -73,10 +77,7 @@ func wantIdentity(id identity, masterAddr, masterPort, jobID string) map[string]
 func TestEnvironTwoByTwo(t *testing.T) {
 	ranks := []Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}
 	hosts := []HostEnv{{Name: "a"}, {Name: "b"}}
-	envs, err := Environ(ranks, hosts, JobEnv{JobID: "j1", MasterAddr: "10.0.0.1", MasterPort: 29500, GPUsPer: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	envs := Environ(ranks, hosts, JobEnv{JobID: "j1", MasterAddr: "10.0.0.1", MasterPort: 29500})
 	if len(envs) != 4 {
 		t.Fatalf("got %d environments, want 4", len(envs))
 	}
@@ -186,10 +187,7 @@ func TestEnvironUneven(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			envs, err := Environ(tt.ranks, tt.hosts, JobEnv{JobID: "j", MasterAddr: "m", MasterPort: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
+			envs := Environ(tt.ranks, tt.hosts, JobEnv{JobID: "j", MasterAddr: "m", MasterPort: 1})
 			for r, id := range tt.want {
 				if got, want := envMap(t, envs[r]), wantIdentity(id, "m", "1", "j"); !reflect.DeepEqual(got, want) {
 					t.Errorf("rank %d:\n got %v\nwant %v", r, got, want)
@@ -205,10 +203,7 @@ func TestEnvironPlanned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	envs, err := Environ(ranks, []HostEnv{{Name: "a"}, {Name: "b"}, {Name: "c"}}, JobEnv{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	envs := Environ(ranks, []HostEnv{{Name: "a"}, {Name: "b"}, {Name: "c"}}, JobEnv{})
 	// rank, host, local rank, cross rank, cross size
 	want := [][5]string{
 		{"0", "a", "0", "0", "3"},
@@ -232,16 +227,13 @@ func TestEnvironUserMCANet(t *testing.T) {
 	j := JobEnv{
 		JobID: "j", MasterAddr: "m", MasterPort: 29500,
 		MCA: []string{"OMPI_MCA_btl=tcp,self", "OMPI_MCA_pml=ob1"},
-		User: []string{
-			"RANK=99", "WORLD_SIZE=1", "LOCAL_RANK=7", "OMPI_COMM_WORLD_RANK=5", "HOROVOD_HOSTNAME=x",
-			"PMI_RANK=3", "GANGWAY_JOB_ID=evil", "GROUP_RANK=9",
-			"MASTER_PORT=1234", "FOO=bar", "OMPI_MCA_pml=ucx", "PYTHONUNBUFFERED=0", "EMPTY=",
+		Vars: map[string]string{
+			"RANK": "99", "WORLD_SIZE": "1", "LOCAL_RANK": "7", "OMPI_COMM_WORLD_RANK": "5", "HOROVOD_HOSTNAME": "x",
+			"PMI_RANK": "3", "GANGWAY_JOB_ID": "evil", "GROUP_RANK": "9",
+			"MASTER_PORT": "1234", "FOO": "bar", "OMPI_MCA_pml": "ucx", "PYTHONUNBUFFERED": "0", "EMPTY": "",
 		},
 	}
-	envs, err := Environ(ranks, hosts, j)
-	if err != nil {
-		t.Fatal(err)
-	}
+	envs := Environ(ranks, hosts, j)
 	for r, host := range []string{"a", "b"} {
 		m := envMap(t, envs[r])
 		want := map[string]string{
@@ -268,39 +260,51 @@ func TestEnvironUserMCANet(t *testing.T) {
 }
 
 func TestEnvironPythonUnbufferedDefault(t *testing.T) {
-	envs, err := Environ([]Rank{rk(0, 0, 0, 1, 0)}, []HostEnv{{Name: "a"}}, JobEnv{User: []string{"X=1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	envs := Environ([]Rank{rk(0, 0, 0, 1, 0)}, []HostEnv{{Name: "a"}}, JobEnv{Vars: map[string]string{"X": "1"}})
 	if !slices.Contains(envs[0], "PYTHONUNBUFFERED=1") {
 		t.Errorf("PYTHONUNBUFFERED=1 missing: %q", envs[0])
 	}
 }
 
-func TestEnvironGPUs(t *testing.T) {
-	two := []Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0)}
+// gpuSession is a host whose agent reported GPUs with these indices.
+func gpuSession(name string, idx ...int) *session {
+	s := &session{host: hostfile.Host{Name: name}}
+	for _, g := range idx {
+		s.facts.GPUs = append(s.facts.GPUs, wire.GPU{Index: g})
+	}
+	return s
+}
+
+// TestAssignGPUs checks each rank's GPUs, chosen once, and the
+// CUDA_VISIBLE_DEVICES that Environ builds from them.
+func TestAssignGPUs(t *testing.T) {
+	two := func() []Rank { return []Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0)} }
 	tests := []struct {
-		name    string
-		ranks   []Rank
-		hosts   []HostEnv
-		gpusPer int
-		want    []string // CUDA_VISIBLE_DEVICES per rank; "-" for unset
+		name     string
+		ranks    []Rank
+		sessions []*session
+		gpusPer  int
+		want     []string // CUDA_VISIBLE_DEVICES per rank; "-" for unset
 	}{
-		{"one per local rank", two, []HostEnv{{Name: "a", GPUs: []int{0, 1, 2, 3}}}, 1, []string{"0", "1"}},
-		{"GPUsPer 0 means 1", two, []HostEnv{{Name: "a", GPUs: []int{0, 1}}}, 0, []string{"0", "1"}},
-		{"host's visible GPU ids, not positions", two, []HostEnv{{Name: "a", GPUs: []int{3, 5}}}, 1, []string{"3", "5"}},
-		{"--gpus-per-rank 2", two, []HostEnv{{Name: "a", GPUs: []int{0, 1, 2, 3}}}, 2, []string{"0,1", "2,3"}},
-		{"no GPUs leaves it unset", two, []HostEnv{{Name: "a"}}, 1, []string{"-", "-"}},
+		{"one per local rank", two(), []*session{gpuSession("a", 0, 1, 2, 3)}, 1, []string{"0", "1"}},
+		{"GPUsPer 0 means 1", two(), []*session{gpuSession("a", 0, 1)}, 0, []string{"0", "1"}},
+		{"host's visible GPU ids, not positions", two(), []*session{gpuSession("a", 3, 5)}, 1, []string{"3", "5"}},
+		{"--gpus-per-rank 2", two(), []*session{gpuSession("a", 0, 1, 2, 3)}, 2, []string{"0,1", "2,3"}},
+		{"no GPUs leaves it unset", two(), []*session{gpuSession("a")}, 1, []string{"-", "-"}},
 		{"by local rank on each host", []Rank{rk(0, 0, 0, 1, 0), rk(1, 1, 0, 2, 1), rk(2, 1, 1, 2, 1), rk(3, 2, 0, 1, 2)},
-			[]HostEnv{{Name: "a", GPUs: []int{0}}, {Name: "b", GPUs: []int{0, 1}}, {Name: "c"}}, 1,
+			[]*session{gpuSession("a", 0), gpuSession("b", 0, 1), gpuSession("c")}, 1,
 			[]string{"0", "0", "1", "-"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			envs, err := Environ(tt.ranks, tt.hosts, JobEnv{GPUsPer: tt.gpusPer})
-			if err != nil {
+			if err := assignGPUs(Placement{GPUsPer: tt.gpusPer}, tt.ranks, tt.sessions); err != nil {
 				t.Fatal(err)
 			}
+			hosts := make([]HostEnv, len(tt.sessions))
+			for i, s := range tt.sessions {
+				hosts[i] = HostEnv{Name: s.host.Name}
+			}
+			envs := Environ(tt.ranks, hosts, JobEnv{})
 			for r, want := range tt.want {
 				m := envMap(t, envs[r])
 				got, ok := m["CUDA_VISIBLE_DEVICES"]
@@ -313,27 +317,31 @@ func TestEnvironGPUs(t *testing.T) {
 				if order, ok := m["CUDA_DEVICE_ORDER"]; (want != "-") != ok || ok && order != "PCI_BUS_ID" {
 					t.Errorf("rank %d: CUDA_DEVICE_ORDER=%q (set %v) with CUDA_VISIBLE_DEVICES %q", r, order, ok, want)
 				}
+				if got, want := nccl.CUDAVisibleDevices(tt.ranks[r].GPUs), strings.TrimPrefix(want, "-"); got != want {
+					t.Errorf("rank %d: GPUs %v, want %q: StartJob would bind to other GPUs than the environment names", r, tt.ranks[r].GPUs, want)
+				}
 			}
 		})
 	}
 }
 
-func TestEnvironTooFewGPUs(t *testing.T) {
-	two := []Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0)}
+func TestAssignTooFewGPUs(t *testing.T) {
 	tests := []struct {
 		name    string
 		gpus    []int
 		gpusPer int
+		filter  GPUFilter
 		wantMsg string
 	}{
-		{"one GPU, two ranks", []int{0}, 1, "host gpu0: 2 local ranks x 1 GPUs per rank need 2 GPUs, the host has 1"},
-		{"three GPUs, two ranks x 2", []int{0, 1, 2}, 2, "host gpu0: 2 local ranks x 2 GPUs per rank need 4 GPUs, the host has 3"},
-		{"empty GPU list", []int{}, 1, "need 2 GPUs, the host has 0"},
+		{"one GPU, two ranks", []int{0}, 1, GPUFilter{}, "host gpu0: 2 ranks x 1 GPUs need 2 GPUs, 1 are available ([0])"},
+		{"three GPUs, two ranks x 2", []int{0, 1, 2}, 2, GPUFilter{}, "host gpu0: 2 ranks x 2 GPUs need 4 GPUs, 3 are available ([0 1 2])"},
+		{"--gpus keeps one", []int{0, 1, 2}, 1, GPUFilter{All: []int{2}}, "need 2 GPUs, 1 are available ([2])"},
 	}
 	for _, tt := range tests {
-		_, err := Environ(two, []HostEnv{{Name: "gpu0", GPUs: tt.gpus}}, JobEnv{GPUsPer: tt.gpusPer})
+		ranks := []Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0)}
+		err := assignGPUs(Placement{GPUsPer: tt.gpusPer, GPUs: tt.filter}, ranks, []*session{gpuSession("gpu0", tt.gpus...)})
 		if err == nil || !strings.Contains(err.Error(), tt.wantMsg) {
-			t.Errorf("%s: Environ error %v, want one containing %q", tt.name, err, tt.wantMsg)
+			t.Errorf("%s: assignGPUs error %v, want one containing %q", tt.name, err, tt.wantMsg)
 		}
 	}
 }

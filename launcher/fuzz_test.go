@@ -60,22 +60,22 @@ func FuzzParseArgs(f *testing.F) {
 		if len(c.Argv) > len(args) || !slices.Equal(c.Argv, args[len(args)-len(c.Argv):]) {
 			t.Fatalf("Parse(%q): Argv %q is not a suffix of the arguments", args, c.Argv)
 		}
-		if c.NP < 0 {
-			t.Fatalf("Parse(%q) accepted NP %d", args, c.NP)
+		if c.Place.NP < 0 || c.Place.NP > MaxRanks {
+			t.Fatalf("Parse(%q) accepted NP %d", args, c.Place.NP)
 		}
-		if c.Help || c.Version || c.Analyze {
+		if c.Mode == ModeHelp || c.Mode == ModeVersion || c.Mode == ModeAnalyze {
 			return
 		}
 		if len(c.Argv) == 0 {
 			t.Fatalf("Parse(%q) accepted no program", args)
 		}
-		if c.Timeout < 0 || c.KillGrace < 0 || c.StartTimeout < 0 || c.NPerNode < 0 || c.GPUsPer < 1 {
+		if c.Control.Timeout < 0 || c.Control.KillGrace < 0 || c.Transport.StartTimeout < 0 || c.Place.NPerNode < 0 || c.Place.GPUsPer < 1 {
 			t.Fatalf("Parse(%q) accepted %+v", args, c)
 		}
-		if c.HostSource == "" || c.HostSource != "local" && len(c.Hosts) == 0 {
-			t.Fatalf("Parse(%q): HostSource %q with hosts %v", args, c.HostSource, c.Hosts)
+		if c.Place.Source != HostsLocal && len(c.Place.Hosts) == 0 || c.Place.Source == HostsLocal && len(c.Place.Hosts) != 0 {
+			t.Fatalf("Parse(%q): host source %v with hosts %v", args, c.Place.Source, c.Place.Hosts)
 		}
-		for _, h := range c.Hosts {
+		for _, h := range c.Place.Hosts {
 			if err := h.Validate(); err != nil {
 				t.Fatalf("Parse(%q) accepted an invalid host: %v", args, err)
 			}

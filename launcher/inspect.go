@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 
 	"gangway/agent/wire"
-	"gangway/hostfile"
 	"gangway/nccl"
 )
 
@@ -30,27 +29,20 @@ type InspectHost struct {
 // Inspect reaches every host, then prints its facts and the environment
 // the launcher would set there, as a table or (--json) JSON.
 func Inspect(ctx context.Context, cfg Config, d Deps) int {
-	hosts := cfg.Hosts
-	if cfg.HostSource == "local" {
-		hosts = []hostfile.Host{{Name: "localhost", Slots: 1}}
-	}
-	peers := make([]string, len(hosts))
-	for i, h := range hosts {
-		peers[i] = h.Name
-	}
-	hello := func(i int) wire.Hello {
-		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: "inspect-" + newJobID(), Host: hosts[i].Name, WantPort: true, Peers: routePeers(peers, i)}
-	}
-	sessions, err := dialAll(ctx, d.Log, hosts, d.Local, d.Remote, hello, cfg.StartTimeout)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sigs := watchSignals(d.Signals, cancel)
+	defer sigs.stop()
+	c, err := dial(ctx, cfg, d, "inspect-"+newJobID(), false)
 	if err != nil {
-		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-		return ExitSetup
-	}
-	defer func() {
-		for _, s := range sessions {
-			s.conn.Close()
+		if cause := context.Cause(ctx); cause != nil {
+			err = cause
 		}
-	}()
+		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
+		return exitCode(err, false)
+	}
+	defer c.close()
+	sessions := c.sessions
 	choices, cerr := chooseNetworks(cfg, sessions)
 	out := make([]InspectHost, len(sessions))
 	for i, s := range sessions {
@@ -63,9 +55,9 @@ func Inspect(ctx context.Context, cfg Config, d Deps) int {
 		}
 		if c != nil {
 			ih.Interfaces, ih.Addr = c.Ifaces, c.Addr
-			ih.Env = nccl.Env(*c, userMap(cfg.Env))
+			ih.Env = nccl.Env(*c, cfg.Env.Vars)
 		}
-		if g, err := chooseGPUs(cfg, s, max(s.host.Slots, 1)); err == nil && g != nil {
+		if g, err := chooseGPUs(cfg.Place, s, max(s.host.Slots, 1)); err == nil && g != nil {
 			ih.GPUs = g
 			ih.Env = append(ih.Env, "CUDA_VISIBLE_DEVICES="+nccl.CUDAVisibleDevices(g)+" (all local ranks; one each by local rank)")
 		} else if err != nil && ih.Err == "" {
@@ -73,7 +65,7 @@ func Inspect(ctx context.Context, cfg Config, d Deps) int {
 		}
 		out[i] = ih
 	}
-	if cfg.JSON {
+	if cfg.Out.JSON {
 		enc := json.NewEncoder(d.Stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
@@ -88,15 +80,6 @@ func Inspect(ctx context.Context, cfg Config, d Deps) int {
 		return ExitSetup
 	}
 	return 0
-}
-
-func userMap(env []string) map[string]string {
-	m := map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
-	}
-	return m
 }
 
 func writeInspect(w io.Writer, hosts []InspectHost) {

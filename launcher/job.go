@@ -2,127 +2,165 @@ package launcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sort"
-	"strconv"
-	"syscall"
+	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"gangway/agent/wire"
+	"gangway/bench"
 )
 
-// Exit codes of the launcher besides a rank's own.
-const (
-	ExitSetup   = 1   // hosts unreachable, a host refused the job, bad config
-	ExitUsage   = 2   // command-line error
-	ExitTimeout = 124 // --timeout expired (as timeout(1))
-	ExitLost    = 255 // an agent died or its connection dropped mid-job
-)
-
-// RankError is one rank's failure.
-type RankError struct {
-	Rank     int
-	Host     string
-	Pid      int
-	ExitCode int
-	Signal   int
-	Err      string
-	Stderr   []string
-}
-
-func (e *RankError) Error() string {
-	switch {
-	case e.Err != "":
-		return fmt.Sprintf("rank %d on %s: %s (exit code %d)", e.Rank, e.Host, e.Err, e.ExitCode)
-	case e.Signal != 0:
-		return fmt.Sprintf("rank %d on %s (pid %d) was killed by signal %d (%s), exit code %d", e.Rank, e.Host, e.Pid, e.Signal, sigName(e.Signal), e.ExitCode)
-	default:
-		return fmt.Sprintf("rank %d on %s (pid %d) exited with code %d", e.Rank, e.Host, e.Pid, e.ExitCode)
-	}
-}
-
-func sigName(n int) string {
-	for name, s := range map[string]syscall.Signal{"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "ABRT": 6, "BUS": 7, "FPE": 8, "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15} {
-		if int(s) == n {
-			return "SIG" + name
-		}
-	}
-	return "signal " + strconv.Itoa(n)
-}
-
-type event struct {
-	host int
-	msg  wire.Msg
-	err  error
-}
-
-// job is one running job; its state is owned by the goroutine in loop.
+// job is one launch from the prepare phase on: its sessions, its ranks
+// and the loop's state. Everything but the readers and the collector runs
+// on the goroutine that called Run.
 type job struct {
 	cfg      Config
 	log      *zap.Logger
-	sessions []*session // hosts with ranks, index = session index
-	ranks    []Rank
-	hostOf   []int // rank -> session index
+	id       string
+	stdin    io.Reader
+	sessions []*session
+	ranks    []Rank // the plan; each rank's GPUs are set in prepare
 	out      *console
-	events   chan event
-	stdinAck chan struct{}
+	coll     *bench.Collector // nil when no summary, report or plot is wanted
+	collDone chan error
+	st       *state
 
-	exited   map[int]bool
-	done     map[int]bool // hosts that sent Done or were lost
-	failures []*RankError
-	first    *RankError
-	stopping bool
-	killed   bool
-	userSig  os.Signal
-	timedOut bool
-	lost     []string
-	fences   map[int]*fence
+	events   chan any      // from the readers: ev* values and evMsg
+	stdinAck chan struct{} // from the readers
+	quit     chan struct{} // closed by close: readers stop sending
+	readers  sync.WaitGroup
 }
 
-type fence struct {
-	arrived map[int]bool
-	puts    map[string]string
+// evMsg is an agent message that only a set-up step waits for (Ready,
+// Prepared, ProbeResult...).
+type evMsg struct {
+	host int
+	msg  wire.Msg
 }
 
-// reader pumps one host's messages: output goes straight to the console
+// newJob starts the job's readers and its throughput collector (which
+// runs under bctx: it outlives the job's cancellation and ends when
+// summary closes it).
+func newJob(bctx context.Context, cfg Config, d Deps, id string, c *cluster) (*job, error) {
+	j := &job{cfg: cfg, log: d.Log, id: id, stdin: d.Stdin, sessions: c.sessions, ranks: c.ranks,
+		events: make(chan any, 64), stdinAck: make(chan struct{}, 1), quit: make(chan struct{})}
+	var obs Observer
+	if !cfg.Bench.NoSummary || cfg.Bench.ReportFile != "" || cfg.Bench.PlotFile != "" {
+		coll, err := newCollector(cfg.Bench)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		j.coll, j.collDone, obs = coll, make(chan error, 1), coll
+		go func() { j.collDone <- coll.Run(bctx) }()
+	}
+	names := make([]string, len(c.sessions))
+	for i, s := range c.sessions {
+		names[i] = s.host.Name
+	}
+	j.st = newState(names, c.ranks, cfg.Out.ReportBindings)
+	j.out = newConsole(cfg.Out, d.Stdout, d.Stderr, func(r int) string { return names[j.st.hostOf[r]] }, obs)
+	for _, s := range c.sessions {
+		j.readers.Go(func() { j.read(s) })
+	}
+	return j, nil
+}
+
+// close ends every session and waits for the readers; whatever ranks are
+// still running are stopped by their agents when their session ends.
+func (j *job) close() {
+	close(j.quit)
+	for _, s := range j.sessions {
+		s.conn.Close()
+	}
+	j.readers.Wait()
+}
+
+// read pumps one host's messages: output goes straight to the console
 // from here (so one slow host never delays another's control messages),
-// everything else to the job loop.
-func (j *job) reader(s *session) {
+// everything else to the job as an event.
+func (j *job) read(s *session) {
 	var sc scratch
 	for {
 		m, err := s.conn.Recv()
 		if err != nil {
-			j.events <- event{host: s.idx, err: err}
+			j.send(evLost{host: s.idx, err: err})
 			return
 		}
-		if m.Kind == wire.KindStdinAck {
+		switch m.Kind {
+		case wire.KindStdinAck:
 			select {
 			case j.stdinAck <- struct{}{}:
 			default:
 			}
 			continue
-		}
-		if m.Kind == wire.KindOutput {
-			rank, st, data, err := m.Output()
-			if err == nil {
+		case wire.KindOutput:
+			if rank, st, data, err := m.Output(); err == nil {
 				j.out.write(&sc, rank, st, data)
 			}
 			continue
 		}
-		j.events <- event{host: s.idx, msg: m}
-		if m.Kind == wire.KindDone {
+		ev, err := decode(s.idx, m)
+		if err != nil {
+			j.log.Warn("bad message from agent", zap.String("host", s.host.Name), zap.Stringer("kind", m.Kind), zap.Error(err))
+			continue
+		}
+		if !j.send(ev) || m.Kind == wire.KindDone {
 			return
 		}
 	}
 }
 
+// send hands an event to the job; false once the job is closed.
+func (j *job) send(ev any) bool {
+	select {
+	case j.events <- ev:
+		return true
+	case <-j.quit:
+		return false
+	}
+}
+
+// decode turns an agent message into the loop's event.
+func decode(host int, m wire.Msg) (any, error) {
+	var err error
+	switch m.Kind {
+	case wire.KindExit:
+		var ev evExit
+		ev.host, err = host, m.Decode(&ev.x)
+		return ev, err
+	case wire.KindAbort:
+		var ev evAbort
+		ev.host, err = host, m.Decode(&ev.a)
+		return ev, err
+	case wire.KindFence:
+		var ev evFence
+		ev.host, err = host, m.Decode(&ev.f)
+		return ev, err
+	case wire.KindStarted:
+		var ev evStarted
+		ev.host, err = host, m.Decode(&ev.st)
+		return ev, err
+	case wire.KindError:
+		var e wire.Error
+		err = m.Decode(&e)
+		return evAgentError{host: host, msg: e.Msg}, err
+	case wire.KindDone:
+		return evDone{host: host}, nil
+	}
+	return evMsg{host: host, msg: m}, nil
+}
+
+// broadcast sends a message to every host still running.
 func (j *job) broadcast(k wire.Kind, v any) {
 	for i, s := range j.sessions {
-		if j.done[i] {
+		if j.st.done[i] {
 			continue
 		}
 		if err := s.conn.Send(k, v); err != nil {
@@ -131,216 +169,148 @@ func (j *job) broadcast(k wire.Kind, v any) {
 	}
 }
 
-func (j *job) stop(reason string) {
-	if j.stopping {
-		return
-	}
-	j.stopping = true
-	j.log.Debug("stopping every rank", zap.String("reason", reason), zap.Duration("grace", j.cfg.KillGrace))
-	j.broadcast(wire.KindStop, wire.Stop{Grace: j.cfg.KillGrace})
-}
-
-func (j *job) kill() {
-	if j.killed {
-		return
-	}
-	j.killed, j.stopping = true, true
-	j.broadcast(wire.KindSignal, wire.Signal{Name: "KILL"})
-}
-
-func (j *job) fail(e *RankError) {
-	e.Stderr = j.out.tail(e.Rank)
-	j.failures = append(j.failures, e)
-	// Failures after a signal or timeout are listed, not blamed.
-	if j.first == nil && !j.stopping {
-		j.first = e
-		j.stop(e.Error())
-	}
-}
-
-// loop runs the job after Go until every host is done.
-func (j *job) loop(ctx context.Context, sigs <-chan os.Signal) {
-	var timeout <-chan time.Time
-	if j.cfg.Timeout > 0 {
-		t := time.NewTimer(j.cfg.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	var giveUp <-chan time.Time
-	armGiveUp := func() {
-		if giveUp == nil {
-			giveUp = time.After(j.cfg.KillGrace + 15*time.Second)
-		}
-	}
-	for len(j.done) < len(j.sessions) {
-		if j.stopping {
-			armGiveUp()
-		}
+// collect waits for one message of kind from every host; a lost host or
+// an agent's error ends the wait.
+func (j *job) collect(ctx context.Context, kind wire.Kind, timeout time.Duration) ([]wire.Msg, error) {
+	out := make([]wire.Msg, len(j.sessions))
+	got := 0
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for got < len(j.sessions) {
 		select {
 		case ev := <-j.events:
-			j.handle(ev)
-		case sig := <-sigs:
-			if j.userSig == nil {
-				j.userSig = sig
-				fmt.Fprintf(j.out.stderr, "launcher: got %v, stopping every rank (again to kill)\n", sig)
-				j.stop("signal")
-			} else {
-				fmt.Fprintf(j.out.stderr, "launcher: got %v again, killing every rank\n", sig)
-				j.kill()
+			switch ev := ev.(type) {
+			case evLost:
+				return nil, &HostError{Host: j.sessions[ev.host].host.Name, Err: fmt.Errorf("connection lost: %w", ev.err)}
+			case evAgentError:
+				return nil, &HostError{Host: j.sessions[ev.host].host.Name, Err: errors.New(ev.msg)}
+			case evMsg:
+				if ev.msg.Kind == kind {
+					if out[ev.host].Kind == 0 {
+						got++
+					}
+					out[ev.host] = ev.msg
+				}
 			}
-		case <-timeout:
-			timeout = nil
-			j.timedOut = true
-			fmt.Fprintf(j.out.stderr, "launcher: --timeout %v expired, stopping every rank\n", j.cfg.Timeout)
-			j.stop("timeout")
-		case <-ctx.Done():
-			j.stop("cancelled")
-			ctx = context.Background()
-		case <-giveUp:
+		case <-t.C:
+			var missing []string
 			for i, s := range j.sessions {
-				if !j.done[i] {
-					j.lost = append(j.lost, s.host.Name+" (did not confirm the end of its ranks)")
-					s.conn.Close()
+				if out[i].Kind == 0 {
+					missing = append(missing, s.host.Name)
 				}
 			}
-			return
+			sort.Strings(missing)
+			return nil, fmt.Errorf("no %s answer within %v from %s", kind, timeout, strings.Join(missing, ", "))
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+	return out, nil
+}
+
+// run is the run phase: Go to every host, the launcher's stdin to its
+// rank, the loop until every host is done.
+func (j *job) run(ctx context.Context, cancel context.CancelCauseFunc, sigs <-chan evSignal) {
+	j.broadcast(wire.KindGo, nil)
+	stopStdin := j.forwardStdin()
+	defer stopStdin()
+	if d := j.cfg.Control.Timeout; d > 0 {
+		t := time.AfterFunc(d, func() { cancel(&TimeoutError{After: d}) })
+		defer t.Stop()
+	}
+	done := ctx.Done()
+	var giveUp <-chan time.Time
+	for !j.st.finished() {
+		var ev any
+		select {
+		case ev = <-j.events:
+		case ev = <-sigs:
+		case <-done:
+			done, ev = nil, evCancel{cause: context.Cause(ctx)}
+		case <-giveUp:
+			ev = evGiveUp{}
+		}
+		j.do(j.st.apply(ev), cancel)
+		if j.st.stopping && giveUp == nil {
+			t := time.NewTimer(j.cfg.Control.KillGrace + 15*time.Second)
+			defer t.Stop()
+			giveUp = t.C
 		}
 	}
 }
 
-func (j *job) handle(ev event) {
-	s := j.sessions[ev.host]
-	name := s.host.Name
-	if ev.err != nil {
-		if j.done[ev.host] {
-			return
+// do performs the loop's actions.
+func (j *job) do(acts []action, cancel context.CancelCauseFunc) {
+	for _, a := range acts {
+		switch a := a.(type) {
+		case actStop:
+			j.log.Debug("stopping every rank", zap.Duration("grace", j.cfg.Control.KillGrace))
+			j.broadcast(wire.KindStop, wire.Stop{Grace: j.cfg.Control.KillGrace})
+		case actKill:
+			j.broadcast(wire.KindSignal, wire.Signal{Name: "KILL"})
+		case actSay:
+			j.out.say(a.line)
+		case actCancel:
+			cancel(a.cause)
+		case actFenceDone:
+			j.broadcast(wire.KindFenceDone, a.f)
+		case actClose:
+			j.sessions[a.host].conn.Close()
+		case actLog:
+			j.log.Warn(a.msg, zap.String("host", j.sessions[a.host].host.Name), zap.Error(a.err))
 		}
-		j.done[ev.host] = true
-		msg := fmt.Sprintf("lost the agent on %s: %v", name, ev.err)
-		if ev.err == io.EOF {
-			msg = fmt.Sprintf("lost the agent on %s: connection closed", name)
-		}
-		j.lost = append(j.lost, msg)
-		for _, r := range j.ranks {
-			if j.hostOf[r.Rank] == ev.host && !j.exited[r.Rank] {
-				j.exited[r.Rank] = true
-				j.fail(&RankError{Rank: r.Rank, Host: name, ExitCode: ExitLost, Err: msg})
-			}
-		}
-		return
 	}
-	switch ev.msg.Kind {
-	case wire.KindExit:
-		var x wire.Exit
-		if err := ev.msg.Decode(&x); err != nil {
-			j.log.Warn("bad exit message", zap.String("host", name), zap.Error(err))
-			return
-		}
-		j.exited[x.Rank] = true
-		if x.Code != 0 || x.Err != "" {
-			if x.Stopped && j.stopping {
-				return // we asked for it
-			}
-			j.fail(&RankError{Rank: x.Rank, Host: name, Pid: x.Pid, ExitCode: x.Code, Signal: x.Signal, Err: x.Err})
-		}
-	case wire.KindAbort:
-		var a wire.Abort
-		if err := ev.msg.Decode(&a); err == nil {
-			j.fail(&RankError{Rank: a.Rank, Host: name, ExitCode: a.Code, Err: fmt.Sprintf("called MPI_Abort with code %d %s", a.Code, a.Msg)})
-		}
-	case wire.KindFence:
-		var f wire.Fence
-		if err := ev.msg.Decode(&f); err != nil {
-			return
-		}
-		fs := j.fences[f.Seq]
-		if fs == nil {
-			fs = &fence{arrived: map[int]bool{}, puts: map[string]string{}}
-			j.fences[f.Seq] = fs
-		}
-		fs.arrived[ev.host] = true
-		for k, v := range f.Puts {
-			fs.puts[k] = v
-		}
-		if len(fs.arrived) == len(j.sessions) {
-			j.broadcast(wire.KindFenceDone, wire.FenceDone{Seq: f.Seq, Puts: fs.puts})
-			delete(j.fences, f.Seq)
-		}
-	case wire.KindDone:
-		j.done[ev.host] = true
-	case wire.KindError:
-		var e wire.Error
-		_ = ev.msg.Decode(&e)
-		j.log.Error("agent error", zap.String("host", name), zap.String("err", e.Msg))
-	case wire.KindStarted:
-		var st wire.Started
-		if j.cfg.ReportBindings && ev.msg.Decode(&st) == nil {
-			ranks := make([]int, 0, len(st.Pids))
-			for r := range st.Pids {
-				ranks = append(ranks, r)
-			}
-			sort.Ints(ranks)
-			for _, r := range ranks {
-				b := st.Bindings[r]
-				if b == "" {
-					b = "not bound"
+}
+
+// forwardStdin sends the launcher's stdin to its rank, one chunk at a
+// time: the next chunk goes only after the agent acked the last, so a rank
+// that does not read its stdin holds back the launcher's reads, never the
+// agent's control loop. The returned function ends it.
+func (j *job) forwardStdin() (stop func()) {
+	rank := j.cfg.Out.Stdin
+	if rank < 0 || rank >= len(j.ranks) || j.stdin == nil {
+		return func() {}
+	}
+	c := j.sessions[j.st.hostOf[rank]].conn
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := j.stdin.Read(buf)
+			if n > 0 {
+				if c.SendStdin(rank, buf[:n]) != nil {
+					return
 				}
-				fmt.Fprintf(j.out.stderr, "launcher: rank %d on %s (pid %d): CPUs %s\n", r, name, st.Pids[r], b)
+				select {
+				case <-j.stdinAck:
+				case <-done:
+					return
+				}
+			}
+			if err != nil {
+				_ = c.SendStdin(rank, nil)
+				return
 			}
 		}
-	default:
-		j.log.Debug("unexpected message", zap.String("host", name), zap.Stringer("kind", ev.msg.Kind))
+	})
+	return func() {
+		close(done)
+		if f, ok := j.stdin.(*os.File); ok && f != os.Stdin {
+			f.Close()
+		}
+		// A read of a terminal cannot be interrupted, and the process
+		// exits next: wait for it only briefly.
+		waitOrAbandon(&wg, 100*time.Millisecond)
 	}
 }
 
-// report prints the failure report and returns the exit code.
-func (j *job) report(w io.Writer) int {
-	code := 0
-	switch {
-	case j.first != nil:
-		code = j.first.ExitCode
-	case j.userSig != nil:
-		code = 128 + int(j.userSig.(syscall.Signal))
-	case j.timedOut:
-		code = ExitTimeout
-	case len(j.lost) > 0:
-		code = ExitLost
+// waitOrAbandon waits for wg at most d.
+func waitOrAbandon(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
 	}
-	if j.first != nil {
-		fmt.Fprintf(w, "launcher: job failed: %v\n", j.first)
-		for _, l := range j.first.Stderr {
-			fmt.Fprintf(w, "launcher:   rank %d stderr: %s\n", j.first.Rank, l)
-		}
-		others := 0
-		for _, f := range j.failures {
-			if f != j.first {
-				others++
-				fmt.Fprintf(w, "launcher: also failed: %v\n", f)
-			}
-		}
-		stopped := len(j.ranks) - 1 - others
-		if stopped > 0 {
-			fmt.Fprintf(w, "launcher: %d other ranks were stopped\n", stopped)
-		}
-	} else if len(j.failures) > 0 {
-		for _, f := range j.failures {
-			fmt.Fprintf(w, "launcher: also failed while stopping: %v\n", f)
-		}
-	}
-	for _, l := range j.lost {
-		fmt.Fprintf(w, "launcher: %s\n", l)
-	}
-	if code != 0 {
-		fmt.Fprintf(w, "launcher: exit code %d\n", code)
-	}
-	return code
-}
-
-// pmiJob builds the PMI description shared by every host.
-func pmiJob(jobID string, ranks []Rank) *wire.PMIJob {
-	hostOf := make([]int, len(ranks))
-	for _, r := range ranks {
-		hostOf[r.Rank] = r.NodeRank
-	}
-	return &wire.PMIJob{KVSName: "kvs_" + jobID, Size: len(ranks), Mapping: wire.ProcessMapping(hostOf)}
 }

@@ -2,19 +2,12 @@ package launcher
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"runtime"
-	"strings"
-	"text/tabwriter"
 
 	"go.uber.org/zap"
 
 	"gangway/agent/wire"
-	"gangway/bench"
-	"gangway/hostfile"
 )
 
 // Usage is the --help text. Keep it true to the flags in config.go.
@@ -124,213 +117,55 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 		return Rsh(ctx, args[1:], d)
 	}
 	cfg, err := Parse(args, os.Getenv, os.Environ())
-	if cfg.Help {
+	switch {
+	case cfg.Mode == ModeHelp:
 		fmt.Fprint(d.Stdout, Usage)
 		return 0
-	}
-	if cfg.Version {
+	case cfg.Mode == ModeVersion:
 		fmt.Fprintf(d.Stdout, "launcher %s (protocol %d)\n", d.Version, wire.Version)
 		return 0
+	case err == nil:
+		if berr := checkBench(cfg.Bench); berr != nil {
+			err = usageError{berr}
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-		if errors.Is(err, ErrUsage) {
-			return ExitUsage
-		}
-		return ExitSetup
-	}
-	if err := checkBench(cfg); err != nil {
-		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-		return ExitUsage
+		return exitCode(err, false)
 	}
 	if d.Log == nil {
-		d.Log = newLogger(cfg.LogFormat, cfg.Verbose)
+		d.Log = newLogger(cfg.Out.LogFormat, cfg.Out.Verbose)
 		defer d.Log.Sync()
 	}
-	if d.Local == nil && d.NewLocal != nil {
-		d.Local = d.NewLocal(d.Log)
-	}
-	if d.Remote == nil && !cfg.DryRun && !cfg.Analyze {
-		remote, err := NewRemote(cfg, d.Log)
-		if err != nil {
-			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-			return ExitSetup
-		}
-		d.Remote = remote
-	}
-	if cfg.Analyze {
+	switch cfg.Mode {
+	case ModeAnalyze:
 		return analyze(ctx, cfg, d.Stdout, d.Stderr)
-	}
-	if cfg.Inspect {
-		return Inspect(ctx, cfg, d)
-	}
-	if cfg.DryRun {
+	case ModeDryRun:
 		if err := DryRun(d.Stdout, cfg); err != nil {
 			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
 			return ExitUsage
 		}
 		return 0
 	}
-	if cfg.Dir == "" {
-		cfg.Dir = d.Cwd
+	if d.Local == nil && d.NewLocal != nil {
+		d.Local = d.NewLocal(d.Log)
 	}
-	if cfg.MPI == "openmpi" {
+	if d.Remote == nil {
+		remote, err := NewRemote(cfg.Transport, d.Log)
+		if err != nil {
+			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
+			return ExitSetup
+		}
+		d.Remote = remote
+	}
+	if cfg.Env.Dir == "" {
+		cfg.Env.Dir = d.Cwd
+	}
+	switch cfg.Mode {
+	case ModeInspect:
+		return Inspect(ctx, cfg, d)
+	case ModeOpenMPI:
 		return RunOpenMPI(ctx, cfg, d)
 	}
 	return Run(ctx, cfg, d)
-}
-
-// DryRun prints the placement table and every rank's environment without
-// touching the network. Format (stable; scripts read it):
-//
-//	# placement
-//	RANK  HOST  LOCAL_RANK  LOCAL_SIZE  NODE  GPU
-//	0     a     0           8           0     -
-//	...
-//	# environment rank 0 on a
-//	KEY=VALUE (sorted)
-//	...
-//
-// GPU is "-" because GPUs are only known from the hosts' agents; the
-// host-specific values (MASTER_PORT, CUDA_VISIBLE_DEVICES, NCCL_*) that
-// come from the hosts' facts are filled at launch.
-func DryRun(w io.Writer, cfg Config) error {
-	hosts := cfg.Hosts
-	if cfg.HostSource == "local" {
-		hosts = localDryRunHosts()
-	}
-	ranks, err := Plan(hosts, cfg.NP, cfg.planOptions())
-	if err != nil {
-		return err
-	}
-	hosts = usedHosts(hosts, ranks)
-	he := make([]HostEnv, len(hosts))
-	for i, h := range hosts {
-		he[i] = HostEnv{Name: h.Name}
-	}
-	envs, err := Environ(ranks, he, JobEnv{JobID: "dry-run", MasterAddr: hosts[ranks[0].Host].Name, MasterPort: 29500, GPUsPer: cfg.GPUsPer, User: cfg.Env, MCA: cfg.MCA})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "# placement: %d ranks on %d hosts (map-by %s), command: %s\n", len(ranks), len(hosts), cfg.MapBy, strings.Join(cfg.Argv, " "))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANK\tHOST\tLOCAL_RANK\tLOCAL_SIZE\tNODE\tGPU")
-	for _, r := range ranks {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t-\n", r.Rank, hosts[r.Host].Name, r.LocalRank, r.LocalSize, r.NodeRank)
-	}
-	tw.Flush()
-	for _, r := range ranks {
-		fmt.Fprintf(w, "# environment rank %d on %s\n", r.Rank, hosts[r.Host].Name)
-		for _, kv := range envs[r.Rank] {
-			fmt.Fprintln(w, kv)
-		}
-	}
-	return nil
-}
-
-func localDryRunHosts() []hostfile.Host {
-	return []hostfile.Host{{Name: "localhost", Slots: runtime.NumCPU()}}
-}
-
-// benchOptions turns the throughput flags into bench options.
-func benchOptions(cfg Config) (bench.Options, error) {
-	opts := bench.DefaultOptions()
-	opts.WarmupSteps = cfg.WarmupSteps
-	opts.StragglerThreshold = cfg.Straggler
-	opts.BaselineIPS = cfg.BaselineIPS
-	scope, err := bench.ParseScope(cfg.MetricScope)
-	if err != nil {
-		return opts, err
-	}
-	for _, m := range cfg.Metrics {
-		r, err := bench.ParseMetric(m, scope)
-		if err != nil {
-			return opts, err
-		}
-		opts.Metrics = append(opts.Metrics, r)
-	}
-	return opts, nil
-}
-
-// checkBench reports a bad --metric (or one named like a built-in) before
-// any host is dialled; the collector it builds is thrown away.
-func checkBench(cfg Config) error {
-	opts, err := benchOptions(cfg)
-	if err != nil {
-		return err
-	}
-	opts.QueueSize = 1
-	_, err = bench.NewCollector(opts)
-	return err
-}
-
-func newCollector(cfg Config) (*bench.Collector, error) {
-	opts, err := benchOptions(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return bench.NewCollector(opts)
-}
-
-func writeBench(cfg Config, rep bench.Report, w io.Writer) error {
-	if !cfg.NoSummary && len(rep.Metrics) > 0 {
-		if err := bench.WriteSummary(w, rep); err != nil {
-			return err
-		}
-	}
-	if cfg.ReportFile != "" {
-		if err := rep.WriteJSON(cfg.ReportFile); err != nil {
-			return fmt.Errorf("--report: %w", err)
-		}
-	}
-	if cfg.PlotFile != "" {
-		// A job that printed no throughput over time has nothing to draw;
-		// that does not make it fail.
-		if !hasSeries(rep) {
-			_, err := fmt.Fprintf(w, "bench: nothing to plot (no throughput over time recognised); %s not written\n", cfg.PlotFile)
-			return err
-		}
-		if err := bench.WritePlot(cfg.PlotFile, rep); err != nil {
-			return fmt.Errorf("--plot: %w", err)
-		}
-	}
-	return nil
-}
-
-// hasSeries reports whether some rank has a sample after warm-up, which
-// is what bench.WritePlot draws.
-func hasSeries(rep bench.Report) bool {
-	for _, mr := range rep.Metrics {
-		for _, rr := range mr.Ranks {
-			for _, p := range rr.Series {
-				if !p.Warmup {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
-func analyze(ctx context.Context, cfg Config, stdout, stderr io.Writer) int {
-	opts, err := benchOptions(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "launcher: %v\n", err)
-		return ExitUsage
-	}
-	rep, err := bench.AnalyzeFiles(ctx, cfg.Argv, opts)
-	if err != nil {
-		fmt.Fprintf(stderr, "launcher: %v\n", err)
-		return ExitSetup
-	}
-	if len(rep.Metrics) == 0 {
-		fmt.Fprintf(stderr, "launcher: no throughput lines found in %s\n", strings.Join(cfg.Argv, ", "))
-		return ExitSetup
-	}
-	cfg.NoSummary = false
-	if err := writeBench(cfg, rep, stdout); err != nil {
-		fmt.Fprintf(stderr, "launcher: %v\n", err)
-		return ExitSetup
-	}
-	return 0
 }

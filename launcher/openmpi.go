@@ -3,9 +3,7 @@ package launcher
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/crypto/ssh"
+	"go.uber.org/zap"
 
 	"gangway/hostfile"
 )
@@ -34,23 +32,24 @@ import (
 
 // openMPIArgs builds mpirun's command line (without the program).
 func openMPIArgs(cfg Config, self string, hostfilePath string, np int, root bool) ([]string, error) {
-	port := cfg.Port
-	for _, h := range cfg.Hosts {
+	t := cfg.Transport
+	port := t.Port
+	for _, h := range cfg.Place.Hosts {
 		if h.Port != 0 && h.Port != port {
-			if port != cfg.Port {
+			if port != t.Port {
 				return nil, fmt.Errorf("--mpi=openmpi: hosts use different ports (%d, %d); mpirun takes one ssh command for all", port, h.Port)
 			}
 			port = h.Port
 		}
 	}
 	rsh := []string{self, "--rsh", "-p", strconv.Itoa(port)}
-	if cfg.Identity != "" {
-		rsh = append(rsh, "-i", cfg.Identity)
+	if t.Identity != "" {
+		rsh = append(rsh, "-i", t.Identity)
 	}
-	if cfg.KnownHosts != "" {
-		rsh = append(rsh, "--known-hosts", cfg.KnownHosts)
+	if t.KnownHosts != "" {
+		rsh = append(rsh, "--known-hosts", t.KnownHosts)
 	}
-	if cfg.AcceptNewHosts {
+	if t.AcceptNewHosts {
 		rsh = append(rsh, "--accept-new-host-keys")
 	}
 	for _, w := range rsh {
@@ -62,133 +61,153 @@ func openMPIArgs(cfg Config, self string, hostfilePath string, np int, root bool
 	// mpirun itself starts every orted and in the foreground: with
 	// plm_rsh_no_tree_spawn it would add --daemonize, and daemonized
 	// orteds leave the agents' supervision.
-	args := []string{"--hostfile", hostfilePath, "-np", strconv.Itoa(np), "--map-by", cfg.MapBy,
+	args := []string{"--hostfile", hostfilePath, "-np", strconv.Itoa(np), "--map-by", cfg.Place.MapBy,
 		"--bind-to", "none",
 		"--mca", "plm_rsh_agent", strings.Join(rsh, " "),
-		"--mca", "routed_radix", strconv.Itoa(max(64, len(cfg.Hosts)+1))}
+		"--mca", "routed_radix", strconv.Itoa(max(64, len(cfg.Place.Hosts)+1))}
 	if root {
 		args = append(args, "--allow-run-as-root")
 	}
-	if cfg.Oversubscribe {
+	if cfg.Place.Oversubscribe {
 		args = append(args, "--oversubscribe")
 	}
-	if cfg.TagOutput {
+	if cfg.Out.Tag {
 		args = append(args, "--tag-output")
 	}
-	if cfg.Timestamp {
+	if cfg.Out.Timestamp {
 		args = append(args, "--timestamp-output")
 	}
-	if cfg.Dir != "" {
-		args = append(args, "--wdir", cfg.Dir)
+	if cfg.Env.Dir != "" {
+		args = append(args, "--wdir", cfg.Env.Dir)
 	}
-	for _, kv := range cfg.MCA {
+	for _, kv := range cfg.Env.MCA {
 		k, v, _ := strings.Cut(strings.TrimPrefix(kv, "OMPI_MCA_"), "=")
 		args = append(args, "--mca", k, v)
 	}
-	env := append([]string{"PYTHONUNBUFFERED=1"}, cfg.Env...)
-	for _, kv := range env {
+	args = append(args, "-x", "PYTHONUNBUFFERED=1")
+	for _, kv := range sortedVars(cfg.Env.Vars) {
 		args = append(args, "-x", kv)
 	}
 	return args, nil
 }
 
-// RunOpenMPI runs cfg through Open MPI's mpirun and returns its exit code.
+// RunOpenMPI runs cfg through Open MPI's mpirun and returns its exit code
+// (124 on --timeout).
 func RunOpenMPI(ctx context.Context, cfg Config, d Deps) int {
-	mpirun, err := exec.LookPath("mpirun.openmpi")
-	if err != nil {
-		if mpirun, err = exec.LookPath("mpirun"); err != nil {
-			fmt.Fprintf(d.Stderr, "launcher: --mpi=openmpi needs Open MPI's mpirun (Debian: apt-get install openmpi-bin): %v\n", err)
-			return ExitSetup
-		}
-	}
-	self, err := os.Executable()
+	cmd, cleanup, err := mpirunCommand(cfg)
 	if err != nil {
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-		return ExitSetup
+		return exitCode(err, false)
 	}
-	hosts := cfg.Hosts
-	if cfg.HostSource == "local" {
-		hosts = []hostfile.Host{{Name: "localhost", Slots: max(cfg.NP, 1)}}
+	defer cleanup()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sigs := watchSignals(d.Signals, cancel)
+	defer sigs.stop()
+	if t := cfg.Control.Timeout; t > 0 {
+		stop := time.AfterFunc(t, func() { cancel(&TimeoutError{After: t}) })
+		defer stop.Stop()
 	}
-	np := cfg.NP
-	if np == 0 {
-		np = hostfile.TotalSlots(hosts)
-	}
-	dir, err := os.MkdirTemp("", "gangway-ompi-")
-	if err != nil {
-		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-		return ExitSetup
-	}
-	defer os.RemoveAll(dir)
-	hf := filepath.Join(dir, "hostfile")
-	f, err := os.Create(hf)
-	if err == nil {
-		plain := make([]hostfile.Host, len(hosts))
-		for i, h := range hosts {
-			plain[i] = hostfile.Host{Name: h.Name, User: h.User, Slots: h.Slots, MaxSlots: h.MaxSlots}
-		}
-		err = hostfile.Format(f, plain)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err != nil {
-		fmt.Fprintf(d.Stderr, "launcher: write mpirun hostfile: %v\n", err)
-		return ExitSetup
-	}
-	args, err := openMPIArgs(cfg, self, hf, np, os.Geteuid() == 0)
-	if err != nil {
-		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-		return ExitUsage
-	}
-	args = append(args, cfg.Argv...)
-	d.Log.Debug("running mpirun")
-	cmd := exec.Command(mpirun, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = d.Stdin, d.Stdout, d.Stderr
 	// Pdeathsig: if the launcher is killed, mpirun dies too; its orteds
 	// lose their lifeline and their agent sessions, and stop their ranks.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(d.Stderr, "launcher: start %s: %v\n", mpirun, err)
+		fmt.Fprintf(d.Stderr, "launcher: start %s: %v\n", cmd.Path, err)
 		return ExitSetup
 	}
+	d.Log.Debug("running mpirun", zap.Strings("args", cmd.Args))
+	pid := cmd.Process.Pid
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	var timeout <-chan time.Time
-	if cfg.Timeout > 0 {
-		timeout = time.After(cfg.Timeout)
-	}
-	code := -1
-	signals := 0
-	timedOut := false
-	for code < 0 {
+	ended := ctx.Done()
+	for {
 		select {
 		case err := <-done:
-			code = exitCodeOf(cmd.ProcessState, err)
-		case s := <-d.Signals:
-			// mpirun stops its job on SIGINT/SIGTERM; a second signal kills
-			// mpirun's process group (its rsh children), and the agents then
-			// stop the orteds and their ranks when the connections drop.
-			signals++
-			if signals == 1 {
-				_ = cmd.Process.Signal(s)
-			} else {
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			// Whatever mpirun left in its group (rsh clients) goes with it.
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			var te *TimeoutError
+			if errors.As(context.Cause(ctx), &te) {
+				return ExitTimeout
 			}
-		case <-timeout:
-			fmt.Fprintf(d.Stderr, "launcher: --timeout %v expired, stopping mpirun\n", cfg.Timeout)
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			time.AfterFunc(cfg.KillGrace, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-			timeout = nil
-			timedOut = true
-		case <-ctx.Done():
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			return exitCodeOf(cmd.ProcessState, err)
+		case ev := <-sigs.events:
+			// mpirun stops its job on SIGINT/SIGTERM; a second signal kills
+			// mpirun's process group, and the agents then stop the orteds
+			// and their ranks when the connections drop.
+			if ev.n == 1 {
+				_ = cmd.Process.Signal(ev.sig)
+			} else {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		case <-ended:
+			ended = nil
+			var te *TimeoutError
+			if errors.As(context.Cause(ctx), &te) {
+				fmt.Fprintf(d.Stderr, "launcher: %v, stopping mpirun\n", te)
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				grace := time.AfterFunc(cfg.Control.KillGrace, func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+				defer grace.Stop()
+			}
 		}
 	}
-	if timedOut {
-		return ExitTimeout
+}
+
+// mpirunCommand finds mpirun and writes the hostfile it reads; cleanup
+// removes the hostfile.
+func mpirunCommand(cfg Config) (cmd *exec.Cmd, cleanup func(), err error) {
+	mpirun, err := exec.LookPath("mpirun.openmpi")
+	if err != nil {
+		if mpirun, err = exec.LookPath("mpirun"); err != nil {
+			return nil, nil, fmt.Errorf("--mpi=openmpi needs Open MPI's mpirun (Debian: apt-get install openmpi-bin): %w", err)
+		}
 	}
-	return code
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	hosts := cfg.Place.Hosts
+	if cfg.Place.Source == HostsLocal {
+		hosts = []hostfile.Host{localHost(max(cfg.Place.NP, 1))}
+	}
+	np := cfg.Place.NP
+	if np == 0 {
+		np = hostfile.TotalSlots(hosts)
+	}
+	dir, err := os.MkdirTemp("", "gangway-ompi-")
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	hf := filepath.Join(dir, "hostfile")
+	if err := writeHostfile(hf, hosts); err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("write mpirun hostfile: %w", err)
+	}
+	args, err := openMPIArgs(cfg, self, hf, np, os.Geteuid() == 0)
+	if err != nil {
+		cleanup()
+		return nil, nil, usageError{err}
+	}
+	return exec.Command(mpirun, append(args, cfg.Argv...)...), cleanup, nil
+}
+
+// writeHostfile writes hosts in Open MPI's format, without ports (mpirun
+// passes one port to its rsh agent for all).
+func writeHostfile(path string, hosts []hostfile.Host) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	plain := make([]hostfile.Host, len(hosts))
+	for i, h := range hosts {
+		plain[i] = hostfile.Host{Name: h.Name, User: h.User, Slots: h.Slots, MaxSlots: h.MaxSlots}
+	}
+	err = hostfile.Format(f, plain)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func exitCodeOf(ps *os.ProcessState, err error) int {
@@ -199,65 +218,4 @@ func exitCodeOf(ps *os.ProcessState, err error) int {
 		return 128 + int(ws.Signal())
 	}
 	return ps.ExitCode()
-}
-
-// Rsh is the launcher's `--rsh` mode, an ssh-compatible client for
-// mpirun's plm_rsh_agent: `launcher --rsh [-p PORT] [-i KEY]
-// [--known-hosts FILE] [--accept-new-host-keys] HOST COMMAND...` runs
-// COMMAND (words joined by spaces, as ssh does) on HOST's agent and exits
-// with its status (255 when the connection fails or the command dies of a
-// signal, as ssh).
-func Rsh(ctx context.Context, args []string, d Deps) int {
-	fs := flag.NewFlagSet("launcher --rsh", flag.ContinueOnError)
-	fs.SetOutput(d.Stderr)
-	var cfg Config
-	fs.IntVar(&cfg.Port, "p", DefaultPort, "port")
-	fs.StringVar(&cfg.Identity, "i", "", "identity")
-	fs.StringVar(&cfg.KnownHosts, "known-hosts", "", "known_hosts")
-	fs.BoolVar(&cfg.AcceptNewHosts, "accept-new-host-keys", false, "trust new host keys")
-	fs.Bool("x", false, "no X11 forwarding (ignored)")
-	if err := fs.Parse(args); err != nil {
-		return 255
-	}
-	if fs.NArg() < 2 {
-		fmt.Fprintln(d.Stderr, "launcher --rsh: usage: launcher --rsh [options] HOST COMMAND...")
-		return 255
-	}
-	hosts, err := hostfile.ParseList(fs.Arg(0))
-	if err != nil || len(hosts) != 1 {
-		fmt.Fprintf(d.Stderr, "launcher --rsh: bad host %q\n", fs.Arg(0))
-		return 255
-	}
-	dialer, err := newSSHDialer(cfg, d.Log)
-	if err != nil {
-		fmt.Fprintf(d.Stderr, "launcher --rsh: %v\n", err)
-		return 255
-	}
-	client, _, err := dialer.client(ctx, hosts[0])
-	if err != nil {
-		fmt.Fprintf(d.Stderr, "launcher --rsh: %s: %v\n", fs.Arg(0), err)
-		return 255
-	}
-	defer client.Close()
-	sess, err := client.NewSession()
-	if err != nil {
-		fmt.Fprintf(d.Stderr, "launcher --rsh: %s: %v\n", fs.Arg(0), err)
-		return 255
-	}
-	defer sess.Close()
-	sess.Stdout, sess.Stderr = d.Stdout, d.Stderr
-	if in, err := sess.StdinPipe(); err == nil && d.Stdin != nil {
-		go func() { _, _ = io.Copy(in, d.Stdin); in.Close() }()
-	}
-	err = sess.Run(strings.Join(fs.Args()[1:], " "))
-	var ee *ssh.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ee) && ee.Signal() == "":
-		return ee.ExitStatus()
-	default:
-		fmt.Fprintf(d.Stderr, "launcher --rsh: %s: %v\n", fs.Arg(0), err)
-		return 255
-	}
 }

@@ -24,11 +24,11 @@ func TestOpenMPIArgs(t *testing.T) {
 	if strings.Contains(got, "./prog") {
 		t.Fatal("program must be appended by the caller")
 	}
-	cfg.Hosts[0].Port, cfg.Hosts[1].Port = 2222, 2223
+	cfg.Place.Hosts[0].Port, cfg.Place.Hosts[1].Port = 2222, 2223
 	if _, err := openMPIArgs(cfg, "/bin/launcher", "/tmp/hf", 4, false); err == nil {
 		t.Fatal("different per-host ports accepted; mpirun has one ssh command")
 	}
-	cfg.Hosts[0].Port, cfg.Hosts[1].Port = 0, 0
+	cfg.Place.Hosts[0].Port, cfg.Place.Hosts[1].Port = 0, 0
 	if _, err := openMPIArgs(cfg, "/path with space/launcher", "/tmp/hf", 4, false); err == nil || !strings.Contains(err.Error(), "spaces") {
 		t.Fatal("a launcher path with a space accepted; plm_rsh_agent splits on spaces")
 	}

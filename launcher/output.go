@@ -177,6 +177,14 @@ func (c *console) toFile(rank int, s wire.Stream, data []byte) {
 	}
 }
 
+// say prints one of the launcher's own messages on stderr, between rank
+// lines, never inside one.
+func (c *console) say(msg string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Fprintf(c.stderr, "launcher: %s\n", msg)
+}
+
 func (c *console) tail(rank int) []string {
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
@@ -198,14 +206,14 @@ func (c *console) close() error {
 	return c.ferr
 }
 
-func newConsole(cfg Config, stdout, stderr io.Writer, hostOf func(int) string, obs Observer) *console {
+func newConsole(o Output, stdout, stderr io.Writer, hostOf func(int) string, obs Observer) *console {
 	tag := "rank"
-	if cfg.TagOutput {
+	if o.Tag {
 		tag = "mpirun"
 	}
 	return &console{
-		stdout: stdout, stderr: stderr, tag: tag, timestamp: cfg.Timestamp,
-		from: cfg.OutputFrom, dir: cfg.OutputDir, hostOf: hostOf, obs: obs,
+		stdout: stdout, stderr: stderr, tag: tag, timestamp: o.Timestamp,
+		from: o.From, dir: o.Dir, hostOf: hostOf, obs: obs,
 		files: map[fileKey]*os.File{}, tails: map[int]*ring{},
 	}
 }

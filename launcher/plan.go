@@ -16,6 +16,9 @@ type Rank struct {
 	LocalRank int // index among the ranks on its host
 	LocalSize int // ranks on its host
 	NodeRank  int // index of its host among the hosts that run ranks
+	// GPUs are the rank's GPUs, set once the hosts' facts are known
+	// (assignGPUs); nil on hosts without GPUs and in a plan.
+	GPUs []int
 }
 
 // PlanOptions are the placement options.
@@ -61,45 +64,17 @@ func Plan(hosts []hostfile.Host, np int, o PlanOptions) ([]Rank, error) {
 	if np <= 0 {
 		return nil, fmt.Errorf("no ranks to place: %d hosts with no slots", len(hosts))
 	}
+	if np > MaxRanks {
+		return nil, fmt.Errorf("%d ranks: at most %d", np, MaxRanks)
+	}
 	if np > total {
 		if !o.Oversubscribe || o.NPerNode > 0 {
 			return nil, fmt.Errorf("%w: %d ranks requested but only %d slots on %d hosts (use --oversubscribe)", ErrNotEnoughSlots, np, total, len(hosts))
 		}
 	}
-	count := make([]int, len(hosts))
-	assign := make([]int, 0, np)
-	switch o.MapBy {
-	case "", "slot":
-		for i := range hosts {
-			for j := 0; j < slots[i] && len(assign) < np; j++ {
-				assign = append(assign, i)
-				count[i]++
-			}
-		}
-	case "node":
-		for len(assign) < np && len(assign) < total {
-			for i := range hosts {
-				if count[i] < slots[i] && len(assign) < np {
-					assign = append(assign, i)
-					count[i]++
-				}
-			}
-		}
-	default:
-		return nil, fmt.Errorf("-map-by %q is not supported", o.MapBy)
-	}
-	for len(assign) < np {
-		placed := false
-		for i, h := range hosts {
-			if len(assign) < np && (h.MaxSlots == 0 || count[i] < h.MaxSlots) {
-				assign = append(assign, i)
-				count[i]++
-				placed = true
-			}
-		}
-		if !placed {
-			return nil, fmt.Errorf("%w: %d ranks exceed every host's max_slots", ErrNotEnoughSlots, np)
-		}
+	assign, count, err := deal(hosts, slots, total, np, o.MapBy)
+	if err != nil {
+		return nil, err
 	}
 	nodeRank := make([]int, len(hosts))
 	n := 0
@@ -159,4 +134,47 @@ func (s RankSet) Has(r int) bool {
 		}
 	}
 	return false
+}
+
+// deal assigns np ranks to hosts: assign[rank] is its host, count[host]
+// its ranks. Slots are filled by slot or by node; ranks beyond the slots
+// (oversubscription, checked by the caller) go round robin over the hosts
+// below their max_slots.
+func deal(hosts []hostfile.Host, slots []int, total, np int, mapBy string) (assign, count []int, err error) {
+	count = make([]int, len(hosts))
+	assign = make([]int, 0, np)
+	switch mapBy {
+	case "", "slot":
+		for i := range hosts {
+			for j := 0; j < slots[i] && len(assign) < np; j++ {
+				assign = append(assign, i)
+				count[i]++
+			}
+		}
+	case "node":
+		for len(assign) < np && len(assign) < total {
+			for i := range hosts {
+				if count[i] < slots[i] && len(assign) < np {
+					assign = append(assign, i)
+					count[i]++
+				}
+			}
+		}
+	default:
+		return nil, nil, fmt.Errorf("-map-by %q is not supported", mapBy)
+	}
+	for len(assign) < np {
+		placed := false
+		for i, h := range hosts {
+			if len(assign) < np && (h.MaxSlots == 0 || count[i] < h.MaxSlots) {
+				assign = append(assign, i)
+				count[i]++
+				placed = true
+			}
+		}
+		if !placed {
+			return nil, nil, fmt.Errorf("%w: %d ranks exceed every host's max_slots", ErrNotEnoughSlots, np)
+		}
+	}
+	return assign, count, nil
 }

@@ -18,9 +18,7 @@ func TestREADMEFlagReference(t *testing.T) {
 		t.Error("README.md's launcher flag reference differs from launcher.Usage; paste `bin/launcher -h` into it")
 	}
 	var c Config
-	var a, b2, x, e []string
-	var s1, s2 string
-	fs := newFlagSet(&c, &a, &b2, &x, &e, &s1, &s2)
+	fs := c.flagSet()
 	for _, name := range flagNames(fs) {
 		if !regexp.MustCompile(`(^|[\s,\[])-` + regexp.QuoteMeta(name) + `([^a-z0-9-]|$)`).MatchString(Usage) {
 			t.Errorf("flag -%s is not documented in Usage", name)

@@ -26,8 +26,8 @@ import (
 )
 
 // NewRemote builds the dialer for non-local hosts from the config.
-func NewRemote(cfg Config, log *zap.Logger) (Dialer, error) {
-	if cfg.Transport == "ssh" {
+func NewRemote(cfg Transport, log *zap.Logger) (Dialer, error) {
+	if cfg.Kind == "ssh" {
 		return &sshExec{cfg: cfg, log: log.Named("ssh")}, nil
 	}
 	return newSSHDialer(cfg, log.Named("ssh"))
@@ -36,7 +36,7 @@ func NewRemote(cfg Config, log *zap.Logger) (Dialer, error) {
 // sshDialer reaches agents with x/crypto/ssh and opens the gangway
 // subsystem.
 type sshDialer struct {
-	cfg     Config
+	cfg     Transport
 	log     *zap.Logger
 	signers []ssh.Signer
 	khPath  string
@@ -47,7 +47,7 @@ type sshDialer struct {
 	authErr error
 }
 
-func newSSHDialer(cfg Config, log *zap.Logger) (*sshDialer, error) {
+func newSSHDialer(cfg Transport, log *zap.Logger) (*sshDialer, error) {
 	d := &sshDialer{cfg: cfg, log: log}
 	if u, err := user.Current(); err == nil {
 		d.user = u.Username
@@ -304,7 +304,7 @@ func (c *chanConn) Close() error {
 // sshExec reaches hosts that run only a stock sshd: it starts
 // `agent --stdio` there through the system ssh client.
 type sshExec struct {
-	cfg Config
+	cfg Transport
 	log *zap.Logger
 }
 

@@ -1,0 +1,57 @@
+package launcher
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+
+	"gangway/hostfile"
+)
+
+// DryRun prints the placement table and every rank's environment without
+// touching the network. Format (stable; scripts read it):
+//
+//	# placement
+//	RANK  HOST  LOCAL_RANK  LOCAL_SIZE  NODE  GPU
+//	0     a     0           8           0     -
+//	...
+//	# environment rank 0 on a
+//	KEY=VALUE (sorted)
+//	...
+//
+// GPU is "-" because GPUs are only known from the hosts' agents; the
+// host-specific values (MASTER_PORT, CUDA_VISIBLE_DEVICES, NCCL_*) that
+// come from the hosts' facts are filled at launch.
+func DryRun(w io.Writer, cfg Config) error {
+	hosts := cfg.Place.Hosts
+	if cfg.Place.Source == HostsLocal {
+		// No facts without dialling: the local host has a slot per CPU.
+		hosts = []hostfile.Host{localHost(runtime.NumCPU())}
+	}
+	ranks, err := Plan(hosts, cfg.Place.NP, cfg.Place.planOptions())
+	if err != nil {
+		return err
+	}
+	hosts = usedHosts(hosts, ranks)
+	he := make([]HostEnv, len(hosts))
+	for i, h := range hosts {
+		he[i] = HostEnv{Name: h.Name}
+	}
+	envs := Environ(ranks, he, JobEnv{JobID: "dry-run", MasterAddr: hosts[ranks[0].Host].Name, MasterPort: 29500, Vars: cfg.Env.Vars, MCA: cfg.Env.MCA})
+	fmt.Fprintf(w, "# placement: %d ranks on %d hosts (map-by %s), command: %s\n", len(ranks), len(hosts), cfg.Place.MapBy, strings.Join(cfg.Argv, " "))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RANK\tHOST\tLOCAL_RANK\tLOCAL_SIZE\tNODE\tGPU")
+	for _, r := range ranks {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t-\n", r.Rank, hosts[r.Host].Name, r.LocalRank, r.LocalSize, r.NodeRank)
+	}
+	tw.Flush()
+	for _, r := range ranks {
+		fmt.Fprintf(w, "# environment rank %d on %s\n", r.Rank, hosts[r.Host].Name)
+		for _, kv := range envs[r.Rank] {
+			fmt.Fprintln(w, kv)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+package launcher
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+	"time"
+
+	"gangway/bench"
+)
+
+// Exit codes of the launcher besides a rank's own.
+const (
+	ExitSetup   = 1   // hosts unreachable, a host refused the job, bad config
+	ExitUsage   = 2   // command-line error
+	ExitTimeout = 124 // --timeout expired (as timeout(1))
+	ExitLost    = 255 // an agent died or its connection dropped mid-job
+)
+
+// SignalError is the cause of a job the launcher was told to stop.
+type SignalError struct{ Signal syscall.Signal }
+
+func (e *SignalError) Error() string { return fmt.Sprintf("got %v", e.Signal) }
+
+// TimeoutError is the cause of a job stopped by --timeout.
+type TimeoutError struct{ After time.Duration }
+
+func (e *TimeoutError) Error() string { return fmt.Sprintf("--timeout %v expired", e.After) }
+
+// exitCode is the launcher's exit status for why the job ended: the first
+// failing rank's code, 128+N for a signal, 124 for --timeout, 2 for usage
+// errors, 255 for an agent lost without a rank to blame, 1 otherwise.
+func exitCode(cause error, lost bool) int {
+	var re *RankError
+	var se *SignalError
+	var te *TimeoutError
+	switch {
+	case errors.As(cause, &re):
+		return re.ExitCode
+	case errors.As(cause, &se):
+		return 128 + int(se.Signal)
+	case errors.As(cause, &te):
+		return ExitTimeout
+	case errors.Is(cause, ErrUsage):
+		return ExitUsage
+	case cause != nil:
+		return ExitSetup
+	case lost:
+		return ExitLost
+	}
+	return 0
+}
+
+// ending is the one place that turns why a launch ended into the
+// launcher's last words on stderr and its exit status. cause is the job
+// context's cause (a signal, the timeout, the first failing rank), err a
+// set-up phase's error.
+func (r *runner) ending(cause, err error) int {
+	w := r.d.Stderr
+	var se *SignalError
+	if r.phase < phaseRun {
+		nothing := "; nothing was started"
+		switch {
+		case errors.As(cause, &se) && r.phase == phaseDial:
+			fmt.Fprintf(w, "launcher: interrupted by %v while reaching the hosts%s\n", se.Signal, nothing)
+			return exitCode(cause, false)
+		case errors.As(cause, &se):
+			fmt.Fprintf(w, "launcher: interrupted by %v before the ranks started%s\n", se.Signal, nothing)
+			return exitCode(cause, false)
+		case r.phase == phaseDial:
+			nothing = ""
+		}
+		fmt.Fprintf(w, "launcher: %v%s\n", err, nothing)
+		return exitCode(err, false)
+	}
+	if err := r.job.out.close(); err != nil {
+		fmt.Fprintf(w, "launcher: --output-filename: %v\n", err)
+	}
+	code := exitCode(cause, len(r.job.st.lost) > 0)
+	r.job.report(w, cause)
+	if code != 0 {
+		fmt.Fprintf(w, "launcher: exit code %d\n", code)
+	}
+	return code
+}
+
+// report prints every failure, the blamed one first with its stderr tail,
+// and every lost agent.
+func (j *job) report(w io.Writer, cause error) {
+	st := j.st
+	var first *RankError
+	errors.As(cause, &first)
+	if first != nil {
+		fmt.Fprintf(w, "launcher: job failed: %v\n", first)
+		for _, l := range j.out.tail(first.Rank) {
+			fmt.Fprintf(w, "launcher:   rank %d stderr: %s\n", first.Rank, l)
+		}
+	}
+	others := 0
+	for _, f := range st.failures {
+		switch {
+		case f == first:
+		case first != nil:
+			others++
+			fmt.Fprintf(w, "launcher: also failed: %v\n", f)
+		default:
+			fmt.Fprintf(w, "launcher: also failed while stopping: %v\n", f)
+		}
+	}
+	if stopped := len(j.ranks) - 1 - others; first != nil && stopped > 0 {
+		fmt.Fprintf(w, "launcher: %d other ranks were stopped\n", stopped)
+	}
+	for _, l := range st.lost {
+		fmt.Fprintf(w, "launcher: %s\n", l)
+	}
+}
+
+// summary prints the throughput summary and writes --report and --plot
+// after the job; failing to write them turns a success into ExitSetup.
+func (r *runner) summary(code int) int {
+	j := r.job
+	if j == nil || j.coll == nil {
+		return code
+	}
+	j.coll.Close()
+	<-j.collDone
+	if r.phase < phaseRun {
+		return code
+	}
+	meta := bench.Meta{Command: r.cfg.Argv, Ranks: len(j.ranks), Start: r.start, End: time.Now(), Version: r.d.Version}
+	for _, s := range j.sessions {
+		meta.Hosts = append(meta.Hosts, s.host.Name)
+	}
+	if err := writeBench(r.cfg.Bench, j.coll.Report(meta), r.d.Stdout); err != nil {
+		fmt.Fprintf(r.d.Stderr, "launcher: %v\n", err)
+		if code == 0 {
+			code = ExitSetup
+		}
+	}
+	return code
+}

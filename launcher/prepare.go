@@ -1,0 +1,211 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"gangway/agent/wire"
+	"gangway/nccl"
+)
+
+// prepare is the gang start's set-up: every host's network and GPUs,
+// every rank's environment, the optional cache drop and preflight, then
+// StartJob to every host and its Ready. No rank runs before all of that
+// succeeded everywhere.
+func (j *job) prepare(ctx context.Context) error {
+	choices, err := chooseNetworks(j.cfg, j.sessions)
+	if err != nil {
+		return err
+	}
+	if err := assignGPUs(j.cfg.Place, j.ranks, j.sessions); err != nil {
+		return err
+	}
+	envs := Environ(j.ranks, j.hostEnvs(choices), j.jobEnv(choices))
+	if err := j.dropCaches(ctx); err != nil {
+		return err
+	}
+	if err := j.preflight(ctx, choices); err != nil {
+		return err
+	}
+	return j.start(ctx, envs)
+}
+
+// hostEnvs are the host-specific parts of the ranks' environment.
+func (j *job) hostEnvs(choices []*nccl.Choice) []HostEnv {
+	he := make([]HostEnv, len(j.sessions))
+	for i, s := range j.sessions {
+		he[i] = HostEnv{Name: s.host.Name}
+		if c := choices[i]; c != nil {
+			he[i].Net = nccl.Env(*c, j.cfg.Env.Vars)
+		}
+	}
+	return he
+}
+
+// jobEnv is what every rank's environment shares: MASTER_ADDR on rank 0's
+// data interface and MASTER_PORT free on its host.
+func (j *job) jobEnv(choices []*nccl.Choice) JobEnv {
+	h0 := j.ranks[0].Host
+	r0 := j.sessions[h0]
+	master := masterAddr(r0, choices[h0])
+	if len(j.sessions) == 1 && isLocal(r0.host) {
+		master = "127.0.0.1"
+	}
+	port := r0.facts.FreePort
+	if port == 0 {
+		port = 29500
+	}
+	return JobEnv{JobID: j.id, MasterAddr: master, MasterPort: port, Vars: j.cfg.Env.Vars, MCA: j.cfg.Env.MCA}
+}
+
+// start sends every host its ranks and waits until all are Ready.
+func (j *job) start(ctx context.Context, envs [][]string) error {
+	var pmi *wire.PMIJob
+	if j.cfg.Env.PMI {
+		pmi = pmiJob(j.id, j.ranks)
+	}
+	byHost := make([][]wire.RankSpec, len(j.sessions))
+	for _, r := range j.ranks {
+		byHost[r.Host] = append(byHost[r.Host], wire.RankSpec{Rank: r.Rank, LocalRank: r.LocalRank, Argv: j.cfg.Argv, Env: envs[r.Rank], Dir: j.cfg.Env.Dir, GPUs: r.GPUs})
+	}
+	for i, s := range j.sessions {
+		sj := wire.StartJob{JobID: j.id, KillGrace: j.cfg.Control.KillGrace, StdinRank: j.cfg.Out.Stdin, PMI: pmi, Bind: j.cfg.Place.BindTo, Ranks: byHost[i]}
+		if err := s.conn.Send(wire.KindStart, sj); err != nil {
+			return &HostError{Host: s.host.Name, Err: fmt.Errorf("send job: %w", err)}
+		}
+	}
+	res, err := j.collect(ctx, wire.KindReady, j.cfg.Transport.StartTimeout)
+	if err != nil {
+		return err
+	}
+	for i, m := range res {
+		var r wire.Ready
+		if err := m.Decode(&r); err != nil {
+			return &HostError{Host: j.sessions[i].host.Name, Err: err}
+		}
+		if r.Err != "" {
+			return &HostError{Host: j.sessions[i].host.Name, Err: errors.New(r.Err)}
+		}
+	}
+	return nil
+}
+
+// pmiJob builds the PMI description shared by every host.
+func pmiJob(jobID string, ranks []Rank) *wire.PMIJob {
+	node := make([]int, len(ranks))
+	for _, r := range ranks {
+		node[r.Rank] = r.NodeRank
+	}
+	return &wire.PMIJob{KVSName: "kvs_" + jobID, Size: len(ranks), Mapping: wire.ProcessMapping(node)}
+}
+
+// ErrPreflight is returned when hosts cannot reach each other.
+var ErrPreflight = errors.New("preflight failed")
+
+// preflight has every host open a TCP connection to every other host's
+// agent on its chosen address (all pairs up to 32 hosts, a ring beyond or
+// with --transport ssh),
+// so a broken link fails the job before any rank starts.
+func (j *job) preflight(ctx context.Context, choices []*nccl.Choice) error {
+	n := len(j.sessions)
+	if n < 2 || !j.cfg.Network.Preflight {
+		return nil
+	}
+	target := make([]string, n)
+	for i, s := range j.sessions {
+		// The host's address on its data interface, chosen as for
+		// MASTER_ADDR: the address the launcher reached it on when that
+		// lies on the interface (an agent may listen on that address
+		// only, as loopback agents on 127.0.0.2 do), else the interface's.
+		target[i] = net.JoinHostPort(masterAddr(s, choices[i]), strconv.Itoa(agentPort(j.cfg.Transport, s)))
+	}
+	probes := make([][]int, n) // host -> peers it dials
+	// With --transport ssh every probe makes the peer's sshd fork a
+	// session process, so the check is a ring there; agents are cheap to
+	// dial, so small jobs check every pair.
+	allPairs := n <= 32 && j.cfg.Transport.Kind != "ssh"
+	for i := range n {
+		if allPairs {
+			for k := range n {
+				if k != i {
+					probes[i] = append(probes[i], k)
+				}
+			}
+		} else {
+			probes[i] = []int{(i + 1) % n}
+		}
+	}
+	for i, s := range j.sessions {
+		p := wire.Probe{Timeout: 5 * time.Second}
+		for _, k := range probes[i] {
+			p.Targets = append(p.Targets, target[k])
+		}
+		if err := s.conn.Send(wire.KindProbe, p); err != nil {
+			return &HostError{Host: s.host.Name, Err: err}
+		}
+	}
+	res, err := j.collect(ctx, wire.KindProbeResult, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	var bad []string
+	for i, s := range j.sessions {
+		var pr wire.ProbeResult
+		if err := res[i].Decode(&pr); err != nil {
+			return &HostError{Host: s.host.Name, Err: err}
+		}
+		via := ""
+		if c := choices[i]; c != nil && len(c.Ifaces) > 0 {
+			via = " via " + strings.Join(c.Ifaces, ",")
+		}
+		for k, r := range pr.Results {
+			if r.Err != "" && k < len(probes[i]) {
+				peer := label(j.sessions[probes[i][k]])
+				bad = append(bad, fmt.Sprintf("  %s -> %s (%s%s): %s", label(s), peer, r.Target, via, r.Err))
+			}
+		}
+	}
+	if len(bad) > 0 {
+		j.out.say(fmt.Sprintf("preflight: %d of the host pairs cannot connect:\n%s", len(bad), strings.Join(bad, "\n")))
+		return fmt.Errorf("%w: hosts cannot reach each other on their chosen interfaces (--preflight=false skips this check)", ErrPreflight)
+	}
+	return nil
+}
+
+// dropCaches asks every host to sync and drop its page caches, in
+// parallel, and reports the time each took.
+func (j *job) dropCaches(ctx context.Context) error {
+	if j.cfg.Network.DropCaches == 0 {
+		return nil
+	}
+	j.broadcast(wire.KindPrepare, wire.Prepare{DropCaches: j.cfg.Network.DropCaches})
+	res, err := j.collect(ctx, wire.KindPrepared, 5*time.Minute)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i, s := range j.sessions {
+		var p wire.Prepared
+		if err := res[i].Decode(&p); err != nil {
+			return err
+		}
+		if p.Err != "" {
+			if j.cfg.Network.DropCachesBestEffort {
+				j.out.say(fmt.Sprintf("drop caches on %s failed (best effort): %s", s.host.Name, p.Err))
+				continue
+			}
+			errs = append(errs, &HostError{Host: s.host.Name, Err: errors.New(p.Err)})
+			continue
+		}
+		j.out.say(fmt.Sprintf("dropped page caches on %s in %v", s.host.Name, p.Took.Round(time.Millisecond)))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("--drop-caches (use --drop-caches-best-effort to go on): %w", errors.Join(errs...))
+	}
+	return nil
+}

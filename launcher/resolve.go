@@ -1,0 +1,184 @@
+package launcher
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gangway/agent/wire"
+	"gangway/hostfile"
+)
+
+// resolveHosts reads -H and hostfiles, else a Slurm or PBS allocation,
+// else leaves the job on this machine.
+func (c *Config) resolveHosts(getenv func(string) string) error {
+	p := &c.Place
+	for _, l := range c.in.hostLists {
+		hs, err := hostfile.ParseList(l)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+		p.Hosts = mergeHosts(p.Hosts, hs)
+		p.Source = HostsList
+	}
+	for _, f := range c.in.hostfiles {
+		hs, err := hostfile.ParseFile(f)
+		if err != nil {
+			return fmt.Errorf("cannot read hostfile: %w", err)
+		}
+		p.Hosts = mergeHosts(p.Hosts, hs)
+		p.Source, p.Hostfile = HostsFile, f
+	}
+	for _, h := range p.Hosts {
+		// Merging sources can take a host past the limits each
+		// source checked alone.
+		if err := h.Validate(); err != nil {
+			return fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+	}
+	if len(p.Hosts) > 0 {
+		return nil
+	}
+	if hs, ok, err := hostfile.FromSlurm(getenv); err != nil {
+		return fmt.Errorf("slurm allocation: %w", err)
+	} else if ok {
+		p.Hosts, p.Source = hs, HostsSlurm
+		return nil
+	}
+	if hs, ok, err := hostfile.FromPBS(getenv); err != nil {
+		return fmt.Errorf("PBS allocation: %w", err)
+	} else if ok {
+		p.Hosts, p.Source = hs, HostsPBS
+		return nil
+	}
+	p.Source = HostsLocal
+	return nil
+}
+
+// resolveInputs turns -x, --env-file, --stdin and --output-from into
+// their Config values.
+func (c *Config) resolveInputs(environ []string) error {
+	var err error
+	if c.Env.Vars, err = resolveEnv(c.in.exports, c.in.envFiles, environ); err != nil {
+		return err
+	}
+	if c.Out.Stdin, err = parseStdin(c.in.stdin); err != nil {
+		return err
+	}
+	if c.in.outputFrom != "" {
+		if c.Out.From, err = ParseRankSet(c.in.outputFrom); err != nil {
+			return fmt.Errorf("%w: --output-from: %v", ErrUsage, err)
+		}
+	}
+	return nil
+}
+
+func mergeHosts(a, b []hostfile.Host) []hostfile.Host {
+	for _, h := range b {
+		found := false
+		for i := range a {
+			if a[i].Name == h.Name && a[i].User == h.User && a[i].Port == h.Port {
+				a[i].Slots += h.Slots
+				// As hostfile merges: caps add, and one uncapped
+				// occurrence lifts the cap.
+				if a[i].MaxSlots == 0 || h.MaxSlots == 0 {
+					a[i].MaxSlots = 0
+				} else {
+					a[i].MaxSlots = min(a[i].MaxSlots+h.MaxSlots, hostfile.MaxSlotCount)
+				}
+				found = true
+				break
+			}
+		}
+		if !found {
+			a = append(a, h)
+		}
+	}
+	return a
+}
+
+// resolveEnv expands --env-file and then -x into one map of the values
+// every rank gets; a later entry for the same name wins.
+func resolveEnv(xs, files []string, environ []string) (map[string]string, error) {
+	vals := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read env file: %w", err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			line = strings.TrimPrefix(line, "export ")
+			k, v, ok := strings.Cut(line, "=")
+			if !ok || !wire.ValidEnvName(k) {
+				return nil, fmt.Errorf("%w: %s:%d: want KEY=VALUE, got %q", ErrUsage, f, i+1, line)
+			}
+			vals[k] = unquote(v)
+		}
+	}
+	for _, x := range xs {
+		k, v, hasVal := strings.Cut(x, "=")
+		switch {
+		case hasVal:
+			if !wire.ValidEnvName(k) {
+				return nil, fmt.Errorf("%w: -x %q: bad variable name", ErrUsage, x)
+			}
+			vals[k] = v
+		case strings.HasSuffix(k, "*"):
+			prefix := strings.TrimSuffix(k, "*")
+			for _, e := range environ {
+				if ek, ev, ok := strings.Cut(e, "="); ok && strings.HasPrefix(ek, prefix) {
+					vals[ek] = ev
+				}
+			}
+		default:
+			if !wire.ValidEnvName(k) {
+				return nil, fmt.Errorf("%w: -x %q: bad variable name", ErrUsage, x)
+			}
+			found := false
+			for _, e := range environ {
+				if ek, ev, ok := strings.Cut(e, "="); ok && ek == k {
+					vals[k] = ev
+					found = true
+				}
+			}
+			if !found {
+				return nil, fmt.Errorf("%w: -x %s: not set in the launcher's environment", ErrUsage, k)
+			}
+		}
+	}
+	return vals, nil
+}
+
+// sortedVars lists vars as sorted KEY=VALUE entries.
+func sortedVars(vars map[string]string) []string {
+	out := make([]string, 0, len(vars))
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func unquote(v string) string {
+	if len(v) >= 2 && (v[0] == '"' && v[len(v)-1] == '"' || v[0] == '\'' && v[len(v)-1] == '\'') {
+		return v[1 : len(v)-1]
+	}
+	return v
+}
+
+func parseStdin(s string) (int, error) {
+	if s == "none" {
+		return -1, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: --stdin %q: want a rank or none", ErrUsage, s)
+	}
+	return n, nil
+}

@@ -1,0 +1,302 @@
+package launcher
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"syscall"
+
+	"gangway/agent/wire"
+)
+
+// The job loop is split in two: state.apply decides (pure: data in, the
+// actions to take out), job.do performs the actions (I/O). Which rank is
+// blamed, which code wins, what a second signal does and when a barrier
+// completes are decided here and table-tested in state_test.go.
+
+// Events the loop feeds to apply.
+type (
+	evExit struct {
+		host int
+		x    wire.Exit
+	}
+	evAbort struct {
+		host int
+		a    wire.Abort
+	}
+	evFence struct {
+		host int
+		f    wire.Fence
+	}
+	evDone struct{ host int }
+	evLost struct {
+		host int
+		err  error
+	}
+	evAgentError struct {
+		host int
+		msg  string
+	}
+	evStarted struct {
+		host int
+		st   wire.Started
+	}
+	evSignal struct {
+		sig os.Signal
+		n   int
+	} // the n-th signal the launcher got
+	evCancel struct{ cause error } // the job's context ended
+	evGiveUp struct{}              // hosts did not confirm their ranks' end in time
+)
+
+// Actions apply asks the loop to perform.
+type (
+	actStop      struct{}                   // Stop{grace} to every host still running
+	actKill      struct{}                   // SIGKILL every rank on every host still running
+	actSay       struct{ line string }      // a launcher message on stderr
+	actCancel    struct{ cause error }      // end the job for this cause (first cause wins)
+	actFenceDone struct{ f wire.FenceDone } // release a barrier on every host
+	actClose     struct{ host int }         // give up on a host: close its session
+	actLog       struct {
+		host int
+		msg  string
+		err  error
+	} // a warning for the logs
+)
+
+// state is a running job as its loop sees it; only apply changes it.
+type state struct {
+	hosts          []string // host names, by session index
+	hostOf         []int    // session index, by rank
+	reportBindings bool
+
+	exited   []bool // by rank
+	done     []bool // by host: Done received, or lost
+	ndone    int
+	failures []*RankError
+	first    *RankError // the failure that stopped the job, if one did
+	stopping bool
+	killed   bool
+	lost     []string
+	fences   map[int]*fence
+}
+
+type fence struct {
+	arrived map[int]bool
+	puts    map[string]string
+}
+
+func newState(hosts []string, ranks []Rank, reportBindings bool) *state {
+	st := &state{hosts: hosts, hostOf: make([]int, len(ranks)), reportBindings: reportBindings,
+		exited: make([]bool, len(ranks)), done: make([]bool, len(hosts)), fences: map[int]*fence{}}
+	for _, r := range ranks {
+		st.hostOf[r.Rank] = r.Host
+	}
+	return st
+}
+
+// finished reports whether every host has ended (confirmed or lost).
+func (st *state) finished() bool { return st.ndone == len(st.hosts) }
+
+// apply takes one event and returns what to do about it.
+func (st *state) apply(ev any) []action {
+	switch ev := ev.(type) {
+	case evExit:
+		return st.exit(ev.host, ev.x)
+	case evAbort:
+		if !st.owns(ev.host, ev.a.Rank) {
+			return st.violation(ev.host, fmt.Sprintf("an abort for rank %d, which it does not run", ev.a.Rank))
+		}
+		return st.fail(&RankError{Rank: ev.a.Rank, Host: st.hosts[ev.host], ExitCode: ev.a.Code,
+			Err: fmt.Sprintf("called MPI_Abort with code %d %s", ev.a.Code, ev.a.Msg)})
+	case evFence:
+		return st.fence(ev.host, ev.f)
+	case evDone:
+		st.markDone(ev.host)
+	case evLost:
+		return st.lose(ev.host, ev.err)
+	case evAgentError:
+		return []action{actLog{host: ev.host, msg: "agent error", err: errors.New(ev.msg)}}
+	case evStarted:
+		return st.started(ev.host, ev.st)
+	case evSignal:
+		if ev.n == 1 {
+			return append([]action{actSay{fmt.Sprintf("got %v, stopping every rank (again to kill)", ev.sig)}}, st.stop()...)
+		}
+		return append([]action{actSay{fmt.Sprintf("got %v again, killing every rank", ev.sig)}}, st.kill()...)
+	case evCancel:
+		var te *TimeoutError
+		if errors.As(ev.cause, &te) && !st.stopping {
+			return append([]action{actSay{te.Error() + ", stopping every rank"}}, st.stop()...)
+		}
+		return st.stop()
+	case evGiveUp:
+		var acts []action
+		for h, name := range st.hosts {
+			if !st.done[h] {
+				st.lost = append(st.lost, name+" (did not confirm the end of its ranks)")
+				st.markDone(h)
+				acts = append(acts, actClose{h})
+			}
+		}
+		return acts
+	}
+	return nil
+}
+
+type action any
+
+func (st *state) owns(host, rank int) bool {
+	return rank >= 0 && rank < len(st.hostOf) && st.hostOf[rank] == host
+}
+
+func (st *state) markDone(host int) {
+	if !st.done[host] {
+		st.done[host] = true
+		st.ndone++
+	}
+}
+
+func (st *state) exit(host int, x wire.Exit) []action {
+	if !st.owns(host, x.Rank) {
+		return st.violation(host, fmt.Sprintf("an exit for rank %d, which it does not run", x.Rank))
+	}
+	st.exited[x.Rank] = true
+	if x.Code == 0 && x.Err == "" {
+		return nil
+	}
+	if x.Stopped && st.stopping {
+		return nil // we asked for it
+	}
+	return st.fail(&RankError{Rank: x.Rank, Host: st.hosts[host], Pid: x.Pid, ExitCode: x.Code, Signal: x.Signal, Err: x.Err})
+}
+
+// fail records a rank's failure; the first one before any stop is blamed
+// and stops the job. Failures after a signal or timeout are listed, not
+// blamed.
+func (st *state) fail(e *RankError) []action {
+	st.failures = append(st.failures, e)
+	if st.first != nil || st.stopping {
+		return nil
+	}
+	st.first = e
+	return append([]action{actCancel{e}}, st.stop()...)
+}
+
+func (st *state) stop() []action {
+	if st.stopping {
+		return nil
+	}
+	st.stopping = true
+	return []action{actStop{}}
+}
+
+func (st *state) kill() []action {
+	if st.killed {
+		return nil
+	}
+	st.killed, st.stopping = true, true
+	return []action{actKill{}}
+}
+
+// lose ends a host whose connection dropped: its running ranks fail with
+// ExitLost.
+func (st *state) lose(host int, err error) []action {
+	if st.done[host] {
+		return nil
+	}
+	st.markDone(host)
+	name := st.hosts[host]
+	msg := fmt.Sprintf("lost the agent on %s: %v", name, err)
+	if err == io.EOF {
+		msg = fmt.Sprintf("lost the agent on %s: connection closed", name)
+	}
+	st.lost = append(st.lost, msg)
+	var acts []action
+	for r, h := range st.hostOf {
+		if h == host && !st.exited[r] {
+			st.exited[r] = true
+			acts = append(acts, st.fail(&RankError{Rank: r, Host: name, ExitCode: ExitLost, Err: msg})...)
+		}
+	}
+	return acts
+}
+
+// violation ends a host that broke the protocol.
+func (st *state) violation(host int, what string) []action {
+	acts := st.lose(host, fmt.Errorf("protocol violation: it sent %s", what))
+	return append(acts, actClose{host})
+}
+
+// fence merges one host's arrival at barrier f.Seq; the last host's
+// arrival releases every host with every host's puts.
+func (st *state) fence(host int, f wire.Fence) []action {
+	fs := st.fences[f.Seq]
+	if fs == nil {
+		fs = &fence{arrived: map[int]bool{}, puts: map[string]string{}}
+		st.fences[f.Seq] = fs
+	}
+	fs.arrived[host] = true
+	for k, v := range f.Puts {
+		fs.puts[k] = v
+	}
+	if len(fs.arrived) < len(st.hosts) {
+		return nil
+	}
+	delete(st.fences, f.Seq)
+	return []action{actFenceDone{wire.FenceDone{Seq: f.Seq, Puts: fs.puts}}}
+}
+
+func (st *state) started(host int, s wire.Started) []action {
+	if !st.reportBindings {
+		return nil
+	}
+	ranks := make([]int, 0, len(s.Pids))
+	for r := range s.Pids {
+		ranks = append(ranks, r)
+	}
+	sort.Ints(ranks)
+	acts := make([]action, 0, len(ranks))
+	for _, r := range ranks {
+		b := s.Bindings[r]
+		if b == "" {
+			b = "not bound"
+		}
+		acts = append(acts, actSay{fmt.Sprintf("rank %d on %s (pid %d): CPUs %s", r, st.hosts[host], s.Pids[r], b)})
+	}
+	return acts
+}
+
+// RankError is one rank's failure.
+type RankError struct {
+	Rank     int
+	Host     string
+	Pid      int
+	ExitCode int
+	Signal   int
+	Err      string
+	Stderr   []string
+}
+
+func (e *RankError) Error() string {
+	switch {
+	case e.Err != "":
+		return fmt.Sprintf("rank %d on %s: %s (exit code %d)", e.Rank, e.Host, e.Err, e.ExitCode)
+	case e.Signal != 0:
+		return fmt.Sprintf("rank %d on %s (pid %d) was killed by signal %d (%s), exit code %d", e.Rank, e.Host, e.Pid, e.Signal, sigName(e.Signal), e.ExitCode)
+	default:
+		return fmt.Sprintf("rank %d on %s (pid %d) exited with code %d", e.Rank, e.Host, e.Pid, e.ExitCode)
+	}
+}
+
+func sigName(n int) string {
+	for name, s := range map[string]syscall.Signal{"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "ABRT": 6, "BUS": 7, "FPE": 8, "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15} {
+		if int(s) == n {
+			return "SIG" + name
+		}
+	}
+	return "signal " + strconv.Itoa(n)
+}

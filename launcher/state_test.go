@@ -1,0 +1,215 @@
+package launcher
+
+import (
+	"errors"
+	"io"
+	"reflect"
+	"syscall"
+	"testing"
+
+	"gangway/agent/wire"
+)
+
+// twoHosts is a 4-rank job: ranks 0,1 on host 0 ("a"), 2,3 on host 1 ("b").
+func twoHosts() *state {
+	return newState([]string{"a", "b"}, []Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}, false)
+}
+
+// run applies events in order and returns every action and the state.
+func runEvents(st *state, evs ...any) []action {
+	var acts []action
+	for _, ev := range evs {
+		acts = append(acts, st.apply(ev)...)
+	}
+	return acts
+}
+
+// cause is the cause the loop would have cancelled the job with: the
+// first actCancel, as context.WithCancelCause keeps the first.
+func cause(acts []action) error {
+	for _, a := range acts {
+		if c, ok := a.(actCancel); ok {
+			return c.cause
+		}
+	}
+	return nil
+}
+
+func count[T any](acts []action) int {
+	n := 0
+	for _, a := range acts {
+		if _, ok := a.(T); ok {
+			n++
+		}
+	}
+	return n
+}
+
+func TestApplyBlame(t *testing.T) {
+	tests := []struct {
+		name      string
+		events    []any
+		wantBlame int // rank blamed (the cause), -1 for none
+		wantCode  int // exitCode of the cause
+		wantFails int
+		wantStops int
+	}{
+		{"clean exit", []any{evExit{0, wire.Exit{Rank: 0}}, evExit{0, wire.Exit{Rank: 1}}}, -1, 0, 0, 0},
+		{"first failure blamed", []any{evExit{1, wire.Exit{Rank: 3, Code: 7}}, evExit{0, wire.Exit{Rank: 0, Code: 143, Signal: 15, Stopped: true}}}, 3, 7, 1, 1},
+		{"a later failure is listed, not blamed", []any{evExit{1, wire.Exit{Rank: 2, Code: 3}}, evExit{0, wire.Exit{Rank: 1, Code: 9}}}, 2, 3, 2, 1},
+		{"killed by a signal: 128+N", []any{evExit{0, wire.Exit{Rank: 1, Code: 137, Signal: 9}}}, 1, 137, 1, 1},
+		{"spawn error", []any{evExit{0, wire.Exit{Rank: 0, Code: 127, Err: "not found"}}}, 0, 127, 1, 1},
+		{"exit 0 with a PMI error fails", []any{evExit{0, wire.Exit{Rank: 0, Code: 1, Err: "exited without PMI finalize"}}}, 0, 1, 1, 1},
+		{"MPI_Abort wins with its code", []any{evAbort{1, wire.Abort{Rank: 3, Code: 9, Msg: "bye"}}, evExit{1, wire.Exit{Rank: 3, Code: 143, Stopped: true}}}, 3, 9, 1, 1},
+		{"after a signal nothing is blamed", []any{evSignal{sig: syscall.SIGTERM, n: 1}, evExit{0, wire.Exit{Rank: 0, Code: 1}}}, -1, 0, 1, 1},
+		{"after the timeout nothing is blamed", []any{evCancel{&TimeoutError{}}, evExit{0, wire.Exit{Rank: 0, Code: 1}}}, -1, 0, 1, 1},
+		{"a stopped rank's code is not a failure", []any{evSignal{sig: syscall.SIGINT, n: 1}, evExit{0, wire.Exit{Rank: 0, Code: 143, Stopped: true}}}, -1, 0, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := twoHosts()
+			acts := runEvents(st, tt.events...)
+			c := cause(acts)
+			var re *RankError
+			switch {
+			case tt.wantBlame < 0 && c != nil:
+				t.Errorf("blamed %v, want nobody", c)
+			case tt.wantBlame >= 0 && (!errors.As(c, &re) || re.Rank != tt.wantBlame):
+				t.Errorf("blamed %v, want rank %d", c, tt.wantBlame)
+			}
+			if c != nil {
+				if got := exitCode(c, false); got != tt.wantCode {
+					t.Errorf("exit code %d, want %d", got, tt.wantCode)
+				}
+			}
+			if len(st.failures) != tt.wantFails {
+				t.Errorf("%d failures listed, want %d: %v", len(st.failures), tt.wantFails, st.failures)
+			}
+			if got := count[actStop](acts); got != tt.wantStops {
+				t.Errorf("%d stops sent, want %d", got, tt.wantStops)
+			}
+		})
+	}
+}
+
+func TestApplyLostAgent(t *testing.T) {
+	st := twoHosts()
+	acts := runEvents(st, evExit{1, wire.Exit{Rank: 2}}, evLost{1, io.EOF})
+	var re *RankError
+	if !errors.As(cause(acts), &re) || re.Rank != 3 || re.Host != "b" || re.ExitCode != ExitLost {
+		t.Fatalf("cause %v, want rank 3 on b with exit code %d", cause(acts), ExitLost)
+	}
+	if want := "lost the agent on b: connection closed"; re.Err != want || !reflect.DeepEqual(st.lost, []string{want}) {
+		t.Errorf("lost %q, error %q, want %q", st.lost, re.Err, want)
+	}
+	if len(st.failures) != 1 {
+		t.Errorf("failures %v: rank 2 had exited, only rank 3 was running", st.failures)
+	}
+	if count[actStop](acts) != 1 || !st.done[1] || st.done[0] {
+		t.Errorf("want one stop and host b done: %v, done %v", acts, st.done)
+	}
+	// The same host lost twice (reader error after a give-up) changes nothing.
+	if again := st.apply(evLost{1, io.EOF}); len(again) != 0 || len(st.lost) != 1 {
+		t.Errorf("second loss: %v, lost %v", again, st.lost)
+	}
+	// A host lost with no running rank to blame still makes the job exit 255.
+	st = twoHosts()
+	runEvents(st, evExit{1, wire.Exit{Rank: 2}}, evExit{1, wire.Exit{Rank: 3}}, evLost{1, errors.New("reset")})
+	if len(st.failures) != 0 || exitCode(nil, len(st.lost) > 0) != ExitLost {
+		t.Errorf("failures %v, lost %v: want no failure and exit %d", st.failures, st.lost, ExitLost)
+	}
+}
+
+func TestApplyProtocolViolation(t *testing.T) {
+	for _, ev := range []any{
+		evExit{0, wire.Exit{Rank: 2, Code: 1}},    // rank 2 runs on b
+		evExit{0, wire.Exit{Rank: 1000000}},       // no such rank
+		evAbort{1, wire.Abort{Rank: -1, Code: 3}}, // no such rank
+	} {
+		st := twoHosts()
+		acts := st.apply(ev)
+		if count[actClose](acts) != 1 || len(st.lost) != 1 {
+			t.Errorf("%+v: actions %v, lost %v: want the session closed and the host lost", ev, acts, st.lost)
+		}
+	}
+}
+
+func TestApplySignals(t *testing.T) {
+	st := twoHosts()
+	acts := runEvents(st, evSignal{sig: syscall.SIGINT, n: 1})
+	if count[actStop](acts) != 1 || count[actKill](acts) != 0 || count[actSay](acts) != 1 {
+		t.Errorf("first signal: %v, want one message and a stop", acts)
+	}
+	acts = runEvents(st, evSignal{sig: syscall.SIGINT, n: 2})
+	if count[actKill](acts) != 1 || count[actStop](acts) != 0 {
+		t.Errorf("second signal: %v, want a kill", acts)
+	}
+	if acts := st.apply(evSignal{sig: syscall.SIGINT, n: 3}); count[actKill](acts) != 0 {
+		t.Errorf("third signal killed again: %v", acts)
+	}
+	if got := exitCode(&SignalError{Signal: syscall.SIGINT}, false); got != 130 {
+		t.Errorf("SIGINT: exit %d, want 130", got)
+	}
+	// A signal after a rank failed keeps the rank's code: the first cause wins.
+	st = twoHosts()
+	acts = runEvents(st, evExit{0, wire.Exit{Rank: 0, Code: 5}}, evSignal{sig: syscall.SIGTERM, n: 1})
+	if got := exitCode(cause(acts), false); got != 5 {
+		t.Errorf("failure then signal: exit %d, want 5", got)
+	}
+}
+
+func TestApplyFences(t *testing.T) {
+	st := twoHosts()
+	if acts := st.apply(evFence{0, wire.Fence{Seq: 1, Puts: map[string]string{"a": "1"}}}); len(acts) != 0 {
+		t.Fatalf("one host of two released the barrier: %v", acts)
+	}
+	// Another barrier in flight does not mix with the first.
+	if acts := st.apply(evFence{1, wire.Fence{Seq: 2}}); len(acts) != 0 {
+		t.Fatalf("barrier 2 released early: %v", acts)
+	}
+	acts := st.apply(evFence{1, wire.Fence{Seq: 1, Puts: map[string]string{"b": "2"}}})
+	want := []action{actFenceDone{wire.FenceDone{Seq: 1, Puts: map[string]string{"a": "1", "b": "2"}}}}
+	if !reflect.DeepEqual(acts, want) {
+		t.Fatalf("barrier 1: %v, want %v", acts, want)
+	}
+	if _, open := st.fences[1]; open {
+		t.Error("barrier 1 still open after release")
+	}
+	acts = st.apply(evFence{0, wire.Fence{Seq: 2}})
+	if len(acts) != 1 || acts[0].(actFenceDone).f.Seq != 2 {
+		t.Errorf("barrier 2: %v", acts)
+	}
+}
+
+func TestApplyGiveUp(t *testing.T) {
+	st := twoHosts()
+	runEvents(st, evSignal{sig: syscall.SIGTERM, n: 1}, evDone{0})
+	acts := st.apply(evGiveUp{})
+	if !reflect.DeepEqual(acts, []action{actClose{1}}) || !st.finished() {
+		t.Errorf("give up: %v, finished %v; want host b closed and the job finished", acts, st.finished())
+	}
+	if len(st.lost) != 1 || st.lost[0] != "b (did not confirm the end of its ranks)" {
+		t.Errorf("lost %q", st.lost)
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	tests := []struct {
+		cause error
+		lost  bool
+		want  int
+	}{
+		{nil, false, 0},
+		{nil, true, ExitLost},
+		{&RankError{ExitCode: 3}, true, 3},
+		{&SignalError{Signal: syscall.SIGTERM}, false, 143},
+		{&TimeoutError{}, false, ExitTimeout},
+		{usageError{errors.New("x")}, false, ExitUsage},
+		{&HostError{Host: "a", Err: errors.New("refused")}, false, ExitSetup},
+	}
+	for _, tt := range tests {
+		if got := exitCode(tt.cause, tt.lost); got != tt.want {
+			t.Errorf("exitCode(%v, %v) = %d, want %d", tt.cause, tt.lost, got, tt.want)
+		}
+	}
+}
