@@ -1,6 +1,8 @@
 package launcher
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"runtime"
@@ -24,7 +26,7 @@ import (
 // GPU is "-" because GPUs are only known from the hosts' agents; the
 // host-specific values (MASTER_PORT, CUDA_VISIBLE_DEVICES, NCCL_*) that
 // come from the hosts' facts are filled at launch.
-func DryRun(w io.Writer, cfg Config) error {
+func DryRun(ctx context.Context, w io.Writer, cfg Config) error {
 	hosts := cfg.Place.Hosts
 	if cfg.Place.Source == HostsLocal {
 		// No facts without dialling: the local host has a slot per CPU.
@@ -39,7 +41,10 @@ func DryRun(w io.Writer, cfg Config) error {
 	for i, h := range hosts {
 		he[i] = HostEnv{Name: h.Name}
 	}
-	envs := Environ(ranks, he, JobEnv{JobID: "dry-run", MasterAddr: hosts[ranks[0].Host].Name, MasterPort: 29500, Vars: cfg.Env.Vars, MCA: cfg.Env.MCA})
+	bw := bufio.NewWriterSize(w, 64<<10)
+	defer bw.Flush()
+	w = bw
+	envs := newEnvBuilder(ranks, he, JobEnv{JobID: "dry-run", MasterAddr: hosts[ranks[0].Host].Name, MasterPort: 29500, Vars: cfg.Env.Vars, MCA: cfg.Env.MCA})
 	fmt.Fprintf(w, "# placement: %d ranks on %d hosts (map-by %s), command: %s\n", len(ranks), len(hosts), cfg.Place.MapBy, strings.Join(cfg.Argv, " "))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RANK\tHOST\tLOCAL_RANK\tLOCAL_SIZE\tNODE\tGPU")
@@ -48,8 +53,11 @@ func DryRun(w io.Writer, cfg Config) error {
 	}
 	tw.Flush()
 	for _, r := range ranks {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		fmt.Fprintf(w, "# environment rank %d on %s\n", r.Rank, hosts[r.Host].Name)
-		for _, kv := range envs[r.Rank] {
+		for _, kv := range envs.rank(r) {
 			fmt.Fprintln(w, kv)
 		}
 	}

@@ -49,7 +49,7 @@ func TestDryRunGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := DryRun(&out, cfg); err != nil {
+	if err := DryRun(t.Context(), &out, cfg); err != nil {
 		t.Fatal(err)
 	}
 	checkGolden(t, "dryrun.golden", out.Bytes())
@@ -137,7 +137,7 @@ func TestDryRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer
-			if err := DryRun(&out, cfg); err != nil {
+			if err := DryRun(t.Context(), &out, cfg); err != nil {
 				t.Fatal(err)
 			}
 			if got := placement(t, out.String()); strings.Join(got, "\n") != strings.Join(tt.wantRows, "\n") {
@@ -160,7 +160,7 @@ func TestDryRunNotEnoughSlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	err = DryRun(&out, cfg)
+	err = DryRun(t.Context(), &out, cfg)
 	if !errors.Is(err, ErrNotEnoughSlots) {
 		t.Errorf("DryRun = %v, want ErrNotEnoughSlots", err)
 	}

@@ -29,13 +29,16 @@ type TimeoutError struct{ After time.Duration }
 func (e *TimeoutError) Error() string { return fmt.Sprintf("--timeout %v expired", e.After) }
 
 // exitCode is the launcher's exit status for why the job ended: the first
-// failing rank's code, 128+N for a signal, 124 for --timeout, 2 for usage
-// errors, 255 for an agent lost without a rank to blame, 1 otherwise.
+// failing rank's code (1 when that is outside 1..255, as an MPI_Abort code
+// may be), 128+N for a signal, 124 for --timeout, 2 for usage errors, 255
+// for an agent lost without a rank to blame, 1 otherwise.
 func exitCode(cause error, lost bool) int {
 	var re *RankError
 	var se *SignalError
 	var te *TimeoutError
 	switch {
+	case errors.As(cause, &re) && (re.ExitCode < 1 || re.ExitCode > 255):
+		return 1
 	case errors.As(cause, &re):
 		return re.ExitCode
 	case errors.As(cause, &se):
@@ -79,7 +82,11 @@ func (r *runner) ending(cause, err error) int {
 	}
 	code := exitCode(cause, len(r.job.st.lost) > 0)
 	r.job.report(w, cause)
-	if code != 0 {
+	var re *RankError
+	switch {
+	case errors.As(cause, &re) && re.ExitCode != code:
+		fmt.Fprintf(w, "launcher: exit code %d (rank %d's code %d is not an exit status: outside 1..255)\n", code, re.Rank, re.ExitCode)
+	case code != 0:
 		fmt.Fprintf(w, "launcher: exit code %d\n", code)
 	}
 	return code

@@ -44,79 +44,91 @@ var identityKeys = map[string]bool{
 // rank; each entry is sorted KEY=VALUE. The host's own environment (the
 // agent's) is the base the ranks start from.
 func Environ(ranks []Rank, hosts []HostEnv, j JobEnv) [][]string {
-	size := len(ranks)
-	groups := 0
-	seen := make(map[int]bool)
-	// crossHosts[l] lists the hosts (in host order) that have local rank l.
-	var crossHosts [][]int
+	b := newEnvBuilder(ranks, hosts, j)
+	out := make([][]string, len(ranks))
 	for _, r := range ranks {
-		if !seen[r.Host] {
-			seen[r.Host] = true
-			groups++
-		}
-	}
-	byHost := make([][]int, len(hosts))
-	for _, r := range ranks {
-		byHost[r.Host] = append(byHost[r.Host], r.Rank)
-	}
-	crossIndex := make([]map[int]int, len(hosts)) // host -> local rank -> cross rank
-	for h, rs := range byHost {
-		crossIndex[h] = map[int]int{}
-		for l := range rs {
-			for len(crossHosts) <= l {
-				crossHosts = append(crossHosts, nil)
-			}
-			crossIndex[h][l] = len(crossHosts[l])
-			crossHosts[l] = append(crossHosts[l], h)
-		}
-	}
-	out := make([][]string, size)
-	for _, r := range ranks {
-		h := hosts[r.Host]
-		m := map[string]string{
-			"RANK": itoa(r.Rank), "WORLD_SIZE": itoa(size),
-			"LOCAL_RANK": itoa(r.LocalRank), "LOCAL_WORLD_SIZE": itoa(r.LocalSize),
-			"GROUP_RANK": itoa(r.NodeRank), "GROUP_WORLD_SIZE": itoa(groups),
-			"ROLE_RANK": itoa(r.Rank), "ROLE_WORLD_SIZE": itoa(size), "ROLE_NAME": "default",
-			"MASTER_ADDR": j.MasterAddr, "MASTER_PORT": itoa(j.MasterPort),
-			"OMPI_COMM_WORLD_RANK": itoa(r.Rank), "OMPI_COMM_WORLD_SIZE": itoa(size),
-			"OMPI_COMM_WORLD_LOCAL_RANK": itoa(r.LocalRank), "OMPI_COMM_WORLD_LOCAL_SIZE": itoa(r.LocalSize),
-			"OMPI_COMM_WORLD_NODE_RANK": itoa(r.LocalRank),
-			"PMI_RANK":                  itoa(r.Rank), "PMI_SIZE": itoa(size),
-			"MPI_LOCALRANKID": itoa(r.LocalRank), "MPI_LOCALNRANKS": itoa(r.LocalSize),
-			"HOROVOD_RANK": itoa(r.Rank), "HOROVOD_SIZE": itoa(size),
-			"HOROVOD_LOCAL_RANK": itoa(r.LocalRank), "HOROVOD_LOCAL_SIZE": itoa(r.LocalSize),
-			"HOROVOD_CROSS_RANK": itoa(crossIndex[r.Host][r.LocalRank]),
-			"HOROVOD_CROSS_SIZE": itoa(len(crossHosts[r.LocalRank])),
-			"HOROVOD_HOSTNAME":   h.Name,
-			"GANGWAY_JOB_ID":     j.JobID, "GANGWAY_HOST": h.Name,
-			"PYTHONUNBUFFERED": "1",
-		}
-		if r.GPUs != nil {
-			m["CUDA_VISIBLE_DEVICES"] = nccl.CUDAVisibleDevices(r.GPUs)
-			m["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-		}
-		for _, kv := range h.Net {
-			k, v, _ := strings.Cut(kv, "=")
-			m[k] = v
-		}
-		for _, kv := range j.MCA {
-			k, v, _ := strings.Cut(kv, "=")
-			m[k] = v
-		}
-		for k, v := range j.Vars {
-			if !identityKeys[k] {
-				m[k] = v
-			}
-		}
-		env := make([]string, 0, len(m))
-		for k, v := range m {
-			env = append(env, k+"="+v)
-		}
-		sort.Strings(env)
-		out[r.Rank] = env
+		out[r.Rank] = b.rank(r)
 	}
 	return out
+}
+
+// envBuilder holds what every rank's environment is computed from, so
+// that a dry run can print a million ranks' environments one at a time.
+type envBuilder struct {
+	hosts     []HostEnv
+	j         JobEnv
+	size      int
+	groups    int     // hosts that run ranks
+	cross     [][]int // host -> local rank -> its host's index among the hosts with that local rank
+	crossSize []int   // local rank -> hosts that have it
+}
+
+func newEnvBuilder(ranks []Rank, hosts []HostEnv, j JobEnv) *envBuilder {
+	b := &envBuilder{hosts: hosts, j: j, size: len(ranks), cross: make([][]int, len(hosts))}
+	local := make([]int, len(hosts))
+	for _, r := range ranks {
+		local[r.Host]++
+	}
+	for h, n := range local {
+		if n > 0 {
+			b.groups++
+		}
+		for l := range n {
+			if l == len(b.crossSize) {
+				b.crossSize = append(b.crossSize, 0)
+			}
+			b.cross[h] = append(b.cross[h], b.crossSize[l])
+			b.crossSize[l]++
+		}
+	}
+	return b
+}
+
+// rank is one rank's environment, sorted.
+func (b *envBuilder) rank(r Rank) []string {
+	h, j, size := b.hosts[r.Host], b.j, b.size
+	m := map[string]string{
+		"RANK": itoa(r.Rank), "WORLD_SIZE": itoa(size),
+		"LOCAL_RANK": itoa(r.LocalRank), "LOCAL_WORLD_SIZE": itoa(r.LocalSize),
+		"GROUP_RANK": itoa(r.NodeRank), "GROUP_WORLD_SIZE": itoa(b.groups),
+		"ROLE_RANK": itoa(r.Rank), "ROLE_WORLD_SIZE": itoa(size), "ROLE_NAME": "default",
+		"MASTER_ADDR": j.MasterAddr, "MASTER_PORT": itoa(j.MasterPort),
+		"OMPI_COMM_WORLD_RANK": itoa(r.Rank), "OMPI_COMM_WORLD_SIZE": itoa(size),
+		"OMPI_COMM_WORLD_LOCAL_RANK": itoa(r.LocalRank), "OMPI_COMM_WORLD_LOCAL_SIZE": itoa(r.LocalSize),
+		"OMPI_COMM_WORLD_NODE_RANK": itoa(r.LocalRank),
+		"PMI_RANK":                  itoa(r.Rank), "PMI_SIZE": itoa(size),
+		"MPI_LOCALRANKID": itoa(r.LocalRank), "MPI_LOCALNRANKS": itoa(r.LocalSize),
+		"HOROVOD_RANK": itoa(r.Rank), "HOROVOD_SIZE": itoa(size),
+		"HOROVOD_LOCAL_RANK": itoa(r.LocalRank), "HOROVOD_LOCAL_SIZE": itoa(r.LocalSize),
+		"HOROVOD_CROSS_RANK": itoa(b.cross[r.Host][r.LocalRank]),
+		"HOROVOD_CROSS_SIZE": itoa(b.crossSize[r.LocalRank]),
+		"HOROVOD_HOSTNAME":   h.Name,
+		"GANGWAY_JOB_ID":     j.JobID, "GANGWAY_HOST": h.Name,
+		"PYTHONUNBUFFERED": "1",
+	}
+	if r.GPUs != nil {
+		m["CUDA_VISIBLE_DEVICES"] = nccl.CUDAVisibleDevices(r.GPUs)
+		m["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+	}
+	for _, kv := range h.Net {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	for _, kv := range j.MCA {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	for k, v := range j.Vars {
+		if !identityKeys[k] {
+			m[k] = v
+		}
+	}
+	env := make([]string, 0, len(m))
+	for k, v := range m {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return env
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -101,10 +101,17 @@ func (j *job) read(s *session) {
 			}
 			continue
 		case wire.KindOutput:
-			if rank, st, data, err := m.Output(); err == nil {
+			rank, st, data, err := m.Output()
+			if err == nil && j.st.owns(s.idx, rank) {
 				j.out.write(&sc, rank, st, data)
+				continue
 			}
-			continue
+			what := fmt.Sprintf("output for rank %d, which it does not run", rank)
+			if err != nil {
+				what = fmt.Sprintf("a bad output frame (%v)", err)
+			}
+			j.send(evViolation{host: s.idx, what: what})
+			return
 		}
 		ev, err := decode(s.idx, m)
 		if err != nil {

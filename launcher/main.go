@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -127,6 +128,8 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 	case err == nil:
 		if berr := checkBench(cfg.Bench); berr != nil {
 			err = usageError{berr}
+		} else {
+			err = checkPaths(cfg)
 		}
 	}
 	if err != nil {
@@ -138,14 +141,8 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 		defer d.Log.Sync()
 	}
 	switch cfg.Mode {
-	case ModeAnalyze:
-		return analyze(ctx, cfg, d.Stdout, d.Stderr)
-	case ModeDryRun:
-		if err := DryRun(d.Stdout, cfg); err != nil {
-			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-			return ExitUsage
-		}
-		return 0
+	case ModeAnalyze, ModeDryRun:
+		return offline(ctx, cfg, d)
 	}
 	if d.Local == nil && d.NewLocal != nil {
 		d.Local = d.NewLocal(d.Log)
@@ -168,4 +165,26 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 		return RunOpenMPI(ctx, cfg, d)
 	}
 	return Run(ctx, cfg, d)
+}
+
+// offline runs the modes that reach no host (--analyze, --dry-run); a
+// signal stops them with 128+N.
+func offline(ctx context.Context, cfg Config, d Deps) int {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sigs := watchSignals(d.Signals, cancel)
+	defer sigs.stop()
+	code := 0
+	if cfg.Mode == ModeAnalyze {
+		code = analyze(ctx, cfg, d.Stdout, d.Stderr)
+	} else if err := DryRun(ctx, d.Stdout, cfg); err != nil && ctx.Err() == nil {
+		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
+		code = ExitUsage
+	}
+	var se *SignalError
+	if errors.As(context.Cause(ctx), &se) {
+		fmt.Fprintf(d.Stderr, "launcher: interrupted by %v\n", se.Signal)
+		return exitCode(se, false)
+	}
+	return code
 }

@@ -2,19 +2,26 @@ package launcher
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"gangway/agent/wire"
 )
 
-// tailLines is how many stderr lines of each rank the failure report keeps.
-const tailLines = 10
+// The failure report keeps each rank's last tailLines stderr lines, each
+// cut to tailLineBytes: at most 40 KiB per rank, whatever the rank prints.
+const (
+	tailLines     = 10
+	tailLineBytes = 4 << 10
+)
 
 // Observer sees every whole line (the bench collector). It must not block.
 type Observer interface {
@@ -96,7 +103,7 @@ func (c *console) write(sc *scratch, rank int, s wire.Stream, data []byte) {
 					t = &ring{}
 					c.tails[rank] = t
 				}
-				t.add(string(line))
+				t.add(clip(line))
 				c.fmu.Unlock()
 			}
 			if c.obs != nil {
@@ -151,29 +158,32 @@ func (c *console) prefix(rank int, s wire.Stream, now time.Time) []byte {
 	return p
 }
 
+// clip copies a stderr line for the failure report, cut to tailLineBytes.
+func clip(line []byte) string {
+	if len(line) <= tailLineBytes {
+		return string(line)
+	}
+	return fmt.Sprintf("%s... (%d more bytes)", line[:tailLineBytes], len(line)-tailLineBytes)
+}
+
+// toFile writes a frame to DIR/rank.R/STREAM exactly as the rank wrote it.
 func (c *console) toFile(rank int, s wire.Stream, data []byte) {
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
 	k := fileKey{rank, s}
 	f := c.files[k]
 	if f == nil {
-		dir := filepath.Join(c.dir, "rank."+strconv.Itoa(rank))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			c.ferr = err
-			return
-		}
 		var err error
-		if f, err = os.Create(filepath.Join(dir, s.String())); err != nil {
-			c.ferr = err
+		if f, err = openRankFile(c.dir, rank, s.String()); err != nil {
+			if c.ferr == nil {
+				c.ferr = err
+			}
 			return
 		}
 		c.files[k] = f
 	}
 	if _, err := f.Write(data); err != nil && c.ferr == nil {
 		c.ferr = fmt.Errorf("rank %d %s file: %w", rank, s, err)
-	}
-	if data[len(data)-1] != '\n' {
-		_, _ = f.Write([]byte{'\n'})
 	}
 }
 
@@ -204,6 +214,49 @@ func (c *console) close() error {
 	}
 	c.files = nil
 	return c.ferr
+}
+
+// Modes of the files the launcher creates: its umask applies's umask applies
+// to their modes, as with mpirun (0755 directories, 0644 files).
+const (
+	dirMode  = 0o755
+	fileMode = 0o644
+)
+
+// openRankFile opens DIR/rank.R/name for writing without following a
+// symbolic link anywhere below DIR: rank.R must be a directory of ours
+// (made here if missing) and name is opened with O_NOFOLLOW, so a link
+// planted in a shared DIR cannot redirect a rank's output into another
+// file.
+func openRankFile(dir string, rank int, name string) (*os.File, error) {
+	rd := filepath.Join(dir, "rank."+strconv.Itoa(rank))
+	if err := os.Mkdir(rd, dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, err
+	}
+	if err := ownDir(rd); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(rd, name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, fileMode)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: %w", rank, err)
+	}
+	return f, nil
+}
+
+// ownDir checks that path is a directory (not a link to one) owned by the
+// launcher's user.
+func ownDir(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s: not a directory (a symbolic link or a file is in the way)", path)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s: owned by uid %d, not by this user (uid %d)", path, st.Uid, os.Geteuid())
+	}
+	return nil
 }
 
 func newConsole(o Output, stdout, stderr io.Writer, hostOf func(int) string, obs Observer) *console {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"syscall"
 
 	"golang.org/x/crypto/ssh"
 
@@ -50,6 +51,8 @@ func Rsh(ctx context.Context, args []string, d Deps) int {
 		fmt.Fprintf(d.Stderr, "launcher --rsh: %s: %v\n", fs.Arg(0), err)
 		return 255
 	}
+	stopKeepalive := keepalive(client)
+	defer stopKeepalive()
 	defer client.Close()
 	sess, err := client.NewSession()
 	if err != nil {
@@ -61,7 +64,19 @@ func Rsh(ctx context.Context, args []string, d Deps) int {
 	if in, err := sess.StdinPipe(); err == nil && d.Stdin != nil {
 		go func() { _, _ = io.Copy(in, d.Stdin); in.Close() }()
 	}
-	err = sess.Run(strings.Join(fs.Args()[1:], " "))
+	done := make(chan error, 1)
+	go func() { done <- sess.Run(strings.Join(fs.Args()[1:], " ")) }()
+	select {
+	case err = <-done:
+	case s := <-d.Signals:
+		// Like ssh: the connection goes, and the agent stops the command.
+		client.Close()
+		<-done
+		if ss, ok := s.(syscall.Signal); ok {
+			return 128 + int(ss)
+		}
+		return 255
+	}
 	var ee *ssh.ExitError
 	switch {
 	case err == nil:

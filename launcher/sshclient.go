@@ -120,7 +120,7 @@ func (d *sshDialer) hostKeyCallback() ssh.HostKeyCallback {
 		// thousand hosts, parsing the file per host under this lock was a
 		// launcher-side O(hosts^2).
 		if d.kh == nil && d.khErr == nil {
-			d.kh, d.khErr = knownhosts.New(d.khPath)
+			d.kh, d.khErr = readKnownHosts(d.khPath, d.log)
 		}
 		cb, err := d.kh, d.khErr
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -201,12 +201,15 @@ func (d *sshDialer) client(ctx context.Context, h hostfile.Host) (*ssh.Client, s
 		return nil, "", classify(err)
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
+	// A peer that accepts and never answers must not hold the launcher:
+	// the whole handshake, authentication included, has a deadline.
+	_ = c.SetDeadline(time.Now().Add(HandshakeTimeout))
 	cc, chans, reqs, err := ssh.NewClientConn(c, addr, &ssh.ClientConfig{
 		User:            u,
 		Auth:            []ssh.AuthMethod{ssh.PublicKeys(d.signers...)},
 		HostKeyCallback: d.hostKeyCallback(),
-		Timeout:         20 * time.Second,
 	})
+	_ = c.SetDeadline(time.Time{})
 	if !stop() {
 		if cc != nil {
 			cc.Close()
@@ -235,6 +238,8 @@ func (d *sshDialer) client(ctx context.Context, h hostfile.Host) (*ssh.Client, s
 var (
 	KeepaliveInterval = 5 * time.Second
 	KeepaliveTimeout  = 15 * time.Second
+	// HandshakeTimeout bounds an SSH handshake with an agent.
+	HandshakeTimeout = 20 * time.Second
 )
 
 // keepalive closes c when it stops answering keepalive requests; the
@@ -410,4 +415,68 @@ func (l *limitedWriter) Write(b []byte) (int, error) {
 		l.w.Write(b[:min(len(b), rem)])
 	}
 	return len(b), nil
+}
+
+// readKnownHosts parses a known_hosts file as OpenSSH does: a line that
+// does not parse is skipped with a warning naming the file and the line,
+// and the others still count.
+func readKnownHosts(path string, log *zap.Logger) (ssh.HostKeyCallback, error) {
+	cb, err := knownhosts.New(path)
+	if err == nil || errors.Is(err, os.ErrNotExist) {
+		return cb, err
+	}
+	b, rerr := os.ReadFile(path)
+	if rerr != nil {
+		return nil, err
+	}
+	lines := strings.Split(string(b), "\n")
+	// Drop one bad line at a time (knownhosts names the first), for at
+	// most as many rounds as there are lines.
+	for range lines {
+		n, ok := badLine(err)
+		if !ok || n < 1 || n > len(lines) {
+			return nil, err
+		}
+		log.Warn("skipping a known_hosts line that does not parse", zap.String("file", path), zap.Int("line", n), zap.Error(err))
+		lines[n-1] = "# " + lines[n-1] // keeps the numbering of the rest
+		if cb, err = knownHostsFrom(lines); err == nil {
+			return cb, nil
+		}
+	}
+	return nil, err
+}
+
+// badLine finds N in knownhosts' "knownhosts: FILE:N: ..." parse errors.
+func badLine(err error) (int, bool) {
+	msg := err.Error()
+	for i := strings.Index(msg, ":"); i >= 0; {
+		rest := msg[i+1:]
+		j := strings.Index(rest, ":")
+		if j < 0 {
+			return 0, false
+		}
+		if n, err := strconv.Atoi(rest[:j]); err == nil {
+			return n, true
+		}
+		i += 1 + j
+	}
+	return 0, false
+}
+
+// knownHostsFrom builds a callback from lines through a private
+// temporary file (knownhosts reads files only).
+func knownHostsFrom(lines []string) (ssh.HostKeyCallback, error) {
+	f, err := os.CreateTemp("", "gangway-known-hosts-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.WriteString(strings.Join(lines, "\n"))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return knownhosts.New(f.Name())
 }

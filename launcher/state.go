@@ -31,7 +31,11 @@ type (
 		host int
 		f    wire.Fence
 	}
-	evDone struct{ host int }
+	evDone      struct{ host int }
+	evViolation struct { // the host broke the protocol
+		host int
+		what string
+	}
 	evLost struct {
 		host int
 		err  error
@@ -118,6 +122,8 @@ func (st *state) apply(ev any) []action {
 		st.markDone(ev.host)
 	case evLost:
 		return st.lose(ev.host, ev.err)
+	case evViolation:
+		return st.violation(ev.host, ev.what)
 	case evAgentError:
 		return []action{actLog{host: ev.host, msg: "agent error", err: errors.New(ev.msg)}}
 	case evStarted:
@@ -149,6 +155,8 @@ func (st *state) apply(ev any) []action {
 
 type action any
 
+// owns reports whether rank runs on host. It reads only what newState set,
+// so the readers may call it too.
 func (st *state) owns(host, rank int) bool {
 	return rank >= 0 && rank < len(st.hostOf) && st.hostOf[rank] == host
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -125,11 +126,15 @@ func TestApplyProtocolViolation(t *testing.T) {
 		evExit{0, wire.Exit{Rank: 2, Code: 1}},    // rank 2 runs on b
 		evExit{0, wire.Exit{Rank: 1000000}},       // no such rank
 		evAbort{1, wire.Abort{Rank: -1, Code: 3}}, // no such rank
+		evViolation{0, "output for rank 3, which it does not run"},
 	} {
 		st := twoHosts()
 		acts := st.apply(ev)
 		if count[actClose](acts) != 1 || len(st.lost) != 1 {
 			t.Errorf("%+v: actions %v, lost %v: want the session closed and the host lost", ev, acts, st.lost)
+		}
+		if !strings.Contains(st.lost[0], "protocol violation: it sent ") || !strings.HasPrefix(st.lost[0], "lost the agent on ") {
+			t.Errorf("%+v: message %q does not name the host and the violation", ev, st.lost[0])
 		}
 	}
 }
@@ -202,6 +207,10 @@ func TestExitCode(t *testing.T) {
 		{nil, false, 0},
 		{nil, true, ExitLost},
 		{&RankError{ExitCode: 3}, true, 3},
+		{&RankError{ExitCode: 255}, false, 255},
+		{&RankError{ExitCode: 256}, false, 1}, // MPI_Abort(comm, 256): not 0
+		{&RankError{ExitCode: -1}, false, 1},
+		{&RankError{ExitCode: 0, Err: "exited without PMI finalize"}, false, 1},
 		{&SignalError{Signal: syscall.SIGTERM}, false, 143},
 		{&TimeoutError{}, false, ExitTimeout},
 		{usageError{errors.New("x")}, false, ExitUsage},
