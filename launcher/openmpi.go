@@ -92,14 +92,11 @@ func openMPIArgs(cfg Config, self string, hostfilePath string, np int, root bool
 }
 
 // RunOpenMPI runs cfg through Open MPI's mpirun and returns its exit code
-// (124 on --timeout).
+// (124 on --timeout). mpirun stops its job on SIGINT/SIGTERM: the first
+// signal (or the timeout) is passed to it, and mpirun's whole process
+// group is killed after --kill-grace or at a second signal; the agents
+// then stop the orteds and their ranks when the connections drop.
 func RunOpenMPI(ctx context.Context, cfg Config, d Deps) int {
-	cmd, cleanup, err := mpirunCommand(cfg)
-	if err != nil {
-		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-		return exitCode(err, false)
-	}
-	defer cleanup()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	sigs := watchSignals(d.Signals, cancel)
@@ -108,10 +105,28 @@ func RunOpenMPI(ctx context.Context, cfg Config, d Deps) int {
 		stop := time.AfterFunc(t, func() { cancel(&TimeoutError{After: t}) })
 		defer stop.Stop()
 	}
+	cmd, cleanup, err := mpirunCommand(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
+		return exitCode(err, false)
+	}
+	defer cleanup()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = d.Stdin, d.Stdout, d.Stderr
 	// Pdeathsig: if the launcher is killed, mpirun dies too; its orteds
 	// lose their lifeline and their agent sessions, and stop their ranks.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error {
+		if cfg.Control.KillGrace == 0 {
+			return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+		var se *SignalError
+		if errors.As(context.Cause(ctx), &se) {
+			return cmd.Process.Signal(se.Signal)
+		}
+		fmt.Fprintf(d.Stderr, "launcher: %v, stopping mpirun\n", context.Cause(ctx))
+		return cmd.Process.Signal(syscall.SIGTERM)
+	}
+	cmd.WaitDelay = cfg.Control.KillGrace
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(d.Stderr, "launcher: start %s: %v\n", cmd.Path, err)
 		return ExitSetup
@@ -120,7 +135,6 @@ func RunOpenMPI(ctx context.Context, cfg Config, d Deps) int {
 	pid := cmd.Process.Pid
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	ended := ctx.Done()
 	for {
 		select {
 		case err := <-done:
@@ -132,22 +146,8 @@ func RunOpenMPI(ctx context.Context, cfg Config, d Deps) int {
 			}
 			return exitCodeOf(cmd.ProcessState, err)
 		case ev := <-sigs.events:
-			// mpirun stops its job on SIGINT/SIGTERM; a second signal kills
-			// mpirun's process group, and the agents then stop the orteds
-			// and their ranks when the connections drop.
-			if ev.n == 1 {
-				_ = cmd.Process.Signal(ev.sig)
-			} else {
+			if ev.n > 1 {
 				_ = syscall.Kill(-pid, syscall.SIGKILL)
-			}
-		case <-ended:
-			ended = nil
-			var te *TimeoutError
-			if errors.As(context.Cause(ctx), &te) {
-				fmt.Fprintf(d.Stderr, "launcher: %v, stopping mpirun\n", te)
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-				grace := time.AfterFunc(cfg.Control.KillGrace, func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
-				defer grace.Stop()
 			}
 		}
 	}
@@ -155,7 +155,7 @@ func RunOpenMPI(ctx context.Context, cfg Config, d Deps) int {
 
 // mpirunCommand finds mpirun and writes the hostfile it reads; cleanup
 // removes the hostfile.
-func mpirunCommand(cfg Config) (cmd *exec.Cmd, cleanup func(), err error) {
+func mpirunCommand(ctx context.Context, cfg Config) (cmd *exec.Cmd, cleanup func(), err error) {
 	mpirun, err := exec.LookPath("mpirun.openmpi")
 	if err != nil {
 		if mpirun, err = exec.LookPath("mpirun"); err != nil {
@@ -189,7 +189,7 @@ func mpirunCommand(cfg Config) (cmd *exec.Cmd, cleanup func(), err error) {
 		cleanup()
 		return nil, nil, usageError{err}
 	}
-	return exec.Command(mpirun, append(args, cfg.Argv...)...), cleanup, nil
+	return exec.CommandContext(ctx, mpirun, append(args, cfg.Argv...)...), cleanup, nil
 }
 
 // writeHostfile writes hosts in Open MPI's format, without ports (mpirun
