@@ -32,7 +32,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"gangway/agent"
-	"gangway/agent/testbed"
+	"gangway/agent/agenttest/sshtest"
 )
 
 // Deadline bounds every wait of this package: generous, for a loaded
@@ -64,7 +64,7 @@ func (h *Host) Entry(slots int) string { return fmt.Sprintf("%s:%d:%d", h.Addr, 
 // Cluster is a set of agents sharing one client key.
 type Cluster struct {
 	Hosts []*Host
-	Keys  testbed.Keys // Keys.ClientKey is authorised on every agent
+	Keys  sshtest.Keys // Keys.ClientKey is authorised on every agent
 	// KnownHosts trusts every agent's host key at its address and port.
 	KnownHosts string
 	Dir        string
@@ -112,7 +112,7 @@ func newCluster(t testing.TB, n int) *Cluster {
 		t.Fatalf("agenttest: %d agents: want 1 to 250", n)
 	}
 	dir := t.TempDir()
-	keys, err := testbed.GenKeys(dir)
+	keys, err := sshtest.GenKeys(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

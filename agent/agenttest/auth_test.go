@@ -13,7 +13,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"gangway/agent/agenttest"
-	"gangway/agent/testbed"
+	"gangway/agent/agenttest/sshtest"
 )
 
 // TestUnknownKeyRefused: an identity missing from authorized_keys fails
@@ -21,7 +21,7 @@ import (
 func TestUnknownKeyRefused(t *testing.T) {
 	t.Parallel()
 	c := agenttest.StartLocal(t, 2)
-	other, err := testbed.GenKeys(t.TempDir())
+	other, err := sshtest.GenKeys(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestUnknownKeyRefused(t *testing.T) {
 func TestHostKeyMismatch(t *testing.T) {
 	t.Parallel()
 	c := agenttest.StartLocal(t, 2)
-	other, err := testbed.GenKeys(t.TempDir())
+	other, err := sshtest.GenKeys(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

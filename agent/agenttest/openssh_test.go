@@ -12,7 +12,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"gangway/agent/agenttest"
-	"gangway/agent/testbed"
+	"gangway/agent/agenttest/sshtest"
 )
 
 // sshRun runs the system ssh client with args against host and returns
@@ -46,7 +46,7 @@ func TestOpenSSHClient(t *testing.T) {
 	t.Parallel()
 	c := agenttest.StartLocal(t, 1)
 	h := c.Hosts[0]
-	args := testbed.SSHArgs(c.Keys, h.Port)
+	args := sshtest.SSHArgs(c.Keys, h.Port)
 	check := func(t *testing.T, what, got, want string) {
 		t.Helper()
 		if got != want {
@@ -100,11 +100,11 @@ func TestOpenSSHClient(t *testing.T) {
 		}
 	})
 	t.Run("unknown key", func(t *testing.T) {
-		other, err := testbed.GenKeys(t.TempDir())
+		other, err := sshtest.GenKeys(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
-		stdout, stderr, code := sshRun(t, h, testbed.SSHArgs(other, h.Port), "", nil, "echo should-not-run")
+		stdout, stderr, code := sshRun(t, h, sshtest.SSHArgs(other, h.Port), "", nil, "echo should-not-run")
 		if code != 255 || stdout != "" || !strings.Contains(stderr, "Permission denied (publickey)") {
 			t.Errorf("exit code %d, stdout %q, stderr %q; want 255 and Permission denied (publickey)", code, stdout, stderr)
 		}

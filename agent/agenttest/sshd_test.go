@@ -18,8 +18,8 @@ import (
 
 	"gangway/agent"
 	"gangway/agent/agenttest"
+	"gangway/agent/agenttest/sshtest"
 	"gangway/agent/proc/proctest"
-	"gangway/agent/testbed"
 )
 
 func dialAgent(h *agenttest.Host, signer ssh.Signer) (*ssh.Client, error) {
@@ -194,7 +194,7 @@ func TestStockSessionDropped(t *testing.T) {
 func TestGoClientUnknownKey(t *testing.T) {
 	t.Parallel()
 	c := agenttest.StartLocal(t, 1)
-	other, err := testbed.GenKeys(t.TempDir())
+	other, err := sshtest.GenKeys(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"gangway/agent/agenttest"
+	"gangway/agent/agenttest/sshtest"
 	"gangway/agent/testbed"
 	"gangway/agent/testbed/roottest"
 )
@@ -156,7 +157,7 @@ const agentPort = 22122
 // startAgents runs a real agent in each given host of b, listening on the
 // host's data address, named h<i>, and waits until each answers with an
 // SSH banner. It returns the agents' processes by host index.
-func startAgents(t *testing.T, b *testbed.Bed, keys testbed.Keys, hosts ...int) map[int]*testbed.Proc {
+func startAgents(t *testing.T, b *testbed.Bed, keys sshtest.Keys, hosts ...int) map[int]*testbed.Proc {
 	t.Helper()
 	agentBin, _ := binaries(t)
 	procs := map[int]*testbed.Proc{}

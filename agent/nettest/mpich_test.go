@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"gangway/agent/agenttest"
+	"gangway/agent/agenttest/sshtest"
 	"gangway/agent/testbed"
 	"gangway/agent/testbed/roottest"
 )
@@ -141,7 +142,7 @@ func TestMPICHNetns(t *testing.T) {
 	bin := compileMPI(t, &mpichTest, "mpicc.mpich", mpitestSrc, "mpitest")
 	_, launcherBin := binaries(t)
 	b := newBed(t, testbed.Options{Prefix: "gwn0", Hosts: 2, Subnet: 180})
-	keys, err := testbed.GenKeys(t.TempDir())
+	keys, err := sshtest.GenKeys(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gangway/agent/agenttest"
+	"gangway/agent/agenttest/sshtest"
 	"gangway/agent/testbed"
 	"gangway/agent/testbed/roottest"
 )
@@ -28,7 +29,7 @@ func TestMasterAddrDeadEnd(t *testing.T) {
 			}
 			return testbed.DefaultDataNIC
 		}})
-	keys, err := testbed.GenKeys(t.TempDir())
+	keys, err := sshtest.GenKeys(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

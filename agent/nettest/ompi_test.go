@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"gangway/agent/agenttest/sshtest"
 	"gangway/agent/testbed"
 	"gangway/agent/testbed/roottest"
 )
@@ -26,14 +27,14 @@ import (
 // system is shared) gives it. Named "ssh" so that mpirun adds -x as it
 // does for real ssh. Each call appends "<netns of the caller> <args>" to
 // log, so tests can see who launched which daemon.
-func rshWrapper(t *testing.T, keys testbed.Keys) (wrapper, log string) {
+func rshWrapper(t *testing.T, keys sshtest.Keys) (wrapper, log string) {
 	t.Helper()
 	dir := t.TempDir()
 	_ = os.Chmod(dir, 0o755)
 	wrapper, log = filepath.Join(dir, "ssh"), filepath.Join(dir, "rsh.log")
-	// testbed.SSHArgs without -p: mpirun supplies it (plm_rsh_args).
+	// sshtest.SSHArgs without -p: mpirun supplies it (plm_rsh_args).
 	var opts []string
-	args := testbed.SSHArgs(keys, agentPort)
+	args := sshtest.SSHArgs(keys, agentPort)
 	for i := 0; i < len(args); i++ {
 		if args[i] == "-p" {
 			i++
@@ -112,7 +113,7 @@ func TestOpenMPIMpirun(t *testing.T) {
 	bin := compileMPI(t, &ompiHello, "mpicc.openmpi", "testdata/ompi_hello.c", "ompi_hello")
 	const subnet = 181
 	b := newBed(t, testbed.Options{Prefix: "gwn1", Hosts: 3, Subnet: subnet})
-	keys, err := testbed.GenKeys(t.TempDir())
+	keys, err := sshtest.GenKeys(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

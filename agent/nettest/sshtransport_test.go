@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gangway/agent/agenttest"
+	"gangway/agent/agenttest/sshtest"
 	"gangway/agent/testbed"
 	"gangway/agent/testbed/roottest"
 )
@@ -21,7 +22,7 @@ func TestTransportSSH(t *testing.T) {
 	roottest.RequireRoot(t)
 	agentBin, launcherBin := binaries(t)
 	b := newBed(t, testbed.Options{Prefix: "gwn3", Hosts: 1, Subnet: 183})
-	keys, err := testbed.GenKeys(t.TempDir())
+	keys, err := sshtest.GenKeys(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

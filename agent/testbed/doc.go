@@ -18,13 +18,14 @@
 //	bed, err := testbed.New(t.Context(), testbed.Options{Prefix: "gwl0", Hosts: 4, Subnet: 10, DeadEnd: true, Logf: t.Logf})
 //	if err != nil { t.Fatal(err) }
 //	t.Cleanup(func() { if err := bed.Close(); err != nil { t.Error(err) } })
-//	keys, _ := testbed.GenKeys(t.TempDir())
+//	keys, _ := sshtest.GenKeys(t.TempDir())
 //	bed.StartSSHD(t.Context(), 0, 2222, keys)
-//	ssh := exec.Command("ssh", append(testbed.SSHArgs(keys, 2222), "root@"+bed.Hosts()[0].Addr, "true")...)
+//	ssh := exec.Command("ssh", append(sshtest.SSHArgs(keys, 2222), "root@"+bed.Hosts()[0].Addr, "true")...)
 //	agent, _ := bed.Start(t.Context(), 1, "/path/to/agent", "--name", "h1")
 //
-// The package only shells out to iproute2's `ip` (batched with `ip -batch -`)
-// and imports no other gangway package.
+// The package only shells out to iproute2's `ip` (batched with `ip -batch -`).
+// Of gangway's packages it imports only agent/agenttest/sshtest, whose keys
+// StartSSHD authorises (the agent's own tests use the same keys).
 //
 // Decisions worth knowing:
 //

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gangway/agent/agenttest/sshtest"
 )
 
 // SSHDPath is Debian's OpenSSH server.
@@ -40,11 +42,11 @@ const sshdStartTimeout = 10 * time.Second
 // top-level shell" rule, but leaves logins reading .bashrc). Measured here,
 // 10 sequential `ssh host true` from the root namespace: about 265 ms each
 // with .bashrc, 130-145 ms with the empty one.
-func (b *Bed) StartSSHD(ctx context.Context, host, port int, keys Keys) (*Proc, error) {
+func (b *Bed) StartSSHD(ctx context.Context, host, port int, keys sshtest.Keys) (*Proc, error) {
 	return b.startSSHD(ctx, host, port, keys, true)
 }
 
-func (b *Bed) startSSHD(ctx context.Context, host, port int, keys Keys, cleanShell bool) (*Proc, error) {
+func (b *Bed) startSSHD(ctx context.Context, host, port int, keys sshtest.Keys, cleanShell bool) (*Proc, error) {
 	h, err := b.host(host)
 	if err != nil {
 		return nil, err
@@ -91,10 +93,12 @@ func (b *Bed) startSSHD(ctx context.Context, host, port int, keys Keys, cleanShe
 // SSHDConfig returns the OpenSSH server configuration StartSSHD uses for
 // host h (curve25519-sha256 only, public keys only, keys' client key for
 // root), for tools that start sshd themselves (gwbench).
-func SSHDConfig(h Host, port int, keys Keys) (string, error) { return sshdConfig(h, port, keys) }
+func SSHDConfig(h Host, port int, keys sshtest.Keys) (string, error) {
+	return sshdConfig(h, port, keys)
+}
 
 // sshdConfig returns the server configuration for host h.
-func sshdConfig(h Host, port int, keys Keys) (string, error) {
+func sshdConfig(h Host, port int, keys sshtest.Keys) (string, error) {
 	for _, p := range []string{keys.HostKey, keys.AuthorizedKeys} {
 		if !filepath.IsAbs(p) || strings.ContainsAny(p, "\"%\n\t ") {
 			return "", fmt.Errorf("key path %q: want absolute, without spaces, quotes or %%", p)
@@ -188,23 +192,4 @@ func readBanner(ctx context.Context, addr string) error {
 		return fmt.Errorf("not an SSH banner: %q", line)
 	}
 	return nil
-}
-
-// SSHArgs returns the OpenSSH client options every test and benchmark uses
-// to reach a bed's sshd: -F /dev/null first so no user config interferes,
-// keys' client key only, no host key checking or prompts, and the same
-// key exchange as the server.
-func SSHArgs(keys Keys, port int) []string {
-	return []string{
-		"-F", "/dev/null",
-		"-i", keys.ClientKey,
-		"-p", strconv.Itoa(port),
-		"-o", "IdentitiesOnly=yes",
-		"-o", "StrictHostKeyChecking=no",
-		"-o", "UserKnownHostsFile=/dev/null",
-		"-o", "LogLevel=ERROR",
-		"-o", "BatchMode=yes",
-		"-o", "KexAlgorithms=curve25519-sha256",
-		"-o", "ConnectTimeout=10",
-	}
 }

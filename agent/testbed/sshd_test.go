@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"gangway/agent/agenttest/sshtest"
 	"gangway/agent/testbed"
 )
 
@@ -58,7 +59,7 @@ func TestSSHD(t *testing.T) {
 	t.Parallel()
 	needSSH(t)
 	b := newBed(t, testbed.Options{Prefix: "gwt3", Hosts: 2, Subnet: 203})
-	keys, err := testbed.GenKeys(t.TempDir())
+	keys, err := sshtest.GenKeys(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestSSHD(t *testing.T) {
 	if _, err := b.StartSSHDWithBashrc(t.Context(), 1, port, keys); err != nil {
 		t.Fatal(err)
 	}
-	args := testbed.SSHArgs(keys, port)
+	args := sshtest.SSHArgs(keys, port)
 
 	out, code := sshRun(t, args, h[0].Addr, "echo hello; exit 3")
 	if out != "hello\n" || code != 3 {

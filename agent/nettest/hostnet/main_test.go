@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"gangway/agent/agenttest"
+	"gangway/agent/agenttest/sshtest"
 	"gangway/agent/testbed"
 	"gangway/agent/testbed/roottest"
 )
@@ -90,14 +91,14 @@ func newBed(t *testing.T, prefix string, subnet, n int) *testbed.Bed {
 type cluster struct {
 	bed        *testbed.Bed
 	hosts      []testbed.Host
-	keys       testbed.Keys
+	keys       sshtest.Keys
 	knownHosts string
 }
 
 func newCluster(t *testing.T, prefix string, subnet, n int) *cluster {
 	t.Helper()
 	b := newBed(t, prefix, subnet, n)
-	keys, err := testbed.GenKeys(t.TempDir())
+	keys, err := sshtest.GenKeys(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

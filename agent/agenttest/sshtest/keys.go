@@ -1,4 +1,12 @@
-package testbed
+// Package sshtest makes throwaway SSH identities for tests and benchmarks:
+// a client key authorised to log in and a host key (GenKeys), known_hosts
+// text for them, and the OpenSSH client options that reach a server with
+// them (SSHArgs). The agent's own tests, the network-namespace harness
+// (cmd/internal/testbed) and gwbench share it.
+//
+// It imports no gangway package and not package testing, so the bench
+// binary can use it.
+package sshtest
 
 import (
 	"crypto/ed25519"
@@ -7,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/crypto/ssh"
@@ -98,4 +107,24 @@ func (k Keys) WriteKnownHosts(addrs []string, port int) (string, error) {
 		return "", fmt.Errorf("write known_hosts: %w", err)
 	}
 	return path, nil
+}
+
+// SSHArgs returns the OpenSSH client options every test and benchmark uses
+// to reach an sshd or agent that authorises keys' client key: -F /dev/null
+// first so no user config interferes, keys' client key only, no host key
+// checking or prompts, and curve25519-sha256, the only key exchange a
+// testbed sshd offers.
+func SSHArgs(keys Keys, port int) []string {
+	return []string{
+		"-F", "/dev/null",
+		"-i", keys.ClientKey,
+		"-p", strconv.Itoa(port),
+		"-o", "IdentitiesOnly=yes",
+		"-o", "StrictHostKeyChecking=no",
+		"-o", "UserKnownHostsFile=/dev/null",
+		"-o", "LogLevel=ERROR",
+		"-o", "BatchMode=yes",
+		"-o", "KexAlgorithms=curve25519-sha256",
+		"-o", "ConnectTimeout=10",
+	}
 }

@@ -1,4 +1,4 @@
-package testbed_test
+package sshtest_test
 
 import (
 	"net"
@@ -11,12 +11,12 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"gangway/agent/testbed"
+	"gangway/agent/agenttest/sshtest"
 )
 
 func TestGenKeys(t *testing.T) {
 	dir := t.TempDir()
-	k, err := testbed.GenKeys(dir)
+	k, err := sshtest.GenKeys(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestGenKeys(t *testing.T) {
 }
 
 func TestKnownHosts(t *testing.T) {
-	k, err := testbed.GenKeys(t.TempDir())
+	k, err := sshtest.GenKeys(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +92,8 @@ func TestKnownHosts(t *testing.T) {
 }
 
 func TestSSHArgs(t *testing.T) {
-	k := testbed.Keys{ClientKey: "/k/id_ed25519"}
-	got := testbed.SSHArgs(k, 2222)
+	k := sshtest.Keys{ClientKey: "/k/id_ed25519"}
+	got := sshtest.SSHArgs(k, 2222)
 	want := []string{"-F", "/dev/null", "-i", "/k/id_ed25519", "-p", "2222",
 		"-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
 		"-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-o", "KexAlgorithms=curve25519-sha256", "-o", "ConnectTimeout=10"}
