@@ -1,5 +1,5 @@
 /*
- * ompi_hello: a small MPI program for the Open MPI tests of agent/nettest.
+ * ompi_hello: a small MPI program for the Open MPI tests of cmd/launcher/e2e/nettest.
  *
  * Every rank prints exactly one line:
  *   ompi rank R size N sum S

@@ -1,6 +1,6 @@
 """Gloo all_reduce of a tensor of ones across every rank of the job.
 
-Run by agent/nettest/hostnet's TestTorchGloo through the launcher, which
+Run by cmd/launcher/e2e/hostnet's TestTorchGloo through the launcher, which
 sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and GLOO_SOCKET_IFNAME.
 Every rank prints "rank R of N sum S" with S == N on success.
 """

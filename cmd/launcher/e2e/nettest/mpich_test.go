@@ -18,7 +18,7 @@ import (
 // launcher, with no mpirun: the agents serve PMI, the launcher completes
 // the job-wide barriers. The program is agent/pmi/testdata/mpitest.c.
 
-const mpitestSrc = "../pmi/testdata/mpitest.c"
+const mpitestSrc = "../../../../agent/pmi/testdata/mpitest.c"
 
 // mpichLoopEnv is the ranks' MPI environment on loopback agents: every
 // rank runs on this machine, so UCX's shared-memory transports connect
