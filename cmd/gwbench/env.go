@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/testbed"
+	"gangway/cmd/internal/testbed"
 )
 
 // The bench's own names and addresses; nothing else is touched.

@@ -36,8 +36,8 @@ import (
 
 	"gangway/agent/agenttest"
 	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/testbed"
-	"gangway/agent/testbed/roottest"
+	"gangway/cmd/internal/testbed"
+	"gangway/cmd/internal/testbed/roottest"
 )
 
 // jobTimeout bounds one launcher run; 2 shared cores, often busy.

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"gangway/agent/agenttest"
-	"gangway/agent/testbed/roottest"
+	"gangway/cmd/internal/testbed/roottest"
 )
 
 // debianPython is Debian's Python, where python3-torch lives; a python3

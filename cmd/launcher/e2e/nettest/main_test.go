@@ -1,7 +1,8 @@
 // Package nettest holds gangway's integration tests with real processes on
 // several hosts: in-process agents on loopback addresses, and real `agent`
-// processes in network-namespace hosts (agent/testbed), driven by the real
-// `launcher`, by Open MPI's `mpirun` and by OpenSSH. It has only tests.
+// processes in network-namespace hosts (cmd/internal/testbed), driven by
+// the real `launcher`, by Open MPI's `mpirun` and by OpenSSH. It has only
+// tests.
 //
 // Names and addresses: namespace prefixes gwn0..gwn9, data subnets
 // 198.18.180-189.0/24; loopback agents come from agent/agenttest (their
@@ -40,8 +41,8 @@ import (
 
 	"gangway/agent/agenttest"
 	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/testbed"
-	"gangway/agent/testbed/roottest"
+	"gangway/cmd/internal/testbed"
+	"gangway/cmd/internal/testbed/roottest"
 )
 
 // jobTimeout bounds one MPI job or launcher run: 2 shared cores run up to

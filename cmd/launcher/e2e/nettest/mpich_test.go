@@ -10,8 +10,8 @@ import (
 
 	"gangway/agent/agenttest"
 	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/testbed"
-	"gangway/agent/testbed/roottest"
+	"gangway/cmd/internal/testbed"
+	"gangway/cmd/internal/testbed/roottest"
 )
 
 // Real MPICH (Debian's mpich 4.0.2, ch4:ucx, PMI-1 client) under the

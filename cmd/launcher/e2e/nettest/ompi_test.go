@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/testbed"
-	"gangway/agent/testbed/roottest"
+	"gangway/cmd/internal/testbed"
+	"gangway/cmd/internal/testbed/roottest"
 )
 
 // Open MPI's own mpirun (Debian's openmpi-bin 4.1), run in the root

@@ -9,8 +9,8 @@ import (
 
 	"gangway/agent/agenttest"
 	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/testbed"
-	"gangway/agent/testbed/roottest"
+	"gangway/cmd/internal/testbed"
+	"gangway/cmd/internal/testbed/roottest"
 )
 
 // TestTransportSSH: `launcher --transport ssh` reaches a namespace host

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"gangway/agent/testbed"
+	"gangway/cmd/internal/testbed"
 )
 
 const helperEnv = "GANGWAY_ROOTTEST_HELPER"

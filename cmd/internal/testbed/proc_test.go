@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/testbed"
+	"gangway/cmd/internal/testbed"
 )
 
 // pgroup lists the PIDs whose process group is pgid, from /proc.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/testbed"
-	"gangway/agent/testbed/roottest"
+	"gangway/cmd/internal/testbed"
+	"gangway/cmd/internal/testbed/roottest"
 )
 
 func TestBedThreeHosts(t *testing.T) {

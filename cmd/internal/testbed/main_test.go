@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/testbed"
-	"gangway/agent/testbed/roottest"
+	"gangway/cmd/internal/testbed"
+	"gangway/cmd/internal/testbed/roottest"
 )
 
 // helperEnv switches the test binary into a helper mode, so that tests can

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/testbed"
+	"gangway/cmd/internal/testbed"
 )
 
 const sshClient = "/usr/bin/ssh"
