@@ -1,4 +1,4 @@
-package agenttest_test
+package agent_test
 
 import (
 	"crypto/ecdsa"
