@@ -20,9 +20,9 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/agenttest"
 	"gangway/bench"
 	"gangway/bench/benchtest"
+	"gangway/cmd/internal/e2e"
 )
 
 var plotDir = flag.String("plotdir", "", "also copy the tests' PNGs to this directory, to look at them")
@@ -78,7 +78,7 @@ func TestBenchSynthetic(t *testing.T) {
 		checkPlot(t, pp, "synthetic-8-ranks.png")
 	})
 	t.Run("two hosts", func(t *testing.T) {
-		c := agenttest.StartLocal(t, 2)
+		c := e2e.StartLocal(t, 2)
 		h1, h2 := c.Hosts[0].Addr, c.Hosts[1].Addr
 		dir := t.TempDir()
 		rj, pp := filepath.Join(dir, "r.json"), filepath.Join(dir, "p.png")

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/agenttest"
 	"gangway/agent/wire"
+	"gangway/cmd/internal/e2e"
 	"gangway/launcher"
 )
 
@@ -31,7 +31,7 @@ func TestDataNIC(t *testing.T) {
 		if l.code != 0 {
 			t.Fatalf("launcher: %v", l)
 		}
-		lines := agenttest.RankLines(l.stdout.String())
+		lines := e2e.RankLines(l.stdout.String())
 		for r := range 4 {
 			nic := dataNIC(r / 2)
 			want := fmt.Sprintf("=%s %s %s %s", nic, nic, nic, h0.Addr)

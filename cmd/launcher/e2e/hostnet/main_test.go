@@ -34,8 +34,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest"
 	"gangway/agent/agenttest/sshtest"
+	"gangway/cmd/internal/e2e"
 	"gangway/cmd/internal/testbed"
 	"gangway/cmd/internal/testbed/roottest"
 )
@@ -48,15 +48,15 @@ const agentPort = 22122
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	agenttest.RemoveBinaries()
+	e2e.RemoveBinaries()
 	os.Exit(code)
 }
 
 // binaries builds bin/agent and bin/launcher once per test process
-// (agenttest.BuildBinaries; TestMain removes them).
+// (e2e.BuildBinaries; TestMain removes them).
 func binaries(t *testing.T) (agentBin, launcherBin string) {
 	t.Helper()
-	launcherBin, agentBin = agenttest.BuildBinaries(t)
+	launcherBin, agentBin = e2e.BuildBinaries(t)
 	return agentBin, launcherBin
 }
 
@@ -132,7 +132,7 @@ func (c *cluster) startAgent(t *testing.T, i, port int, extra ...string) *testbe
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("agent h%d on %s (%s) output:\n%s", i, addr, p, agenttest.Tail(p.Output(), 4000))
+			t.Logf("agent h%d on %s (%s) output:\n%s", i, addr, p, e2e.Tail(p.Output(), 4000))
 		}
 	})
 	waitBanner(t, addr, p)
@@ -210,7 +210,7 @@ type launch struct {
 }
 
 func (l *launch) String() string {
-	return fmt.Sprintf("exit code %d after %v\nstdout:\n%s\nstderr:\n%s", l.code, l.took.Round(time.Millisecond), agenttest.Tail(l.stdout.String(), 4000), agenttest.Tail(l.stderr.String(), 6000))
+	return fmt.Sprintf("exit code %d after %v\nstdout:\n%s\nstderr:\n%s", l.code, l.took.Round(time.Millisecond), e2e.Tail(l.stdout.String(), 4000), e2e.Tail(l.stderr.String(), 6000))
 }
 
 // runLauncher runs bin/launcher with args in the root namespace, in its

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/agenttest"
+	"gangway/cmd/internal/e2e"
 	"gangway/cmd/internal/testbed/roottest"
 )
 
@@ -24,7 +24,7 @@ func needTorch(t *testing.T) {
 	out, err := exec.CommandContext(t.Context(), debianPython, "-c",
 		"import torch.distributed as d; assert d.is_gloo_available(), 'torch without gloo'").CombinedOutput()
 	if err != nil {
-		t.Skipf("%s cannot import torch with Gloo (install Debian's python3-torch): %v: %s", debianPython, err, agenttest.Tail(strings.TrimSpace(string(out)), 500))
+		t.Skipf("%s cannot import torch with Gloo (install Debian's python3-torch): %v: %s", debianPython, err, e2e.Tail(strings.TrimSpace(string(out)), 500))
 	}
 }
 
@@ -56,7 +56,7 @@ func TestTorchGloo(t *testing.T) {
 		if l.code != 0 {
 			t.Fatalf("torch gloo all_reduce failed: exit code %d", l.code)
 		}
-		lines := agenttest.RankLines(l.stdout.String())
+		lines := e2e.RankLines(l.stdout.String())
 		for r := range size {
 			nic := dataNIC(r / perHost)
 			if !contains(lines[r], "GLOO_SOCKET_IFNAME="+nic+" MASTER_ADDR="+c.hosts[0].Addr) {
@@ -91,7 +91,7 @@ func TestTorchGloo(t *testing.T) {
 			l = runLauncher(t, append(deadJob, "--timeout", timeout, debianPython, script)...)
 			t.Logf("launcher -x GLOO_SOCKET_IFNAME=%s --timeout %s: %v", dead, timeout, l)
 			imported = 0
-			for _, lines := range agenttest.RankLines(l.stdout.String()) {
+			for _, lines := range e2e.RankLines(l.stdout.String()) {
 				if contains(lines, "GLOO_SOCKET_IFNAME="+dead) {
 					imported++
 				}

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"gangway/agent/agenttest"
+	"gangway/cmd/internal/e2e"
 	"gangway/launcher"
 )
 
@@ -22,16 +22,16 @@ type inProcLaunch struct {
 }
 
 func (l *inProcLaunch) String() string {
-	return fmt.Sprintf("exit code %d after %v\nstdout:\n%s\nstderr:\n%s", l.code, l.took.Round(time.Millisecond), agenttest.Tail(l.stdout.String(), 4000), agenttest.Tail(l.stderr.String(), 6000))
+	return fmt.Sprintf("exit code %d after %v\nstdout:\n%s\nstderr:\n%s", l.code, l.took.Round(time.Millisecond), e2e.Tail(l.stdout.String(), 4000), e2e.Tail(l.stderr.String(), 6000))
 }
 
 // launchInProc runs launcher.Main in this process against c's agents
-// (agenttest.StartLocal: agent.Servers in this process, each on its own
+// (e2e.StartLocal: agent.Servers in this process, each on its own
 // loopback address, ranks started as this process's children) with args
 // after the connection options and -H, and returns when it does. At
 // jobTimeout its context is cancelled, which stops the job, and the test
 // fails.
-func launchInProc(t *testing.T, c *agenttest.Cluster, slots int, args ...string) *inProcLaunch {
+func launchInProc(t *testing.T, c *e2e.Cluster, slots int, args ...string) *inProcLaunch {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), jobTimeout)
 	defer cancel()

@@ -5,7 +5,7 @@
 // tests.
 //
 // Names and addresses: namespace prefixes gwn0..gwn9, data subnets
-// 198.18.180-189.0/24; loopback agents come from agent/agenttest (their
+// 198.18.180-189.0/24; loopback agents come from cmd/internal/e2e (their
 // own 127.0.B.x block, ephemeral ports). Nothing else is touched, so the
 // package can run beside other packages' beds.
 //
@@ -39,8 +39,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest"
 	"gangway/agent/agenttest/sshtest"
+	"gangway/cmd/internal/e2e"
 	"gangway/cmd/internal/testbed"
 	"gangway/cmd/internal/testbed/roottest"
 )
@@ -72,7 +72,7 @@ func TestMain(m *testing.M) {
 	_ = os.Chmod(dir, 0o755)
 	binDir = dir
 	code := m.Run()
-	agenttest.RemoveBinaries()
+	e2e.RemoveBinaries()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -102,10 +102,10 @@ func (b *built) get(t *testing.T, what string, build func() (string, error)) str
 var mpichTest, ompiHello built
 
 // binaries builds bin/agent and bin/launcher once per test process
-// (agenttest.BuildBinaries; TestMain removes them).
+// (e2e.BuildBinaries; TestMain removes them).
 func binaries(t *testing.T) (agentBin, launcherBin string) {
 	t.Helper()
-	launcherBin, agentBin = agenttest.BuildBinaries(t)
+	launcherBin, agentBin = e2e.BuildBinaries(t)
 	return agentBin, launcherBin
 }
 
@@ -188,7 +188,7 @@ func startAgents(t *testing.T, b *testbed.Bed, keys sshtest.Keys, hosts ...int) 
 		procs[i] = p
 		t.Cleanup(func() {
 			if t.Failed() {
-				t.Logf("agent h%d (%s) output:\n%s", i, p, agenttest.Tail(p.Output(), 4000))
+				t.Logf("agent h%d (%s) output:\n%s", i, p, e2e.Tail(p.Output(), 4000))
 			}
 		})
 	}
@@ -287,7 +287,7 @@ func run(t *testing.T, env []string, name string, args ...string) *launch {
 }
 
 func (l *launch) String() string {
-	return fmt.Sprintf("exit code %d after %v\nstdout:\n%s\nstderr:\n%s", l.code, l.took.Round(time.Millisecond), agenttest.Tail(l.stdout.String(), 4000), agenttest.Tail(l.stderr.String(), 6000))
+	return fmt.Sprintf("exit code %d after %v\nstdout:\n%s\nstderr:\n%s", l.code, l.took.Round(time.Millisecond), e2e.Tail(l.stdout.String(), 4000), e2e.Tail(l.stderr.String(), 6000))
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and concurrent readers.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest"
 	"gangway/agent/agenttest/sshtest"
+	"gangway/cmd/internal/e2e"
 	"gangway/cmd/internal/testbed"
 	"gangway/cmd/internal/testbed/roottest"
 )
@@ -35,7 +35,7 @@ func mpichLine(rank, size, local, lsize int) string {
 // checkMPICHLines checks that every rank printed exactly its expected line.
 func checkMPICHLines(t *testing.T, out string, size int, want func(rank int) string) {
 	t.Helper()
-	lines := agenttest.RankLines(out)
+	lines := e2e.RankLines(out)
 	for r := range size {
 		w := want(r)
 		switch got := lines[r]; {
@@ -53,7 +53,7 @@ func checkMPICHLines(t *testing.T, out string, size int, want func(rank int) str
 // logRankLines logs the ranks' lines in rank order.
 func logRankLines(t *testing.T, out string) {
 	t.Helper()
-	lines := agenttest.RankLines(out)
+	lines := e2e.RankLines(out)
 	var b strings.Builder
 	for _, r := range slices.Sorted(maps.Keys(lines)) {
 		for _, l := range lines[r] {
@@ -68,7 +68,7 @@ func logRankLines(t *testing.T, out string) {
 // launcher joins the barriers.
 func TestMPICHLoopback(t *testing.T) {
 	bin := compileMPI(t, &mpichTest, "mpicc.mpich", mpitestSrc, "mpitest")
-	c := agenttest.StartLocal(t, 4)
+	c := e2e.StartLocal(t, 4)
 	for _, tc := range []struct {
 		name  string
 		opts  []string
@@ -97,7 +97,7 @@ func TestMPICHLoopback(t *testing.T) {
 // launcher exits 9 and no process of the job is left.
 func TestMPICHAbortLoopback(t *testing.T) {
 	bin := compileMPI(t, &mpichTest, "mpicc.mpich", mpitestSrc, "mpitest")
-	c := agenttest.StartLocal(t, 2)
+	c := e2e.StartLocal(t, 2)
 	tag := newTag(t)
 	args := append([]string{"-np", "4", "-x", tagEnv + "=" + tag, "--kill-grace", "2s"}, mpichLoopEnv...)
 	l := launchInProc(t, c, 2, append(args, bin, "abort")...)

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest"
 	"gangway/agent/agenttest/sshtest"
+	"gangway/cmd/internal/e2e"
 	"gangway/cmd/internal/testbed"
 	"gangway/cmd/internal/testbed/roottest"
 )
@@ -52,7 +52,7 @@ func TestTransportSSH(t *testing.T) {
 		if l.code != 0 {
 			t.Fatalf("launcher: %v", l)
 		}
-		lines := agenttest.RankLines(l.stdout.String())
+		lines := e2e.RankLines(l.stdout.String())
 		for r := range 2 {
 			env := lines[r]
 			want := []string{

@@ -1,4 +1,4 @@
-package agenttest_test
+package e2e_test
 
 import (
 	"strings"
@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest"
 	"gangway/agent/proc/proctest"
+	"gangway/cmd/internal/e2e"
 	"gangway/launcher"
 )
 
@@ -21,16 +21,16 @@ func TestAgentStopped(t *testing.T) {
 	launcher.KeepaliveInterval, launcher.KeepaliveTimeout = 200*time.Millisecond, time.Second
 	defer func() { launcher.KeepaliveInterval, launcher.KeepaliveTimeout = oldI, oldT }()
 
-	_, agentBin := agenttest.BuildBinaries(t)
-	c := agenttest.StartProcs(t, 2, agentBin)
+	_, agentBin := e2e.BuildBinaries(t)
+	c := e2e.StartProcs(t, 2, agentBin)
 	l := c.StartLauncher(t, fake(t, 4, c.HostList(2), "sleep", "--kill-grace", "5s")...)
-	out, ok := l.Stdout.WaitFor(agenttest.Deadline, agenttest.HasReady(4))
+	out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(4))
 	if !ok {
 		t.Fatalf("not every rank started:\n%s\nstderr:\n%s", out, l.Stderr)
 	}
-	ready := agenttest.ReadyPids(out)
+	ready := e2e.ReadyPids(out)
 	host1, host2 := pidsOf(t, ready, 0, 1), pidsOf(t, ready, 2, 3)
-	stopped := c.Hosts[1].Proc.Pid()
+	stopped := c.Procs[1].Pid()
 	t0 := time.Now()
 	if err := syscall.Kill(stopped, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -44,13 +44,13 @@ func TestAgentStopped(t *testing.T) {
 	if want := "lost the agent on " + c.Hosts[1].Addr; !strings.Contains(l.Stderr.String(), want) {
 		t.Errorf("stderr does not say %q:\n%s", want, l.Stderr)
 	}
-	if left := proctest.WaitGone(agenttest.Deadline, host1...); len(left) > 0 {
+	if left := proctest.WaitGone(e2e.Deadline, host1...); len(left) > 0 {
 		t.Errorf("host 1's ranks still running: %v", left)
 	}
 	if err := syscall.Kill(stopped, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	if left := proctest.WaitGone(agenttest.Deadline, host2...); len(left) > 0 {
+	if left := proctest.WaitGone(e2e.Deadline, host2...); len(left) > 0 {
 		t.Errorf("the resumed agent left its ranks running: %v", left)
 	}
 	t.Logf("stopped agent detected after %v (keepalive every %v, timeout %v)", detect.Round(time.Millisecond), launcher.KeepaliveInterval, launcher.KeepaliveTimeout)

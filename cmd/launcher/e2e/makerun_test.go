@@ -1,4 +1,4 @@
-package agenttest_test
+package e2e_test
 
 import (
 	"fmt"
@@ -7,18 +7,18 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest"
+	"gangway/cmd/internal/e2e"
 )
 
 // TestMakeRun is `make run` on loopback: two agent processes with
 // throwaway keys, 8 ranks of a shell command through a launcher process.
 func TestMakeRun(t *testing.T) {
 	t.Parallel()
-	launcherBin, agentBin := agenttest.BuildBinaries(t)
-	c := agenttest.StartProcs(t, 2, agentBin)
+	launcherBin, agentBin := e2e.BuildBinaries(t)
+	c := e2e.StartProcs(t, 2, agentBin)
 	args := append(c.SSHFlags(), "-np", "8", "-H", c.HostList(4), "sh", "-c", `echo "$RANK on $GANGWAY_HOST"`)
 	t0 := time.Now()
-	l := agenttest.StartProc(t, nil, launcherBin, args...)
+	l := e2e.StartProc(t, nil, launcherBin, args...)
 	if code := l.Wait(t); code != 0 {
 		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, l.Stdout, l.Stderr)
 	}

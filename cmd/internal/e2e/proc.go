@@ -1,4 +1,4 @@
-package agenttest
+package e2e
 
 import (
 	"errors"
@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gangway/agent/agenttest"
 )
 
 // Proc is a real process started by a test: a bin/agent or a bin/launcher.
@@ -33,13 +35,13 @@ func StartProc(t testing.TB, env []string, name string, args ...string) *Proc {
 	t.Helper()
 	p := &Proc{Stdout: &Output{}, Stderr: &Output{}, done: make(chan struct{})}
 	cmd := exec.Command(name, args...)
-	cmd.Env = append(append(os.Environ(), rankEnv()...), env...)
+	cmd.Env = append(append(os.Environ(), agenttest.RankEnv()...), env...)
 	cmd.Stdout, cmd.Stderr = p.Stdout, p.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p.Cmd = cmd
 	p.Started = time.Now()
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("agenttest: start %s: %v", name, err)
+		t.Fatalf("e2e: start %s: %v", name, err)
 	}
 	killLeftoverRanks(t, p.Stdout)
 	go func() {
@@ -63,13 +65,13 @@ func StartProc(t testing.TB, env []string, name string, args ...string) *Proc {
 			select {
 			case <-p.done:
 			case <-time.After(15 * time.Second):
-				t.Logf("agenttest: %s (pid %d) ignored SIGTERM for 15s; killing its group", filepath.Base(name), pid)
+				t.Logf("e2e: %s (pid %d) ignored SIGTERM for 15s; killing its group", filepath.Base(name), pid)
 				_ = syscall.Kill(-pid, syscall.SIGKILL)
 				<-p.done
 			}
 		}
 		if t.Failed() {
-			t.Logf("agenttest: %s (pid %d) exit %d; stderr:\n%s", filepath.Base(name), pid, p.code, p.Stderr)
+			t.Logf("e2e: %s (pid %d) exit %d; stderr:\n%s", filepath.Base(name), pid, p.code, p.Stderr)
 		}
 	})
 	return p
@@ -95,7 +97,7 @@ func (p *Proc) Wait(t testing.TB) int {
 	case <-p.done:
 		return p.code
 	case <-time.After(Deadline):
-		t.Fatalf("agenttest: %s did not finish within %v\nstdout:\n%s\nstderr:\n%s", p.Cmd.Path, Deadline, p.Stdout, p.Stderr)
+		t.Fatalf("e2e: %s did not finish within %v\nstdout:\n%s\nstderr:\n%s", p.Cmd.Path, Deadline, p.Stdout, p.Stderr)
 		return -1
 	}
 }
@@ -105,30 +107,30 @@ var servingRE = regexp.MustCompile(`"msg":"serving".*?"addr":"([0-9.]+):(\d+)"`)
 // StartProcs starts n agent processes of agentBin (BuildBinaries) on
 // 127.0.B.1..n with ephemeral ports, host keys in the cluster's
 // directory and the cluster's authorized_keys, and waits until each
-// serves. Host.Proc is each agent's process; cleanup stops them.
+// serves. Cluster.Procs holds each agent's process; cleanup stops them.
 func StartProcs(t testing.TB, n int, agentBin string) *Cluster {
 	t.Helper()
-	c := newCluster(t, n)
+	c := &Cluster{Cluster: agenttest.NewCluster(t, n)}
 	for _, h := range c.Hosts {
-		h.Proc = StartProc(t, nil, agentBin,
+		c.Procs = append(c.Procs, StartProc(t, nil, agentBin,
 			"--listen", net.JoinHostPort(h.Addr, "0"),
 			"--host-key", h.HostKey,
 			"--authorized-keys", c.Keys.AuthorizedKeys,
 			"--name", h.Name,
-			"--log-format", "json")
+			"--log-format", "json"))
 	}
-	for _, h := range c.Hosts {
-		s, ok := h.Proc.Stderr.WaitFor(Deadline, func(s string) bool { return servingRE.MatchString(s) })
+	for i, h := range c.Hosts {
+		s, ok := c.Procs[i].Stderr.WaitFor(Deadline, func(s string) bool { return servingRE.MatchString(s) })
 		if !ok {
-			t.Fatalf("agenttest: agent %s did not start serving within %v:\n%s", h.Name, Deadline, s)
+			t.Fatalf("e2e: agent %s did not start serving within %v:\n%s", h.Name, Deadline, s)
 		}
 		m := servingRE.FindStringSubmatch(s)
 		if m[1] != h.Addr {
-			t.Fatalf("agenttest: agent %s serves on %s, want %s", h.Name, m[1], h.Addr)
+			t.Fatalf("e2e: agent %s serves on %s, want %s", h.Name, m[1], h.Addr)
 		}
 		h.Port, _ = strconv.Atoi(m[2])
 	}
-	c.writeKnownHosts(t)
+	c.WriteKnownHosts(t)
 	return c
 }
 
@@ -145,7 +147,7 @@ func BuildBinaries(t testing.TB) (launcherBin, agentBin string) {
 	t.Helper()
 	build.once.Do(func() {
 		t0 := time.Now()
-		build.dir, build.err = os.MkdirTemp("", "gangway-agenttest-bin-")
+		build.dir, build.err = os.MkdirTemp("", "gangway-e2e-bin-")
 		if build.err != nil {
 			return
 		}
@@ -158,7 +160,7 @@ func BuildBinaries(t testing.TB) (launcherBin, agentBin string) {
 			build.err = fmt.Errorf("go build: %w\n%s", err, out)
 			return
 		}
-		t.Logf("agenttest: built bin/launcher and bin/agent in %v", time.Since(t0).Round(time.Millisecond))
+		t.Logf("e2e: built bin/launcher and bin/agent in %v", time.Since(t0).Round(time.Millisecond))
 	})
 	if build.err != nil {
 		t.Fatal(build.err)

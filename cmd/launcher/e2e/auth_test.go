@@ -1,4 +1,4 @@
-package agenttest_test
+package e2e_test
 
 import (
 	"fmt"
@@ -12,15 +12,15 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"gangway/agent/agenttest"
 	"gangway/agent/agenttest/sshtest"
+	"gangway/cmd/internal/e2e"
 )
 
 // TestUnknownKeyRefused: an identity missing from authorized_keys fails
 // at once (no retrying until --start-timeout), naming the host.
 func TestUnknownKeyRefused(t *testing.T) {
 	t.Parallel()
-	c := agenttest.StartLocal(t, 2)
+	c := e2e.StartLocal(t, 2)
 	other, err := sshtest.GenKeys(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestUnknownKeyRefused(t *testing.T) {
 // fingerprint.
 func TestHostKeyMismatch(t *testing.T) {
 	t.Parallel()
-	c := agenttest.StartLocal(t, 2)
+	c := e2e.StartLocal(t, 2)
 	other, err := sshtest.GenKeys(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestHostKeyMismatch(t *testing.T) {
 // --accept-new-host-keys, which records them for later runs.
 func TestNewHostKeys(t *testing.T) {
 	t.Parallel()
-	c := agenttest.StartLocal(t, 2)
+	c := e2e.StartLocal(t, 2)
 	kh := filepath.Join(t.TempDir(), "ssh", "known_hosts") // neither file nor directory exists
 	args := func(extra ...string) []string {
 		return fake(t, 2, c.HostList(1), "exit:0", append([]string{"--known-hosts", kh, "--start-timeout", "60s"}, extra...)...)
@@ -128,7 +128,7 @@ func TestNewHostKeys(t *testing.T) {
 // --start-timeout, naming the host and why.
 func TestStartTimeout(t *testing.T) {
 	t.Parallel()
-	c := agenttest.StartLocal(t, 1)
+	c := e2e.StartLocal(t, 1)
 	addr, port := c.Unused(t)
 	hosts := fmt.Sprintf("%s,%s:1:%d", c.HostList(1), addr, port)
 	t0 := time.Now()
@@ -155,7 +155,7 @@ func TestStartTimeout(t *testing.T) {
 // which are still missing (without -v).
 func TestStartWaitShowsMissing(t *testing.T) {
 	t.Parallel()
-	c := agenttest.StartLocal(t, 1)
+	c := e2e.StartLocal(t, 1)
 	addr, port := c.Unused(t)
 	hosts := fmt.Sprintf("%s,%s:1:%d", c.HostList(1), addr, port)
 	_, stderr, code := c.RunLauncher(t, fake(t, 2, hosts, "exit:0", "--start-timeout", "4s")...)

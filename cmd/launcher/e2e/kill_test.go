@@ -1,12 +1,12 @@
-package agenttest_test
+package e2e_test
 
 import (
 	"strings"
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest"
 	"gangway/agent/proc/proctest"
+	"gangway/cmd/internal/e2e"
 )
 
 // TestAgentKilled: SIGKILL one of two agent processes mid-job. The
@@ -14,18 +14,18 @@ import (
 // and the killed agent's ranks die through Pdeathsig.
 func TestAgentKilled(t *testing.T) {
 	t.Parallel()
-	_, agentBin := agenttest.BuildBinaries(t)
-	c := agenttest.StartProcs(t, 2, agentBin)
+	_, agentBin := e2e.BuildBinaries(t)
+	c := e2e.StartProcs(t, 2, agentBin)
 	l := c.StartLauncher(t, fake(t, 4, c.HostList(2), "sleep", "--kill-grace", "5s")...)
-	out, ok := l.Stdout.WaitFor(agenttest.Deadline, agenttest.HasReady(4))
+	out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(4))
 	if !ok {
 		t.Fatalf("not every rank started:\n%s\nstderr:\n%s", out, l.Stderr)
 	}
-	ready := agenttest.ReadyPids(out)
+	ready := e2e.ReadyPids(out)
 	host1, host2 := pidsOf(t, ready, 0, 1), pidsOf(t, ready, 2, 3)
 
 	t0 := time.Now()
-	if err := c.Hosts[1].Proc.Kill(); err != nil {
+	if err := c.Procs[1].Kill(); err != nil {
 		t.Fatal(err)
 	}
 	code := l.Wait(t)
@@ -40,9 +40,9 @@ func TestAgentKilled(t *testing.T) {
 	if detect > 10*time.Second {
 		t.Errorf("the launcher took %v to fail, want at most 10s", detect)
 	}
-	left1 := proctest.WaitGone(agenttest.Deadline, host1...)
+	left1 := proctest.WaitGone(e2e.Deadline, host1...)
 	gone1 := time.Since(t0)
-	left2 := proctest.WaitGone(agenttest.Deadline, host2...)
+	left2 := proctest.WaitGone(e2e.Deadline, host2...)
 	gone2 := time.Since(t0)
 	if len(left1) > 0 || len(left2) > 0 {
 		t.Errorf("ranks left running: host 1 %v, host 2 %v", left1, left2)
@@ -56,20 +56,20 @@ func TestAgentKilled(t *testing.T) {
 // sees the connection drop and kills its ranks.
 func TestLauncherKilled(t *testing.T) {
 	t.Parallel()
-	launcherBin, _ := agenttest.BuildBinaries(t)
-	c := agenttest.StartLocal(t, 2)
+	launcherBin, _ := e2e.BuildBinaries(t)
+	c := e2e.StartLocal(t, 2)
 	args := append(c.SSHFlags(), fake(t, 4, c.HostList(2), "sleep", "--kill-grace", "5s")...)
-	l := agenttest.StartProc(t, nil, launcherBin, args...)
-	out, ok := l.Stdout.WaitFor(agenttest.Deadline, agenttest.HasReady(4))
+	l := e2e.StartProc(t, nil, launcherBin, args...)
+	out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(4))
 	if !ok {
 		t.Fatalf("not every rank started:\n%s\nstderr:\n%s", out, l.Stderr)
 	}
-	pids := pidsOf(t, agenttest.ReadyPids(out), 0, 1, 2, 3)
+	pids := pidsOf(t, e2e.ReadyPids(out), 0, 1, 2, 3)
 	t0 := time.Now()
 	if err := l.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	left := proctest.WaitGone(agenttest.Deadline, pids...)
+	left := proctest.WaitGone(e2e.Deadline, pids...)
 	took := time.Since(t0)
 	if len(left) > 0 {
 		t.Fatalf("ranks still running %v after the launcher died: %v", took, left)

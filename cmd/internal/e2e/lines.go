@@ -1,4 +1,4 @@
-package agenttest
+package e2e
 
 import (
 	"strconv"

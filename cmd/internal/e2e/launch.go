@@ -1,4 +1,4 @@
-package agenttest
+package e2e
 
 import (
 	"bytes"
@@ -119,7 +119,7 @@ func killLeftoverRanks(t testing.TB, out *Output) {
 			if exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); exe != self {
 				continue
 			}
-			t.Logf("agenttest: killing leftover rank pid %d", pid)
+			t.Logf("e2e: killing leftover rank pid %d", pid)
 			_ = syscall.Kill(-pid, syscall.SIGKILL) // ranks lead their groups
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
@@ -150,8 +150,13 @@ func Start(t testing.TB, d launcher.Deps, args ...string) *Launch {
 		d.Cwd, _ = os.Getwd()
 	}
 	if d.Version == "" {
-		d.Version = "agenttest"
+		d.Version = "e2e"
 	}
+	// Not zaptest: the launcher's log records belong in l.Stderr, in order
+	// with what the launcher prints there itself, as cmd/launcher's logger
+	// writes them to the real stderr. Tests read them there
+	// (TestStartWaitShowsMissing wants the "waiting for hosts" warning
+	// before the failure); zaptest writes only to the test's log.
 	newLogger := func(format string, verbose bool) *zap.Logger {
 		level := zap.NewAtomicLevelAt(zap.WarnLevel)
 		if verbose {
@@ -191,7 +196,7 @@ func Start(t testing.TB, d launcher.Deps, args ...string) *Launch {
 		select {
 		case <-l.done:
 		case <-time.After(Deadline):
-			t.Errorf("agenttest: the launcher did not stop within %v\nstderr:\n%s", Deadline, l.Stderr)
+			t.Errorf("e2e: the launcher did not stop within %v\nstderr:\n%s", Deadline, l.Stderr)
 		}
 	})
 	return l
@@ -244,7 +249,7 @@ func (l *Launch) Wait(t testing.TB) int {
 	case <-l.done:
 		return l.code
 	case <-time.After(Deadline):
-		t.Fatalf("agenttest: the launcher did not finish within %v\nstdout:\n%s\nstderr:\n%s", Deadline, l.Stdout, l.Stderr)
+		t.Fatalf("e2e: the launcher did not finish within %v\nstdout:\n%s\nstderr:\n%s", Deadline, l.Stdout, l.Stderr)
 		return -1
 	}
 }

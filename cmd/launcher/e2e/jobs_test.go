@@ -1,4 +1,4 @@
-package agenttest_test
+package e2e_test
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest"
 	"gangway/agent/proc/proctest"
 	"gangway/agent/wire"
+	"gangway/cmd/internal/e2e"
 	"gangway/hostfile"
 	"gangway/launcher"
 )
@@ -24,18 +24,18 @@ import (
 // their ranks decide.
 func TestConcurrentJobs(t *testing.T) {
 	t.Parallel()
-	c := agenttest.StartLocal(t, 1)
+	c := e2e.StartLocal(t, 1)
 	dir := t.TempDir()
 	endA, failB := filepath.Join(dir, "end-a"), filepath.Join(dir, "fail-b")
 	a := c.StartLauncher(t, fake(t, 2, c.HostList(2), "failonfile:"+endA+":0")...)
 	b := c.StartLauncher(t, fake(t, 2, c.HostList(2), "byrank:0=failonfile:"+failB+":3,*=sleep", "--kill-grace", "5s")...)
-	outA, okA := a.Stdout.WaitFor(agenttest.Deadline, agenttest.HasReady(2))
-	outB, okB := b.Stdout.WaitFor(agenttest.Deadline, agenttest.HasReady(2))
+	outA, okA := a.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(2))
+	outB, okB := b.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(2))
 	if !okA || !okB {
 		t.Fatalf("jobs did not start:\nA:\n%s\n%s\nB:\n%s\n%s", outA, a.Stderr, outB, b.Stderr)
 	}
-	pidsA := pidsOf(t, agenttest.ReadyPids(outA), 0, 1)
-	pidsB := pidsOf(t, agenttest.ReadyPids(outB), 0, 1)
+	pidsA := pidsOf(t, e2e.ReadyPids(outA), 0, 1)
+	pidsB := pidsOf(t, e2e.ReadyPids(outB), 0, 1)
 	for _, p := range pidsA {
 		if slices.Contains(pidsB, p) {
 			t.Fatalf("pid %d in both jobs' output: A %v, B %v", p, pidsA, pidsB)
@@ -52,7 +52,7 @@ func TestConcurrentJobs(t *testing.T) {
 	if code := b.Wait(t); code != 3 {
 		t.Fatalf("job B: exit code %d, want 3\nstderr:\n%s", code, b.Stderr)
 	}
-	if left := proctest.WaitGone(agenttest.Deadline, pidsB...); len(left) > 0 {
+	if left := proctest.WaitGone(e2e.Deadline, pidsB...); len(left) > 0 {
 		t.Fatalf("job B's ranks still running: %v", left)
 	}
 	time.Sleep(200 * time.Millisecond) // let a wrongly aimed signal land
@@ -73,7 +73,7 @@ func TestConcurrentJobs(t *testing.T) {
 	if code := a.Wait(t); code != 0 {
 		t.Fatalf("job A: exit code %d, want 0\nstderr:\n%s", code, a.Stderr)
 	}
-	if left := proctest.WaitGone(agenttest.Deadline, pidsA...); len(left) > 0 {
+	if left := proctest.WaitGone(e2e.Deadline, pidsA...); len(left) > 0 {
 		t.Errorf("job A's ranks still running: %v", left)
 	}
 }
@@ -106,7 +106,7 @@ func TestLauncherRefusesOtherVersion(t *testing.T) {
 		return ours, "127.0.0.9", nil
 	})
 	t0 := time.Now()
-	_, stderr, code := agenttest.Run(t, launcher.Deps{Remote: remote}, fake(t, 1, "oldagent:1", "exit:0", "--start-timeout", "60s")...)
+	_, stderr, code := e2e.Run(t, launcher.Deps{Remote: remote}, fake(t, 1, "oldagent:1", "exit:0", "--start-timeout", "60s")...)
 	took := time.Since(t0)
 	if code != 1 {
 		t.Fatalf("exit code %d, want 1\nstderr:\n%s", code, stderr)
@@ -123,7 +123,7 @@ func TestLauncherRefusesOtherVersion(t *testing.T) {
 		if err != nil {
 			t.Errorf("fake agent: %v", err)
 		}
-	case <-time.After(agenttest.Deadline):
+	case <-time.After(e2e.Deadline):
 		t.Error("the launcher never closed the fake agent's session")
 	}
 	t.Logf("launcher: %s", stderr)

@@ -1,4 +1,4 @@
-package agenttest_test
+package e2e_test
 
 import (
 	"fmt"
@@ -11,15 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest"
 	"gangway/agent/proc/proctest"
+	"gangway/cmd/internal/e2e"
 )
 
 // TestEnvAcrossHosts runs 6 ranks over 3 in-process agents and checks
 // every rank's identity, rendezvous and host variables, and the tags.
 func TestEnvAcrossHosts(t *testing.T) {
 	t.Parallel()
-	c := agenttest.StartLocal(t, 3)
+	c := e2e.StartLocal(t, 3)
 	vars := "RANK,LOCAL_RANK,WORLD_SIZE,MASTER_ADDR,MASTER_PORT,HOROVOD_HOSTNAME,GANGWAY_HOST"
 	stdout, stderr, code := c.RunLauncher(t, fake(t, 6, c.HostList(2), "env", "-x", "GANGWAY_FAKE_VARS="+vars)...)
 	if code != 0 {
@@ -66,14 +66,14 @@ func TestEnvAcrossHosts(t *testing.T) {
 // returns 5 and every other rank, on every host, is stopped.
 func TestExitCodeAcrossHosts(t *testing.T) {
 	t.Parallel()
-	c := agenttest.StartLocal(t, 3)
+	c := e2e.StartLocal(t, 3)
 	trigger := filepath.Join(t.TempDir(), "fail")
 	l := c.StartLauncher(t, fake(t, 6, c.HostList(2), "byrank:5=failonfile:"+trigger+":5,*=sleep", "--kill-grace", "5s")...)
-	out, ok := l.Stdout.WaitFor(agenttest.Deadline, agenttest.HasReady(6))
+	out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(6))
 	if !ok {
 		t.Fatalf("not every rank started:\n%s\nstderr:\n%s", out, l.Stderr)
 	}
-	ready := agenttest.ReadyPids(out)
+	ready := e2e.ReadyPids(out)
 	others := pidsOf(t, ready, 0, 1, 2, 3, 4)
 	if left := proctest.WaitGone(0, others...); len(left) != len(others) {
 		t.Fatalf("ranks gone before the failure: running %v of %v", left, others)
@@ -91,7 +91,7 @@ func TestExitCodeAcrossHosts(t *testing.T) {
 	if !strings.Contains(stderr, "rank 5 on "+c.Hosts[2].Addr) {
 		t.Errorf("stderr does not blame rank 5 on %s:\n%s", c.Hosts[2].Addr, stderr)
 	}
-	if left := proctest.WaitGone(agenttest.Deadline, others...); len(left) > 0 {
+	if left := proctest.WaitGone(e2e.Deadline, others...); len(left) > 0 {
 		t.Errorf("ranks still running after the launcher returned: %v", left)
 	}
 	t.Logf("failure to launcher exit: %v; other ranks stopped on all 3 hosts (pids %v)", took.Round(time.Millisecond), others)
@@ -101,15 +101,15 @@ func TestExitCodeAcrossHosts(t *testing.T) {
 // every rank on every host as SIGTERM; the second kills them all.
 func TestSignalsEscalateAcrossHosts(t *testing.T) {
 	t.Parallel()
-	c := agenttest.StartLocal(t, 2)
+	c := e2e.StartLocal(t, 2)
 	l := c.StartLauncher(t, fake(t, 4, c.HostList(2), "trapterm", "--kill-grace", "10m")...)
-	out, ok := l.Stdout.WaitFor(agenttest.Deadline, agenttest.HasReady(4))
+	out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(4))
 	if !ok {
 		t.Fatalf("not every rank started:\n%s\nstderr:\n%s", out, l.Stderr)
 	}
-	pids := pidsOf(t, agenttest.ReadyPids(out), 0, 1, 2, 3)
+	pids := pidsOf(t, e2e.ReadyPids(out), 0, 1, 2, 3)
 	l.Signal(syscall.SIGTERM)
-	out, ok = l.Stdout.WaitFor(agenttest.Deadline, func(s string) bool { return strings.Count(s, "] term ") >= 4 })
+	out, ok = l.Stdout.WaitFor(e2e.Deadline, func(s string) bool { return strings.Count(s, "] term ") >= 4 })
 	if !ok {
 		t.Fatalf("not every rank got SIGTERM:\n%s", out)
 	}
@@ -123,7 +123,7 @@ func TestSignalsEscalateAcrossHosts(t *testing.T) {
 	if code := l.Wait(t); code != 128+15 {
 		t.Errorf("exit code %d, want 143\nstderr:\n%s", code, l.Stderr)
 	}
-	if left := proctest.WaitGone(agenttest.Deadline, pids...); len(left) > 0 {
+	if left := proctest.WaitGone(e2e.Deadline, pids...); len(left) > 0 {
 		t.Errorf("ranks survived the second signal: %v", left)
 	}
 	t.Logf("second SIGTERM to launcher exit: %v", time.Since(t0).Round(time.Millisecond))

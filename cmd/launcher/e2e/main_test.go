@@ -1,4 +1,9 @@
-package agenttest_test
+// Package e2e_test holds the launcher's end-to-end tests on loopback: the
+// real launcher, in process or as bin/launcher, against several agents, in
+// process or as bin/agent processes (cmd/internal/e2e), with this test
+// binary as the rank program. Tests with network-namespace hosts are in
+// the nettest and hostnet packages below.
+package e2e_test
 
 import (
 	"os"
@@ -6,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/agenttest"
 	"gangway/agent/proc/proctest"
+	"gangway/cmd/internal/e2e"
 )
 
 // TestMain lets the test binary double as the rank program: launcher
@@ -15,7 +20,7 @@ import (
 func TestMain(m *testing.M) {
 	proctest.HelperMain()
 	code := m.Run()
-	agenttest.RemoveBinaries()
+	e2e.RemoveBinaries()
 	os.Exit(code)
 }
 
