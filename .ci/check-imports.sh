@@ -1,16 +1,43 @@
 #!/bin/sh
 # Imports point one way (see README "How it works"): the leaf packages import
 # no gangway package; launcher imports only agent/wire of the agent's
-# packages; nothing imports cmd/.
+# packages; the agent's packages import only each other; launcher and agent
+# may also use gangway/internal/... packages, which must be leaves too;
+# nothing imports cmd/; and nothing under agent/, hostfile/, nccl/ or bench/
+# reaches the launcher or cmd/, not even in tests.
 set -eu
+cd "$(dirname "$0")/.."
 fail=0
-deps() { go list -f '{{join .Imports "\n"}}' "$1" | grep '^gangway' || true; }
-for leaf in ./hostfile ./nccl ./bench ./agent/wire ./agent/proc ./agent/pmi; do
+# A package that does not load (an import cycle, a forbidden internal
+# import) fails the check; go list -e below still reports its imports.
+go list -deps -test ./... >/dev/null || fail=1
+deps() { go list -e -f '{{join .Imports "\n"}}' "$1" | grep '^gangway' || true; }
+internal='^gangway/internal/'
+
+for leaf in ./hostfile ./nccl ./bench ./agent/wire ./agent/proc ./agent/pmi $(go list -e ./... | grep "$internal" || true); do
 	bad=$(deps "$leaf")
 	if [ -n "$bad" ]; then echo "$leaf must not import: $bad"; fail=1; fi
 done
-bad=$(deps ./launcher | grep -v -e '^gangway/agent/wire$' -e '^gangway/hostfile$' -e '^gangway/nccl$' -e '^gangway/bench$' || true)
-if [ -n "$bad" ]; then echo "./launcher must import only agent/wire, hostfile, nccl, bench; it imports: $bad"; fail=1; fi
-bad=$(go list -f '{{.ImportPath}}: {{join .Imports " "}}' ./... | grep -v '^gangway/cmd/' | grep 'gangway/cmd/' || true)
+
+bad=$(deps ./launcher | grep -v -e '^gangway/agent/wire$' -e '^gangway/hostfile$' -e '^gangway/nccl$' -e '^gangway/bench$' -e "$internal" || true)
+if [ -n "$bad" ]; then echo "./launcher must import only agent/wire, hostfile, nccl, bench, internal/...; it imports: $bad"; fail=1; fi
+
+for p in $(go list -e ./agent/...); do
+	bad=$(deps "$p" | grep -v -e '^gangway/agent$' -e '^gangway/agent/' -e "$internal" || true)
+	if [ -n "$bad" ]; then echo "$p must import only agent/... and internal/...; it imports: $bad"; fail=1; fi
+done
+
+bad=$(go list -e -f '{{.ImportPath}}: {{join .Imports " "}}' ./... | grep -v '^gangway/cmd/' | grep 'gangway/cmd/' || true)
 if [ -n "$bad" ]; then echo "cmd/ is imported by: $bad"; fail=1; fi
+
+# Tests included: -deps -test lists everything a package's tests build.
+for p in $(go list -e ./agent/... ./hostfile/... ./nccl/... ./bench/...); do
+	bad=$(go list -e -deps -test "$p" | grep -E '^gangway/(launcher|cmd/[^ ]+)( |$)' | cut -d' ' -f1 | sort -u || true)
+	if [ -n "$bad" ]; then
+		via=$(go list -e -deps -test -f '{{.ImportPath}}: {{join .Imports " "}}' "$p" |
+			grep -E ' gangway/(launcher|cmd/[^ ]+)( |$)' | cut -d: -f1 | tr '\n' ' ')
+		echo "$p (with its tests) must not reach $(echo $bad); imported by: $via"
+		fail=1
+	fi
+done
 exit $fail

@@ -1,14 +1,12 @@
-// Package agenttest starts gangway agents on loopback addresses for tests,
-// in-process (StartLocal, fast) or as real bin/agent processes
-// (StartProcs), and runs the launcher against them, in-process
-// (Cluster.RunLauncher, Cluster.StartLauncher) or as a real process
-// (StartProc with BuildBinaries' launcher).
+// Package agenttest starts gangway agents in this process on loopback
+// addresses for tests (StartLocal): the agent's own SSH server tests, and
+// the launcher's end-to-end tests through cmd/internal/e2e. It imports no
+// launcher and no cmd/ package.
 //
 // Every cluster gets its own block of loopback addresses 127.0.B.1,
 // 127.0.B.2, ... (B from 10 to 250, chosen per call) and every agent an
 // ephemeral port, so parallel tests and test processes do not clash and
-// each host has a distinct address (MASTER_ADDR, HOROVOD_HOSTNAME). Host
-// lists therefore carry the port: HostList gives "127.0.B.1:2:PORT,...".
+// each host has a distinct address (MASTER_ADDR, HOROVOD_HOSTNAME).
 //
 // Agents serve until the test's cleanup, which stops them and waits until
 // every session, and so every rank, has ended.
@@ -32,7 +30,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"gangway/agent"
-	"gangway/agent/testbed"
+	"gangway/agent/agenttest/sshtest"
 )
 
 // Deadline bounds every wait of this package: generous, for a loaded
@@ -51,20 +49,15 @@ type Host struct {
 	// Agent and Server are set for in-process agents (StartLocal).
 	Agent  *agent.Agent
 	Server *agent.Server
-	// Proc is set for agent processes (StartProcs).
-	Proc *Proc
 }
 
-// HostPort is "addr:port", the address the launcher dials.
+// HostPort is "addr:port", the address clients dial.
 func (h *Host) HostPort() string { return net.JoinHostPort(h.Addr, strconv.Itoa(h.Port)) }
-
-// Entry is the host's -H entry with the given slots: "addr:slots:port".
-func (h *Host) Entry(slots int) string { return fmt.Sprintf("%s:%d:%d", h.Addr, slots, h.Port) }
 
 // Cluster is a set of agents sharing one client key.
 type Cluster struct {
 	Hosts []*Host
-	Keys  testbed.Keys // Keys.ClientKey is authorised on every agent
+	Keys  sshtest.Keys // Keys.ClientKey is authorised on every agent
 	// KnownHosts trusts every agent's host key at its address and port.
 	KnownHosts string
 	Dir        string
@@ -100,19 +93,23 @@ func nextBlock() int {
 	return 10 + int(n%241)
 }
 
-// rankEnv is added to agents' environments so that race-enabled test
-// binaries running as ranks do not sleep a second at exit.
-func rankEnv() []string {
+// RankEnv is added to the environment of StartLocal's agents (and of the
+// processes cmd/internal/e2e starts) so that race-enabled test binaries
+// running as ranks do not sleep a second at exit.
+func RankEnv() []string {
 	return []string{"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")}
 }
 
-func newCluster(t testing.TB, n int) *Cluster {
+// NewCluster prepares a cluster of n agents without starting them: their
+// addresses, names and host keys, and the cluster's client key. Whoever
+// starts the agents sets each Host.Port, then calls WriteKnownHosts.
+func NewCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	if n < 1 || n > 250 {
 		t.Fatalf("agenttest: %d agents: want 1 to 250", n)
 	}
 	dir := t.TempDir()
-	keys, err := testbed.GenKeys(dir)
+	keys, err := sshtest.GenKeys(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +139,7 @@ func StartLocal(t testing.TB, n int, opts ...Option) *Cluster {
 	for _, f := range opts {
 		f(&o)
 	}
-	c := newCluster(t, n)
+	c := NewCluster(t, n)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 	for i, h := range c.Hosts {
 		l, err := net.Listen("tcp", net.JoinHostPort(h.Addr, "0"))
@@ -150,7 +147,7 @@ func StartLocal(t testing.TB, n int, opts ...Option) *Cluster {
 			t.Fatalf("agenttest: listen on %s: %v", h.Addr, err)
 		}
 		h.Port = l.Addr().(*net.TCPAddr).Port
-		h.Agent = &agent.Agent{Name: h.Name, Version: "agenttest", Log: log.Named(h.Name), BaseEnv: append(os.Environ(), rankEnv()...)}
+		h.Agent = &agent.Agent{Name: h.Name, Version: "agenttest", Log: log.Named(h.Name), BaseEnv: append(os.Environ(), RankEnv()...)}
 		if o.agent != nil {
 			o.agent(i, h.Agent)
 		}
@@ -173,11 +170,13 @@ func StartLocal(t testing.TB, n int, opts ...Option) *Cluster {
 			}
 		})
 	}
-	c.writeKnownHosts(t)
+	c.WriteKnownHosts(t)
 	return c
 }
 
-func (c *Cluster) writeKnownHosts(t testing.TB) {
+// WriteKnownHosts writes c.KnownHosts, trusting every host's key at its
+// address and port.
+func (c *Cluster) WriteKnownHosts(t testing.TB) {
 	t.Helper()
 	var b strings.Builder
 	for _, h := range c.Hosts {
@@ -187,22 +186,6 @@ func (c *Cluster) writeKnownHosts(t testing.TB) {
 	if err := os.WriteFile(c.KnownHosts, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// HostList is the -H value giving every agent slots slots:
-// "127.0.B.1:S:PORT,127.0.B.2:S:PORT,...".
-func (c *Cluster) HostList(slots int) string {
-	e := make([]string, len(c.Hosts))
-	for i, h := range c.Hosts {
-		e[i] = h.Entry(slots)
-	}
-	return strings.Join(e, ",")
-}
-
-// SSHFlags are the launcher options that reach this cluster: the client
-// key and the cluster's known_hosts.
-func (c *Cluster) SSHFlags() []string {
-	return []string{"-i", c.Keys.ClientKey, "--known-hosts", c.KnownHosts}
 }
 
 // Unused returns an address in the cluster's block and a port on which

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"gangway/agent/testbed"
+	"gangway/agent/agenttest/sshtest"
+	"gangway/cmd/internal/testbed"
 )
 
 // The bench's own names and addresses; nothing else is touched.
@@ -37,10 +38,10 @@ type bins struct {
 type netEnv struct {
 	bed     *testbed.Bed
 	hosts   []testbed.Host
-	keys    testbed.Keys
+	keys    sshtest.Keys
 	dir     string
 	kh      string          // known_hosts trusting every agent
-	sshArgs []string        // OpenSSH client options (testbed.SSHArgs: curve25519, key, port)
+	sshArgs []string        // OpenSSH client options (sshtest.SSHArgs: curve25519, key, port)
 	sshWrap string          // script running ssh with sshArgs, for mpirun and Hydra
 	fanout  string          // bash ssh fan-out script
 	agents  []*testbed.Proc // setsid -w, the agent's parent
@@ -59,10 +60,10 @@ func setupNet(ctx context.Context, n int, b bins, dir string, logf func(string, 
 		return nil, err
 	}
 	e := &netEnv{bed: bed, hosts: bed.Hosts(), dir: dir, bins: b}
-	if e.keys, err = testbed.GenKeys(dir); err != nil {
+	if e.keys, err = sshtest.GenKeys(dir); err != nil {
 		return e, err
 	}
-	e.sshArgs = testbed.SSHArgs(e.keys, sshdPort)
+	e.sshArgs = sshtest.SSHArgs(e.keys, sshdPort)
 	var addrs []string
 	for _, h := range e.hosts {
 		addrs = append(addrs, h.Addr)

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"gangway/agent"
-	"gangway/agent/testbed"
+	"gangway/agent/agenttest/sshtest"
 )
 
 // loopAgents are agent.Servers in this process, one per loopback address
@@ -22,7 +22,7 @@ import (
 // process's children.
 type loopAgents struct {
 	addrs  []string
-	keys   testbed.Keys
+	keys   sshtest.Keys
 	kh     string
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -36,7 +36,7 @@ func startLoopAgents(ctx context.Context, n int, dir string) (*loopAgents, error
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	keys, err := testbed.GenKeys(dir)
+	keys, err := sshtest.GenKeys(dir)
 	if err != nil {
 		return nil, err
 	}

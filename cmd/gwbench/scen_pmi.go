@@ -121,8 +121,9 @@ func (b *bench) buildPMIBench(ctx context.Context) (string, error) {
 	return bin, nil
 }
 
-// mpichEnv is what MPICH ranks need across namespace hosts (agent/nettest
-// found it): UCX over TCP on the data NIC, shared memory within a host.
+// mpichEnv is what MPICH ranks need across namespace hosts
+// (cmd/launcher/e2e/nettest found it): UCX over TCP on the data NIC, shared
+// memory within a host.
 var mpichEnv = []string{"UCX_TLS=tcp,self,sm", "UCX_NET_DEVICES=enp1s0f0", "UCX_WARN_UNUSED_ENV_VARS=n"}
 
 // pmiRun is what one pmibench run printed.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"gangway/cmd/internal/e2e"
 )
 
 // runCombined runs the launcher with stdout and stderr on one file, as
@@ -32,7 +34,7 @@ func runCombined(t *testing.T, args ...string) (out string, code int) {
 	f.Close()
 	b, _ := os.ReadFile(path)
 	if ctx.Err() != nil {
-		t.Fatalf("launcher %v still running after %v:\n%s", args, deadline, tail(string(b), 4000))
+		t.Fatalf("launcher %v still running after %v:\n%s", args, deadline, e2e.Tail(string(b), 4000))
 	}
 	if _, ok := err.(*exec.ExitError); err != nil && !ok {
 		t.Fatal(err)

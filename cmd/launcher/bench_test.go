@@ -20,9 +20,9 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/agenttest"
 	"gangway/bench"
 	"gangway/bench/benchtest"
+	"gangway/cmd/internal/e2e"
 )
 
 var plotDir = flag.String("plotdir", "", "also copy the tests' PNGs to this directory, to look at them")
@@ -78,14 +78,14 @@ func TestBenchSynthetic(t *testing.T) {
 		checkPlot(t, pp, "synthetic-8-ranks.png")
 	})
 	t.Run("two hosts", func(t *testing.T) {
-		c := agenttest.StartLocal(t, 2)
+		c := e2e.StartLocal(t, 2)
 		h1, h2 := c.Hosts[0].Addr, c.Hosts[1].Addr
 		dir := t.TempDir()
 		rj, pp := filepath.Join(dir, "r.json"), filepath.Join(dir, "p.png")
 		args := append([]string{"-H", c.HostList(4), "-np", "8", "--report", rj, "--plot", pp, bin}, synthArgs...)
 		stdout, stderr, code := c.RunLauncher(t, args...)
 		if code != 0 {
-			t.Fatalf("launcher exit code %d\nstdout:\n%s\nstderr:\n%s", code, tail(stdout, 2000), stderr)
+			t.Fatalf("launcher exit code %d\nstdout:\n%s\nstderr:\n%s", code, e2e.Tail(stdout, 2000), stderr)
 		}
 		sum := summaryAfterRanks(t, stdout)
 		t.Logf("console summary:\n%s", sum)
@@ -133,7 +133,7 @@ func TestBenchSynthetic(t *testing.T) {
 		assertCode(t, l, 0)
 		out := l.stdout()
 		if !strings.HasPrefix(out, "[1,") || !strings.Contains(out, "]<stdout>:total images/sec: ") {
-			t.Fatalf("not mpirun-tagged output:\n%s", tail(out, 1000))
+			t.Fatalf("not mpirun-tagged output:\n%s", e2e.Tail(out, 1000))
 		}
 		tagged := filepath.Join(dir, "tagged.log")
 		if err := os.WriteFile(tagged, []byte(out), 0o644); err != nil {
@@ -201,7 +201,7 @@ func summaryAfterRanks(t *testing.T, stdout string) string {
 	t.Helper()
 	i := strings.Index(stdout, "\nbench: ")
 	if i < 0 {
-		t.Fatalf("no bench summary in stdout:\n%s", tail(stdout, 2000))
+		t.Fatalf("no bench summary in stdout:\n%s", e2e.Tail(stdout, 2000))
 	}
 	sum := stdout[i+1:]
 	for _, line := range lines(sum) {
@@ -318,7 +318,7 @@ func TestBenchPyTorch(t *testing.T) {
 	t.Logf("console summary:\n%s", sum)
 	m := regexp.MustCompile(`(?m)^\[0\] Total img/sec on 4 CPU\(s\): ([0-9.]+) \+-`).FindStringSubmatch(out)
 	if m == nil {
-		t.Fatalf("rank 0 printed no total:\n%s", tail(out, 2000))
+		t.Fatalf("rank 0 printed no total:\n%s", e2e.Tail(out, 2000))
 	}
 	printed, _ := strconv.ParseFloat(m[1], 64)
 	rep := readReport(t, rj)

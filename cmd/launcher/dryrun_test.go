@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"gangway/cmd/internal/e2e"
 )
 
 func TestDryRun(t *testing.T) {
@@ -31,7 +33,7 @@ func TestDryRunDialsNothing(t *testing.T) {
 func checkDryRun(t *testing.T, out, a, b string) {
 	t.Helper()
 	if !strings.HasPrefix(out, "# placement: 16 ranks on 2 hosts (map-by slot), command: prog arg\n") {
-		t.Errorf("dry run header:\n%s", tail(out, 500))
+		t.Errorf("dry run header:\n%s", e2e.Tail(out, 500))
 	}
 	var rows []string
 	for _, line := range lines(out) {

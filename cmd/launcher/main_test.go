@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"gangway/agent/proc/proctest"
+	"gangway/cmd/internal/e2e"
 )
 
 const (
@@ -140,17 +141,10 @@ func startLauncher(t *testing.T, withStdin bool, args ...string) *launch {
 			t.Errorf("the race detector fired in the launcher or a rank")
 		}
 		if t.Failed() {
-			t.Logf("launcher %v\nstdout (tail):\n%s\nstderr (tail):\n%s", args, tail(l.stdout(), 2000), tail(l.stderr(), 4000))
+			t.Logf("launcher %v\nstdout (tail):\n%s\nstderr (tail):\n%s", args, e2e.Tail(l.stdout(), 2000), e2e.Tail(l.stderr(), 4000))
 		}
 	})
 	return l
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
 }
 
 func (l *launch) stdout() string {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gangway/cmd/internal/e2e"
 )
 
 // TestOutputFlood: 8 ranks each print 100000 100-byte lines on stdout and
@@ -76,7 +78,7 @@ func floodText(r, n, every int) string {
 func checkFlood(t *testing.T, name, out string, tag func(string) (int, string, bool), ranks, n, every int) {
 	t.Helper()
 	if out != "" && !strings.HasSuffix(out, "\n") {
-		t.Errorf("%s does not end with a newline: %q", name, tail(out, 120))
+		t.Errorf("%s does not end with a newline: %q", name, e2e.Tail(out, 120))
 	}
 	seen := make([][]bool, ranks)
 	for r := range seen {
@@ -86,7 +88,7 @@ func checkFlood(t *testing.T, name, out string, tag func(string) (int, string, b
 	bad := 0
 	badLine := func(line, why string) {
 		if bad++; bad <= 5 {
-			t.Errorf("%s: %s: %q", name, why, tail(line, 300))
+			t.Errorf("%s: %s: %q", name, why, e2e.Tail(line, 300))
 		}
 	}
 	for _, line := range lines(out) {
@@ -146,7 +148,7 @@ func TestLongLine(t *testing.T) {
 	if got := l.stdout(); got != want {
 		ls := lines(got)
 		for i, line := range ls {
-			ls[i] = fmt.Sprintf("%d bytes %q", len(line), tail(line, 20))
+			ls[i] = fmt.Sprintf("%d bytes %q", len(line), e2e.Tail(line, 20))
 		}
 		t.Errorf("stdout is not the whole tagged line and a terminated \"end\"; got %d lines:\n%s", len(ls), strings.Join(ls, "\n"))
 	}
@@ -178,7 +180,7 @@ func TestOutputFiles(t *testing.T) {
 						continue
 					}
 					if string(b) != floodText(r, n, f.every) {
-						t.Errorf("rank.%d/%s: %d bytes, not the raw %d lines (starts %q)", r, f.stream, len(b), n/f.every, tail(string(b[:min(len(b), 120)]), 120))
+						t.Errorf("rank.%d/%s: %d bytes, not the raw %d lines (starts %q)", r, f.stream, len(b), n/f.every, e2e.Tail(string(b[:min(len(b), 120)]), 120))
 					}
 				}
 			}
@@ -215,6 +217,6 @@ func TestTagOutput(t *testing.T) {
 	checkFlood(t, "stdout", l.stdout(), mpirunTag("stdout"), ranks, n, 1)
 	checkFlood(t, "stderr", l.stderr(), mpirunTag("stderr"), ranks, n, 10)
 	if out := l.stdout(); !strings.HasPrefix(out, "[1,") || !strings.Contains(out, "[1,2]<stdout>:r2 i0 xxx") {
-		t.Errorf("stdout lacks mpirun tags: %q", tail(out, 200))
+		t.Errorf("stdout lacks mpirun tags: %q", e2e.Tail(out, 200))
 	}
 }

@@ -1,9 +1,0 @@
-package testbed
-
-import "context"
-
-// StartSSHDWithBashrc starts sshd without the clean-shell wrapper, as the
-// control in tests and for timing comparisons.
-func (b *Bed) StartSSHDWithBashrc(ctx context.Context, host, port int, keys Keys) (*Proc, error) {
-	return b.startSSHD(ctx, host, port, keys, false)
-}

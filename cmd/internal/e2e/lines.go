@@ -1,0 +1,34 @@
+package e2e
+
+import (
+	"strconv"
+	"strings"
+)
+
+// RankLines returns the launcher's stdout lines "[R] text" grouped by
+// rank, in order; other lines are left out.
+func RankLines(out string) map[int][]string {
+	m := map[int][]string{}
+	for line := range strings.Lines(out) {
+		line = strings.TrimSuffix(line, "\n")
+		rest, ok := strings.CutPrefix(line, "[")
+		if !ok {
+			continue
+		}
+		r, text, ok := strings.Cut(rest, "] ")
+		n, err := strconv.Atoi(r)
+		if !ok || err != nil {
+			continue
+		}
+		m[n] = append(m[n], text)
+	}
+	return m
+}
+
+// Tail returns the last n bytes of s, marked as cut when it was longer.
+func Tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}

@@ -1,0 +1,57 @@
+package e2e_test
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gangway/agent/proc/proctest"
+	"gangway/cmd/internal/e2e"
+	"gangway/launcher"
+)
+
+// TestAgentStopped: an agent that stops answering without dropping its
+// TCP connection (SIGSTOP here; a hung host or a silent network cut in
+// life) is found by the launcher's keepalives and the job fails naming
+// the host. When the agent resumes it finds its launcher gone and stops
+// its ranks. Not parallel: it shortens the package-level keepalive timing.
+func TestAgentStopped(t *testing.T) {
+	oldI, oldT := launcher.KeepaliveInterval, launcher.KeepaliveTimeout
+	launcher.KeepaliveInterval, launcher.KeepaliveTimeout = 200*time.Millisecond, time.Second
+	defer func() { launcher.KeepaliveInterval, launcher.KeepaliveTimeout = oldI, oldT }()
+
+	_, agentBin := e2e.BuildBinaries(t)
+	c := e2e.StartProcs(t, 2, agentBin)
+	l := c.StartLauncher(t, fake(t, 4, c.HostList(2), "sleep", "--kill-grace", "5s")...)
+	out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(4))
+	if !ok {
+		t.Fatalf("not every rank started:\n%s\nstderr:\n%s", out, l.Stderr)
+	}
+	ready := e2e.ReadyPids(out)
+	host1, host2 := pidsOf(t, ready, 0, 1), pidsOf(t, ready, 2, 3)
+	stopped := c.Procs[1].Pid()
+	t0 := time.Now()
+	if err := syscall.Kill(stopped, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(stopped, syscall.SIGCONT) })
+	code := l.Wait(t)
+	detect := l.Ended.Sub(t0)
+	if code != launcher.ExitLost {
+		t.Errorf("exit code %d, want %d (agent lost)", code, launcher.ExitLost)
+	}
+	if want := "lost the agent on " + c.Hosts[1].Addr; !strings.Contains(l.Stderr.String(), want) {
+		t.Errorf("stderr does not say %q:\n%s", want, l.Stderr)
+	}
+	if left := proctest.WaitGone(e2e.Deadline, host1...); len(left) > 0 {
+		t.Errorf("host 1's ranks still running: %v", left)
+	}
+	if err := syscall.Kill(stopped, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if left := proctest.WaitGone(e2e.Deadline, host2...); len(left) > 0 {
+		t.Errorf("the resumed agent left its ranks running: %v", left)
+	}
+	t.Logf("stopped agent detected after %v (keepalive every %v, timeout %v)", detect.Round(time.Millisecond), launcher.KeepaliveInterval, launcher.KeepaliveTimeout)
+}

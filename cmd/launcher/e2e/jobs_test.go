@@ -1,0 +1,130 @@
+package e2e_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"gangway/agent/proc/proctest"
+	"gangway/agent/wire"
+	"gangway/cmd/internal/e2e"
+	"gangway/hostfile"
+	"gangway/launcher"
+)
+
+// TestConcurrentJobs runs two jobs on one agent at once: each sees only
+// its own ranks, a failing rank stops only its own job, and both end as
+// their ranks decide.
+func TestConcurrentJobs(t *testing.T) {
+	t.Parallel()
+	c := e2e.StartLocal(t, 1)
+	dir := t.TempDir()
+	endA, failB := filepath.Join(dir, "end-a"), filepath.Join(dir, "fail-b")
+	a := c.StartLauncher(t, fake(t, 2, c.HostList(2), "failonfile:"+endA+":0")...)
+	b := c.StartLauncher(t, fake(t, 2, c.HostList(2), "byrank:0=failonfile:"+failB+":3,*=sleep", "--kill-grace", "5s")...)
+	outA, okA := a.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(2))
+	outB, okB := b.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(2))
+	if !okA || !okB {
+		t.Fatalf("jobs did not start:\nA:\n%s\n%s\nB:\n%s\n%s", outA, a.Stderr, outB, b.Stderr)
+	}
+	pidsA := pidsOf(t, e2e.ReadyPids(outA), 0, 1)
+	pidsB := pidsOf(t, e2e.ReadyPids(outB), 0, 1)
+	for _, p := range pidsA {
+		if slices.Contains(pidsB, p) {
+			t.Fatalf("pid %d in both jobs' output: A %v, B %v", p, pidsA, pidsB)
+		}
+	}
+	if n := len(lines(outA)); n != 2 {
+		t.Errorf("job A printed %d lines, want its own 2:\n%s", n, outA)
+	}
+
+	// B's rank 0 fails: B's rank 1 is stopped, A's ranks are untouched.
+	if err := os.WriteFile(failB, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := b.Wait(t); code != 3 {
+		t.Fatalf("job B: exit code %d, want 3\nstderr:\n%s", code, b.Stderr)
+	}
+	if left := proctest.WaitGone(e2e.Deadline, pidsB...); len(left) > 0 {
+		t.Fatalf("job B's ranks still running: %v", left)
+	}
+	time.Sleep(200 * time.Millisecond) // let a wrongly aimed signal land
+	for _, p := range pidsA {
+		if proctest.Gone(p) {
+			t.Errorf("job A's rank pid %d died with job B", p)
+		}
+	}
+	select {
+	case <-a.Done():
+		t.Fatalf("job A ended with job B (code %d)\nstderr:\n%s", a.Code(), a.Stderr)
+	default:
+	}
+
+	if err := os.WriteFile(endA, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := a.Wait(t); code != 0 {
+		t.Fatalf("job A: exit code %d, want 0\nstderr:\n%s", code, a.Stderr)
+	}
+	if left := proctest.WaitGone(e2e.Deadline, pidsA...); len(left) > 0 {
+		t.Errorf("job A's ranks still running: %v", left)
+	}
+}
+
+// TestLauncherRefusesOtherVersion: an agent whose Facts carry another
+// protocol version fails the launch at once with the version message.
+func TestLauncherRefusesOtherVersion(t *testing.T) {
+	t.Parallel()
+	fakes := make(chan error, 1)
+	remote := launcher.DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+		ours, theirs := net.Pipe()
+		go func() {
+			c := wire.NewConn(theirs)
+			defer c.Close()
+			m, err := c.Recv()
+			if err == nil && m.Kind != wire.KindHello {
+				err = errors.New("first message " + m.Kind.String())
+			}
+			if err == nil {
+				err = c.Send(wire.KindFacts, wire.Facts{Version: 99, Name: h.Name})
+			}
+			for err == nil {
+				_, err = c.Recv() // until the launcher hangs up
+			}
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
+				err = nil
+			}
+			fakes <- err
+		}()
+		return ours, "127.0.0.9", nil
+	})
+	t0 := time.Now()
+	_, stderr, code := e2e.Run(t, launcher.Deps{Remote: remote}, fake(t, 1, "oldagent:1", "exit:0", "--start-timeout", "60s")...)
+	took := time.Since(t0)
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1\nstderr:\n%s", code, stderr)
+	}
+	want := "host oldagent: " + (&wire.VersionError{Ours: wire.Version, Theirs: 99}).Error()
+	if !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+	if took > 30*time.Second {
+		t.Errorf("refused after %v: the launcher retried a version mismatch", took)
+	}
+	select {
+	case err := <-fakes:
+		if err != nil {
+			t.Errorf("fake agent: %v", err)
+		}
+	case <-time.After(e2e.Deadline):
+		t.Error("the launcher never closed the fake agent's session")
+	}
+	t.Logf("launcher: %s", stderr)
+}

@@ -1,0 +1,130 @@
+package e2e_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gangway/agent/proc/proctest"
+	"gangway/cmd/internal/e2e"
+)
+
+// TestEnvAcrossHosts runs 6 ranks over 3 in-process agents and checks
+// every rank's identity, rendezvous and host variables, and the tags.
+func TestEnvAcrossHosts(t *testing.T) {
+	t.Parallel()
+	c := e2e.StartLocal(t, 3)
+	vars := "RANK,LOCAL_RANK,WORLD_SIZE,MASTER_ADDR,MASTER_PORT,HOROVOD_HOSTNAME,GANGWAY_HOST"
+	stdout, stderr, code := c.RunLauncher(t, fake(t, 6, c.HostList(2), "env", "-x", "GANGWAY_FAKE_VARS="+vars)...)
+	if code != 0 {
+		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	got := map[int]map[string]string{}
+	tagRE := regexp.MustCompile(`^\[(\d+)\] ([A-Z_]+)=(.*)$`)
+	for _, l := range lines(stdout) {
+		m := tagRE.FindStringSubmatch(l)
+		if m == nil {
+			t.Errorf("untagged or unexpected line %q", l)
+			continue
+		}
+		r, _ := strconv.Atoi(m[1])
+		if got[r] == nil {
+			got[r] = map[string]string{}
+		}
+		got[r][m[2]] = m[3]
+	}
+	if len(got) != 6 {
+		t.Fatalf("output from %d ranks, want 6:\n%s", len(got), stdout)
+	}
+	port := got[0]["MASTER_PORT"]
+	if n, err := strconv.Atoi(port); err != nil || n <= 0 {
+		t.Errorf("MASTER_PORT %q is not a port", port)
+	}
+	for r := range 6 {
+		h := c.Hosts[r/2]
+		want := map[string]string{
+			"RANK": strconv.Itoa(r), "LOCAL_RANK": strconv.Itoa(r % 2), "WORLD_SIZE": "6",
+			"MASTER_ADDR": c.Hosts[0].Addr, "MASTER_PORT": port,
+			"HOROVOD_HOSTNAME": h.Addr, "GANGWAY_HOST": h.Addr,
+		}
+		for k, v := range want {
+			if got[r][k] != v {
+				t.Errorf("rank %d: %s=%q, want %q", r, k, got[r][k], v)
+			}
+		}
+	}
+	t.Logf("MASTER_ADDR=%s MASTER_PORT=%s", got[0]["MASTER_ADDR"], port)
+}
+
+// TestExitCodeAcrossHosts: a rank on the third host exits 5; the launcher
+// returns 5 and every other rank, on every host, is stopped.
+func TestExitCodeAcrossHosts(t *testing.T) {
+	t.Parallel()
+	c := e2e.StartLocal(t, 3)
+	trigger := filepath.Join(t.TempDir(), "fail")
+	l := c.StartLauncher(t, fake(t, 6, c.HostList(2), "byrank:5=failonfile:"+trigger+":5,*=sleep", "--kill-grace", "5s")...)
+	out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(6))
+	if !ok {
+		t.Fatalf("not every rank started:\n%s\nstderr:\n%s", out, l.Stderr)
+	}
+	ready := e2e.ReadyPids(out)
+	others := pidsOf(t, ready, 0, 1, 2, 3, 4)
+	if left := proctest.WaitGone(0, others...); len(left) != len(others) {
+		t.Fatalf("ranks gone before the failure: running %v of %v", left, others)
+	}
+	t0 := time.Now()
+	if err := os.WriteFile(trigger, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code := l.Wait(t)
+	took := time.Since(t0)
+	stderr := l.Stderr.String()
+	if code != 5 {
+		t.Fatalf("exit code %d, want 5\nstderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "rank 5 on "+c.Hosts[2].Addr) {
+		t.Errorf("stderr does not blame rank 5 on %s:\n%s", c.Hosts[2].Addr, stderr)
+	}
+	if left := proctest.WaitGone(e2e.Deadline, others...); len(left) > 0 {
+		t.Errorf("ranks still running after the launcher returned: %v", left)
+	}
+	t.Logf("failure to launcher exit: %v; other ranks stopped on all 3 hosts (pids %v)", took.Round(time.Millisecond), others)
+}
+
+// TestSignalsEscalateAcrossHosts: the launcher's first SIGTERM reaches
+// every rank on every host as SIGTERM; the second kills them all.
+func TestSignalsEscalateAcrossHosts(t *testing.T) {
+	t.Parallel()
+	c := e2e.StartLocal(t, 2)
+	l := c.StartLauncher(t, fake(t, 4, c.HostList(2), "trapterm", "--kill-grace", "10m")...)
+	out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(4))
+	if !ok {
+		t.Fatalf("not every rank started:\n%s\nstderr:\n%s", out, l.Stderr)
+	}
+	pids := pidsOf(t, e2e.ReadyPids(out), 0, 1, 2, 3)
+	l.Signal(syscall.SIGTERM)
+	out, ok = l.Stdout.WaitFor(e2e.Deadline, func(s string) bool { return strings.Count(s, "] term ") >= 4 })
+	if !ok {
+		t.Fatalf("not every rank got SIGTERM:\n%s", out)
+	}
+	for r, p := range pids {
+		if !strings.Contains(out, fmt.Sprintf("[%d] term %d\n", r, p)) {
+			t.Errorf("rank %d (pid %d) did not report SIGTERM", r, p)
+		}
+	}
+	t0 := time.Now()
+	l.Signal(syscall.SIGTERM)
+	if code := l.Wait(t); code != 128+15 {
+		t.Errorf("exit code %d, want 143\nstderr:\n%s", code, l.Stderr)
+	}
+	if left := proctest.WaitGone(e2e.Deadline, pids...); len(left) > 0 {
+		t.Errorf("ranks survived the second signal: %v", left)
+	}
+	t.Logf("second SIGTERM to launcher exit: %v", time.Since(t0).Round(time.Millisecond))
+}

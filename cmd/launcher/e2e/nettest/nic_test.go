@@ -1,0 +1,95 @@
+package nettest
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"gangway/agent/agenttest/sshtest"
+	"gangway/cmd/internal/e2e"
+	"gangway/cmd/internal/testbed"
+	"gangway/cmd/internal/testbed/roottest"
+)
+
+// TestMasterAddrDeadEnd: hosts with a dead-end NIC (lower interface
+// index, an address that reaches nothing) and differently named data NICs
+// (host 1's is eth2). A real job's ranks report GANGWAY_HOST and
+// MASTER_ADDR, and then use them: rank 0 listens on MASTER_ADDR:MASTER_PORT
+// and every rank, on both hosts, connects to it. MASTER_ADDR must be host
+// 0's data address, never its dead-end one.
+func TestMasterAddrDeadEnd(t *testing.T) {
+	roottest.RequireRoot(t)
+	_, launcherBin := binaries(t)
+	b := newBed(t, testbed.Options{Prefix: "gwn4", Hosts: 2, Subnet: 184, DeadEnd: true,
+		DataNIC: func(i int) string {
+			if i == 1 {
+				return "eth2"
+			}
+			return testbed.DefaultDataNIC
+		}})
+	keys, err := sshtest.GenKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := b.Hosts()
+	agents := startAgents(t, b, keys, 0, 1)
+	kh, err := keys.WriteKnownHosts([]string{hosts[0].Addr, hosts[1].Addr}, agentPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := newTag(t)
+	l := run(t, nil, launcherBin, "-i", keys.ClientKey, "--known-hosts", kh,
+		"-H", hosts[0].Addr+":2,"+hosts[1].Addr+":2", "-np", "4",
+		"-x", tagEnv+"="+tag, "-x", helperEnv+"=rendezvous", "-x", "GORACE=atexit_sleep_ms=0",
+		self)
+	if l.code != 0 {
+		t.Fatalf("launcher: %v", l)
+	}
+	lines := e2e.RankLines(l.stdout.String())
+	t.Logf("rank lines: %v", lines)
+	var port string
+	for r := range 4 {
+		host := hosts[r/2].Addr
+		got := lines[r]
+		if len(got) != 2 {
+			t.Errorf("rank %d printed %q, want 2 lines", r, got)
+			continue
+		}
+		var gotHost, master string
+		if _, err := fmt.Sscanf(got[0], "rank %d host %s master %s", new(int), &gotHost, &master); err != nil {
+			t.Errorf("rank %d: %q: %v", r, got[0], err)
+			continue
+		}
+		addr, p, _ := strings.Cut(master, ":")
+		if gotHost != host {
+			t.Errorf("rank %d: GANGWAY_HOST=%s, want %s", r, gotHost, host)
+		}
+		if addr != hosts[0].Addr {
+			t.Errorf("rank %d: MASTER_ADDR=%s, want host 0's data address %s (dead-end address is %s)", r, addr, hosts[0].Addr, hosts[0].DeadEndAddr)
+		}
+		if port == "" {
+			port = p
+		} else if p != port {
+			t.Errorf("rank %d: MASTER_PORT=%s, rank 0 has %s", r, p, port)
+		}
+		want := fmt.Sprintf("rank %d reached master", r)
+		if r == 0 {
+			want = "rank 0 heard from 3 ranks"
+		}
+		if got[1] != want {
+			t.Errorf("rank %d: %q, want %q", r, got[1], want)
+		}
+	}
+	left := waitNoTagged(t, tag, 10*time.Second)
+	for i, h := range hosts {
+		waitNetnsOnly(t, h.NS, 10*time.Second, agents[i].Pid)
+	}
+	t.Logf("4 ranks on 2 hosts with dead-end NICs: MASTER_ADDR %s:%s reached from both hosts; launcher ran %v; no rank left (checked in %v)",
+		hosts[0].Addr, port, l.took.Round(time.Millisecond), left.Round(time.Millisecond))
+}

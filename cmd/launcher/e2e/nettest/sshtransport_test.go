@@ -1,0 +1,131 @@
+package nettest
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gangway/agent/agenttest/sshtest"
+	"gangway/cmd/internal/e2e"
+	"gangway/cmd/internal/testbed"
+	"gangway/cmd/internal/testbed/roottest"
+)
+
+// TestTransportSSH: `launcher --transport ssh` reaches a namespace host
+// that runs only a stock OpenSSH sshd (port 22) and starts `agent --stdio`
+// there through the system ssh; 2 ranks print their environment. After the
+// launcher exits, the namespace holds sshd alone: no agent --stdio, no
+// rank, no sshd session process.
+func TestTransportSSH(t *testing.T) {
+	roottest.RequireRoot(t)
+	agentBin, launcherBin := binaries(t)
+	b := newBed(t, testbed.Options{Prefix: "gwn3", Hosts: 1, Subnet: 183})
+	keys, err := sshtest.GenKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := b.Hosts()[0]
+	sshd, err := b.StartSSHD(t.Context(), 0, 22, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kh, err := keys.WriteKnownHosts([]string{h.Addr}, 22)
+	if err != nil {
+		t.Fatal(err)
+	}
+	launch := func(t *testing.T, tag string, args ...string) *launch {
+		return start(t, nil, launcherBin, append([]string{"--transport", "ssh",
+			"--ssh", "ssh -F /dev/null -o IdentitiesOnly=yes -o LogLevel=ERROR -o KexAlgorithms=curve25519-sha256",
+			"-i", keys.ClientKey, "--known-hosts", kh, "--agent-path", agentBin,
+			"-H", h.Addr + ":2:22", "-np", "2", "-x", tagEnv + "=" + tag}, args...)...)
+	}
+
+	t.Run("Env", func(t *testing.T) {
+		tag := newTag(t)
+		l := launch(t, tag, "env")
+		if !l.wait(jobTimeout) {
+			l.kill()
+			t.Fatalf("launcher still running after %v: %v", jobTimeout, l)
+		}
+		if l.code != 0 {
+			t.Fatalf("launcher: %v", l)
+		}
+		lines := e2e.RankLines(l.stdout.String())
+		for r := range 2 {
+			env := lines[r]
+			want := []string{
+				"RANK=" + strconv.Itoa(r), "WORLD_SIZE=2", "LOCAL_RANK=" + strconv.Itoa(r), "LOCAL_WORLD_SIZE=2",
+				"PMI_RANK=" + strconv.Itoa(r), "PMI_SIZE=2", "GANGWAY_HOST=" + h.Addr,
+				"MASTER_ADDR=" + h.Addr, tagEnv + "=" + tag,
+			}
+			for _, w := range want {
+				if !slices.Contains(env, w) {
+					t.Errorf("rank %d's environment lacks %s", r, w)
+				}
+			}
+			// sshd ran agent --stdio: the ranks inherit its session's variables.
+			if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "SSH_CONNECTION=") }) {
+				t.Errorf("rank %d's environment has no SSH_CONNECTION: not started through sshd?", r)
+			}
+			t.Logf("rank %d: %d variables, among them %v", r, len(env), filterEnv(env, "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "GANGWAY_HOST=", "MASTER_ADDR=", "MASTER_PORT=", "PMI_FD=", "SSH_CONNECTION="))
+		}
+		if len(lines) != 2 {
+			t.Errorf("output from ranks %v, want 0 and 1", slices.Sorted(func(yield func(int) bool) {
+				for r := range lines {
+					if !yield(r) {
+						return
+					}
+				}
+			}))
+		}
+		left := waitNoTagged(t, tag, 10*time.Second)
+		clean := waitNetnsOnly(t, h.NS, 10*time.Second, sshd.Pid)
+		t.Logf("2 ranks through sshd + agent --stdio: launcher ran %v; no rank left (checked in %v); namespace back to sshd alone after %v",
+			l.took.Round(time.Millisecond), left.Round(time.Millisecond), clean.Round(time.Millisecond))
+	})
+
+	// The launcher killed with SIGKILL mid-job: its ssh client sees EOF on
+	// stdin and passes it on, agent --stdio ends its session and stops its
+	// ranks, and sshd's session processes go.
+	t.Run("LauncherKilled", func(t *testing.T) {
+		tag := newTag(t)
+		l := launch(t, tag, "sleep", "60")
+		for len(taggedProcs(tag)) < 2 {
+			if l.wait(50*time.Millisecond) || time.Since(l.start) > jobTimeout {
+				l.kill()
+				t.Fatalf("2 ranks did not start: %v", l)
+			}
+		}
+		desc := descendants(l.cmd.Process.Pid) // the ssh client
+		t.Cleanup(func() { killProcs(desc) })
+		if err := l.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Now()
+		ranks := waitNoTagged(t, tag, 10*time.Second)
+		clean := waitNetnsOnly(t, h.NS, 10*time.Second, sshd.Pid)
+		for time.Since(killed) < 10*time.Second && slices.ContainsFunc(desc, alive) {
+			time.Sleep(25 * time.Millisecond)
+		}
+		for _, p := range desc {
+			if alive(p) {
+				t.Errorf("%v (the launcher's child) still running 10s after the launcher was killed", p)
+			}
+		}
+		t.Logf("launcher killed: ranks gone after %v, namespace back to sshd alone after %v, launcher's children %v gone after %v",
+			ranks.Round(time.Millisecond), clean.Round(time.Millisecond), desc, time.Since(killed).Round(time.Millisecond))
+	})
+}
+
+// filterEnv keeps the variables with one of the given prefixes.
+func filterEnv(env []string, prefixes ...string) []string {
+	var out []string
+	for _, kv := range env {
+		if slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(kv, p) }) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
