@@ -21,7 +21,7 @@ const iffLowerUp = 0x10000
 // through netlink, sorted by index. Per-link address failures are returned
 // as problems; only a failed link listing is an error.
 func listNICs(o Options) ([]wire.NIC, []error, error) {
-	links, err := netlink.LinkList()
+	links, err := redump(netlink.LinkList)
 	if err != nil {
 		return nil, nil, fmt.Errorf("netlink link list: %w", err)
 	}
@@ -42,7 +42,7 @@ func listNICs(o Options) ([]wire.NIC, []error, error) {
 			SpeedMbps: readSpeed(o, a.Name),
 			Master:    names[a.MasterIndex],
 		}
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+		addrs, err := redump(func() ([]netlink.Addr, error) { return netlink.AddrList(l, netlink.FAMILY_ALL) })
 		if err != nil {
 			problems = append(problems, fmt.Errorf("addresses of %s: %w", a.Name, err))
 		}
@@ -55,6 +55,17 @@ func listNICs(o Options) ([]wire.NIC, []error, error) {
 	}
 	slices.SortFunc(nics, func(a, b wire.NIC) int { return a.Index - b.Index })
 	return nics, problems, nil
+}
+
+// redump retries a netlink dump that the kernel interrupted because the
+// table changed meanwhile (another namespace's links coming and going):
+// the next dump is consistent, and a few tries always get one.
+func redump[T any](dump func() (T, error)) (T, error) {
+	v, err := dump()
+	for try := 0; try < 5 && errors.Is(err, netlink.ErrDumpInterrupted); try++ {
+		v, err = dump()
+	}
+	return v, err
 }
 
 // linkType is netlink's link type, except that the loopback device (type
