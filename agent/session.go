@@ -232,6 +232,8 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		return s.conn.Send(wire.KindReady, r)
 	case wire.KindGo:
 		return s.spawn(ctx)
+	case wire.KindPing:
+		// The launcher's heartbeat: its arrival is all that counts.
 	case wire.KindStdin:
 		rank, data, err := m.Stdin()
 		if err != nil {

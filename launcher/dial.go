@@ -44,11 +44,47 @@ func permanent(err error) error { return permanentError{err} }
 
 // session is one host's open protocol stream.
 type session struct {
-	idx   int
-	host  hostfile.Host
-	conn  *wire.Conn
-	addr  string
-	facts wire.Facts
+	idx      int
+	host     hostfile.Host
+	conn     *wire.Conn
+	addr     string
+	facts    wire.Facts
+	stopBeat func()
+}
+
+// HeartbeatInterval is how often the launcher tells each agent it is
+// alive; an agent that hears nothing for its --launcher-timeout (30 s by
+// default) stops the job's ranks, which covers a stopped launcher and a
+// silent network partition.
+var HeartbeatInterval = 5 * time.Second
+
+// close ends the session: the heartbeat, then the connection.
+func (s *session) close() {
+	s.stopBeat()
+	s.conn.Close()
+}
+
+// heartbeat sends a Ping every interval until stopped; the returned
+// function stops it and waits for it.
+func heartbeat(c *wire.Conn, interval time.Duration) (stop func()) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				if c.Send(wire.KindPing, nil) != nil {
+					return
+				}
+			}
+		}
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(quit); wg.Wait() }) }
 }
 
 // HostError says which host failed and how.
@@ -87,7 +123,7 @@ type cluster struct {
 
 func (c *cluster) close() {
 	for _, s := range c.sessions {
-		s.conn.Close()
+		s.close()
 	}
 }
 
@@ -188,7 +224,7 @@ func dialAll(ctx context.Context, log *zap.Logger, hosts []hostfile.Host, local,
 	}
 	for _, s := range sessions {
 		if s != nil {
-			s.conn.Close()
+			s.close()
 		}
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -302,5 +338,5 @@ func dialOne(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire.H
 		conn.Close()
 		return nil, permanent(&wire.VersionError{Ours: wire.Version, Theirs: f.Version})
 	}
-	return &session{idx: i, host: h, conn: conn, addr: addr, facts: f}, nil
+	return &session{idx: i, host: h, conn: conn, addr: addr, facts: f, stopBeat: heartbeat(conn, HeartbeatInterval)}, nil
 }

@@ -77,7 +77,7 @@ func newJob(bctx context.Context, cfg Config, d Deps, id string, c *cluster) (*j
 func (j *job) close() {
 	close(j.quit)
 	for _, s := range j.sessions {
-		s.conn.Close()
+		s.close()
 	}
 	j.readers.Wait()
 }
@@ -262,7 +262,7 @@ func (j *job) do(acts []action, cancel context.CancelCauseFunc) {
 		case actFenceDone:
 			j.broadcast(wire.KindFenceDone, a.f)
 		case actClose:
-			j.sessions[a.host].conn.Close()
+			j.sessions[a.host].close()
 		case actLog:
 			j.log.Warn(a.msg, zap.String("host", j.sessions[a.host].host.Name), zap.Error(a.err))
 		}

@@ -50,6 +50,7 @@ const (
 	KindProbe                       // L->A Probe: dial peers (reachability preflight)
 	KindProbeResult                 // A->L ProbeResult
 	KindStdinAck                    // A->L (no payload): a stdin chunk was written; send the next
+	KindPing                        // L->A (no payload): the launcher is alive (heartbeat, every few seconds)
 )
 
 var kindNames = map[Kind]string{
@@ -58,7 +59,7 @@ var kindNames = map[Kind]string{
 	KindExit: "exit", KindSignal: "signal", KindStop: "stop", KindFence: "fence",
 	KindFenceDone: "fence-done", KindAbort: "abort", KindDone: "done", KindError: "error",
 	KindPrepare: "prepare", KindPrepared: "prepared", KindProbe: "probe", KindProbeResult: "probe-result",
-	KindStdinAck: "stdin-ack",
+	KindStdinAck: "stdin-ack", KindPing: "ping",
 }
 
 func (k Kind) String() string {
