@@ -19,6 +19,7 @@ import (
 
 	"gangway/agent/proc"
 	"gangway/agent/wire"
+	"gangway/internal/syncx"
 )
 
 // stockSession is one "session" channel of a stock SSH client: exec,
@@ -240,11 +241,13 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 	// a daemon that forks and calls setsid (orted --daemonize, nohup jobs)
 	// must not be killed in the window before setsid. Only a dropped
 	// connection or a signal while the command runs stops the group.
-	drained := make(chan struct{})
-	go func() { copiers.Wait(); close(drained) }()
 	select {
-	case <-drained:
+	case <-syncx.Done(copiers.Wait):
 	case <-time.After(2 * time.Second):
+		// A process that left the group (a daemon) may keep the output
+		// pipes open. Its copiers are not waited for: they end when it
+		// closes them or exits, or at its next write once the channel is
+		// closed below.
 	}
 	ss.exitStatus(cmd.ProcessState, werr)
 }

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"gangway/internal/syncx"
 )
 
 // Stream says which output stream a chunk came from.
@@ -260,8 +262,7 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 	// Output: the pipes close when the last holder exits. A process that
 	// left the group (setsid) and kept the pipe would hold us forever, so
 	// drain for a bounded time, then cut.
-	drained := make(chan struct{})
-	go func() { pumps.Wait(); close(drained) }()
+	drained := syncx.Done(pumps.Wait)
 	select {
 	case <-drained:
 	case <-time.After(2 * time.Second):
