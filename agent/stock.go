@@ -231,12 +231,16 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 	ss.cmd = cmd
 	ss.mu.Unlock()
 	pid := cmd.Process.Pid
+	exited, stopped := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
-		_ = syscall.Kill(-pid, syscall.SIGTERM)
-		time.AfterFunc(LostGrace, func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+		defer close(stopped)
+		_ = proc.StopGroup(pid, LostGrace, exited)
 	})
 	werr := cmd.Wait()
-	stop()
+	close(exited)
+	if !stop() {
+		<-stopped // the group has had its SIGKILL
+	}
 	// After a normal exit the group is left alone, as OpenSSH's sshd does:
 	// a daemon that forks and calls setsid (orted --daemonize, nohup jobs)
 	// must not be killed in the window before setsid. Only a dropped

@@ -97,11 +97,13 @@ type Proc struct {
 
 	done   chan struct{}
 	res    Result
-	stopMu sync.Mutex
-	stopT  *time.Timer
-	stopAt time.Time
-	stopd  bool
-	exited bool
+	reaped chan struct{} // closed when cmd.Wait has returned
+	// stoppers are the Shutdowns that Stop started; supervise waits for
+	// them before Done.
+	stoppers sync.WaitGroup
+	stopMu   sync.Mutex
+	stopd    bool
+	exited   bool
 }
 
 // ErrNotFound is wrapped in a start error when the program does not exist.
@@ -161,7 +163,7 @@ func Start(ctx context.Context, spec Spec, out Sink) (*Proc, error) {
 		}
 		return nil, fmt.Errorf("rank %d: start %s: %w", spec.Rank, spec.Argv[0], err)
 	}
-	p := &Proc{spec: spec, cmd: cmd, pid: cmd.Process.Pid, stdin: stdinW, done: make(chan struct{})}
+	p := &Proc{spec: spec, cmd: cmd, pid: cmd.Process.Pid, stdin: stdinW, done: make(chan struct{}), reaped: make(chan struct{})}
 	go p.supervise(ctx, out, outR, errR)
 	return p, nil
 }
@@ -210,7 +212,8 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 }
 
 // Stop sends SIGTERM to the group and SIGKILL after grace (the spec's grace
-// when grace <= 0). It returns at once; Wait for the end.
+// when grace <= 0), by Shutdown; of several Stops the shortest grace wins.
+// It returns at once; Wait for the end.
 func (p *Proc) Stop(grace time.Duration) {
 	if grace <= 0 {
 		grace = p.spec.Grace
@@ -221,15 +224,9 @@ func (p *Proc) Stop(grace time.Duration) {
 		return
 	}
 	p.stopd = true
-	_ = killGroup(p.pid, syscall.SIGTERM)
-	at := time.Now().Add(grace)
-	if p.stopT == nil || at.Before(p.stopAt) {
-		if p.stopT != nil {
-			p.stopT.Stop()
-		}
-		p.stopAt = at
-		p.stopT = time.AfterFunc(grace, func() { _ = p.Signal(syscall.SIGKILL) })
-	}
+	// Signal does nothing once the leader has been reaped, so a late
+	// SIGKILL never reaches a reused process group.
+	p.stoppers.Go(func() { _ = Shutdown(p.Signal, grace, p.reaped) })
 }
 
 // Kill sends SIGKILL to the group now.
@@ -247,11 +244,9 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 
 	p.stopMu.Lock()
 	p.exited = true
-	if p.stopT != nil {
-		p.stopT.Stop()
-	}
 	stopped := p.stopd
 	p.stopMu.Unlock()
+	close(p.reaped)
 	// The leader is gone; anything left in its group (dataloader workers,
 	// a shell's background jobs) dies with it.
 	_ = killGroup(p.pid, syscall.SIGKILL)
@@ -272,6 +267,7 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 	}
 	outR.Close()
 	errR.Close()
+	p.stoppers.Wait()
 
 	p.res = Result{Rank: p.spec.Rank, Pid: p.pid, Stopped: stopped}
 	p.res.Code, p.res.Signal = exitCode(p.cmd.ProcessState, err)
