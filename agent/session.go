@@ -420,7 +420,7 @@ func (s *session) spawn(ctx context.Context) error {
 		s.waiters.Go(func() {
 			defer all.Done()
 			res := p.Wait()
-			x := wire.Exit{Rank: res.Rank, Pid: res.Pid, Code: res.Code, Signal: int(res.Signal), Stopped: res.Stopped}
+			x := wire.Exit{Rank: res.Rank, Pid: res.Pid, Code: res.Code, Signal: int(res.Signal), SignalName: proc.SignalName(res.Signal), Stopped: res.Stopped}
 			if s.pmi != nil && x.Code == 0 && s.pmi.Initialized(res.Rank) && !s.pmi.Finalized(res.Rank) {
 				x.Code, x.Err = 1, "exited without PMI finalize (MPI_Finalize not called)"
 			}

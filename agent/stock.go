@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -267,12 +268,21 @@ func (ss *stockSession) exitStatus(ps *os.ProcessState, err error) {
 			CoreDumped bool
 			Error      string
 			Lang       string
-		}{proc.SignalName(ws.Signal()), ws.CoreDump(), "", ""}
+		}{sshSignalName(ws.Signal()), ws.CoreDump(), "", ""}
 		_, _ = ss.ch.SendRequest("exit-signal", false, ssh.Marshal(&msg))
 		_ = ss.ch.CloseWrite()
 		return
 	}
 	ss.sendStatus(uint32(ps.ExitCode()))
+}
+
+// sshSignalName is the name exit-signal carries: without the SIG prefix
+// (RFC 4254 6.10), "SIG<n>" for a signal proc has no name for.
+func sshSignalName(s syscall.Signal) string {
+	if n := proc.SignalName(s); n != "" {
+		return strings.TrimPrefix(n, "SIG")
+	}
+	return "SIG" + strconv.Itoa(int(s))
 }
 
 func (ss *stockSession) sendStatus(code uint32) {

@@ -81,8 +81,10 @@ func (r Result) String() string {
 	switch {
 	case r.Err != nil:
 		return fmt.Sprintf("rank %d: %v (exit code %d)", r.Rank, r.Err, r.Code)
+	case r.Signal != 0 && SignalName(r.Signal) != "":
+		return fmt.Sprintf("rank %d (pid %d): killed by signal %d (%s), exit code %d", r.Rank, r.Pid, int(r.Signal), SignalName(r.Signal), r.Code)
 	case r.Signal != 0:
-		return fmt.Sprintf("rank %d (pid %d): killed by signal %d (%s), exit code %d", r.Rank, r.Pid, int(r.Signal), sigName(r.Signal), r.Code)
+		return fmt.Sprintf("rank %d (pid %d): killed by signal %d, exit code %d", r.Rank, r.Pid, int(r.Signal), r.Code)
 	default:
 		return fmt.Sprintf("rank %d (pid %d): exit code %d", r.Rank, r.Pid, r.Code)
 	}

@@ -6,17 +6,9 @@ import (
 	"syscall"
 )
 
-// sigName returns the short name of a signal ("TERM").
-func sigName(s syscall.Signal) string {
-	for n, v := range signals {
-		if v == s {
-			return n
-		}
-	}
-	return fmt.Sprintf("SIG%d", int(s))
-}
-
-// signals is the allowlist of signals a launcher may ask to deliver.
+// signals is the one table of signal names in gangway's agent, without
+// the SIG prefix: the signals a launcher may ask to deliver (ParseSignal)
+// and the names the agent reports (SignalName).
 var signals = map[string]syscall.Signal{
 	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT,
 	"KILL": syscall.SIGKILL, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2,
@@ -34,5 +26,13 @@ func ParseSignal(name string) (syscall.Signal, error) {
 	return s, nil
 }
 
-// SignalName is the allowlisted short name of s ("TERM").
-func SignalName(s syscall.Signal) string { return sigName(s) }
+// SignalName is the name of s with its SIG prefix ("SIGKILL"), as
+// wire.Exit carries it, or "" for a signal that is not in the table.
+func SignalName(s syscall.Signal) string {
+	for n, v := range signals {
+		if v == s {
+			return "SIG" + n
+		}
+	}
+	return ""
+}

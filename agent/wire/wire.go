@@ -218,11 +218,14 @@ type Started struct {
 
 // Exit reports the end of one rank.
 type Exit struct {
-	Rank   int    `json:"rank"`
-	Pid    int    `json:"pid,omitempty"`
-	Code   int    `json:"code"`             // shell-style: 128+N for signal N, 127 not found
-	Signal int    `json:"signal,omitempty"` // the signal that killed it, 0 if none
-	Err    string `json:"err,omitempty"`    // spawn or PMI error, if any
+	Rank   int `json:"rank"`
+	Pid    int `json:"pid,omitempty"`
+	Code   int `json:"code"`             // shell-style: 128+N for signal N, 127 not found
+	Signal int `json:"signal,omitempty"` // the signal that killed it, 0 if none
+	// SignalName is Signal's name ("SIGKILL"); empty when Signal is 0 or
+	// the agent has no name for it.
+	SignalName string `json:"signal_name,omitempty"`
+	Err        string `json:"err,omitempty"` // spawn or PMI error, if any
 	// Stopped is true when the rank ended because the launcher stopped it.
 	Stopped bool `json:"stopped,omitempty"`
 }
