@@ -80,9 +80,7 @@ func (a *Agent) ServeSession(ctx context.Context, rwc io.ReadWriteCloser) error 
 		_ = conn.Send(wire.KindError, wire.Error{Msg: err.Error()})
 		return err
 	}
-	if h.WantPort {
-		f.FreePort = freePort()
-	}
+	f.FreePort = freePort()
 	if err := conn.Send(wire.KindFacts, f); err != nil {
 		return err
 	}

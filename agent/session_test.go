@@ -121,3 +121,15 @@ func TestExitCarriesSignalName(t *testing.T) {
 		t.Errorf("rank that exited 3: %+v, want no signal, code 3", x)
 	}
 }
+
+// TestFactsCarryFreePort: every session's Facts name a free TCP port (the
+// launcher takes rank 0's host's as MASTER_PORT).
+func TestFactsCarryFreePort(t *testing.T) {
+	c := serve(t, &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)})
+	c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "port", Host: "h0"})
+	var f wire.Facts
+	c.recv(wire.KindFacts, &f)
+	if f.FreePort <= 0 || f.FreePort > 65535 {
+		t.Fatalf("Facts.FreePort = %d, want a port", f.FreePort)
+	}
+}

@@ -39,7 +39,7 @@ func Inspect(ctx context.Context, cfg Config, d Deps) int {
 		peers[i] = h.Name
 	}
 	hello := func(i int) wire.Hello {
-		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: "inspect-" + newJobID(), Host: hosts[i].Name, WantPort: true, Peers: routePeers(peers, i)}
+		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: "inspect-" + newJobID(), Host: hosts[i].Name, Peers: routePeers(peers, i)}
 	}
 	sessions, err := dialAll(ctx, d.Log, hosts, d.Local, d.Remote, hello, cfg.StartTimeout)
 	if err != nil {

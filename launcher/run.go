@@ -71,7 +71,7 @@ func Run(ctx context.Context, cfg Config, d Deps) int {
 		peers[i] = h.Name
 	}
 	hello := func(i int) wire.Hello {
-		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, WantPort: true, Peers: routePeers(peers, i)}
+		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: routePeers(peers, i)}
 	}
 	sessions, err := dialAll(ctx, log, hosts, d.Local, d.Remote, hello, cfg.StartTimeout)
 	if err != nil {

@@ -93,8 +93,6 @@ type Hello struct {
 	Launcher string `json:"launcher"` // launcher's version string, for logs
 	JobID    string `json:"job_id"`
 	Host     string `json:"host"` // the name the launcher knows this host by
-	// WantPort asks the agent to include a free TCP port (for MASTER_PORT).
-	WantPort bool `json:"want_port,omitempty"`
 	// Peers are the other hosts of the job (the addresses the launcher
 	// reached them on); the agent reports its route to each in Facts.Routes.
 	Peers []string `json:"peers,omitempty"`
@@ -200,8 +198,6 @@ type PMIJob struct {
 	KVSName string `json:"kvs_name"`
 	Size    int    `json:"size"`
 	Mapping string `json:"mapping"` // PMI_process_mapping
-	// Port mode: serve PMI_PORT + PMI_ID instead of PMI_FD.
-	PortMode bool `json:"port_mode,omitempty"`
 }
 
 // Ready answers StartJob.
