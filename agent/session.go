@@ -394,7 +394,7 @@ func (s *session) spawn(ctx context.Context) error {
 		if f := s.pmiFDs[r.Rank]; f != nil {
 			spec.ExtraFiles = []*os.File{f}
 		}
-		cpus, err := bindCPUs(j.Bind, r, s.facts, allowed)
+		cpus, err := s.a.bindCPUs(j.Bind, r, s.facts, allowed)
 		if err != nil {
 			_ = s.conn.Send(wire.KindExit, wire.Exit{Rank: r.Rank, Code: 1, Err: "-bind-to " + j.Bind + ": " + err.Error()})
 			continue
