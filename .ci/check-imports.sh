@@ -1,8 +1,9 @@
 #!/bin/sh
-# Imports point one way (see README "How it works"): the leaf packages import
-# no gangway package; launcher imports only agent/wire of the agent's
-# packages; the agent's packages import only each other; launcher and agent
-# may also use gangway/internal/... packages, which must be leaves too;
+# Imports point one way (see README "How it works"): the packages under
+# internal/ import no gangway package; the other leaf packages import none
+# but those; launcher imports only agent/wire of the agent's packages; the
+# agent's packages import only each other; launcher and agent may also use
+# gangway/internal/... packages;
 # nothing imports cmd/; and nothing under agent/, hostfile/, nccl/ or bench/
 # reaches the launcher or cmd/, not even in tests.
 set -eu
@@ -14,8 +15,12 @@ go list -deps -test ./... >/dev/null || fail=1
 deps() { go list -e -f '{{join .Imports "\n"}}' "$1" | grep '^gangway' || true; }
 internal='^gangway/internal/'
 
-for leaf in ./hostfile ./nccl ./bench ./agent/wire ./agent/proc ./agent/pmi $(go list -e ./... | grep "$internal" || true); do
-	bad=$(deps "$leaf")
+for pkg in $(go list -e ./... | grep "$internal" || true); do
+	bad=$(deps "$pkg")
+	if [ -n "$bad" ]; then echo "$pkg must not import: $bad"; fail=1; fi
+done
+for leaf in ./hostfile ./nccl ./bench ./agent/wire ./agent/proc ./agent/pmi; do
+	bad=$(deps "$leaf" | grep -v "$internal" || true)
 	if [ -n "$bad" ]; then echo "$leaf must not import: $bad"; fail=1; fi
 done
 

@@ -3,20 +3,17 @@ package agent
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"gangway/agent/wire"
 )
 
-// sysRoot is where /sys is read for CPU binding (a variable for tests).
-var sysRoot = "/"
-
 // bindCPUs returns the CPUs a rank is bound to: with "numa", the CPUs of
 // the NUMA node of the rank's first GPU (or, without GPUs, NUMA nodes dealt
-// round robin by local rank); with "core", one allowed CPU per local rank.
-func bindCPUs(mode string, r wire.RankSpec, f wire.Facts, allowed []int) ([]int, error) {
+// round robin by local rank), read from sysfs under the agent's SysRoot
+// (Facts.SysRoot); with "core", one allowed CPU per local rank.
+func (a *Agent) bindCPUs(mode string, r wire.RankSpec, f wire.Facts, allowed []int) ([]int, error) {
 	switch mode {
 	case "", "none":
 		return nil, nil
@@ -37,7 +34,7 @@ func bindCPUs(mode string, r wire.RankSpec, f wire.Facts, allowed []int) ([]int,
 		if node < 0 {
 			node = r.LocalRank % max(f.NUMANodes, 1)
 		}
-		b, err := os.ReadFile(filepath.Join(sysRoot, "sys/devices/system/node", "node"+strconv.Itoa(node), "cpulist"))
+		b, err := os.ReadFile(a.Facts.Path("sys", "devices", "system", "node", "node"+strconv.Itoa(node), "cpulist"))
 		if err != nil {
 			return nil, fmt.Errorf("rank %d: NUMA node %d: %w", r.Rank, node, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"gangway/agent/facts"
 	"gangway/agent/wire"
 )
 
@@ -38,23 +39,21 @@ func TestBindCPUs(t *testing.T) {
 		os.MkdirAll(d, 0o755)
 		os.WriteFile(filepath.Join(d, "cpulist"), []byte(list+"\n"), 0o644)
 	}
-	old := sysRoot
-	sysRoot = root
-	t.Cleanup(func() { sysRoot = old })
+	a := &Agent{Facts: facts.Options{SysRoot: root}}
 	f := wire.Facts{NUMANodes: 2, GPUs: []wire.GPU{{Index: 0, NUMANode: 0}, {Index: 5, NUMANode: 1}}}
-	got, err := bindCPUs("numa", wire.RankSpec{Rank: 3, LocalRank: 0, GPUs: []int{5}}, f, nil)
+	got, err := a.bindCPUs("numa", wire.RankSpec{Rank: 3, LocalRank: 0, GPUs: []int{5}}, f, nil)
 	if err != nil || !reflect.DeepEqual(got, []int{4, 5, 6, 7}) {
 		t.Fatalf("GPU 5 on node 1: got %v %v", got, err)
 	}
-	got, _ = bindCPUs("numa", wire.RankSpec{LocalRank: 2}, wire.Facts{NUMANodes: 2}, nil)
+	got, _ = a.bindCPUs("numa", wire.RankSpec{LocalRank: 2}, wire.Facts{NUMANodes: 2}, nil)
 	if !reflect.DeepEqual(got, []int{0, 1, 2, 3}) {
 		t.Fatalf("no GPU, local rank 2 of 2 nodes: got %v", got)
 	}
-	got, _ = bindCPUs("core", wire.RankSpec{LocalRank: 5}, f, []int{0, 1, 2, 3})
+	got, _ = a.bindCPUs("core", wire.RankSpec{LocalRank: 5}, f, []int{0, 1, 2, 3})
 	if !reflect.DeepEqual(got, []int{1}) {
 		t.Fatalf("core: got %v", got)
 	}
-	if got, _ := bindCPUs("none", wire.RankSpec{}, f, nil); got != nil {
+	if got, _ := a.bindCPUs("none", wire.RankSpec{}, f, nil); got != nil {
 		t.Fatalf("none: got %v", got)
 	}
 }

@@ -14,10 +14,8 @@ import (
 	"gangway/agent/wire"
 )
 
-// dropCachesPath is where page caches are dropped (a variable for tests).
-var dropCachesPath = "/proc/sys/vm/drop_caches"
-
-// prepareNode does node preparation: sync, then drop page caches.
+// prepareNode does node preparation: sync, then drop page caches through
+// drop_caches under the agent's SysRoot (Facts.SysRoot).
 func (a *Agent) prepareNode(p wire.Prepare) wire.Prepared {
 	t0 := time.Now()
 	if p.DropCaches == 0 {
@@ -30,7 +28,7 @@ func (a *Agent) prepareNode(p wire.Prepare) wire.Prepared {
 		return wire.Prepared{Err: "this agent does not allow dropping caches (start it with --allow-drop-caches, as root)"}
 	}
 	syscall.Sync()
-	if err := os.WriteFile(dropCachesPath, []byte(strconv.Itoa(p.DropCaches)), 0); err != nil {
+	if err := os.WriteFile(a.Facts.Path("proc", "sys", "vm", "drop_caches"), []byte(strconv.Itoa(p.DropCaches)), 0); err != nil {
 		return wire.Prepared{Err: fmt.Sprintf("drop caches: %v", err)}
 	}
 	return wire.Prepared{Took: time.Since(t0)}

@@ -80,9 +80,7 @@ func (a *Agent) ServeSession(ctx context.Context, rwc io.ReadWriteCloser) error 
 		_ = conn.Send(wire.KindError, wire.Error{Msg: err.Error()})
 		return err
 	}
-	if h.WantPort {
-		f.FreePort = freePort()
-	}
+	f.FreePort = freePort()
 	if err := conn.Send(wire.KindFacts, f); err != nil {
 		return err
 	}
@@ -398,7 +396,7 @@ func (s *session) spawn(ctx context.Context) error {
 		if f := s.pmiFDs[r.Rank]; f != nil {
 			spec.ExtraFiles = []*os.File{f}
 		}
-		cpus, err := bindCPUs(j.Bind, r, s.facts, allowed)
+		cpus, err := s.a.bindCPUs(j.Bind, r, s.facts, allowed)
 		if err != nil {
 			_ = s.conn.Send(wire.KindExit, wire.Exit{Rank: r.Rank, Code: 1, Err: "-bind-to " + j.Bind + ": " + err.Error()})
 			continue
@@ -422,7 +420,7 @@ func (s *session) spawn(ctx context.Context) error {
 		s.waiters.Go(func() {
 			defer all.Done()
 			res := p.Wait()
-			x := wire.Exit{Rank: res.Rank, Pid: res.Pid, Code: res.Code, Signal: int(res.Signal), Stopped: res.Stopped}
+			x := wire.Exit{Rank: res.Rank, Pid: res.Pid, Code: res.Code, Signal: int(res.Signal), SignalName: proc.SignalName(res.Signal), Stopped: res.Stopped}
 			if s.pmi != nil && x.Code == 0 && s.pmi.Initialized(res.Rank) && !s.pmi.Finalized(res.Rank) {
 				x.Code, x.Err = 1, "exited without PMI finalize (MPI_Finalize not called)"
 			}

@@ -1,46 +1,135 @@
-package agent_test
+package agent
 
 import (
-	"errors"
 	"net"
+	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zaptest"
 
-	"gangway/agent"
 	"gangway/agent/wire"
 )
 
-// TestAgentRefusesOtherVersion drives ServeSession with a Hello of
-// another protocol version: the agent answers with an Error naming both.
-func TestAgentRefusesOtherVersion(t *testing.T) {
-	t.Parallel()
-	a := &agent.Agent{Name: "v", Log: zaptest.NewLogger(t)}
+// client is the launcher's end of an in-process session.
+type client struct {
+	t    *testing.T
+	conn *wire.Conn
+}
+
+// serve starts a session of a on one end of a pipe and returns the
+// launcher's end; the session must have ended by the test's cleanup.
+func serve(t *testing.T, a *Agent) *client {
+	t.Helper()
 	ours, theirs := net.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- a.ServeSession(t.Context(), theirs) }()
-	conn := wire.NewConn(ours)
-	defer conn.Close()
-	go func() { _ = conn.Send(wire.KindHello, wire.Hello{Version: 99, JobID: "x"}) }()
-	m, err := conn.Recv()
-	if err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() {
+		ours.Close()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("session still running 30s after the launcher closed it")
+		}
+	})
+	return &client{t: t, conn: wire.NewConn(ours)}
+}
+
+func (c *client) send(k wire.Kind, v any) {
+	c.t.Helper()
+	if err := c.conn.Send(k, v); err != nil {
+		c.t.Fatalf("send %s: %v", k, err)
 	}
-	if m.Kind != wire.KindError {
-		t.Fatalf("agent answered %s, want error", m.Kind)
+}
+
+// next returns the next message other than output.
+func (c *client) next() wire.Msg {
+	c.t.Helper()
+	for {
+		m, err := c.conn.Recv()
+		if err != nil {
+			c.t.Fatalf("receive: %v", err)
+		}
+		if m.Kind != wire.KindOutput {
+			return m
+		}
 	}
-	var e wire.Error
-	if err := m.Decode(&e); err != nil {
-		t.Fatal(err)
+}
+
+// recv expects the next message other than output to be of kind want and
+// decodes it into v unless v is nil.
+func (c *client) recv(want wire.Kind, v any) {
+	c.t.Helper()
+	m := c.next()
+	if m.Kind != want {
+		c.t.Fatalf("got %s (%s), want %s", m.Kind, m.Payload, want)
 	}
-	want := (&wire.VersionError{Ours: wire.Version, Theirs: 99}).Error()
-	if e.Msg != want {
-		t.Errorf("agent's error %q, want %q", e.Msg, want)
+	if v != nil {
+		if err := m.Decode(v); err != nil {
+			c.t.Fatal(err)
+		}
 	}
-	err = <-done
-	var ve *wire.VersionError
-	if !errors.Is(err, agent.ErrVersion) || !errors.As(err, &ve) || ve.Theirs != 99 {
-		t.Errorf("ServeSession returned %v, want ErrVersion with a VersionError", err)
+}
+
+// TestExitCarriesSignalName: a rank killed by a signal is reported with
+// the signal's number, its name and the shell's exit code.
+func TestExitCarriesSignalName(t *testing.T) {
+	a := &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)}
+	c := serve(t, a)
+	c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "signame", Host: "h0"})
+	c.recv(wire.KindFacts, nil)
+	c.send(wire.KindStart, wire.StartJob{
+		JobID:     "signame",
+		StdinRank: -1,
+		KillGrace: time.Second,
+		Ranks: []wire.RankSpec{
+			{Rank: 0, Argv: []string{"/bin/sh", "-c", "kill -KILL $$"}, Env: []string{"PATH=/usr/bin:/bin"}},
+			{Rank: 1, Argv: []string{"/bin/sh", "-c", "exit 3"}, Env: []string{"PATH=/usr/bin:/bin"}},
+		},
+	})
+	var ready wire.Ready
+	c.recv(wire.KindReady, &ready)
+	if ready.Err != "" {
+		t.Fatalf("ready: %s", ready.Err)
 	}
-	t.Logf("agent: %s", e.Msg)
+	c.send(wire.KindGo, nil)
+	// A rank's Exit may come before Started: its waiter does not wait for
+	// the list of pids.
+	exits := map[int]wire.Exit{}
+	started := false
+	for m := c.next(); m.Kind != wire.KindDone; m = c.next() {
+		switch m.Kind {
+		case wire.KindStarted:
+			started = true
+		case wire.KindExit:
+			var x wire.Exit
+			if err := m.Decode(&x); err != nil {
+				t.Fatal(err)
+			}
+			exits[x.Rank] = x
+		default:
+			t.Fatalf("got %s (%s) before done", m.Kind, m.Payload)
+		}
+	}
+	if !started || len(exits) != 2 {
+		t.Fatalf("before done: started %v, exits %+v", started, exits)
+	}
+	if x := exits[0]; x.Signal != int(syscall.SIGKILL) || x.SignalName != "SIGKILL" || x.Code != 137 {
+		t.Errorf("killed rank: %+v, want signal 9 SIGKILL, code 137", x)
+	}
+	if x := exits[1]; x.Signal != 0 || x.SignalName != "" || x.Code != 3 {
+		t.Errorf("rank that exited 3: %+v, want no signal, code 3", x)
+	}
+}
+
+// TestFactsCarryFreePort: every session's Facts name a free TCP port (the
+// launcher takes rank 0's host's as MASTER_PORT).
+func TestFactsCarryFreePort(t *testing.T) {
+	c := serve(t, &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)})
+	c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "port", Host: "h0"})
+	var f wire.Facts
+	c.recv(wire.KindFacts, &f)
+	if f.FreePort <= 0 || f.FreePort > 65535 {
+		t.Fatalf("Facts.FreePort = %d, want a port", f.FreePort)
+	}
 }

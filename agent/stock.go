@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 
 	"gangway/agent/proc"
 	"gangway/agent/wire"
+	"gangway/internal/syncx"
 )
 
 // stockSession is one "session" channel of a stock SSH client: exec,
@@ -230,21 +232,27 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 	ss.cmd = cmd
 	ss.mu.Unlock()
 	pid := cmd.Process.Pid
+	exited, stopped := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
-		_ = syscall.Kill(-pid, syscall.SIGTERM)
-		time.AfterFunc(LostGrace, func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+		defer close(stopped)
+		_ = proc.StopGroup(pid, LostGrace, exited)
 	})
 	werr := cmd.Wait()
-	stop()
+	close(exited)
+	if !stop() {
+		<-stopped // the group has had its SIGKILL
+	}
 	// After a normal exit the group is left alone, as OpenSSH's sshd does:
 	// a daemon that forks and calls setsid (orted --daemonize, nohup jobs)
 	// must not be killed in the window before setsid. Only a dropped
 	// connection or a signal while the command runs stops the group.
-	drained := make(chan struct{})
-	go func() { copiers.Wait(); close(drained) }()
 	select {
-	case <-drained:
+	case <-syncx.Done(copiers.Wait):
 	case <-time.After(2 * time.Second):
+		// A process that left the group (a daemon) may keep the output
+		// pipes open. Its copiers are not waited for: they end when it
+		// closes them or exits, or at its next write once the channel is
+		// closed below.
 	}
 	ss.exitStatus(cmd.ProcessState, werr)
 }
@@ -260,12 +268,21 @@ func (ss *stockSession) exitStatus(ps *os.ProcessState, err error) {
 			CoreDumped bool
 			Error      string
 			Lang       string
-		}{proc.SignalName(ws.Signal()), ws.CoreDump(), "", ""}
+		}{sshSignalName(ws.Signal()), ws.CoreDump(), "", ""}
 		_, _ = ss.ch.SendRequest("exit-signal", false, ssh.Marshal(&msg))
 		_ = ss.ch.CloseWrite()
 		return
 	}
 	ss.sendStatus(uint32(ps.ExitCode()))
+}
+
+// sshSignalName is the name exit-signal carries: without the SIG prefix
+// (RFC 4254 6.10), "SIG<n>" for a signal proc has no name for.
+func sshSignalName(s syscall.Signal) string {
+	if n := proc.SignalName(s); n != "" {
+		return strings.TrimPrefix(n, "SIG")
+	}
+	return "SIG" + strconv.Itoa(int(s))
 }
 
 func (ss *stockSession) sendStatus(code uint32) {

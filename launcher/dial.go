@@ -150,7 +150,7 @@ func dial(ctx context.Context, cfg Config, d Deps, jobID string, plan bool) (*cl
 		names[i] = h.Name
 	}
 	hello := func(i int) wire.Hello {
-		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, WantPort: true, Peers: routePeers(names, i)}
+		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: routePeers(names, i)}
 	}
 	sessions, err := dialAll(ctx, d.Log, hosts, d.Local, d.Remote, hello, cfg.Transport.StartTimeout)
 	if err != nil {

@@ -49,7 +49,9 @@ type Options struct {
 	Euid func() int
 }
 
-func (o Options) path(elem ...string) string {
+// Path is elem joined under SysRoot: Path("proc", "sys", "vm",
+// "drop_caches") is /proc/sys/vm/drop_caches on the real root.
+func (o Options) Path(elem ...string) string {
 	root := o.SysRoot
 	if root == "" {
 		root = "/"
@@ -106,7 +108,7 @@ func Gather(ctx context.Context, o Options) (wire.Facts, error) {
 // hostname reads <SysRoot>/proc/sys/kernel/hostname, falling back to
 // os.Hostname for the real root.
 func hostname(o Options) (string, error) {
-	p := o.path("proc", "sys", "kernel", "hostname")
+	p := o.Path("proc", "sys", "kernel", "hostname")
 	b, err := os.ReadFile(p)
 	if err == nil {
 		if h := strings.TrimSpace(string(b)); h != "" {
@@ -126,7 +128,7 @@ func hostname(o Options) (string, error) {
 // countCPUs counts the CPUs in <SysRoot>/sys/devices/system/cpu/online
 // ("0-63,128-191"); for the real root it falls back to runtime.NumCPU.
 func countCPUs(o Options) (int, error) {
-	p := o.path("sys", "devices", "system", "cpu", "online")
+	p := o.Path("sys", "devices", "system", "cpu", "online")
 	b, err := os.ReadFile(p)
 	if err == nil {
 		n, perr := countCPUList(strings.TrimSpace(string(b)))
@@ -167,7 +169,7 @@ func countCPUList(s string) (int, error) {
 // countNUMANodes counts <SysRoot>/sys/devices/system/node/node<N>; 0 means
 // unknown (no NUMA information in sysfs).
 func countNUMANodes(o Options) int {
-	m, _ := filepath.Glob(o.path("sys", "devices", "system", "node", "node[0-9]*"))
+	m, _ := filepath.Glob(o.Path("sys", "devices", "system", "node", "node[0-9]*"))
 	n := 0
 	for _, p := range m {
 		if _, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(p), "node")); err == nil {
@@ -187,7 +189,7 @@ func canDropCaches(o Options) bool {
 	if euid() != 0 {
 		return false
 	}
-	f, err := os.OpenFile(o.path("proc", "sys", "vm", "drop_caches"), os.O_WRONLY, 0)
+	f, err := os.OpenFile(o.Path("proc", "sys", "vm", "drop_caches"), os.O_WRONLY, 0)
 	if err != nil {
 		return false
 	}

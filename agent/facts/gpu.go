@@ -49,7 +49,7 @@ func listGPUs(ctx context.Context, o Options) ([]wire.GPU, *wire.Topo, error) {
 		if gpus[i].BusID == "" {
 			continue
 		}
-		if n, err := readInt(o.path("sys", "bus", "pci", "devices", gpus[i].BusID, "numa_node")); err == nil {
+		if n, err := readInt(o.Path("sys", "bus", "pci", "devices", gpus[i].BusID, "numa_node")); err == nil {
 			gpus[i].NUMANode = n
 		}
 	}
@@ -136,7 +136,7 @@ func isHex(s string) bool {
 // procGPUs reads <SysRoot>/proc/driver/nvidia/gpus/*/information. GPUs are
 // indexed in PCI bus order, as nvidia-smi does.
 func procGPUs(o Options) ([]wire.GPU, error) {
-	root := o.path("proc", "driver", "nvidia", "gpus")
+	root := o.Path("proc", "driver", "nvidia", "gpus")
 	ents, err := os.ReadDir(root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

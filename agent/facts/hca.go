@@ -18,7 +18,7 @@ import (
 // without the directory has no HCAs; unreadable files are reported and
 // leave their field empty.
 func listHCAs(o Options) ([]wire.HCA, error) {
-	root := o.path("sys", "class", "infiniband")
+	root := o.Path("sys", "class", "infiniband")
 	devs, err := os.ReadDir(root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

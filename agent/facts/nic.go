@@ -65,7 +65,7 @@ func peerRoutes(ctx context.Context, o Options) []wire.Route {
 // unreadable or unknown (virtual links and links without carrier answer
 // -1 or EINVAL).
 func readSpeed(o Options, name string) int {
-	b, err := os.ReadFile(o.path("sys", "class", "net", name, "speed"))
+	b, err := os.ReadFile(o.Path("sys", "class", "net", name, "speed"))
 	if err != nil {
 		return 0
 	}

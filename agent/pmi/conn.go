@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 )
 
 // maxMessage bounds one PMI-1 line or PMI-2 command (PMI-2 allows 64 KiB).
@@ -25,7 +24,7 @@ type conn struct {
 	s    *Server
 	nc   net.Conn
 	br   *bufio.Reader
-	rank atomic.Int64 // -1 until identified; set under s.mu by identify
+	rank int // the rank whose socketpair this is
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -34,8 +33,7 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn, rank int) *conn {
-	c := &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, maxMessage)}
-	c.rank.Store(int64(rank))
+	c := &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, maxMessage), rank: rank}
 	c.ctx, c.cancel = context.WithCancelCause(s.ctx)
 	return c
 }
@@ -87,5 +85,15 @@ func (c *conn) async(f func() error) {
 	})
 }
 
-// id is the connection's rank, -1 until identified.
-func (c *conn) id() int { return int(c.rank.Load()) }
+// id is the connection's rank.
+func (c *conn) id() int { return c.rank }
+
+// confirm checks a rank's claim to be rank (PMI-1 initack, PMI-2
+// fullinit's pmirank): a connection serves the rank whose socketpair it
+// is, and a client may only name that one.
+func (c *conn) confirm(rank int) error {
+	if rank != c.rank {
+		return fmt.Errorf("connection of rank %d claims rank %d", c.rank, rank)
+	}
+	return nil
+}

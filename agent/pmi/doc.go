@@ -29,6 +29,8 @@
 //   - PMI-2 abort carries no exit code; Events.Abort then reports 1.
 //   - publish_name/lookup_name (and PMI-2 name-*) are local to this server.
 //     Spawn (mcmd=spawn, PMI-2 spawn) is refused.
-//   - In PMI_PORT mode a rank must identify itself (PMI_ID → initack, or
-//     PMI-2 fullinit pmirank) before its first barrier; PortEnv sets PMI_ID.
+//   - Every rank has its own socketpair (PMI_FD); there is no PMI_PORT
+//     listener. A rank that names itself anyway (PMI-1 initack pmiid=,
+//     PMI-2 fullinit pmirank=) must name its own rank, or the connection
+//     is closed (PMI-1) or the request refused (PMI-2).
 package pmi

@@ -197,9 +197,6 @@ func TestEnv(t *testing.T) {
 	if _, err := s.Env(0, 3); err == nil {
 		t.Error("Env of a remote rank succeeded")
 	}
-	if _, err := s.PortEnv(4); err == nil {
-		t.Error("PortEnv before ListenPort succeeded")
-	}
 	f, err := s.RankFD(4)
 	if err != nil {
 		t.Fatal(err)

@@ -42,17 +42,6 @@ func fdClient(t *testing.T, s *Server, rank int) *client {
 	return &client{t: t, name: "r" + strconv.Itoa(rank), nc: nc, br: bufio.NewReader(nc)}
 }
 
-// tcpClient connects to a PMI_PORT listener.
-func tcpClient(t *testing.T, name, addr string) *client {
-	t.Helper()
-	nc, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	return &client{t: t, name: name, nc: nc, br: bufio.NewReader(nc)}
-}
-
 func (c *client) sendRaw(b []byte) {
 	c.t.Helper()
 	if _, err := c.nc.Write(b); err != nil {

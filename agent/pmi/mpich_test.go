@@ -21,7 +21,7 @@ import (
 
 // Real MPICH (Debian's mpich 4.0.2, ch4:ucx, PMI-1 client) against Servers
 // started in this process. Ranks are started with os/exec the way the agent
-// will: own process group, PMI_FD in ExtraFiles or PMI_PORT+PMI_ID.
+// does: own process group, PMI_FD in ExtraFiles.
 
 // jobTimeout bounds one MPI job; 2 shared cores run 4 busy-polling ranks.
 const jobTimeout = 60 * time.Second
@@ -229,30 +229,6 @@ func TestMPICH(t *testing.T) {
 		for r := range 4 {
 			if key := fmt.Sprintf("hostname[%d]", r); !coord.fenced(key) {
 				t.Errorf("%s was not exchanged", key)
-			}
-		}
-	})
-
-	t.Run("PortMode", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), jobTimeout)
-		defer cancel()
-		job := Job{KVSName: "kvs_gw_3", Size: 3, Mapping: wire.ProcessMapping([]int{0, 0, 0})}
-		s := newTestServer(t, job, []int{0, 1, 2}, nil, Events{})
-		if _, err := s.ListenPort(ctx, "127.0.0.1:0"); err != nil {
-			t.Fatal(err)
-		}
-		var procs []*rankProc
-		for r := range 3 {
-			env, err := s.PortEnv(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			procs = append(procs, startRank(t, bin, nil, r, env, nil))
-		}
-		waitRanks(t, ctx, procs, func(r int) string { return line(r, 3, r, 3) })
-		for r := range 3 {
-			if !s.Finalized(r) {
-				t.Errorf("rank %d not finalized", r)
 			}
 		}
 	})

@@ -120,9 +120,7 @@ func (c *conn) servePMI1() (v2 bool, err error) {
 			switch req.str("pmi_version") {
 			case "1":
 				reply = "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0"
-				if r := c.id(); r >= 0 {
-					s.setInitialized(r)
-				}
+				s.setInitialized(c.id())
 			case "2":
 				return true, c.writeLine("cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0")
 			default:
@@ -131,7 +129,7 @@ func (c *conn) servePMI1() (v2 bool, err error) {
 		case "initack":
 			rank, err := strconv.Atoi(req.str("pmiid"))
 			if err == nil {
-				err = s.identify(c, rank)
+				err = c.confirm(rank)
 			}
 			if err != nil {
 				return false, fmt.Errorf("initack %q: %w", req.str("pmiid"), err)
@@ -150,21 +148,15 @@ func (c *conn) servePMI1() (v2 bool, err error) {
 		case "get":
 			reply = c.pmi1Get(req)
 		case "barrier_in":
-			rank := c.id()
-			if rank < 0 {
-				return false, errors.New("barrier_in before the rank identified itself (PMI_ID)")
-			}
 			c.async(func() error {
-				if _, err := s.kvs.barrier(c.ctx, s.ctx, rank); err != nil {
+				if _, err := s.kvs.barrier(c.ctx, s.ctx, c.id()); err != nil {
 					return err // closes the connection: barrier_out has no rc
 				}
 				return c.writeLine("cmd=barrier_out")
 			})
 			continue
 		case "finalize":
-			if r := c.id(); r >= 0 {
-				s.setFinalized(r)
-			}
+			s.setFinalized(c.id())
 			reply = "cmd=finalize_ack"
 		case "abort":
 			code, err := strconv.Atoi(req.str("exitcode"))

@@ -190,13 +190,8 @@ func (c *conn) servePMI2() error {
 				err = c.writePMI2(req, "kvs-put-response", rcOK)
 			}
 		case "kvs-fence":
-			rank := c.id()
-			if rank < 0 {
-				err = c.pmi2Err(req, cmd, "kvs-fence before fullinit")
-				break
-			}
 			c.async(func() error {
-				if seq, err := s.kvs.barrier(c.ctx, s.ctx, rank); err != nil {
+				if seq, err := s.kvs.barrier(c.ctx, s.ctx, c.id()); err != nil {
 					return c.pmi2Err(req, cmd, "barrier %d failed: %v", seq, err)
 				}
 				return c.writePMI2(req, "kvs-fence-response", rcOK)
@@ -208,9 +203,7 @@ func (c *conn) servePMI2() error {
 				err = c.writePMI2(req, "kvs-get-response", foundFalse, rcOK)
 			}
 		case "finalize":
-			if r := c.id(); r >= 0 {
-				s.setFinalized(r)
-			}
+			s.setFinalized(c.id())
 			err = c.writePMI2(req, "finalize-response", rcOK)
 		case "abort":
 			code, cerr := strconv.Atoi(req.str("exitcode"))
@@ -248,7 +241,7 @@ func (c *conn) pmi2Fullinit(req attrs) error {
 	s := c.s
 	rank, err := strconv.Atoi(req.str("pmirank"))
 	if err == nil {
-		err = s.identify(c, rank)
+		err = c.confirm(rank)
 	}
 	if err != nil {
 		return c.pmi2Err(req, "fullinit", "pmirank %q: %v", req.str("pmirank"), err)

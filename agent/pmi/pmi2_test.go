@@ -178,17 +178,15 @@ func TestPMI2Session(t *testing.T) {
 	}
 }
 
-func TestPMI2PortMode(t *testing.T) {
+// TestPMI2FullinitRank: fullinit must name the connection's own rank.
+func TestPMI2FullinitRank(t *testing.T) {
 	s := newTestServer(t, Job{Size: 1, Mapping: "(vector,(0,1,1))"}, []int{0}, nil, Events{})
-	if _, err := s.ListenPort(t.Context(), "127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	env, _ := s.PortEnv(0)
-	c := tcpClient(t, "r0", strings.TrimPrefix(env[3], "PMI_PORT="))
-	c.send2("cmd=kvs-fence;")
-	c.expectFrame("cmd=kvs-fence-response;rc=1;errmsg=kvs-fence before fullinit;")
+	c := fdClient(t, s, 0)
 	c.send2("cmd=fullinit;pmirank=5;threaded=FALSE;")
-	c.expectFrame("cmd=fullinit-response;rc=1;errmsg=pmirank \"5\": rank 5 is not local;")
+	c.expectFrame("cmd=fullinit-response;rc=1;errmsg=pmirank \"5\": connection of rank 0 claims rank 5;")
+	if s.Initialized(0) {
+		t.Error("a refused fullinit marked rank 0 initialized")
+	}
 	c.send2("cmd=fullinit;pmirank=0;threaded=FALSE;")
 	c.expectFrame("cmd=fullinit-response;pmi-version=2;pmi-subversion=0;rank=0;size=1;appnum=0;debugged=FALSE;pmiverbose=FALSE;rc=0;")
 	c.send2("cmd=job-getid;")

@@ -63,7 +63,7 @@ type Events struct {
 	// waits to be killed: the agent must kill the job and the launcher exit
 	// with code.
 	Abort func(rank, code int, msg string)
-	// Disconnect reports the end of an identified rank's connection while
+	// Disconnect reports the end of a rank's connection while
 	// the server is running. finalized is false when the rank never sent
 	// finalize: an abnormal exit.
 	Disconnect func(rank int, finalized bool)
@@ -74,9 +74,9 @@ type Events struct {
 // ErrClosed is the cancellation cause once Close has been called.
 var ErrClosed = errors.New("pmi: server closed")
 
-// Server serves PMI to the ranks of one job that run on this host. It owns
-// one goroutine per connection (and per listener); Close ends and waits for
-// them all.
+// Server serves PMI to the ranks of one job that run on this host, each on
+// its own socketpair (RankFD). It owns one goroutine per connection; Close
+// ends and waits for them all.
 type Server struct {
 	job   Job
 	local []int       // local ranks in the caller's order
@@ -88,16 +88,14 @@ type Server struct {
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	closed   bool
-	conns    map[*conn]struct{}
-	ranks    map[int]*rankState
-	listener net.Listener
-	portAddr string // PMI_PORT value
+	mu     sync.Mutex
+	closed bool
+	conns  map[*conn]struct{}
+	ranks  map[int]*rankState
 }
 
 type rankState struct {
-	conn        *conn // the identified live connection, if any
+	conn        *conn // the live connection, if any
 	fd          bool  // RankFD was called
 	initialized bool
 	finalized   bool
@@ -181,7 +179,7 @@ func (s *Server) RankFD(rank int) (*os.File, error) {
 	case !ok:
 		s.mu.Unlock()
 		return nil, fmt.Errorf("pmi: rank %d is not local", rank)
-	case st.fd || st.conn != nil:
+	case st.fd:
 		s.mu.Unlock()
 		return nil, fmt.Errorf("pmi: rank %d already has a PMI connection", rank)
 	}
@@ -215,7 +213,7 @@ func (s *Server) unmarkFD(rank int) {
 	s.mu.Unlock()
 }
 
-// Env returns the PMI environment of rank in socketpair mode, sorted:
+// Env returns the PMI environment of rank, sorted:
 // MPI_LOCALNRANKS, MPI_LOCALRANKID, PMI_FD=fd, PMI_RANK, PMI_SIZE. fd is the
 // descriptor number the child end has in the rank (3+i for ExtraFiles[i]).
 func (s *Server) Env(rank, fd int) ([]string, error) {
@@ -229,73 +227,6 @@ func (s *Server) Env(rank, fd int) ([]string, error) {
 		"PMI_FD=" + strconv.Itoa(fd),
 		"PMI_RANK=" + strconv.Itoa(rank),
 		"PMI_SIZE=" + strconv.Itoa(s.job.Size),
-	}, nil
-}
-
-// ListenPort listens for PMI_PORT connections on addr (host:port, IPv4 or
-// hostname; an empty host or port 0 is fine) and returns the port. Ranks then
-// connect with PMI_PORT and identify themselves with PMI_ID (PMI-1 initack)
-// or pmirank (PMI-2 fullinit); see PortEnv. At most one listener per server.
-func (s *Server) ListenPort(ctx context.Context, addr string) (int, error) {
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp4", addr)
-	if err != nil {
-		return 0, fmt.Errorf("pmi: listen %s: %w", addr, err)
-	}
-	ta := ln.Addr().(*net.TCPAddr)
-	host := ta.IP.String()
-	if ta.IP.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	s.mu.Lock()
-	if s.closed || s.listener != nil {
-		closed := s.closed
-		s.mu.Unlock()
-		ln.Close()
-		if closed {
-			return 0, ErrClosed
-		}
-		return 0, errors.New("pmi: already listening")
-	}
-	s.listener = ln
-	s.portAddr = host + ":" + strconv.Itoa(ta.Port)
-	s.wg.Go(func() { s.acceptLoop(ln) }) // under mu: never after Close's Wait
-	s.mu.Unlock()
-	return ta.Port, nil
-}
-
-func (s *Server) acceptLoop(ln net.Listener) {
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			return // closed by shutdown; a listener error ends PMI_PORT mode
-		}
-		if tc, ok := nc.(*net.TCPConn); ok {
-			tc.SetNoDelay(true)
-		}
-		if err := s.startConn(nc, -1); err != nil {
-			return
-		}
-	}
-}
-
-// PortEnv returns the PMI environment of rank in PMI_PORT mode, sorted:
-// MPI_LOCALNRANKS, MPI_LOCALRANKID, PMI_ID, PMI_PORT (as hydra's -pmi-port).
-func (s *Server) PortEnv(rank int) ([]string, error) {
-	i, ok := s.index[rank]
-	if !ok {
-		return nil, fmt.Errorf("pmi: rank %d is not local", rank)
-	}
-	s.mu.Lock()
-	addr := s.portAddr
-	s.mu.Unlock()
-	if addr == "" {
-		return nil, errors.New("pmi: PortEnv before ListenPort")
-	}
-	return []string{
-		"MPI_LOCALNRANKS=" + strconv.Itoa(len(s.local)),
-		"MPI_LOCALRANKID=" + strconv.Itoa(i),
-		"PMI_ID=" + strconv.Itoa(rank),
-		"PMI_PORT=" + addr,
 	}, nil
 }
 
@@ -318,7 +249,7 @@ func (s *Server) Finalized(rank int) bool {
 	return ok && st.finalized
 }
 
-// Close stops the server: it closes the listener and every connection,
+// Close stops the server: it closes every connection,
 // cancels pending barriers (and the Fencer call), and waits for every
 // goroutine. It does not close the child ends returned by RankFD.
 func (s *Server) Close() error {
@@ -332,9 +263,6 @@ func (s *Server) shutdown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	if s.listener != nil {
-		s.listener.Close()
-	}
 	for c := range s.conns {
 		c.nc.Close()
 	}
@@ -349,9 +277,7 @@ func (s *Server) startConn(nc net.Conn, rank int) error {
 		return ErrClosed
 	}
 	s.conns[c] = struct{}{}
-	if rank >= 0 {
-		s.ranks[rank].conn = c
-	}
+	s.ranks[rank].conn = c
 	s.wg.Go(c.serve)
 	return nil
 }
@@ -370,29 +296,6 @@ func (s *Server) connDone(c *conn) {
 	if report && s.ev.Disconnect != nil {
 		s.ev.Disconnect(rank, finalized)
 	}
-}
-
-// identify binds a PMI_PORT connection to rank (PMI-1 initack, PMI-2
-// fullinit). A socketpair connection is already bound and may only confirm.
-func (s *Server) identify(c *conn, rank int) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if cur := c.id(); cur >= 0 {
-		if cur != rank {
-			return fmt.Errorf("connection of rank %d claims rank %d", cur, rank)
-		}
-		return nil
-	}
-	st, ok := s.ranks[rank]
-	if !ok {
-		return fmt.Errorf("rank %d is not local", rank)
-	}
-	if st.conn != nil || st.fd {
-		return fmt.Errorf("rank %d already has a PMI connection", rank)
-	}
-	st.conn = c
-	c.rank.Store(int64(rank))
-	return nil
 }
 
 func (s *Server) setInitialized(rank int) {

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"gangway/internal/syncx"
 )
 
 // Stream says which output stream a chunk came from.
@@ -79,8 +81,10 @@ func (r Result) String() string {
 	switch {
 	case r.Err != nil:
 		return fmt.Sprintf("rank %d: %v (exit code %d)", r.Rank, r.Err, r.Code)
+	case r.Signal != 0 && SignalName(r.Signal) != "":
+		return fmt.Sprintf("rank %d (pid %d): killed by signal %d (%s), exit code %d", r.Rank, r.Pid, int(r.Signal), SignalName(r.Signal), r.Code)
 	case r.Signal != 0:
-		return fmt.Sprintf("rank %d (pid %d): killed by signal %d (%s), exit code %d", r.Rank, r.Pid, int(r.Signal), sigName(r.Signal), r.Code)
+		return fmt.Sprintf("rank %d (pid %d): killed by signal %d, exit code %d", r.Rank, r.Pid, int(r.Signal), r.Code)
 	default:
 		return fmt.Sprintf("rank %d (pid %d): exit code %d", r.Rank, r.Pid, r.Code)
 	}
@@ -95,11 +99,13 @@ type Proc struct {
 
 	done   chan struct{}
 	res    Result
-	stopMu sync.Mutex
-	stopT  *time.Timer
-	stopAt time.Time
-	stopd  bool
-	exited bool
+	reaped chan struct{} // closed when cmd.Wait has returned
+	// stoppers are the Shutdowns that Stop started; supervise waits for
+	// them before Done.
+	stoppers sync.WaitGroup
+	stopMu   sync.Mutex
+	stopd    bool
+	exited   bool
 }
 
 // ErrNotFound is wrapped in a start error when the program does not exist.
@@ -159,7 +165,7 @@ func Start(ctx context.Context, spec Spec, out Sink) (*Proc, error) {
 		}
 		return nil, fmt.Errorf("rank %d: start %s: %w", spec.Rank, spec.Argv[0], err)
 	}
-	p := &Proc{spec: spec, cmd: cmd, pid: cmd.Process.Pid, stdin: stdinW, done: make(chan struct{})}
+	p := &Proc{spec: spec, cmd: cmd, pid: cmd.Process.Pid, stdin: stdinW, done: make(chan struct{}), reaped: make(chan struct{})}
 	go p.supervise(ctx, out, outR, errR)
 	return p, nil
 }
@@ -208,7 +214,8 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 }
 
 // Stop sends SIGTERM to the group and SIGKILL after grace (the spec's grace
-// when grace <= 0). It returns at once; Wait for the end.
+// when grace <= 0), by Shutdown; of several Stops the shortest grace wins.
+// It returns at once; Wait for the end.
 func (p *Proc) Stop(grace time.Duration) {
 	if grace <= 0 {
 		grace = p.spec.Grace
@@ -219,15 +226,9 @@ func (p *Proc) Stop(grace time.Duration) {
 		return
 	}
 	p.stopd = true
-	_ = killGroup(p.pid, syscall.SIGTERM)
-	at := time.Now().Add(grace)
-	if p.stopT == nil || at.Before(p.stopAt) {
-		if p.stopT != nil {
-			p.stopT.Stop()
-		}
-		p.stopAt = at
-		p.stopT = time.AfterFunc(grace, func() { _ = p.Signal(syscall.SIGKILL) })
-	}
+	// Signal does nothing once the leader has been reaped, so a late
+	// SIGKILL never reaches a reused process group.
+	p.stoppers.Go(func() { _ = Shutdown(p.Signal, grace, p.reaped) })
 }
 
 // Kill sends SIGKILL to the group now.
@@ -245,11 +246,9 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 
 	p.stopMu.Lock()
 	p.exited = true
-	if p.stopT != nil {
-		p.stopT.Stop()
-	}
 	stopped := p.stopd
 	p.stopMu.Unlock()
+	close(p.reaped)
 	// The leader is gone; anything left in its group (dataloader workers,
 	// a shell's background jobs) dies with it.
 	_ = killGroup(p.pid, syscall.SIGKILL)
@@ -260,8 +259,7 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 	// Output: the pipes close when the last holder exits. A process that
 	// left the group (setsid) and kept the pipe would hold us forever, so
 	// drain for a bounded time, then cut.
-	drained := make(chan struct{})
-	go func() { pumps.Wait(); close(drained) }()
+	drained := syncx.Done(pumps.Wait)
 	select {
 	case <-drained:
 	case <-time.After(2 * time.Second):
@@ -271,6 +269,7 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 	}
 	outR.Close()
 	errR.Close()
+	p.stoppers.Wait()
 
 	p.res = Result{Rank: p.spec.Rank, Pid: p.pid, Stopped: stopped}
 	p.res.Code, p.res.Signal = exitCode(p.cmd.ProcessState, err)

@@ -18,17 +18,6 @@ func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
-func killGroup(pid int, sig syscall.Signal) error {
-	if pid <= 0 {
-		return nil
-	}
-	err := syscall.Kill(-pid, sig)
-	if err == syscall.ESRCH {
-		return nil
-	}
-	return err
-}
-
 // startWithAffinity starts cmd with the given CPU set. A child inherits the
 // affinity of the thread that forks it, so the mask is set on a locked OS
 // thread around Start and restored afterwards.

@@ -307,3 +307,23 @@ func TestAffinity(t *testing.T) {
 		t.Fatalf("affinity not applied: %q", c.String(Stdout))
 	}
 }
+
+func TestSignalName(t *testing.T) {
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		want string
+	}{
+		{syscall.SIGKILL, "SIGKILL"}, {syscall.SIGTERM, "SIGTERM"}, {syscall.SIGSEGV, "SIGSEGV"},
+		{0, ""}, {syscall.SIGXCPU, ""},
+	} {
+		if got := SignalName(tc.sig); got != tc.want {
+			t.Errorf("SignalName(%d) = %q, want %q", int(tc.sig), got, tc.want)
+		}
+	}
+	// Every name in the table parses back to its signal.
+	for name, sig := range signals {
+		if got, err := ParseSignal(SignalName(sig)); err != nil || got != sig {
+			t.Errorf("%s: ParseSignal(SignalName) = %v, %v", name, got, err)
+		}
+	}
+}

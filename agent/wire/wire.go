@@ -94,8 +94,6 @@ type Hello struct {
 	Launcher string `json:"launcher"` // launcher's version string, for logs
 	JobID    string `json:"job_id"`
 	Host     string `json:"host"` // the name the launcher knows this host by
-	// WantPort asks the agent to include a free TCP port (for MASTER_PORT).
-	WantPort bool `json:"want_port,omitempty"`
 	// Peers are the other hosts of the job (the addresses the launcher
 	// reached them on); the agent reports its route to each in Facts.Routes.
 	Peers []string `json:"peers,omitempty"`
@@ -201,8 +199,6 @@ type PMIJob struct {
 	KVSName string `json:"kvs_name"`
 	Size    int    `json:"size"`
 	Mapping string `json:"mapping"` // PMI_process_mapping
-	// Port mode: serve PMI_PORT + PMI_ID instead of PMI_FD.
-	PortMode bool `json:"port_mode,omitempty"`
 }
 
 // Ready answers StartJob.
@@ -219,11 +215,14 @@ type Started struct {
 
 // Exit reports the end of one rank.
 type Exit struct {
-	Rank   int    `json:"rank"`
-	Pid    int    `json:"pid,omitempty"`
-	Code   int    `json:"code"`             // shell-style: 128+N for signal N, 127 not found
-	Signal int    `json:"signal,omitempty"` // the signal that killed it, 0 if none
-	Err    string `json:"err,omitempty"`    // spawn or PMI error, if any
+	Rank   int `json:"rank"`
+	Pid    int `json:"pid,omitempty"`
+	Code   int `json:"code"`             // shell-style: 128+N for signal N, 127 not found
+	Signal int `json:"signal,omitempty"` // the signal that killed it, 0 if none
+	// SignalName is Signal's name ("SIGKILL"); empty when Signal is 0 or
+	// the agent has no name for it.
+	SignalName string `json:"signal_name,omitempty"`
+	Err        string `json:"err,omitempty"` // spawn or PMI error, if any
 	// Stopped is true when the rank ended because the launcher stopped it.
 	Stopped bool `json:"stopped,omitempty"`
 }

@@ -14,6 +14,7 @@ import (
 
 	"gangway/agent"
 	"gangway/agent/wire"
+	"gangway/cmd/internal/logging"
 )
 
 // version is stamped by the Makefile.
@@ -56,7 +57,7 @@ func run(ctx context.Context, args []string) int {
 		fmt.Printf("agent %s (protocol %d)\n", version, wire.Version)
 		return 0
 	}
-	log := newLogger(*logFormat, *verbose)
+	log := logging.New(*logFormat, logging.Level(*verbose, zapcore.InfoLevel), os.Stderr)
 	defer log.Sync()
 	a := &agent.Agent{Name: *name, Version: version, Log: log.Named("agent"), AllowDropCaches: *dropCaches}
 	if *stdio {
@@ -95,15 +96,3 @@ type stdioConn struct {
 }
 
 func (s stdioConn) Close() error { return s.WriteCloser.Close() }
-
-func newLogger(format string, verbose bool) *zap.Logger {
-	level := zap.NewAtomicLevelAt(zap.InfoLevel)
-	if verbose {
-		level.SetLevel(zap.DebugLevel)
-	}
-	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	if format == "console" {
-		enc = zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
-	}
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(os.Stderr), level))
-}

@@ -26,7 +26,7 @@ func (b *bench) finish(start time.Time) int {
 	writeTable(w, b.results)
 	fmt.Fprintln(w, "\nConfiguration:")
 	writeConfig(w, b.config)
-	fmt.Fprintln(w, "\nTargets (issue 7):")
+	fmt.Fprintln(w, "\nTargets:")
 	writeTargets(w, rep.Targets)
 	if len(b.skipped) > 0 {
 		fmt.Fprintln(w, "\nSkipped:")
@@ -101,7 +101,7 @@ func markdown(w io.Writer, rep *Report, jsonPath, notes string) {
 		"`make bench-quick` runs a reduced set and only writes `bench/results/*-quick.json`. "+
 		"These are benchmarks, never pass/fail tests: absolute times drift with the machine's load, ratios within one run matter.\n\n",
 		rep.Date.Format("2006-01-02 15:04 MST"), rep.Version, rep.Took, jsonPath)
-	fmt.Fprintf(w, "## Targets (issue 7)\n\n| target | goal | measured | status |\n|---|---|---|---|\n")
+	fmt.Fprintf(w, "## Targets\n\n| target | goal | measured | status |\n|---|---|---|---|\n")
 	for _, t := range rep.Targets {
 		st := t.Status
 		if t.By != "" {

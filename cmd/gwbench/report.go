@@ -138,7 +138,8 @@ func noteCell(r *Result) string {
 	return n
 }
 
-// Target is one of issue 7's targets and how this run did.
+// Target is one of the bench's performance targets (targets.go) and how
+// this run did.
 type Target struct {
 	Name     string `json:"name"`
 	Goal     string `json:"goal"`

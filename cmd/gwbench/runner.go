@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"gangway/agent/proc"
 )
 
 // cmdSpec is one command to time.
@@ -46,7 +48,7 @@ func runTimed(ctx context.Context, s cmdSpec) outcome {
 	cmd := exec.CommandContext(ctx, s.argv[0], s.argv[1:]...)
 	cmd.Env = append(os.Environ(), s.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.Cancel = func() error { return proc.StopGroup(cmd.Process.Pid, 0, nil) } // no grace: SIGKILL
 	cmd.WaitDelay = 5 * time.Second
 	outTail := tailBuffer{max: 1 << 20}
 	switch {
@@ -79,7 +81,7 @@ func runTimed(ctx context.Context, s cmdSpec) outcome {
 	err = cmd.Wait()
 	close(stop)
 	o := outcome{HWM: <-hwm, Took: time.Since(t0), Stdout: outTail.String(), Stderr: errTail.String()}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = proc.StopGroup(cmd.Process.Pid, 0, nil)
 	if st := cmd.ProcessState; st != nil {
 		o.Code = st.ExitCode()
 		o.CPU = st.UserTime() + st.SystemTime()

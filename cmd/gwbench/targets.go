@@ -27,8 +27,8 @@ func status(hit bool) string {
 	return "missed"
 }
 
-// targets evaluates issue 7's targets against the results (fillRatios
-// must have run).
+// targets evaluates the bench's performance targets against the results
+// (fillRatios must have run).
 func targets(rs []*Result, scaleCounts []int) []Target {
 	var ts []Target
 	// Launch, agents running, 16 hosts.

@@ -1,6 +1,6 @@
 package main
 
-// Issue 6's acceptance through the real launcher: throughput summaries,
+// Throughput benchmarking through the real launcher: throughput summaries,
 // JSON reports, plots and --analyze, from real ranks of examples/synthetic,
 // the PyTorch example, and shell ranks printing a custom metric.
 

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"gangway/agent/proc"
 )
 
 // Command returns a command that runs name inside host's namespace
@@ -150,22 +152,15 @@ func (p *Proc) Stop(grace time.Duration) error {
 }
 
 func (p *Proc) stop(grace time.Duration) error {
-	if err := p.signal(syscall.SIGTERM); err != nil {
-		return fmt.Errorf("stop %s: SIGTERM: %w", p, err)
+	// p.signal does nothing once the leader has exited, so the SIGKILL
+	// that follows an exit within the grace never reaches a reused group.
+	if err := proc.Shutdown(p.signal, grace, p.done); err != nil {
+		return fmt.Errorf("stop %s: %w", p, err)
 	}
-	t := time.NewTimer(grace)
-	defer t.Stop()
 	select {
 	case <-p.done:
-	case <-t.C:
-		if err := p.signal(syscall.SIGKILL); err != nil {
-			return fmt.Errorf("stop %s: SIGKILL: %w", p, err)
-		}
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			return fmt.Errorf("stop %s: still running 10s after SIGKILL", p)
-		}
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("stop %s: still running 10s after SIGKILL", p)
 	}
 	return waitGroupGone(p.Pid, 10*time.Second)
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-// Package hostnet holds issue 5's acceptance tests on network-namespace
+// Package hostnet tests the launcher's host networking on network-namespace
 // hosts: the per-host data interface and the environment it yields
 // (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, HOROVOD_GLOO_IFACE,
 // MASTER_ADDR), a real python3-torch Gloo all_reduce across hosts, the

@@ -1,7 +1,8 @@
 package main
 
-// Regression tests for launcher bugs found by the end-to-end suite:
-// signals during set-up, a rank that never reads stdin, and SIGPIPE.
+// The job stops and the launcher exits whatever it is doing: dialing an
+// agent that never answers, feeding stdin to a rank that never reads it,
+// or writing to a stdout that was closed.
 
 import (
 	"bufio"
@@ -23,16 +24,11 @@ import (
 	"gangway/agent/proc/proctest"
 )
 
-// skipBug documents the bug a test guards against; the bugs are fixed and
-// the tests always run.
-func skipBug(t *testing.T, why string) { t.Helper(); t.Log("regression test for: " + why) }
-
 // TestSignalDuringAgentDial: a host whose agent never answers keeps the
 // launcher dialing for --start-timeout; SIGINT must end the launcher then,
 // not after the start timeout (here 600 s, ten times this test's deadline).
+// Signals cancel dialing and preparation too, not only the running job.
 func TestSignalDuringAgentDial(t *testing.T) {
-	skipBug(t, "launcher ignores SIGINT/SIGTERM until every agent answered and the ranks started: "+
-		"launcher/run.go reads d.Signals only in job.loop (job.go:159), after dialAll and prepare, and the ctx they get is never cancelled by a signal")
 	t.Parallel()
 	dir := t.TempDir()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -69,12 +65,9 @@ func TestSignalDuringAgentDial(t *testing.T) {
 
 // TestStdinNotReadDoesNotBlockStop: rank 0 never reads its stdin while the
 // launcher's stdin has more to give; when rank 1 fails, the job must still
-// stop and the launcher exit.
+// stop and the launcher exit. The agent writes stdin off its session loop,
+// so a full stdin pipe never keeps the loop from handling Stop or Signal.
 func TestStdinNotReadDoesNotBlockStop(t *testing.T) {
-	skipBug(t, "a rank that does not read stdin blocks the agent's session loop: agent/session.go:199 "+
-		"writes KindStdin data into the rank's pipe synchronously inside the loop that also reads Stop/Signal, "+
-		"so once the 64 KiB pipe is full no Stop, Signal or KILL is ever handled and the launcher hangs "+
-		"(cmd/launcher/wire.go local.wait never returns)")
 	t.Parallel()
 	trigger := filepath.Join(t.TempDir(), "fail")
 	l := startLauncher(t, true, fake(t, 2, "byrank:1=failonfile:"+trigger+":7,*=sleep")...)
@@ -109,11 +102,10 @@ func TestStdinNotReadDoesNotBlockStop(t *testing.T) {
 // TestClosedStdoutLeavesNothing: `launcher ... | head` closes the
 // launcher's stdout while ranks still print. The launcher must stop the
 // job as for a signal, grandchildren included, instead of dying of SIGPIPE
-// and leaving them behind. It runs the real binary to test main's wiring.
+// and leaving them behind (ranks would die of Pdeathsig, their
+// grandchildren would not): main passes SIGPIPE to the launcher with
+// SIGINT and SIGTERM. It runs the real binary to test main's wiring.
 func TestClosedStdoutLeavesNothing(t *testing.T) {
-	skipBug(t, "cmd/launcher/main.go does not handle SIGPIPE: when the console's reader goes away Go's runtime kills "+
-		"the launcher with SIGPIPE on its next stdout write; ranks die of Pdeathsig but their grandchildren survive "+
-		"(add syscall.SIGPIPE to signal.Notify there and in TestMain, so the job is stopped as on SIGINT and exits 141)")
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "launcher")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {

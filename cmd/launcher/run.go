@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"gangway/agent"
+	"gangway/cmd/internal/logging"
 	"gangway/hostfile"
 	"gangway/launcher"
 )
@@ -38,17 +39,10 @@ func run(args []string, sig <-chan os.Signal) int {
 	return launcher.Main(ctx, args, d, newLogger)
 }
 
+// newLogger is the launcher's logger on stderr: warnings and errors, or
+// everything with -v.
 func newLogger(format string, verbose bool) *zap.Logger {
-	level := zap.NewAtomicLevelAt(zap.WarnLevel)
-	if verbose {
-		level.SetLevel(zap.DebugLevel)
-	}
-	cfg := zap.NewDevelopmentEncoderConfig()
-	enc := zapcore.NewConsoleEncoder(cfg)
-	if format == "json" {
-		enc = zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	}
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(os.Stderr), level))
+	return logging.New(format, logging.Level(verbose, zapcore.WarnLevel), os.Stderr)
 }
 
 // localAgent serves localhost with the agent code in this process, over a

@@ -1,0 +1,57 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gangway/agent/facts"
+	"gangway/agent/wire"
+)
+
+// TestPrepareNodeDropCaches: the drop goes to drop_caches under the
+// agent's SysRoot, and only when the agent allows it.
+func TestPrepareNodeDropCaches(t *testing.T) {
+	root := t.TempDir()
+	file := filepath.Join(root, "proc", "sys", "vm", "drop_caches")
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	written := func() string {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	a := &Agent{Facts: facts.Options{SysRoot: root}}
+	for _, tc := range []struct {
+		allow bool
+		level int
+		err   string
+	}{
+		{true, 0, ""},
+		{true, 4, "drop_caches 4: want 1, 2 or 3"},
+		{false, 3, "does not allow dropping caches"},
+	} {
+		a.AllowDropCaches = tc.allow
+		res := a.prepareNode(wire.Prepare{DropCaches: tc.level})
+		if tc.err == "" && res != (wire.Prepared{}) || tc.err != "" && !strings.Contains(res.Err, tc.err) {
+			t.Errorf("allow %v, drop_caches %d: %+v, want error %q", tc.allow, tc.level, res, tc.err)
+		}
+		if got := written(); got != "" {
+			t.Fatalf("allow %v, drop_caches %d: wrote %q", tc.allow, tc.level, got)
+		}
+	}
+	a.AllowDropCaches = true
+	if res := a.prepareNode(wire.Prepare{DropCaches: 3}); res.Err != "" || res.Took <= 0 {
+		t.Fatalf("drop_caches 3: %+v", res)
+	}
+	if got := written(); got != "3" {
+		t.Errorf("%s holds %q, want 3", file, got)
+	}
+}
