@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -37,6 +38,11 @@ type Agent struct {
 	AllowDropCaches bool
 	// BaseEnv is the environment ranks start from; nil means os.Environ().
 	BaseEnv []string
+	// LauncherTimeout ends a session, and stops its ranks, when nothing
+	// has come from its launcher for this long (the launcher sends a Ping
+	// every few seconds): a stopped launcher or a silent network partition
+	// does not hold the job forever. 0 disables it.
+	LauncherTimeout time.Duration
 
 	mu   sync.Mutex
 	jobs map[string]int // job id -> live sessions, for logs and isolation checks
@@ -47,6 +53,49 @@ type Agent struct {
 
 // ErrVersion is returned when the launcher speaks another protocol version.
 var ErrVersion = errors.New("protocol version mismatch")
+
+// DefaultLauncherTimeout is the agent's default LauncherTimeout: six
+// missed heartbeats.
+const DefaultLauncherTimeout = 30 * time.Second
+
+// ErrLauncherSilent ends a session whose launcher sent nothing for the
+// agent's LauncherTimeout.
+var ErrLauncherSilent = errors.New("no word from the launcher within the launcher timeout")
+
+// watchdog calls bark once when heard has not been called for timeout.
+type watchdog struct {
+	last atomic.Int64 // unix nanoseconds of the last message
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newWatchdog(timeout time.Duration, bark func()) *watchdog {
+	w := &watchdog{quit: make(chan struct{})}
+	w.heard()
+	w.wg.Go(func() {
+		t := time.NewTicker(max(timeout/10, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-w.quit:
+				return
+			case now := <-t.C:
+				if now.Sub(time.Unix(0, w.last.Load())) > timeout {
+					bark()
+					return
+				}
+			}
+		}
+	})
+	return w
+}
+
+func (w *watchdog) heard() { w.last.Store(time.Now().UnixNano()) }
+
+func (w *watchdog) stop() {
+	close(w.quit)
+	w.wg.Wait()
+}
 
 // ServeSession serves one launcher session on rwc until the launcher
 // closes it, the connection drops or ctx ends. Every rank it started is
@@ -85,7 +134,16 @@ func (a *Agent) ServeSession(ctx context.Context, rwc io.ReadWriteCloser) error 
 		return err
 	}
 	log := a.Log.With(zap.String("job", h.JobID))
-	s := &session{a: a, conn: conn, log: log, jobID: h.JobID, facts: f, fences: map[int]chan map[string]string{}, stdin: make(chan stdinChunk, 4)}
+	heard := func() {}
+	if a.LauncherTimeout > 0 {
+		w := newWatchdog(a.LauncherTimeout, func() {
+			log.Warn("no word from the launcher; stopping its ranks", zap.Duration("launcher_timeout", a.LauncherTimeout))
+			cancel(ErrLauncherSilent)
+		})
+		defer w.stop()
+		heard = w.heard
+	}
+	s := &session{heard: heard, a: a, conn: conn, log: log, jobID: h.JobID, facts: f, fences: map[int]chan map[string]string{}, stdin: make(chan stdinChunk, 4)}
 	a.track(h.JobID, 1)
 	defer a.track(h.JobID, -1)
 	var writer sync.WaitGroup
@@ -149,6 +207,7 @@ func freePort() int {
 // session is one launcher's job on this host.
 type session struct {
 	a     *Agent
+	heard func() // every message from the launcher feeds the watchdog
 	conn  *wire.Conn
 	log   *zap.Logger
 	jobID string
@@ -199,6 +258,7 @@ func (s *session) stdinWriter(ctx context.Context) {
 func (s *session) loop(ctx context.Context) error {
 	for {
 		m, err := s.conn.Recv()
+		s.heard()
 		if err != nil {
 			if ctx.Err() != nil {
 				return context.Cause(ctx)

@@ -1,7 +1,11 @@
 package agent
 
 import (
+	"bytes"
 	"net"
+	"os"
+	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -132,4 +136,87 @@ func TestFactsCarryFreePort(t *testing.T) {
 	if f.FreePort <= 0 || f.FreePort > 65535 {
 		t.Fatalf("Facts.FreePort = %d, want a port", f.FreePort)
 	}
+}
+
+// TestLauncherTimeout: a session whose launcher falls silent ends after
+// the agent's LauncherTimeout and takes its ranks with it; a launcher that
+// keeps sending Pings keeps its job.
+func TestLauncherTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		pings bool
+	}{{"Silent", false}, {"Pinging", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t), LauncherTimeout: 500 * time.Millisecond}
+			c := serve(t, a)
+			c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "silent", Host: "h0"})
+			c.recv(wire.KindFacts, nil)
+			c.send(wire.KindStart, wire.StartJob{JobID: "silent", StdinRank: -1, KillGrace: time.Second,
+				Ranks: []wire.RankSpec{{Rank: 0, Argv: []string{"/bin/sleep", "600"}, Env: []string{"PATH=/usr/bin:/bin"}}}})
+			c.recv(wire.KindReady, nil)
+			c.send(wire.KindGo, nil)
+			var st wire.Started
+			c.recv(wire.KindStarted, &st)
+			pid := st.Pids[0]
+			quit := make(chan struct{})
+			var pinger sync.WaitGroup
+			if tt.pings {
+				pinger.Go(func() {
+					for {
+						select {
+						case <-quit:
+							return
+						case <-time.After(50 * time.Millisecond):
+							_ = c.conn.Send(wire.KindPing, nil)
+						}
+					}
+				})
+			}
+			// Read until the session ends (Silent) or for 3 timeouts (Pinging).
+			ended := make(chan error, 1)
+			go func() {
+				for {
+					if _, err := c.conn.Recv(); err != nil {
+						ended <- err
+						return
+					}
+				}
+			}()
+			select {
+			case err := <-ended:
+				if tt.pings {
+					t.Fatalf("session ended while the launcher pinged: %v", err)
+				}
+			case <-time.After(1500 * time.Millisecond):
+				if !tt.pings {
+					t.Fatal("session still open 3 timeouts after the launcher fell silent")
+				}
+			}
+			close(quit)
+			pinger.Wait()
+			if tt.pings {
+				if !procAlive(pid) {
+					t.Errorf("rank (pid %d) died while its launcher pinged", pid)
+				}
+				c.conn.Close()
+				<-ended
+			}
+			for deadline := time.Now().Add(10 * time.Second); procAlive(pid); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("rank (pid %d) still running after its session ended", pid)
+				}
+			}
+		})
+	}
+}
+
+// procAlive reports whether pid is a live process: present in /proc and
+// not a zombie (a zombie still answers kill(pid, 0)).
+func procAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
 }

@@ -192,7 +192,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cfg *ssh.ServerConfi
 			continue
 		}
 		wg.Go(func() {
-			ss := &stockSession{srv: s, log: log, ch: ch, user: sc.User(), remote: c.RemoteAddr(), local: c.LocalAddr()}
+			ss := &stockSession{srv: s, log: log, conn: sc, ch: ch, user: sc.User(), remote: c.RemoteAddr(), local: c.LocalAddr()}
 			ss.serve(ctx, creqs)
 		})
 	}

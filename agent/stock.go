@@ -28,6 +28,7 @@ import (
 type stockSession struct {
 	srv    *Server
 	log    *zap.Logger
+	conn   ssh.Conn // the SSH connection the channel belongs to
 	ch     ssh.Channel
 	user   string
 	remote net.Addr
@@ -112,7 +113,7 @@ func (ss *stockSession) serve(ctx context.Context, reqs <-chan *ssh.Request) {
 					_ = req.Reply(true, nil)
 				}
 				wg.Go(func() {
-					ss.srv.subsystem(ctx, ss.ch)
+					ss.srv.subsystem(ctx, subsystemConn{ss.ch, ss.conn})
 					ss.ch.Close()
 				})
 				continue
@@ -352,4 +353,20 @@ func lookupUser(string) userInfo {
 		}
 	}
 	return u
+}
+
+// subsystemConn is the launcher's session channel; closing it closes the
+// whole SSH connection first (a launcher opens one session per
+// connection), so that nothing of the session stays blocked writing to a
+// peer that stopped reading, as behind a network partition.
+type subsystemConn struct {
+	ssh.Channel
+	conn ssh.Conn
+}
+
+func (c subsystemConn) Close() error {
+	if c.conn != nil {
+		c.conn.Close()
+	}
+	return c.Channel.Close()
 }

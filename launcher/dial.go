@@ -14,6 +14,7 @@ import (
 
 	"gangway/agent/wire"
 	"gangway/hostfile"
+	"gangway/internal/syncx"
 )
 
 // Dialer opens a protocol stream to the agent on one host. addr is the
@@ -206,9 +207,7 @@ func dialAll(ctx context.Context, log *zap.Logger, hosts []hostfile.Host, local,
 		}
 		wg.Go(func() { sessions[i] = dialRetry(ctx, d, i, h, hello(i), w.note) })
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	w.report(log, done)
+	w.report(log, syncx.Done(wg.Wait)) // returns when every dial has ended
 	var errs []error
 	for i := range hosts {
 		if sessions[i] == nil {

@@ -15,6 +15,7 @@ import (
 
 	"gangway/agent/wire"
 	"gangway/bench"
+	"gangway/internal/syncx"
 )
 
 // job is one launch from the prepare phase on: its sessions, its ranks
@@ -306,18 +307,12 @@ func (j *job) forwardStdin() (stop func()) {
 		if f, ok := j.stdin.(*os.File); ok && f != os.Stdin {
 			f.Close()
 		}
-		// A read of a terminal cannot be interrupted, and the process
-		// exits next: wait for it only briefly.
-		waitOrAbandon(&wg, 100*time.Millisecond)
-	}
-}
-
-// waitOrAbandon waits for wg at most d.
-func waitOrAbandon(wg *sync.WaitGroup, d time.Duration) {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(d):
+		// A read of the terminal cannot be interrupted, so the forwarder
+		// may outlive the job: the launcher's exit, which comes next, ends
+		// it. Other readers (pipes) were closed above and end it now.
+		select {
+		case <-syncx.Done(wg.Wait):
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }

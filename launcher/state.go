@@ -7,7 +7,6 @@ import (
 	"os"
 	"sort"
 	"strconv"
-	"syscall"
 
 	"gangway/agent/wire"
 )
@@ -179,7 +178,7 @@ func (st *state) exit(host int, x wire.Exit) []action {
 	if x.Stopped && st.stopping {
 		return nil // we asked for it
 	}
-	return st.fail(&RankError{Rank: x.Rank, Host: st.hosts[host], Pid: x.Pid, ExitCode: x.Code, Signal: x.Signal, Err: x.Err})
+	return st.fail(&RankError{Rank: x.Rank, Host: st.hosts[host], Pid: x.Pid, ExitCode: x.Code, Signal: x.Signal, SignalName: x.SignalName, Err: x.Err})
 }
 
 // fail records a rank's failure; the first one before any stop is blamed
@@ -280,13 +279,13 @@ func (st *state) started(host int, s wire.Started) []action {
 
 // RankError is one rank's failure.
 type RankError struct {
-	Rank     int
-	Host     string
-	Pid      int
-	ExitCode int
-	Signal   int
-	Err      string
-	Stderr   []string
+	Rank       int
+	Host       string
+	Pid        int
+	ExitCode   int
+	Signal     int
+	SignalName string // as the agent names Signal ("SIGKILL")
+	Err        string
 }
 
 func (e *RankError) Error() string {
@@ -294,17 +293,12 @@ func (e *RankError) Error() string {
 	case e.Err != "":
 		return fmt.Sprintf("rank %d on %s: %s (exit code %d)", e.Rank, e.Host, e.Err, e.ExitCode)
 	case e.Signal != 0:
-		return fmt.Sprintf("rank %d on %s (pid %d) was killed by signal %d (%s), exit code %d", e.Rank, e.Host, e.Pid, e.Signal, sigName(e.Signal), e.ExitCode)
+		name := e.SignalName
+		if name == "" {
+			name = "signal " + strconv.Itoa(e.Signal)
+		}
+		return fmt.Sprintf("rank %d on %s (pid %d) was killed by signal %d (%s), exit code %d", e.Rank, e.Host, e.Pid, e.Signal, name, e.ExitCode)
 	default:
 		return fmt.Sprintf("rank %d on %s (pid %d) exited with code %d", e.Rank, e.Host, e.Pid, e.ExitCode)
 	}
-}
-
-func sigName(n int) string {
-	for name, s := range map[string]syscall.Signal{"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "ABRT": 6, "BUS": 7, "FPE": 8, "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15} {
-		if int(s) == n {
-			return "SIG" + name
-		}
-	}
-	return "signal " + strconv.Itoa(n)
 }

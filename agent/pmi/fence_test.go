@@ -190,7 +190,7 @@ func TestEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"MPI_LOCALNRANKS=3", "MPI_LOCALRANKID=1", "PMI_FD=3", "PMI_RANK=6", "PMI_SIZE=8"}
+	want := []string{"PMI_FD=3"}
 	if !slices.Equal(env, want) || !slices.IsSorted(env) {
 		t.Errorf("Env = %q, want %q", env, want)
 	}

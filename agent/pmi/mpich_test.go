@@ -120,6 +120,8 @@ func startFDRank(t *testing.T, s *Server, bin string, args []string, rank int) *
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The rank's identity, as the launcher sets it.
+	env = append(env, "PMI_RANK="+strconv.Itoa(rank), "PMI_SIZE="+strconv.Itoa(s.job.Size))
 	return startRank(t, bin, args, rank, env, child)
 }
 

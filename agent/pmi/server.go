@@ -213,21 +213,16 @@ func (s *Server) unmarkFD(rank int) {
 	s.mu.Unlock()
 }
 
-// Env returns the PMI environment of rank, sorted:
-// MPI_LOCALNRANKS, MPI_LOCALRANKID, PMI_FD=fd, PMI_RANK, PMI_SIZE. fd is the
-// descriptor number the child end has in the rank (3+i for ExtraFiles[i]).
+// Env returns what the server adds to rank's environment: PMI_FD=fd, the
+// descriptor number the child end has in the rank (3+i for
+// ExtraFiles[i]). The rank's identity (PMI_RANK, PMI_SIZE,
+// MPI_LOCALRANKID, MPI_LOCALNRANKS) is the launcher's to set, once, with
+// the rest of the rank's environment.
 func (s *Server) Env(rank, fd int) ([]string, error) {
-	i, ok := s.index[rank]
-	if !ok {
+	if _, ok := s.index[rank]; !ok {
 		return nil, fmt.Errorf("pmi: rank %d is not local", rank)
 	}
-	return []string{
-		"MPI_LOCALNRANKS=" + strconv.Itoa(len(s.local)),
-		"MPI_LOCALRANKID=" + strconv.Itoa(i),
-		"PMI_FD=" + strconv.Itoa(fd),
-		"PMI_RANK=" + strconv.Itoa(rank),
-		"PMI_SIZE=" + strconv.Itoa(s.job.Size),
-	}, nil
+	return []string{"PMI_FD=" + strconv.Itoa(fd)}, nil
 }
 
 // Initialized reports whether rank has sent PMI-1 init or PMI-2 fullinit.

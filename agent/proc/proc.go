@@ -37,8 +37,9 @@ const (
 // concurrent.
 type Sink func(rank int, s Stream, data []byte)
 
-// MaxLine is the longest line delivered whole. Longer lines are delivered
-// in MaxLine pieces so one runaway rank cannot exhaust the agent's memory.
+// MaxLine is the longest line delivered whole, not counting its newline.
+// Longer lines are delivered in pieces of MaxLine bytes plus one, so one
+// runaway rank cannot exhaust the agent's memory.
 const MaxLine = 16 << 20
 
 // Spec describes one rank's process.
@@ -291,11 +292,12 @@ func pump(r io.Reader, emit func([]byte)) {
 	buf := make([]byte, 0, 64<<10)
 	for {
 		if len(buf) == cap(buf) {
-			if cap(buf) >= MaxLine {
+			// A line of MaxLine bytes and its newline fit: it goes whole.
+			if cap(buf) > MaxLine {
 				emit(buf)
 				buf = buf[:0]
 			} else {
-				nb := make([]byte, len(buf), min(2*cap(buf), MaxLine))
+				nb := make([]byte, len(buf), min(2*cap(buf), MaxLine+1))
 				copy(nb, buf)
 				buf = nb
 			}

@@ -189,9 +189,13 @@ type RankSpec struct {
 	Rank      int      `json:"rank"`
 	LocalRank int      `json:"local_rank"`
 	Argv      []string `json:"argv"`
-	Env       []string `json:"env"` // sorted KEY=VALUE, the whole environment
-	Dir       string   `json:"dir,omitempty"`
-	GPUs      []int    `json:"gpus,omitempty"` // for NUMA binding
+	// Env is what the launcher sets for this rank, sorted KEY=VALUE: its
+	// identity (RANK, PMI_RANK, ...), the job's and the host's variables,
+	// -x. The agent starts the rank from its own environment, overlays
+	// Env, then adds PMI_FD when it serves PMI; nothing else.
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir,omitempty"`
+	GPUs []int    `json:"gpus,omitempty"` // for NUMA binding
 }
 
 // PMIJob asks the agent to serve PMI to its ranks.

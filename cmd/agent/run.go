@@ -47,6 +47,7 @@ func run(ctx context.Context, args []string) int {
 	logFormat := fs.String("log-format", "json", "log format: json or console")
 	verbose := fs.Bool("v", false, "debug logs")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	launcherTimeout := fs.Duration("launcher-timeout", agent.DefaultLauncherTimeout, "stop a job's ranks when its launcher has sent nothing for this long (it sends a heartbeat every 5s); 0 disables")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -59,7 +60,7 @@ func run(ctx context.Context, args []string) int {
 	}
 	log := logging.New(*logFormat, logging.Level(*verbose, zapcore.InfoLevel), os.Stderr)
 	defer log.Sync()
-	a := &agent.Agent{Name: *name, Version: version, Log: log.Named("agent"), AllowDropCaches: *dropCaches}
+	a := &agent.Agent{Name: *name, Version: version, Log: log.Named("agent"), AllowDropCaches: *dropCaches, LauncherTimeout: *launcherTimeout}
 	if *stdio {
 		rwc := stdioConn{os.Stdin, os.Stdout}
 		if err := a.ServeSession(ctx, rwc); err != nil {

@@ -32,7 +32,7 @@ func run(args []string, sig <-chan os.Signal) int {
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Signals: sig, Version: version, Cwd: cwd,
 		NewLocal: func(log *zap.Logger) launcher.Dialer {
-			local.agent = &agent.Agent{Version: version, Log: log.Named("agent"), AllowDropCaches: os.Geteuid() == 0}
+			local.agent = &agent.Agent{Version: version, Log: log.Named("agent"), AllowDropCaches: os.Geteuid() == 0, LauncherTimeout: agent.DefaultLauncherTimeout}
 			return local
 		},
 	}

@@ -160,14 +160,20 @@ const agentPort = 22122
 // SSH banner. It returns the agents' processes by host index.
 func startAgents(t *testing.T, b *testbed.Bed, keys sshtest.Keys, hosts ...int) map[int]*testbed.Proc {
 	t.Helper()
+	return startAgentsWith(t, b, keys, nil, hosts...)
+}
+
+// startAgentsWith is startAgents with extra agent flags.
+func startAgentsWith(t *testing.T, b *testbed.Bed, keys sshtest.Keys, extra []string, hosts ...int) map[int]*testbed.Proc {
+	t.Helper()
 	agentBin, _ := binaries(t)
 	procs := map[int]*testbed.Proc{}
 	for _, i := range hosts {
 		h := b.Hosts()[i]
-		cmd := b.Command(t.Context(), i, agentBin,
-			"--listen", h.Addr+":"+strconv.Itoa(agentPort),
+		cmd := b.Command(t.Context(), i, agentBin, append([]string{
+			"--listen", h.Addr + ":" + strconv.Itoa(agentPort),
 			"--host-key", keys.HostKey, "--authorized-keys", keys.AuthorizedKeys,
-			"--name", "h"+strconv.Itoa(i), "--log-format", "console")
+			"--name", "h" + strconv.Itoa(i), "--log-format", "console"}, extra...)...)
 		// A /tmp of its own, as a real host has: Open MPI's daemons keep
 		// their session directory in $TMPDIR/ompi.<hostname>.<uid>/, and
 		// every namespace host has the same hostname; in one shared /tmp
