@@ -65,27 +65,10 @@ func (s *session) close() {
 	s.conn.Close()
 }
 
-// heartbeat sends a Ping every interval until stopped; the returned
-// function stops it and waits for it.
+// heartbeat sends a Ping every interval until stopped or the connection
+// fails.
 func heartbeat(c *wire.Conn, interval time.Duration) (stop func()) {
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-t.C:
-				if c.Send(wire.KindPing, nil) != nil {
-					return
-				}
-			}
-		}
-	})
-	var once sync.Once
-	return func() { once.Do(func() { close(quit); wg.Wait() }) }
+	return every(interval, func(<-chan struct{}) bool { return c.Send(wire.KindPing, nil) == nil })
 }
 
 // HostError says which host failed and how.

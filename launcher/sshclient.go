@@ -245,36 +245,43 @@ var (
 // keepalive closes c when it stops answering keepalive requests; the
 // returned function stops it and waits for its goroutines.
 func keepalive(c *ssh.Client) (stop func()) {
+	return every(KeepaliveInterval, func(quit <-chan struct{}) bool {
+		reply := make(chan error, 1)
+		var req sync.WaitGroup
+		req.Go(func() {
+			_, _, err := c.SendRequest("keepalive@openssh.com", true, nil)
+			reply <- err
+		})
+		select {
+		case err := <-reply:
+			return err == nil
+		case <-time.After(KeepaliveTimeout):
+			c.Close() // unblocks the request; the job sees the session end
+		case <-quit:
+			c.Close()
+		}
+		req.Wait()
+		return false
+	})
+}
+
+// every calls tick every interval, from one goroutine, until tick returns
+// false or the returned stop is called; tick sees quit close at stop.
+// stop waits for the goroutine and may be called more than once.
+func every(interval time.Duration, tick func(quit <-chan struct{}) bool) (stop func()) {
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(KeepaliveInterval)
+		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-quit:
 				return
 			case <-t.C:
-			}
-			reply := make(chan error, 1)
-			var req sync.WaitGroup
-			req.Go(func() {
-				_, _, err := c.SendRequest("keepalive@openssh.com", true, nil)
-				reply <- err
-			})
-			select {
-			case err := <-reply:
-				if err != nil {
+				if !tick(quit) {
 					return
 				}
-			case <-time.After(KeepaliveTimeout):
-				c.Close() // unblocks the request; the job sees the session end
-				req.Wait()
-				return
-			case <-quit:
-				c.Close()
-				req.Wait()
-				return
 			}
 		}
 	})
