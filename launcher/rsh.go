@@ -51,7 +51,7 @@ func Rsh(ctx context.Context, args []string, d Deps) int {
 		fmt.Fprintf(d.Stderr, "launcher --rsh: %s: %v\n", fs.Arg(0), err)
 		return 255
 	}
-	stopKeepalive := keepalive(client)
+	stopKeepalive := keepalive(client, nil)
 	defer stopKeepalive()
 	defer client.Close()
 	sess, err := client.NewSession()

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -178,7 +179,9 @@ func (d *sshDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteClos
 		client.Close()
 		return nil, "", permanent(fmt.Errorf("the SSH server on %s has no %q subsystem (is it a gangway agent? for a stock sshd use --transport ssh)", h.Name, wire.Subsystem))
 	}
-	return &chanConn{Channel: ch, client: client, stopKeepalive: keepalive(client)}, ip, nil
+	cc := &chanConn{Channel: ch, client: client}
+	cc.stopKeepalive = keepalive(client, cc.silent)
+	return cc, ip, nil
 }
 
 // client opens an authenticated SSH connection to h's agent.
@@ -242,9 +245,10 @@ var (
 	HandshakeTimeout = 20 * time.Second
 )
 
-// keepalive closes c when it stops answering keepalive requests; the
-// returned function stops it and waits for its goroutines.
-func keepalive(c *ssh.Client) (stop func()) {
+// keepalive closes c when it stops answering keepalive requests, after
+// calling silent (which may be nil); the returned function stops it and
+// waits for its goroutines.
+func keepalive(c *ssh.Client, silent func()) (stop func()) {
 	return every(KeepaliveInterval, func(quit <-chan struct{}) bool {
 		reply := make(chan error, 1)
 		var req sync.WaitGroup
@@ -256,6 +260,9 @@ func keepalive(c *ssh.Client) (stop func()) {
 		case err := <-reply:
 			return err == nil
 		case <-time.After(KeepaliveTimeout):
+			if silent != nil {
+				silent()
+			}
 			c.Close() // unblocks the request; the job sees the session end
 		case <-quit:
 			c.Close()
@@ -299,11 +306,27 @@ func classify(err error) error {
 	return err
 }
 
-// chanConn closes the SSH client with the channel.
+// chanConn closes the SSH client with the channel, and says so when it
+// was the keepalives that ended it.
 type chanConn struct {
 	ssh.Channel
 	client        *ssh.Client
 	stopKeepalive func()
+	wasSilent     atomic.Bool
+}
+
+// ErrSilent is why a session ends when its agent stopped answering
+// keepalives.
+var ErrSilent = errors.New("no answer to SSH keepalives")
+
+func (c *chanConn) silent() { c.wasSilent.Store(true) }
+
+func (c *chanConn) Read(b []byte) (int, error) {
+	n, err := c.Channel.Read(b)
+	if err != nil && c.wasSilent.Load() {
+		err = fmt.Errorf("%w for %v (host hung, stopped or cut off)", ErrSilent, KeepaliveTimeout)
+	}
+	return n, err
 }
 
 func (c *chanConn) Close() error {

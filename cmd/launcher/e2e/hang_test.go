@@ -41,7 +41,7 @@ func TestAgentStopped(t *testing.T) {
 	if code != launcher.ExitLost {
 		t.Errorf("exit code %d, want %d (agent lost)", code, launcher.ExitLost)
 	}
-	if want := "lost the agent on " + c.Hosts[1].Addr; !strings.Contains(l.Stderr.String(), want) {
+	if want := "lost the agent on " + c.Hosts[1].Addr + ": no answer to SSH keepalives"; !strings.Contains(l.Stderr.String(), want) {
 		t.Errorf("stderr does not say %q:\n%s", want, l.Stderr)
 	}
 	if left := proctest.WaitGone(e2e.Deadline, host1...); len(left) > 0 {

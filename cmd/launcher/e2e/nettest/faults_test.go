@@ -117,10 +117,10 @@ func TestFaultLinkDown(t *testing.T) {
 			if !l.wait(jobTimeout) {
 				t.Fatalf("launcher still running %v after host 1's link went down: %v", jobTimeout, l)
 			}
-			t.Logf("link down: launcher exited %v later", (l.took - down.Sub(l.start)).Round(time.Millisecond))
+			t.Logf("link down: launcher exited %v later; stderr:\n%s", (l.took - down.Sub(l.start)).Round(time.Millisecond), l.stderr.String())
 			waitNoTagged(t, tag, jobTimeout)
 			t.Logf("link down: every rank gone %v after the link went down", time.Since(down).Round(time.Millisecond))
-			if want := "lost the agent on " + h1; l.code != 255 || !strings.Contains(l.stderr.String(), want) {
+			if want := "lost the agent on " + h1 + ": no answer to SSH keepalives"; l.code != 255 || !strings.Contains(l.stderr.String(), want) {
 				t.Errorf("want exit 255 and %q: %v", want, l)
 			}
 		})
