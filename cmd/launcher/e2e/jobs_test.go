@@ -128,3 +128,57 @@ func TestLauncherRefusesOtherVersion(t *testing.T) {
 	}
 	t.Logf("launcher: %s", stderr)
 }
+
+// TestLauncherEndsLyingAgent: an agent that sends frames for ranks it
+// does not run (or a bad frame) is ended as a protocol violation naming
+// the host; the launcher neither panics nor waits, and exits 255.
+func TestLauncherEndsLyingAgent(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		lie  func(c *wire.Conn) error
+		want string
+	}{
+		{"OutputForAnotherRank", func(c *wire.Conn) error { return c.SendOutput(1000000, wire.Stdout, []byte("hi\n")) },
+			"lost the agent on liar: protocol violation: it sent output for rank 1000000, which it does not run"},
+		{"ExitForAnotherRank", func(c *wire.Conn) error { return c.Send(wire.KindExit, wire.Exit{Rank: 7, Code: 1}) },
+			"lost the agent on liar: protocol violation: it sent an exit for rank 7, which it does not run"},
+		{"BadOutputFrame", func(c *wire.Conn) error { return c.Send(wire.KindOutput, nil) },
+			"lost the agent on liar: protocol violation: it sent a bad output frame"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			remote := launcher.DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+				ours, theirs := net.Pipe()
+				go func() { // ends when the launcher closes its end
+					c := wire.NewConn(theirs)
+					defer c.Close()
+					for {
+						m, err := c.Recv()
+						if err != nil {
+							return
+						}
+						switch m.Kind {
+						case wire.KindHello:
+							err = c.Send(wire.KindFacts, wire.Facts{Version: wire.Version, Name: h.Name, CPUs: 1})
+						case wire.KindStart:
+							err = c.Send(wire.KindReady, wire.Ready{})
+						case wire.KindGo:
+							if err = c.Send(wire.KindStarted, wire.Started{Pids: map[int]int{0: 1}}); err == nil {
+								err = tt.lie(c)
+							}
+						}
+						if err != nil {
+							return
+						}
+					}
+				}()
+				return ours, "127.0.0.9", nil
+			})
+			_, stderr, code := e2e.Run(t, launcher.Deps{Remote: remote}, "-np", "1", "-H", "liar:1", "true")
+			if code != launcher.ExitLost || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, want %d and %q in:\n%s", code, launcher.ExitLost, tt.want, stderr)
+			}
+		})
+	}
+}
