@@ -36,11 +36,11 @@ func TestRecvRefusesFrames(t *testing.T) {
 		is   error
 		want string
 	}{
-		{"hello of 64 MiB", header(KindHello, 64<<20), ErrTooLarge, "hello frame of 67108864 bytes"},
-		{"ready of 2 MiB", header(KindReady, 2<<20), ErrTooLarge, "ready frame of 2097152 bytes"},
-		{"output over a line and header", header(KindOutput, outputHeader+MaxOutputData+1), ErrTooLarge, "output frame of 16777222 bytes"},
-		{"stdin of 4 GiB", header(KindStdin, 1<<32-1), ErrTooLarge, "stdin frame of 4294967295 bytes"},
-		{"kind 0", header(0, 3), ErrUnknownKind, "unknown frame kind 0 (3 bytes announced)"},
+		{"hello of 64 MiB", header(KindHello, 64<<20), ErrTooLarge, "hello frame too large: 67108864 bytes, the limit for hello is 16777216"},
+		{"ready of 2 MiB", header(KindReady, 2<<20), ErrTooLarge, "ready frame too large: 2097152 bytes"},
+		{"output over a line and header", header(KindOutput, outputHeader+MaxOutputData+1), ErrTooLarge, "output frame too large: 16777222 bytes, the limit for output is 16777221"},
+		{"stdin of 4 GiB", header(KindStdin, 1<<32-1), ErrTooLarge, "stdin frame too large: 4294967295 bytes"},
+		{"kind 0", header(0, 3), ErrUnknownKind, "wire: unknown frame kind 0 (3 bytes announced)"},
 		{"kind 200", header(200, 0), ErrUnknownKind, "unknown frame kind 200"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,7 +127,7 @@ func TestReadPayloadAllocation(t *testing.T) {
 // and learns why.
 func TestSendRefusesFrames(t *testing.T) {
 	c := NewConn(pipeConn{strings.NewReader(""), io.Discard})
-	if err := c.Send(KindReady, Error{Msg: strings.Repeat("x", MaxControl)}); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "ready frame of") {
+	if err := c.Send(KindReady, Error{Msg: strings.Repeat("x", MaxControl)}); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "ready frame too large") {
 		t.Errorf("ready over 1 MiB: %v", err)
 	}
 	if err := c.Send(Kind(99), nil); !errors.Is(err, ErrUnknownKind) {

@@ -47,9 +47,9 @@ type FrameError struct {
 
 func (e *FrameError) Error() string {
 	if e.Limit == 0 {
-		return fmt.Sprintf("wire: %s: unknown frame kind %d (%d bytes announced)", ErrUnknownKind, uint8(e.Kind), e.Size)
+		return fmt.Sprintf("wire: unknown frame kind %d (%d bytes announced)", uint8(e.Kind), e.Size)
 	}
-	return fmt.Sprintf("wire: %s: %s frame of %d bytes, the limit for %s is %d bytes", ErrTooLarge, e.Kind, e.Size, e.Kind, e.Limit)
+	return fmt.Sprintf("wire: %s frame too large: %d bytes, the limit for %s is %d", e.Kind, e.Size, e.Kind, e.Limit)
 }
 
 // Unwrap makes errors.Is(err, ErrTooLarge) and errors.Is(err,
