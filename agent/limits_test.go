@@ -198,3 +198,32 @@ func TestMaxSessions(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestEnvRequestsCapped: a session takes 128 env requests, as sshd does,
+// and refuses more; the command still runs with the ones it took.
+func TestEnvRequestsCapped(t *testing.T) {
+	t.Parallel()
+	c := agenttest.StartLocal(t, 1)
+	cl, err := dialAgent(c.Hosts[0], c.Keys.ClientSigner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	s, err := cl.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 128 {
+		if err := s.Setenv(fmt.Sprintf("V%d", i), "x"); err != nil {
+			t.Fatalf("env request %d: %v", i+1, err)
+		}
+	}
+	if err := s.Setenv("V128", "x"); err == nil {
+		t.Fatal("env request 129 accepted")
+	}
+	out, err := s.Output(`echo "$V127|$V128"`)
+	if err != nil || string(out) != "x|\n" {
+		t.Fatalf("command: %q %v, want V127 set and V128 not", out, err)
+	}
+}
