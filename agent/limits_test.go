@@ -113,6 +113,25 @@ func dialFrom(t *testing.T, src, dst string) net.Conn {
 	return c
 }
 
+// admitted dials from src until the agent greets the connection: a slot
+// freed by a finished handshake frees a moment after the client sees it
+// finish.
+func admitted(t *testing.T, src, dst string) net.Conn {
+	t.Helper()
+	deadline := time.Now().Add(agenttest.Deadline)
+	for {
+		c := dialFrom(t, src, dst)
+		if banner(t, c) {
+			return c
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection from %s admitted within %v", src, agenttest.Deadline)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestMaxStartups: unauthenticated connections over the total cap or the
 // per-source cap are closed at once, before the SSH banner; a slot frees
 // when a connection's handshake ends; other sources and logins still get
@@ -121,6 +140,7 @@ func TestMaxStartups(t *testing.T) {
 	t.Parallel()
 	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *agent.Server) {
 		s.MaxStartups, s.MaxStartupsPerSource = 4, 2
+		s.HandshakeTimeout = 2 * agenttest.Deadline // idle connections hold their slots throughout
 	}))
 	h := c.Hosts[0]
 	base := strings.TrimSuffix(h.Addr, ".1")
@@ -134,27 +154,22 @@ func TestMaxStartups(t *testing.T) {
 		t.Fatal("third idle connection from one source admitted, per-source cap 2")
 	}
 	// Another source still gets in, and so does a login.
+	if !banner(t, dialFrom(t, src(2), h.HostPort())) {
+		t.Fatal("second source refused below the caps")
+	}
 	cl, err := dialAgent(h, c.Keys.ClientSigner)
 	if err != nil {
 		t.Fatalf("login while one source is at its cap: %v", err)
 	}
 	cl.Close()
-	b1, b2 := dialFrom(t, src(2), h.HostPort()), dialFrom(t, src(2), h.HostPort())
-	if !banner(t, b1) || !banner(t, b2) {
-		t.Fatal("second source refused below the caps")
-	}
+	// Four idle connections once the login's slot is free: the total cap.
+	admitted(t, src(2), h.HostPort())
 	if banner(t, dialFrom(t, src(3), h.HostPort())) {
 		t.Fatal("fifth idle connection admitted, total cap 4")
 	}
 	// A hang-up ends that startup: its slot frees.
 	a1.Close()
-	deadline := time.Now().Add(agenttest.Deadline)
-	for !banner(t, dialFrom(t, src(3), h.HostPort())) {
-		if time.Now().After(deadline) {
-			t.Fatal("slot not freed after a connection hung up")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	admitted(t, src(3), h.HostPort())
 }
 
 // TestMaxSessions: a connection may hold MaxSessions open sessions; more

@@ -168,8 +168,11 @@ func TestFloodUnderLowFileLimit(t *testing.T) {
 		t.Fatalf("login from the flooding address after the flood: %v", err)
 	}
 	alive(t, p)
-	if st.refused.Load() == 0 || st.stalled.Load() > 0 || st.dials.Load() < 1000 {
-		t.Errorf("flood: %v; want at least 1000, some refused at once and none left unaccepted", st)
+	if st.refused.Load() == 0 || st.dials.Load() < 1000 {
+		t.Errorf("flood: %v; want at least 1000, some refused at once", st)
+	}
+	if strings.Contains(p.Stderr.String(), "accept failed") {
+		t.Errorf("the agent ran out of descriptors under the caps:\n%s", e2e.Tail(p.Stderr.String(), 2000))
 	}
 	if peakFDs.Load() >= 128 {
 		t.Errorf("the agent had %d descriptors open, its limit is 128", peakFDs.Load())
