@@ -8,7 +8,6 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"gangway/agent/proc"
 	"gangway/agent/wire"
 )
 
@@ -132,13 +131,5 @@ func TestFactsCarryFreePort(t *testing.T) {
 	c.recv(wire.KindFacts, &f)
 	if f.FreePort <= 0 || f.FreePort > 65535 {
 		t.Fatalf("Facts.FreePort = %d, want a port", f.FreePort)
-	}
-}
-
-// TestOutputFramesFit: the longest piece the output pumps emit fits one
-// output frame, so a rank's long line never breaks its session.
-func TestOutputFramesFit(t *testing.T) {
-	if proc.MaxLine > wire.MaxOutputData {
-		t.Fatalf("proc.MaxLine %d > wire.MaxOutputData %d: a long line would end the session", proc.MaxLine, wire.MaxOutputData)
 	}
 }

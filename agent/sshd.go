@@ -292,9 +292,9 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cfg *ssh.ServerConfi
 		}
 		open.Add(1)
 		wg.Go(func() {
-			defer open.Add(-1)
 			ss := &stockSession{srv: s, log: log, ch: ch, user: sc.User(), remote: c.RemoteAddr(), local: c.LocalAddr()}
 			ss.serve(ctx, creqs)
+			open.Add(-1) // the session and what it ran have ended
 		})
 	}
 	// The connection is gone: sessions see their channels closed and end

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"gangway/agent/facts"
+	"gangway/agent/proc"
 	"gangway/agent/wire"
 )
 
@@ -193,5 +194,13 @@ func TestStartJobRefused(t *testing.T) {
 		if m.Kind == wire.KindExit && (m.Decode(&x) != nil || x.Code != 0) {
 			t.Fatalf("exit %s", m.Payload)
 		}
+	}
+}
+
+// TestOutputFramesFit: the longest piece the output pumps emit fits one
+// output frame, so a rank's long line never breaks its session.
+func TestOutputFramesFit(t *testing.T) {
+	if proc.MaxLine > wire.MaxOutputData {
+		t.Fatalf("proc.MaxLine %d > wire.MaxOutputData %d: a long line would end the session", proc.MaxLine, wire.MaxOutputData)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,7 +50,8 @@ func expectError(t *testing.T, c *wire.Conn, want string) string {
 // session of the same agent is untouched, and afterwards the agent still
 // serves a real ssh login and a job through the real launcher. Its memory
 // stays bounded: 32 headers announcing frames the agent must not buffer
-// up front cost it a few MiB, not 512 MiB.
+// up front cost it a few MiB, not 512 MiB. Every launcher session has its
+// own connection, as a launcher's does.
 func TestHostileFrames(t *testing.T) {
 	launcherBin, _ := e2e.BuildBinaries(t)
 	c := agentProc(t)
@@ -58,7 +60,7 @@ func TestHostileFrames(t *testing.T) {
 	data0 := vm(t, p.Pid())["VmData"]
 
 	// A job that runs throughout, on its own connection.
-	bystander := hello(t, subsystem(t, goClient(t, c)), "bystander")
+	bystander := hello(t, session(t, c), "bystander")
 	sleep := []string{"/bin/sh", "-c", "echo up; exec sleep 600"}
 	if err := bystander.Send(wire.KindStart, wire.StartJob{JobID: "bystander", StdinRank: -1, KillGrace: time.Second,
 		Ranks: []wire.RankSpec{{Rank: 0, Argv: sleep, Env: []string{"PATH=/usr/bin:/bin"}}}}); err != nil {
@@ -73,12 +75,27 @@ func TestHostileFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, bystander, wire.KindStarted, nil)
+	// Its launcher's heartbeat, so that an agent that ends silent
+	// launchers' sessions keeps this one.
+	stopPings := make(chan struct{})
+	var pinger sync.WaitGroup
+	pinger.Go(func() {
+		for {
+			select {
+			case <-stopPings:
+				return
+			case <-time.After(time.Second):
+				_ = bystander.Send(wire.KindPing, nil)
+			}
+		}
+	})
+	defer pinger.Wait()
+	defer close(stopPings)
 
-	cl := goClient(t, c)
-	t.Run("64 MiB headers on 8 channels", func(t *testing.T) {
+	t.Run("64 MiB headers on 8 sessions", func(t *testing.T) {
 		var conns []*wire.Conn
 		for range 8 {
-			ch := subsystem(t, cl)
+			ch := session(t, c)
 			write(t, ch, header(wire.KindHello, 64<<20))
 			conns = append(conns, wire.NewConn(ch))
 		}
@@ -89,16 +106,13 @@ func TestHostileFrames(t *testing.T) {
 	})
 	rss64, _ := memKiB(t, p.Pid())
 
-	t.Run("16 MiB announced, 1 KiB sent, on 32 channels", func(t *testing.T) {
+	t.Run("16 MiB announced, 1 KiB sent, on 32 sessions", func(t *testing.T) {
 		var chans []ssh.Channel
-		for range 4 {
-			cl := goClient(t, c)
-			for range 8 {
-				ch := subsystem(t, cl)
-				write(t, ch, header(wire.KindHello, 16<<20))
-				write(t, ch, []byte(`{"version":1,"job_id":"big"`+strings.Repeat(" ", 1000)))
-				chans = append(chans, ch)
-			}
+		for range 32 {
+			ch := session(t, c)
+			write(t, ch, header(wire.KindHello, 16<<20))
+			write(t, ch, []byte(`{"version":1,"job_id":"big"`+strings.Repeat(" ", 1000)))
+			chans = append(chans, ch)
 		}
 		time.Sleep(500 * time.Millisecond) // let the agent read what came
 		m := vm(t, p.Pid())
@@ -119,29 +133,28 @@ func TestHostileFrames(t *testing.T) {
 	})
 
 	t.Run("unknown kind", func(t *testing.T) {
-		ch := subsystem(t, cl)
+		ch := session(t, c)
 		write(t, ch, append(header(200, 3), "abc"...))
 		t.Logf("agent: %s", expectError(t, wire.NewConn(ch), "unknown frame kind 200 (3 bytes announced)"))
 	})
 
 	t.Run("unknown kind after hello", func(t *testing.T) {
-		ch := subsystem(t, cl)
+		ch := session(t, c)
 		hello(t, ch, "k")
 		write(t, ch, header(77, 1<<30))
 		t.Logf("agent: %s", expectError(t, wire.NewConn(ch), "unknown frame kind 77 (1073741824 bytes announced)"))
 	})
 
 	t.Run("output frame to the agent", func(t *testing.T) {
-		ch := subsystem(t, cl)
-		c := hello(t, ch, "o")
-		if err := c.SendOutput(0, wire.Stdout, []byte("not yours\n")); err != nil {
+		wc := hello(t, session(t, c), "o")
+		if err := wc.SendOutput(0, wire.Stdout, []byte("not yours\n")); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("agent: %s", expectError(t, c, "unexpected message output"))
+		t.Logf("agent: %s", expectError(t, wc, "unexpected message output"))
 	})
 
 	t.Run("truncated header", func(t *testing.T) {
-		ch := subsystem(t, cl)
+		ch := session(t, c)
 		write(t, ch, []byte{byte(wire.KindHello), 0, 0})
 		if err := ch.CloseWrite(); err != nil {
 			t.Fatal(err)
@@ -159,11 +172,11 @@ func TestHostileFrames(t *testing.T) {
 	})
 
 	t.Run("truncated payload", func(t *testing.T) {
-		ch := subsystem(t, cl)
-		c := hello(t, ch, "tp")
+		ch := session(t, c)
+		wc := hello(t, ch, "tp")
 		write(t, ch, append(header(wire.KindStart, 100), `{"job_id":`...))
 		_ = ch.CloseWrite()
-		if m, err := recv(t, c); err == nil {
+		if m, err := recv(t, wc); err == nil {
 			t.Fatalf("the agent answered a cut frame with %s", m.Kind)
 		}
 	})
@@ -182,12 +195,12 @@ func TestHostileFrames(t *testing.T) {
 			"rank 0: GPU -4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := hello(t, subsystem(t, cl), "bad")
-			if err := c.Send(wire.KindStart, tc.job); err != nil {
+			wc := hello(t, session(t, c), "bad")
+			if err := wc.Send(wire.KindStart, tc.job); err != nil {
 				t.Fatal(err)
 			}
 			var r wire.Ready
-			expect(t, c, wire.KindReady, &r)
+			expect(t, wc, wire.KindReady, &r)
 			if !strings.Contains(r.Err, tc.want) {
 				t.Fatalf("Ready.Err %q, want %q", r.Err, tc.want)
 			}

@@ -142,6 +142,12 @@ func subsystem(t *testing.T, cl *ssh.Client) ssh.Channel {
 	return ch
 }
 
+// session opens a launcher session's channel on a connection of its own.
+func session(t *testing.T, c *e2e.Cluster) ssh.Channel {
+	t.Helper()
+	return subsystem(t, goClient(t, c))
+}
+
 // recv reads the agent's next frame within the deadline.
 func recv(t *testing.T, c *wire.Conn) (wire.Msg, error) {
 	t.Helper()
