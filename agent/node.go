@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -34,32 +35,46 @@ func (a *Agent) prepareNode(p wire.Prepare) wire.Prepared {
 	return wire.Prepared{Took: time.Since(t0)}
 }
 
-// probe dials every target concurrently (the reachability preflight).
+// maxProbeDials is how many dials a probe has in flight at once: a
+// launcher asks each host for at most 31 targets, and a longer list must
+// not use up the agent's file descriptors.
+const maxProbeDials = 32
+
+// probe dials the targets concurrently, maxProbeDials at a time (the
+// reachability preflight).
 func probe(ctx context.Context, p wire.Probe) wire.ProbeResult {
 	if p.Timeout <= 0 {
 		p.Timeout = 5 * time.Second
 	}
 	res := wire.ProbeResult{Results: make([]wire.ProbeOne, len(p.Targets))}
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for i, t := range p.Targets {
+	for range min(len(p.Targets), maxProbeDials) {
 		wg.Go(func() {
-			t0 := time.Now()
-			d := net.Dialer{Timeout: p.Timeout}
-			c, err := d.DialContext(ctx, "tcp", t)
-			one := wire.ProbeOne{Target: t, Took: time.Since(t0)}
-			if err != nil {
-				var ne net.Error
-				if errors.As(err, &ne) && ne.Timeout() {
-					one.Err = "timeout after " + p.Timeout.String()
-				} else {
-					one.Err = err.Error()
-				}
-			} else {
-				c.Close()
+			for i := int(next.Add(1) - 1); i < len(p.Targets); i = int(next.Add(1) - 1) {
+				res.Results[i] = dial(ctx, p.Targets[i], p.Timeout)
 			}
-			res.Results[i] = one
 		})
 	}
 	wg.Wait()
 	return res
+}
+
+// dial is one target's dial.
+func dial(ctx context.Context, target string, timeout time.Duration) wire.ProbeOne {
+	t0 := time.Now()
+	d := net.Dialer{Timeout: timeout}
+	c, err := d.DialContext(ctx, "tcp", target)
+	one := wire.ProbeOne{Target: target, Took: time.Since(t0)}
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			one.Err = "timeout after " + timeout.String()
+		} else {
+			one.Err = err.Error()
+		}
+	} else {
+		c.Close()
+	}
+	return one
 }

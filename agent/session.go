@@ -364,13 +364,13 @@ func (s *session) prepare(ctx context.Context, j *wire.StartJob) error {
 	if s.job != nil {
 		return errors.New("this session already has a job")
 	}
+	if err := validateStartJob(*j, s.facts, allowedCPUs()); err != nil {
+		return err
+	}
 	for _, r := range j.Ranks {
-		if len(r.Argv) == 0 {
-			return fmt.Errorf("rank %d: empty command", r.Rank)
-		}
 		if r.Dir != "" {
 			if st, err := os.Stat(r.Dir); err != nil || !st.IsDir() {
-				return fmt.Errorf("rank %d: working directory %s: not a directory on this host", r.Rank, r.Dir)
+				return fmt.Errorf("rank %d: working directory %s: not a directory on this host", r.Rank, short(r.Dir))
 			}
 		}
 	}

@@ -88,7 +88,7 @@ func TestExitCarriesSignalName(t *testing.T) {
 		KillGrace: time.Second,
 		Ranks: []wire.RankSpec{
 			{Rank: 0, Argv: []string{"/bin/sh", "-c", "kill -KILL $$"}, Env: []string{"PATH=/usr/bin:/bin"}},
-			{Rank: 1, Argv: []string{"/bin/sh", "-c", "exit 3"}, Env: []string{"PATH=/usr/bin:/bin"}},
+			{Rank: 1, LocalRank: 1, Argv: []string{"/bin/sh", "-c", "exit 3"}, Env: []string{"PATH=/usr/bin:/bin"}},
 		},
 	})
 	var ready wire.Ready

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -31,9 +32,27 @@ type Server struct {
 	// HandshakeTimeout bounds the time from TCP accept to authenticated
 	// connection; 0 means 10s.
 	HandshakeTimeout time.Duration
+	// MaxStartups caps the connections not yet authenticated, in total;
+	// MaxStartupsPerSource caps them per source address. A connection
+	// over either cap is closed at once, before the SSH handshake (like
+	// sshd's MaxStartups and PerSourceMaxStartups). 0 means the defaults,
+	// DefaultMaxStartups and DefaultMaxStartupsPerSource.
+	MaxStartups          int
+	MaxStartupsPerSource int
+	// MaxSessions caps the open session channels of one connection (like
+	// sshd's MaxSessions); more are refused. 0 means DefaultMaxSessions.
+	MaxSessions int
 
-	conns sync.WaitGroup
+	conns    sync.WaitGroup
+	startups startups
 }
+
+// Defaults of the caps on unauthenticated connections and sessions.
+const (
+	DefaultMaxStartups          = 100
+	DefaultMaxStartupsPerSource = 10
+	DefaultMaxSessions          = 10
+)
 
 // LoadHostKey reads an OpenSSH private key, or creates an ed25519 key
 // (mode 0600) at path when none exists, so the agent keeps its identity
@@ -135,30 +154,96 @@ func (s *Server) config() *ssh.ServerConfig {
 }
 
 // Serve accepts connections on l until ctx ends, then closes every
-// connection and waits for their sessions (and ranks) to end.
+// connection and waits for their sessions (and ranks) to end. Accept
+// errors (out of file descriptors, say) never end it: it backs off, from
+// 5 ms doubling to 1 s, and tries again.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	cfg := s.config()
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	defer s.conns.Wait()
+	s.startups.init(s.MaxStartups, s.MaxStartupsPerSource)
+	var bo acceptBackoff
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("accept: %w", err)
 			}
-			return fmt.Errorf("accept: %w", err)
+			d, first := bo.fail()
+			if first {
+				s.Log.Warn("accept failed; retrying with backoff", zap.Error(err))
+			}
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
+			continue
 		}
-		s.conns.Go(func() { s.serveConn(ctx, c, cfg) })
+		if n, took := bo.ok(); n > 0 {
+			s.Log.Debug("accepting again", zap.Int("failures", n), zap.Duration("took", took))
+		}
+		src := sourceOf(c.RemoteAddr())
+		if why := s.startups.admit(src); why != "" {
+			c.Close()
+			s.startups.refused(s.Log, src, why)
+			continue
+		}
+		s.conns.Go(func() { s.serveConn(ctx, c, cfg, src) })
 	}
 }
 
-func (s *Server) serveConn(ctx context.Context, c net.Conn, cfg *ssh.ServerConfig) {
+// acceptBackoff spaces out accept retries: an episode starts at the
+// first failure and ends at the next success.
+type acceptBackoff struct {
+	delay time.Duration
+	n     int
+	since time.Time
+}
+
+const (
+	minAcceptBackoff = 5 * time.Millisecond
+	maxAcceptBackoff = time.Second
+)
+
+// fail counts a failure and returns how long to wait, and whether it
+// starts an episode (the only failure worth a log line).
+func (b *acceptBackoff) fail() (time.Duration, bool) {
+	b.n++
+	if b.n == 1 {
+		b.delay, b.since = minAcceptBackoff, time.Now()
+		return b.delay, true
+	}
+	b.delay = min(2*b.delay, maxAcceptBackoff)
+	return b.delay, false
+}
+
+// ok ends an episode, returning its failures and length.
+func (b *acceptBackoff) ok() (int, time.Duration) {
+	n := b.n
+	if n == 0 {
+		return 0, 0
+	}
+	b.n = 0
+	return n, time.Since(b.since)
+}
+
+// sourceOf is the address a connection came from, without its port.
+func sourceOf(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	h, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return h
+}
+
+func (s *Server) serveConn(ctx context.Context, c net.Conn, cfg *ssh.ServerConfig, src string) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
@@ -168,6 +253,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cfg *ssh.ServerConfi
 	}
 	_ = c.SetDeadline(time.Now().Add(hs))
 	sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
+	s.startups.done(src)
 	if err != nil {
 		c.Close()
 		s.Log.Debug("handshake failed", zap.String("remote", c.RemoteAddr().String()), zap.Error(err))
@@ -182,18 +268,33 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cfg *ssh.ServerConfi
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { ssh.DiscardRequests(reqs) })
+	maxSessions := s.MaxSessions
+	if maxSessions <= 0 {
+		maxSessions = DefaultMaxSessions
+	}
+	var open atomic.Int32
+	refused := 0
 	for nc := range chans {
 		if nc.ChannelType() != "session" {
 			_ = nc.Reject(ssh.UnknownChannelType, "only session channels")
+			continue
+		}
+		if int(open.Load()) >= maxSessions {
+			_ = nc.Reject(ssh.ResourceShortage, fmt.Sprintf("too many sessions on this connection (at most %d, the agent's --max-sessions)", maxSessions))
+			if refused++; refused == 1 {
+				log.Warn("refused a session: too many on one connection", zap.Int("max_sessions", maxSessions))
+			}
 			continue
 		}
 		ch, creqs, err := nc.Accept()
 		if err != nil {
 			continue
 		}
+		open.Add(1)
 		wg.Go(func() {
 			ss := &stockSession{srv: s, log: log, conn: sc, ch: ch, user: sc.User(), remote: c.RemoteAddr(), local: c.LocalAddr()}
 			ss.serve(ctx, creqs)
+			open.Add(-1) // the session and what it ran have ended
 		})
 	}
 	// The connection is gone: sessions see their channels closed and end

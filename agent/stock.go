@@ -23,6 +23,10 @@ import (
 	"gangway/internal/syncx"
 )
 
+// maxEnvRequests is how many env requests a session accepts, as in sshd:
+// a client cannot grow a session's environment without bound.
+const maxEnvRequests = 128
+
 // stockSession is one "session" channel of a stock SSH client: exec,
 // shell (with or without a PTY) or the gangway subsystem.
 type stockSession struct {
@@ -64,9 +68,10 @@ func (ss *stockSession) serve(ctx context.Context, reqs <-chan *ssh.Request) {
 			var kv struct{ Name, Value string }
 			if ssh.Unmarshal(req.Payload, &kv) == nil && !ss.isStarted() && wire.ValidEnvName(kv.Name) {
 				ss.mu.Lock()
-				ss.env = append(ss.env, kv.Name+"="+kv.Value)
+				if ok = len(ss.env) < maxEnvRequests; ok {
+					ss.env = append(ss.env, kv.Name+"="+kv.Value)
+				}
 				ss.mu.Unlock()
-				ok = true
 			}
 		case "pty-req":
 			var p ptyReq

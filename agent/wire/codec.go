@@ -4,14 +4,10 @@ import (
 	"bufio"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
 )
-
-// ErrTooLarge is returned for a frame whose length exceeds MaxPayload.
-var ErrTooLarge = errors.New("wire: frame too large")
 
 // Conn is one end of a session. Send methods are safe for concurrent use;
 // Recv must be called from one goroutine.
@@ -21,6 +17,8 @@ type Conn struct {
 
 	mu  sync.Mutex // serialises writes so frames never interleave
 	hdr [5]byte
+
+	rerr error // a framing violation: every later Recv returns it
 }
 
 // NewConn wraps a stream (an SSH channel, stdin/stdout, a socket).
@@ -61,8 +59,8 @@ func (c *Conn) SendStdin(rank int, data []byte) error {
 
 func (c *Conn) write(k Kind, sub, p []byte) error {
 	n := len(sub) + len(p)
-	if n > MaxPayload {
-		return fmt.Errorf("%w: %s of %d bytes", ErrTooLarge, k, n)
+	if err := checkFrame(k, int64(n)); err != nil {
+		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -97,20 +95,62 @@ type Msg struct {
 }
 
 // Recv reads the next frame. The payload is a fresh slice the caller owns.
+//
+// A frame of an unknown kind or longer than its kind's Limit is a
+// *FrameError: Recv answers it with an Error frame naming the kind and
+// the size (best effort), and returns it from then on, since the stream
+// cannot be read past it. The payload buffer grows as bytes arrive, never
+// to the announced length up front.
 func (c *Conn) Recv() (Msg, error) {
+	if c.rerr != nil {
+		return Msg{}, c.rerr
+	}
 	var h [5]byte
 	if _, err := io.ReadFull(c.r, h[:]); err != nil {
 		return Msg{}, err
 	}
-	n := binary.BigEndian.Uint32(h[1:])
-	if n > MaxPayload {
-		return Msg{}, fmt.Errorf("%w: %d bytes", ErrTooLarge, n)
+	k, n := Kind(h[0]), binary.BigEndian.Uint32(h[1:])
+	if err := checkFrame(k, int64(n)); err != nil {
+		c.rerr = err
+		_ = c.Send(KindError, Error{Msg: err.Error()})
+		return Msg{}, err
 	}
-	p := make([]byte, n)
-	if _, err := io.ReadFull(c.r, p); err != nil {
-		return Msg{}, fmt.Errorf("wire: short frame: %w", err)
+	p, err := readPayload(c.r, int(n))
+	if err != nil {
+		return Msg{}, fmt.Errorf("wire: short %s frame (%d of %d bytes): %w", k, len(p), n, err)
 	}
-	return Msg{Kind: Kind(h[0]), Payload: p}, nil
+	return Msg{Kind: k, Payload: p}, nil
+}
+
+// firstChunk is the most a reader allocates for a payload before its
+// bytes arrive; larger payloads double the buffer as they come in.
+const firstChunk = 256 << 10
+
+// readPayload reads n bytes, allocating no more than twice what arrived
+// (at least firstChunk) and never more than n.
+func readPayload(r io.Reader, n int) ([]byte, error) {
+	if n <= firstChunk {
+		p := make([]byte, n)
+		m, err := io.ReadFull(r, p)
+		return p[:m], err
+	}
+	p := make([]byte, 0, firstChunk)
+	for len(p) < n {
+		if len(p) == cap(p) {
+			nb := make([]byte, len(p), min(2*cap(p), n))
+			copy(nb, p)
+			p = nb
+		}
+		m, err := r.Read(p[len(p):cap(p)])
+		p = p[:len(p)+m]
+		if err != nil && len(p) < n {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return p, err
+		}
+	}
+	return p, nil
 }
 
 // Decode unmarshals a JSON payload into v.
@@ -121,20 +161,24 @@ func (m Msg) Decode(v any) error {
 	return nil
 }
 
-// Output splits an output frame.
+// Output splits an output frame: a rank, stdout or stderr, the bytes.
 func (m Msg) Output() (rank int, s Stream, data []byte, err error) {
-	if m.Kind != KindOutput || len(m.Payload) < 5 {
-		return 0, 0, nil, fmt.Errorf("wire: malformed output frame (%d bytes)", len(m.Payload))
+	if m.Kind != KindOutput || len(m.Payload) < outputHeader {
+		return 0, 0, nil, fmt.Errorf("wire: malformed output frame (%s, %d bytes)", m.Kind, len(m.Payload))
 	}
-	return int(binary.BigEndian.Uint32(m.Payload)), Stream(m.Payload[4]), m.Payload[5:], nil
+	s = Stream(m.Payload[4])
+	if s != Stdout && s != Stderr {
+		return 0, 0, nil, fmt.Errorf("wire: malformed output frame: %s", s)
+	}
+	return int(binary.BigEndian.Uint32(m.Payload)), s, m.Payload[outputHeader:], nil
 }
 
 // Stdin splits a stdin frame.
 func (m Msg) Stdin() (rank int, data []byte, err error) {
-	if m.Kind != KindStdin || len(m.Payload) < 4 {
-		return 0, nil, fmt.Errorf("wire: malformed stdin frame (%d bytes)", len(m.Payload))
+	if m.Kind != KindStdin || len(m.Payload) < stdinHeader {
+		return 0, nil, fmt.Errorf("wire: malformed stdin frame (%s, %d bytes)", m.Kind, len(m.Payload))
 	}
-	return int(binary.BigEndian.Uint32(m.Payload)), m.Payload[4:], nil
+	return int(binary.BigEndian.Uint32(m.Payload)), m.Payload[stdinHeader:], nil
 }
 
 // VersionError says the two sides speak different protocol versions.

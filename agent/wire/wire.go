@@ -2,7 +2,9 @@
 // payloads, and a framed codec that both sides share.
 //
 // A frame is one byte of kind, four bytes of big-endian payload length, then
-// the payload. Control messages carry JSON; the two hot paths (rank output
+// the payload, at most Limit(kind) bytes (limits.go); a frame of an
+// unknown kind or over its limit ends the session with an error naming
+// the kind and the size. Control messages carry JSON; the two hot paths (rank output
 // and stdin) carry a small binary header and raw bytes, so output is never
 // base64-encoded or copied through a JSON encoder.
 //
@@ -19,10 +21,6 @@ const Version = 1
 
 // Subsystem is the SSH subsystem name the agent serves the protocol on.
 const Subsystem = "gangway"
-
-// MaxPayload bounds one frame's payload. Output frames are far smaller; the
-// bound only protects a reader from a corrupt length.
-const MaxPayload = 64 << 20
 
 // Kind says which message a frame holds.
 type Kind uint8

@@ -44,6 +44,9 @@ func run(ctx context.Context, args []string) int {
 	name := fs.String("name", "", "name reported to the launcher (default: hostname)")
 	stdio := fs.Bool("stdio", false, "serve one launcher session on stdin/stdout and exit")
 	dropCaches := fs.Bool("allow-drop-caches", os.Geteuid() == 0, "let launchers drop page caches (--drop-caches)")
+	maxStartups := fs.Int("max-startups", agent.DefaultMaxStartups, "connections not yet authenticated, in total; more are closed at once (like sshd's MaxStartups)")
+	maxPerSource := fs.Int("max-startups-per-source", agent.DefaultMaxStartupsPerSource, "connections not yet authenticated from one address; more are closed at once")
+	maxSessions := fs.Int("max-sessions", agent.DefaultMaxSessions, "open sessions (commands, launcher sessions) on one connection; more are refused")
 	logFormat := fs.String("log-format", "json", "log format: json or console")
 	verbose := fs.Bool("v", false, "debug logs")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -53,6 +56,15 @@ func run(ctx context.Context, args []string) int {
 			return 0
 		}
 		return 2
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"max-startups", *maxStartups}, {"max-startups-per-source", *maxPerSource}, {"max-sessions", *maxSessions}} {
+		if c.v < 1 {
+			fmt.Fprintf(os.Stderr, "agent: --%s %d: must be at least 1\n", c.name, c.v)
+			return 2
+		}
 	}
 	if *showVersion {
 		fmt.Printf("agent %s (protocol %d)\n", version, wire.Version)
@@ -83,7 +95,8 @@ func run(ctx context.Context, args []string) int {
 		return 1
 	}
 	log.Info("serving", zap.String("addr", l.Addr().String()), zap.String("host_key", *hostKey), zap.String("version", version))
-	srv := &agent.Server{Agent: a, Log: log.Named("sshd"), HostKey: key, AuthorizedKeys: *authKeys}
+	srv := &agent.Server{Agent: a, Log: log.Named("sshd"), HostKey: key, AuthorizedKeys: *authKeys,
+		MaxStartups: *maxStartups, MaxStartupsPerSource: *maxPerSource, MaxSessions: *maxSessions}
 	if err := srv.Serve(ctx, l); err != nil {
 		log.Error("serve", zap.Error(err))
 		return 1

@@ -104,20 +104,44 @@ func (p *Proc) Wait(t testing.TB) int {
 
 var servingRE = regexp.MustCompile(`"msg":"serving".*?"addr":"([0-9.]+):(\d+)"`)
 
+// ProcOption adjusts how StartProcs starts each agent process.
+type ProcOption func(*procOptions)
+
+type procOptions struct {
+	wrap, args []string
+}
+
+// Wrapped starts each agent through a command that execs it, so that the
+// process is still the agent's: Wrapped("prlimit", "--nofile=128:128").
+func Wrapped(cmd ...string) ProcOption {
+	return func(o *procOptions) { o.wrap = cmd }
+}
+
+// AgentArgs adds options to each agent's command line.
+func AgentArgs(args ...string) ProcOption {
+	return func(o *procOptions) { o.args = args }
+}
+
 // StartProcs starts n agent processes of agentBin (BuildBinaries) on
 // 127.0.B.1..n with ephemeral ports, host keys in the cluster's
 // directory and the cluster's authorized_keys, and waits until each
 // serves. Cluster.Procs holds each agent's process; cleanup stops them.
-func StartProcs(t testing.TB, n int, agentBin string) *Cluster {
+func StartProcs(t testing.TB, n int, agentBin string, opts ...ProcOption) *Cluster {
 	t.Helper()
+	var o procOptions
+	for _, f := range opts {
+		f(&o)
+	}
 	c := &Cluster{Cluster: agenttest.NewCluster(t, n)}
 	for _, h := range c.Hosts {
-		c.Procs = append(c.Procs, StartProc(t, nil, agentBin,
+		argv := append(append([]string{}, o.wrap...), agentBin,
 			"--listen", net.JoinHostPort(h.Addr, "0"),
 			"--host-key", h.HostKey,
 			"--authorized-keys", c.Keys.AuthorizedKeys,
 			"--name", h.Name,
-			"--log-format", "json"))
+			"--log-format", "json")
+		argv = append(argv, o.args...)
+		c.Procs = append(c.Procs, StartProc(t, nil, argv[0], argv[1:]...))
 	}
 	for i, h := range c.Hosts {
 		s, ok := c.Procs[i].Stderr.WaitFor(Deadline, func(s string) bool { return servingRE.MatchString(s) })

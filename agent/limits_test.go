@@ -1,0 +1,244 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+	"golang.org/x/crypto/ssh"
+
+	"gangway/agent"
+	"gangway/agent/agenttest"
+	"gangway/agent/agenttest/sshtest"
+)
+
+// failingListener fails its Accepts while fail is above zero, as a
+// listener out of file descriptors does.
+type failingListener struct {
+	net.Listener
+	fail atomic.Int32
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.fail.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestAcceptErrorsBackOff: accept errors (too many open files) do not end
+// Serve: it backs off, logs once per episode, and serves the next
+// connection.
+func TestAcceptErrorsBackOff(t *testing.T) {
+	t.Parallel()
+	keys, err := sshtest.GenKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.WarnLevel)
+	log := zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &failingListener{Listener: tl}
+	l.fail.Store(8)
+	srv := &agent.Server{Agent: &agent.Agent{Name: "a", Log: log}, Log: log, HostKey: keys.HostSigner, AuthorizedKeys: keys.AuthorizedKeys}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, l) }()
+	h := &agenttest.Host{Addr: "127.0.0.1", Port: tl.Addr().(*net.TCPAddr).Port, HostPub: keys.HostSigner.PublicKey()}
+	login := func() {
+		t.Helper()
+		t0 := time.Now()
+		cl, err := dialAgent(h, keys.ClientSigner)
+		if err != nil {
+			t.Fatalf("login after accept errors: %v", err)
+		}
+		cl.Close()
+		t.Logf("login took %v", time.Since(t0).Round(time.Millisecond))
+	}
+	login()
+	// A second episode: it begins after the Accept already waiting
+	// returns (the next login), and the login after that waits it out.
+	l.fail.Store(5)
+	login()
+	login()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	if n := logs.FilterMessage("accept failed; retrying with backoff").Len(); n != 2 {
+		t.Errorf("%d accept-failure log lines for 2 episodes of 8 and 5 failures, want 2", n)
+	}
+}
+
+// banner reports whether the agent greets a fresh connection (it was
+// admitted) or closes it without a word (refused before the handshake).
+func banner(t *testing.T, c net.Conn) bool {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(agenttest.Deadline))
+	b := make([]byte, 64)
+	n, err := c.Read(b)
+	switch {
+	case n > 0 && strings.HasPrefix(string(b[:n]), "SSH-2.0-"):
+		return true
+	case n == 0 && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)):
+		return false
+	}
+	t.Fatalf("read %q, %v: want a banner or EOF", b[:n], err)
+	return false
+}
+
+func dialFrom(t *testing.T, src, dst string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: agenttest.Deadline}
+	c, err := d.Dial("tcp", dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// admitted dials from src until the agent greets the connection: a slot
+// freed by a finished handshake frees a moment after the client sees it
+// finish.
+func admitted(t *testing.T, src, dst string) net.Conn {
+	t.Helper()
+	deadline := time.Now().Add(agenttest.Deadline)
+	for {
+		c := dialFrom(t, src, dst)
+		if banner(t, c) {
+			return c
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection from %s admitted within %v", src, agenttest.Deadline)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestMaxStartups: unauthenticated connections over the total cap or the
+// per-source cap are closed at once, before the SSH banner; a slot frees
+// when a connection's handshake ends; other sources and logins still get
+// in while one source is at its cap.
+func TestMaxStartups(t *testing.T) {
+	t.Parallel()
+	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *agent.Server) {
+		s.MaxStartups, s.MaxStartupsPerSource = 4, 2
+		s.HandshakeTimeout = 2 * agenttest.Deadline // idle connections hold their slots throughout
+	}))
+	h := c.Hosts[0]
+	base := strings.TrimSuffix(h.Addr, ".1")
+	src := func(i int) string { return fmt.Sprintf("%s.%d", base, 100+i) }
+
+	a1, a2 := dialFrom(t, src(1), h.HostPort()), dialFrom(t, src(1), h.HostPort())
+	if !banner(t, a1) || !banner(t, a2) {
+		t.Fatal("first two connections from one source refused")
+	}
+	if banner(t, dialFrom(t, src(1), h.HostPort())) {
+		t.Fatal("third idle connection from one source admitted, per-source cap 2")
+	}
+	// Another source still gets in, and so does a login.
+	if !banner(t, dialFrom(t, src(2), h.HostPort())) {
+		t.Fatal("second source refused below the caps")
+	}
+	cl, err := dialAgent(h, c.Keys.ClientSigner)
+	if err != nil {
+		t.Fatalf("login while one source is at its cap: %v", err)
+	}
+	cl.Close()
+	// Four idle connections once the login's slot is free: the total cap.
+	admitted(t, src(2), h.HostPort())
+	if banner(t, dialFrom(t, src(3), h.HostPort())) {
+		t.Fatal("fifth idle connection admitted, total cap 4")
+	}
+	// A hang-up ends that startup: its slot frees.
+	a1.Close()
+	admitted(t, src(3), h.HostPort())
+}
+
+// TestMaxSessions: a connection may hold MaxSessions open sessions; more
+// are refused with a reason, and a closed session frees its place.
+func TestMaxSessions(t *testing.T) {
+	t.Parallel()
+	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *agent.Server) { s.MaxSessions = 3 }))
+	cl, err := dialAgent(c.Hosts[0], c.Keys.ClientSigner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var open []*ssh.Session
+	for range 3 {
+		s, err := cl.NewSession()
+		if err != nil {
+			t.Fatalf("session %d of 3: %v", len(open)+1, err)
+		}
+		open = append(open, s)
+	}
+	_, err = cl.NewSession()
+	var oe *ssh.OpenChannelError
+	if !errors.As(err, &oe) || oe.Reason != ssh.ResourceShortage || !strings.Contains(oe.Message, "too many sessions") {
+		t.Fatalf("fourth session: %v, want a resource-shortage refusal", err)
+	}
+	t.Logf("fourth session: %v", err)
+	open[0].Close()
+	deadline := time.Now().Add(agenttest.Deadline)
+	for {
+		s, err := cl.NewSession()
+		if err == nil {
+			out, err := s.Output("echo still-serving")
+			if err != nil || string(out) != "still-serving\n" {
+				t.Fatalf("command in the freed session: %q %v", out, err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no session after closing one: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestEnvRequestsCapped: a session takes 128 env requests, as sshd does,
+// and refuses more; the command still runs with the ones it took.
+func TestEnvRequestsCapped(t *testing.T) {
+	t.Parallel()
+	c := agenttest.StartLocal(t, 1)
+	cl, err := dialAgent(c.Hosts[0], c.Keys.ClientSigner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	s, err := cl.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 128 {
+		if err := s.Setenv(fmt.Sprintf("V%d", i), "x"); err != nil {
+			t.Fatalf("env request %d: %v", i+1, err)
+		}
+	}
+	if err := s.Setenv("V128", "x"); err == nil {
+		t.Fatal("env request 129 accepted")
+	}
+	out, err := s.Output(`echo "$V127|$V128"`)
+	if err != nil || string(out) != "x|\n" {
+		t.Fatalf("command: %q %v, want V127 set and V128 not", out, err)
+	}
+}

@@ -1,0 +1,179 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+)
+
+// pipeConn is a Conn reading from r and writing to w.
+type pipeConn struct {
+	io.Reader
+	w io.Writer
+}
+
+func (p pipeConn) Write(b []byte) (int, error) { return p.w.Write(b) }
+func (p pipeConn) Close() error                { return nil }
+
+func header(k Kind, n uint32) []byte {
+	h := make([]byte, 5)
+	h[0] = byte(k)
+	binary.BigEndian.PutUint32(h[1:], n)
+	return h
+}
+
+// TestRecvRefusesFrames: a frame over its kind's limit or of an unknown
+// kind is refused from its header, with an error naming the kind and the
+// size, answered with an Error frame, and every later Recv fails too.
+func TestRecvRefusesFrames(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		is   error
+		want string
+	}{
+		{"hello of 64 MiB", header(KindHello, 64<<20), ErrTooLarge, "hello frame too large: 67108864 bytes, the limit for hello is 16777216"},
+		{"ready of 2 MiB", header(KindReady, 2<<20), ErrTooLarge, "ready frame too large: 2097152 bytes"},
+		{"output over a line and header", header(KindOutput, outputHeader+MaxOutputData+1), ErrTooLarge, "output frame too large: 16777222 bytes, the limit for output is 16777221"},
+		{"stdin of 4 GiB", header(KindStdin, 1<<32-1), ErrTooLarge, "stdin frame too large: 4294967295 bytes"},
+		{"kind 0", header(0, 3), ErrUnknownKind, "wire: unknown frame kind 0 (3 bytes announced)"},
+		{"kind 200", header(200, 0), ErrUnknownKind, "unknown frame kind 200"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var back bytes.Buffer
+			c := NewConn(pipeConn{bytes.NewReader(tc.in), &back})
+			_, err := c.Recv()
+			var fe *FrameError
+			if !errors.Is(err, tc.is) || !errors.As(err, &fe) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Recv: %v, want %v naming %q", err, tc.is, tc.want)
+			}
+			if _, err2 := c.Recv(); err2 != err {
+				t.Errorf("second Recv: %v, want the same error", err2)
+			}
+			m, err := NewConn(pipeConn{&back, io.Discard}).Recv()
+			var e Error
+			if err != nil || m.Kind != KindError || m.Decode(&e) != nil || e.Msg != fe.Error() {
+				t.Errorf("answer to the peer: %s %q %v, want an error frame saying %q", m.Kind, m.Payload, err, fe.Error())
+			}
+		})
+	}
+}
+
+// TestRecvTruncated: a header or payload cut short is an error, not a
+// frame.
+func TestRecvTruncated(t *testing.T) {
+	for name, in := range map[string][]byte{
+		"header":        {byte(KindHello), 0, 0},
+		"small payload": append(header(KindHello, 10), `{"ver`...),
+		"big payload":   append(header(KindStart, 1<<20), make([]byte, 300<<10)...),
+	} {
+		_, err := NewConn(pipeConn{bytes.NewReader(in), io.Discard}).Recv()
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("%s cut short: %v, want unexpected EOF", name, err)
+		}
+	}
+}
+
+// TestRecvGrowsAsBytesArrive: a header announcing a large frame costs the
+// reader only what the peer actually sent, and the whole frame arrives
+// intact.
+func TestRecvGrowsAsBytesArrive(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	payload := bytes.Repeat([]byte("0123456789abcdef"), (MaxOutputData+outputHeader)/16)
+	got := make(chan Msg, 1)
+	go func() {
+		m, _ := NewConn(b).Recv()
+		got <- m
+	}()
+	if _, err := a.Write(header(KindOutput, uint32(len(payload)))); err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < len(payload); off += 1 << 20 {
+		if _, err := a.Write(payload[off:min(off+1<<20, len(payload))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := <-got
+	if m.Kind != KindOutput || !bytes.Equal(m.Payload, payload) {
+		t.Fatalf("got %s of %d bytes, want output of %d", m.Kind, len(m.Payload), len(payload))
+	}
+}
+
+func TestReadPayloadAllocation(t *testing.T) {
+	// The peer announces 16 MiB and sends 1 KiB: the buffer is firstChunk.
+	p, err := readPayload(bytes.NewReader(make([]byte, 1024)), 16<<20)
+	if !errors.Is(err, io.ErrUnexpectedEOF) || len(p) != 1024 || cap(p) != firstChunk {
+		t.Fatalf("16 MiB announced, 1 KiB sent: len %d cap %d err %v; want 1024, %d, unexpected EOF", len(p), cap(p), err, firstChunk)
+	}
+	// 600 KiB sent of 16 MiB: the buffer doubled twice (1 MiB), no more.
+	p, _ = readPayload(bytes.NewReader(make([]byte, 600<<10)), 16<<20)
+	if len(p) != 600<<10 || cap(p) != 1<<20 {
+		t.Fatalf("600 KiB of 16 MiB: len %d cap %d, want cap 1 MiB", len(p), cap(p))
+	}
+	// Never beyond the announced length.
+	p, err = readPayload(bytes.NewReader(make([]byte, 2<<20)), 300<<10)
+	if err != nil || len(p) != 300<<10 || cap(p) != 300<<10 {
+		t.Fatalf("300 KiB frame: len %d cap %d err %v", len(p), cap(p), err)
+	}
+}
+
+// TestSendRefusesFrames: a sender cannot write what a reader would refuse,
+// and learns why.
+func TestSendRefusesFrames(t *testing.T) {
+	c := NewConn(pipeConn{strings.NewReader(""), io.Discard})
+	if err := c.Send(KindReady, Error{Msg: strings.Repeat("x", MaxControl)}); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "ready frame too large") {
+		t.Errorf("ready over 1 MiB: %v", err)
+	}
+	if err := c.Send(Kind(99), nil); !errors.Is(err, ErrUnknownKind) {
+		t.Errorf("kind 99: %v", err)
+	}
+	if err := c.SendOutput(0, Stdout, make([]byte, MaxOutputData)); err != nil {
+		t.Errorf("output of MaxOutputData: %v", err)
+	}
+	if err := c.SendOutput(0, Stdout, make([]byte, MaxOutputData+1)); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("output over MaxOutputData: %v", err)
+	}
+	if err := c.SendStdin(0, make([]byte, MaxStdinData+1)); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("stdin over MaxStdinData: %v", err)
+	}
+}
+
+// TestEveryKindHasALimit: every named kind is known to the reader.
+func TestEveryKindHasALimit(t *testing.T) {
+	for k := range kindNames {
+		if Limit(k) == 0 {
+			t.Errorf("%s has no limit: the reader would refuse it", k)
+		}
+	}
+	if Limit(KindPing+1) != 0 {
+		t.Errorf("kind %d after the last has a limit", KindPing+1)
+	}
+}
+
+func TestOutputStdinDecode(t *testing.T) {
+	for _, tc := range []struct {
+		m    Msg
+		want string
+	}{
+		{Msg{KindOutput, []byte{0, 0, 0, 1}}, "malformed output frame (output, 4 bytes)"},
+		{Msg{KindOutput, []byte{0, 0, 0, 1, 3}}, "malformed output frame: stream(3)"},
+		{Msg{KindStdin, []byte{0, 0, 1}}, "malformed stdin frame (stdin, 3 bytes)"},
+		{Msg{KindExit, []byte{0, 0, 0, 1, 1}}, "malformed output frame (exit, 5 bytes)"},
+	} {
+		var err error
+		if tc.m.Kind == KindStdin {
+			_, _, err = tc.m.Stdin()
+		} else {
+			_, _, _, err = tc.m.Output()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %v: %v, want %q", tc.m.Kind, tc.m.Payload, err, tc.want)
+		}
+	}
+}

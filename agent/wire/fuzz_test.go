@@ -1,0 +1,111 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"testing"
+)
+
+// FuzzRecv feeds arbitrary bytes to the frame reader (both the launcher
+// and the agent read with it): it never panics, never returns a frame of
+// an unknown kind or over its kind's limit, allocates no more than twice
+// what arrived (or firstChunk), and what it returns is what a sender
+// wrote: frames re-encoded and read again are the same.
+func FuzzRecv(f *testing.F) {
+	var seed bytes.Buffer
+	c := NewConn(pipeConn{bytes.NewReader(nil), &seed})
+	_ = c.Send(KindHello, Hello{Version: Version, JobID: "j", Host: "h", Peers: []string{"a", "b"}})
+	_ = c.Send(KindGo, nil)
+	_ = c.SendOutput(3, Stderr, []byte("line\n"))
+	_ = c.SendStdin(0, nil)
+	f.Add(seed.Bytes())
+	f.Add(header(KindStart, 64<<20))
+	f.Add(header(KindOutput, outputHeader+MaxOutputData))
+	f.Add(append(header(KindStart, 400<<10), make([]byte, 1000)...))
+	f.Add(header(250, 1))
+	f.Add([]byte{byte(KindHello), 0, 0})
+	f.Add(append(header(KindPing, 0), header(KindStdinAck, 0)...))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var back bytes.Buffer
+		c := NewConn(pipeConn{bytes.NewReader(in), &back})
+		var got []Msg
+		for {
+			m, err := c.Recv()
+			if err != nil {
+				var fe *FrameError
+				if errors.As(err, &fe) && (Limit(fe.Kind) != fe.Limit || fe.Limit != 0 && fe.Size <= int64(fe.Limit)) {
+					t.Fatalf("frame error %v for a frame within the protocol", err)
+				}
+				break
+			}
+			lim := Limit(m.Kind)
+			if lim == 0 || len(m.Payload) > lim {
+				t.Fatalf("returned %s of %d bytes (limit %d)", m.Kind, len(m.Payload), lim)
+			}
+			if cap(m.Payload) > max(len(m.Payload), firstChunk) && cap(m.Payload) > 2*len(m.Payload) {
+				t.Fatalf("%s of %d bytes held in %d", m.Kind, len(m.Payload), cap(m.Payload))
+			}
+			got = append(got, m)
+		}
+		// Re-encode what was read and read it again.
+		var enc bytes.Buffer
+		w := NewConn(pipeConn{bytes.NewReader(nil), &enc})
+		for _, m := range got {
+			if err := w.write(m.Kind, nil, m.Payload); err != nil {
+				t.Fatalf("re-encode %s: %v", m.Kind, err)
+			}
+		}
+		r := NewConn(pipeConn{&enc, io.Discard})
+		for i, want := range got {
+			m, err := r.Recv()
+			if err != nil || m.Kind != want.Kind || !bytes.Equal(m.Payload, want.Payload) {
+				t.Fatalf("frame %d: read back %s %q %v, want %s %q", i, m.Kind, m.Payload, err, want.Kind, want.Payload)
+			}
+		}
+	})
+}
+
+// FuzzDecodeOutputStdin: the binary output and stdin decoders never
+// panic on any payload, refuse what they cannot split, and give back
+// exactly what SendOutput and SendStdin wrote.
+func FuzzDecodeOutputStdin(f *testing.F) {
+	f.Add(uint8(KindOutput), []byte{0, 0, 0, 7, 1, 'h', 'i', '\n'})
+	f.Add(uint8(KindOutput), []byte{0, 0, 0, 7, 9})
+	f.Add(uint8(KindOutput), []byte{0xff, 0xff, 0xff, 0xff, 2})
+	f.Add(uint8(KindStdin), []byte{0, 0, 0, 1})
+	f.Add(uint8(KindStdin), []byte{0, 0, 1})
+	f.Add(uint8(KindExit), []byte{})
+	f.Fuzz(func(t *testing.T, kind uint8, payload []byte) {
+		m := Msg{Kind: Kind(kind), Payload: payload}
+		if rank, s, data, err := m.Output(); err == nil {
+			if m.Kind != KindOutput || (s != Stdout && s != Stderr) || rank < 0 || len(data) != len(payload)-outputHeader {
+				t.Fatalf("Output accepted %s %v: rank %d %s %d bytes", m.Kind, payload, rank, s, len(data))
+			}
+			var buf bytes.Buffer
+			if err := NewConn(pipeConn{nil, &buf}).SendOutput(rank, s, data); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(buf.Bytes()[5:], payload) {
+				t.Fatalf("SendOutput(%d, %s, %q) = %v, want %v", rank, s, data, buf.Bytes()[5:], payload)
+			}
+		} else if m.Kind == KindOutput && len(payload) >= outputHeader && (payload[4] == 1 || payload[4] == 2) {
+			t.Fatalf("Output refused a well-formed frame %v: %v", payload, err)
+		}
+		if rank, data, err := m.Stdin(); err == nil {
+			if m.Kind != KindStdin || rank < 0 || len(data) != len(payload)-stdinHeader {
+				t.Fatalf("Stdin accepted %s %v", m.Kind, payload)
+			}
+			var buf bytes.Buffer
+			if err := NewConn(pipeConn{nil, &buf}).SendStdin(rank, data); err != nil {
+				t.Fatal(err)
+			}
+			if binary.BigEndian.Uint32(buf.Bytes()[1:5]) != uint32(len(payload)) || !bytes.Equal(buf.Bytes()[5:], payload) {
+				t.Fatalf("SendStdin(%d, %q) = %v, want payload %v", rank, data, buf.Bytes(), payload)
+			}
+		} else if m.Kind == KindStdin && len(payload) >= stdinHeader {
+			t.Fatalf("Stdin refused a well-formed frame %v: %v", payload, err)
+		}
+	})
+}
