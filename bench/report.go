@@ -32,6 +32,20 @@ type Report struct {
 	Options ReportOptions  `json:"options"`
 	Lines   LineStats      `json:"lines"`
 	Metrics []MetricReport `json:"metrics"`
+	// Attempts are the job's whole-gang attempts (--max-restarts), in
+	// order; the metrics are the last attempt's. Empty for --analyze.
+	Attempts []Attempt `json:"attempts,omitempty"`
+}
+
+// Attempt is one start of the whole gang and how it ended.
+type Attempt struct {
+	N        int       `json:"n"` // 0 for the first start, TORCHELASTIC_RESTART_COUNT
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end"`
+	Cause    string    `json:"cause"` // why it ended; "" when every rank exited 0
+	Rank     *int      `json:"rank,omitempty"`
+	Host     string    `json:"host,omitempty"`
+	ExitCode int       `json:"exit_code"` // what the launcher would exit with had this been the last
 }
 
 // ReportOptions records the options the analysis ran with.

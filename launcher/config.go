@@ -82,10 +82,16 @@ type Network struct {
 	DropCachesBestEffort bool
 }
 
-// Control bounds and stops a running job.
+// Control bounds, stops and restarts a running job.
 type Control struct {
-	Timeout   time.Duration
+	Timeout   time.Duration // the whole run, restarts included
 	KillGrace time.Duration
+	// MaxRestarts whole-gang restarts after a rank failure or a lost
+	// agent, RestartBackoff apart; RunID names the run across them
+	// (TORCHELASTIC_RUN_ID).
+	MaxRestarts    int
+	RestartBackoff time.Duration
+	RunID          string
 }
 
 // Bench is the throughput summary's configuration.
@@ -212,6 +218,10 @@ func (c *Config) validate() error {
 		return bad("--gpus-per-rank %d: must be at least 1", c.Place.GPUsPer)
 	case c.Control.KillGrace < 0:
 		return bad("--kill-grace must not be negative")
+	case c.Control.MaxRestarts < 0:
+		return bad("--max-restarts %d: must not be negative", c.Control.MaxRestarts)
+	case c.Control.RunID != "" && !validRunID(c.Control.RunID):
+		return bad("--run-id %q: use letters, digits, '.', '_' and '-'", c.Control.RunID)
 	case c.Out.LogFormat != "console" && c.Out.LogFormat != "json":
 		return bad("--log-format %q: use console or json", c.Out.LogFormat)
 	case c.in.mpi != "auto" && c.in.mpi != "pmi" && c.in.mpi != "none" && c.in.mpi != "openmpi":
@@ -240,4 +250,17 @@ func (b *Bench) validate() error {
 // default.
 func (p Placement) planOptions() PlanOptions {
 	return PlanOptions{MapBy: p.MapBy, NPerNode: p.NPerNode, Oversubscribe: p.Oversubscribe || p.Source == HostsLocal}
+}
+
+// validRunID accepts what a path element and a log field can carry.
+func validRunID(s string) bool {
+	if len(s) > 128 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -33,7 +33,7 @@ func defaultConfig(argv ...string) Config {
 		Out:       Output{Stdin: 0, LogFormat: "console"},
 		Transport: Transport{Kind: "agent", Port: 22122, AgentPath: "agent", SSHCommand: "ssh", StartTimeout: 60 * time.Second},
 		Network:   Network{Preflight: true},
-		Control:   Control{KillGrace: 5 * time.Second},
+		Control:   Control{KillGrace: 5 * time.Second, RestartBackoff: time.Second},
 		Bench:     Bench{MetricScope: "rank", WarmupSteps: -1, Straggler: 0.05},
 		Argv:      argv,
 	}
@@ -194,6 +194,9 @@ func TestParse(t *testing.T) {
 		{"--start-timeout", []string{"--start-timeout", "5"}, nil, func(c *Config) { c.Transport.StartTimeout = 5 * time.Second }},
 		{"--kill-grace", []string{"--kill-grace", "2s"}, nil, func(c *Config) { c.Control.KillGrace = 2 * time.Second }},
 		{"--kill-grace 0", []string{"--kill-grace=0s"}, nil, func(c *Config) { c.Control.KillGrace = 0 }},
+		{"restarts", []string{"--max-restarts", "3", "--restart-backoff", "0.5", "--run-id", "exp-7.b_c"}, nil, func(c *Config) {
+			c.Control.MaxRestarts, c.Control.RestartBackoff, c.Control.RunID = 3, 500*time.Millisecond, "exp-7.b_c"
+		}},
 		{"--dry-run", []string{"--dry-run"}, nil, func(c *Config) { c.Mode = ModeDryRun }},
 		{"-dry-run=true", []string{"-dry-run=true"}, nil, func(c *Config) { c.Mode = ModeDryRun }},
 		{"--transport ssh", []string{"--transport", "ssh", "--ssh", "ssh -F /dev/null", "--agent-path", "/opt/agent"}, nil, func(c *Config) {
@@ -335,6 +338,8 @@ func TestParseErrors(t *testing.T) {
 		{"--start-timeout negative", []string{"--start-timeout", "-1m", "prog"}, nil, true, `got "-1m"`},
 		{"--kill-grace negative", []string{"--kill-grace", "-1s", "prog"}, nil, true, "--kill-grace must not be negative"},
 		{"--kill-grace seconds", []string{"--kill-grace", "5", "prog"}, nil, true, "invalid value"},
+		{"--max-restarts negative", []string{"--max-restarts", "-1", "prog"}, nil, true, "--max-restarts -1: must not be negative"},
+		{"--run-id with a slash", []string{"--run-id", "a/b", "prog"}, nil, true, `--run-id "a/b": use letters`},
 		{"--output-from backwards", []string{"--output-from", "3-1", "prog"}, nil, true, `--output-from: bad rank range "3-1"`},
 		{"--transport rsh", []string{"--transport", "rsh", "prog"}, nil, true, `--transport "rsh": use agent or ssh`},
 		{"--gpus-per-rank 0", []string{"--gpus-per-rank", "0", "prog"}, nil, true, "--gpus-per-rank 0: must be at least 1"},

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -44,7 +45,8 @@ func DryRun(ctx context.Context, w io.Writer, cfg Config) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	defer bw.Flush()
 	w = bw
-	envs := newEnvBuilder(ranks, he, JobEnv{JobID: "dry-run", MasterAddr: hosts[ranks[0].Host].Name, MasterPort: 29500, Vars: cfg.Env.Vars, MCA: cfg.Env.MCA})
+	envs := newEnvBuilder(ranks, he, JobEnv{JobID: "dry-run", MasterAddr: hosts[ranks[0].Host].Name, MasterPort: 29500, Vars: cfg.Env.Vars, MCA: cfg.Env.MCA,
+		RunID: cmp.Or(cfg.Control.RunID, "dry-run"), MaxRestarts: cfg.Control.MaxRestarts})
 	fmt.Fprintf(w, "# placement: %d ranks on %d hosts (map-by %s), command: %s\n", len(ranks), len(hosts), cfg.Place.MapBy, strings.Join(cfg.Argv, " "))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RANK\tHOST\tLOCAL_RANK\tLOCAL_SIZE\tNODE\tGPU")

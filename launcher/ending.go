@@ -82,14 +82,22 @@ func (r *runner) ending(cause, err error) int {
 	}
 	code := exitCode(cause, len(r.job.st.lost) > 0)
 	r.job.report(w, cause)
+	return code
+}
+
+// lastWords is the launch's final line, after a job that ran: its exit
+// status, and why it differs from the blamed rank's code when it does.
+func (r *runner) lastWords(cause error, code int) {
+	if r.phase < phaseRun {
+		return
+	}
 	var re *RankError
 	switch {
 	case errors.As(cause, &re) && re.ExitCode != code:
-		fmt.Fprintf(w, "launcher: exit code %d (rank %d's code %d is not an exit status: outside 1..255)\n", code, re.Rank, re.ExitCode)
+		fmt.Fprintf(r.d.Stderr, "launcher: exit code %d (rank %d's code %d is not an exit status: outside 1..255)\n", code, re.Rank, re.ExitCode)
 	case code != 0:
-		fmt.Fprintf(w, "launcher: exit code %d\n", code)
+		fmt.Fprintf(r.d.Stderr, "launcher: exit code %d\n", code)
 	}
-	return code
 }
 
 // report prints every failure, the blamed one first with its stderr tail,
@@ -123,23 +131,27 @@ func (j *job) report(w io.Writer, cause error) {
 	}
 }
 
-// summary prints the throughput summary and writes --report and --plot
-// after the job; failing to write them turns a success into ExitSetup.
-func (r *runner) summary(code int) int {
+// summary prints the throughput summary and writes --report (with every
+// attempt) and --plot after the last attempt; failing to write them turns
+// a success into ExitSetup. With no attempts (a restarted attempt) it only
+// stops the attempt's collector.
+func (r *runner) summary(code int, attempts []bench.Attempt) int {
 	j := r.job
 	if j == nil || j.coll == nil {
 		return code
 	}
 	j.coll.Close()
 	<-j.collDone
-	if r.phase < phaseRun {
+	if r.phase < phaseRun || attempts == nil {
 		return code
 	}
 	meta := bench.Meta{Command: r.cfg.Argv, Ranks: len(j.ranks), Start: r.start, End: time.Now(), Version: r.d.Version}
 	for _, s := range j.sessions {
 		meta.Hosts = append(meta.Hosts, s.host.Name)
 	}
-	if err := writeBench(r.cfg.Bench, j.coll.Report(meta), r.d.Stdout); err != nil {
+	rep := j.coll.Report(meta)
+	rep.Attempts = attempts
+	if err := writeBench(r.cfg.Bench, rep, r.d.Stdout); err != nil {
 		fmt.Fprintf(r.d.Stderr, "launcher: %v\n", err)
 		if code == 0 {
 			code = ExitSetup

@@ -22,6 +22,11 @@ type JobEnv struct {
 	MasterPort int
 	Vars       map[string]string // -x and --env-file
 	MCA        []string          // OMPI_MCA_KEY=VALUE
+	// torchrun's restart contract: the run's id, this attempt's number
+	// and the most restarts the run may make.
+	RunID       string
+	Restart     int
+	MaxRestarts int
 }
 
 // identityKeys are computed per rank and never overridden by -x. The
@@ -36,6 +41,7 @@ var identityKeys = map[string]bool{
 	"HOROVOD_RANK": true, "HOROVOD_SIZE": true, "HOROVOD_LOCAL_RANK": true, "HOROVOD_LOCAL_SIZE": true,
 	"HOROVOD_CROSS_RANK": true, "HOROVOD_CROSS_SIZE": true, "HOROVOD_HOSTNAME": true,
 	"GANGWAY_JOB_ID": true, "GANGWAY_HOST": true,
+	"TORCHELASTIC_RUN_ID": true, "TORCHELASTIC_RESTART_COUNT": true, "TORCHELASTIC_MAX_RESTARTS": true,
 }
 
 // Environ builds every rank's environment: the variables gangway sets
@@ -104,7 +110,10 @@ func (b *envBuilder) rank(r Rank) []string {
 		"HOROVOD_CROSS_SIZE": itoa(b.crossSize[r.LocalRank]),
 		"HOROVOD_HOSTNAME":   h.Name,
 		"GANGWAY_JOB_ID":     j.JobID, "GANGWAY_HOST": h.Name,
-		"PYTHONUNBUFFERED": "1",
+		"PYTHONUNBUFFERED":           "1",
+		"TORCHELASTIC_RUN_ID":        j.RunID,
+		"TORCHELASTIC_RESTART_COUNT": itoa(j.Restart),
+		"TORCHELASTIC_MAX_RESTARTS":  itoa(j.MaxRestarts),
 	}
 	if r.GPUs != nil {
 		m["CUDA_VISIBLE_DEVICES"] = nccl.CUDAVisibleDevices(r.GPUs)

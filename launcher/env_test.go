@@ -71,6 +71,9 @@ func wantIdentity(id identity, masterAddr, masterPort, jobID string) map[string]
 		"GANGWAY_JOB_ID":             jobID,
 		"GANGWAY_HOST":               id.host,
 		"PYTHONUNBUFFERED":           "1",
+		"TORCHELASTIC_RUN_ID":        "",
+		"TORCHELASTIC_RESTART_COUNT": "0",
+		"TORCHELASTIC_MAX_RESTARTS":  "0",
 	}
 }
 
@@ -112,6 +115,9 @@ func TestEnvironTwoByTwo(t *testing.T) {
 		"ROLE_NAME=default",
 		"ROLE_RANK=3",
 		"ROLE_WORLD_SIZE=4",
+		"TORCHELASTIC_MAX_RESTARTS=0",
+		"TORCHELASTIC_RESTART_COUNT=0",
+		"TORCHELASTIC_RUN_ID=",
 		"WORLD_SIZE=4",
 	}
 	if !reflect.DeepEqual(envs[3], want3) {

@@ -25,6 +25,7 @@ type job struct {
 	cfg      Config
 	log      *zap.Logger
 	id       string
+	attempt  int // TORCHELASTIC_RESTART_COUNT
 	stdin    io.Reader
 	sessions []*session
 	ranks    []Rank // the plan; each rank's GPUs are set in prepare
@@ -49,8 +50,8 @@ type evMsg struct {
 // newJob starts the job's readers and its throughput collector (which
 // runs under bctx: it outlives the job's cancellation and ends when
 // summary closes it).
-func newJob(bctx context.Context, cfg Config, d Deps, id string, c *cluster) (*job, error) {
-	j := &job{cfg: cfg, log: d.Log, id: id, stdin: d.Stdin, sessions: c.sessions, ranks: c.ranks,
+func newJob(bctx context.Context, cfg Config, d Deps, id string, attempt int, c *cluster) (*job, error) {
+	j := &job{cfg: cfg, log: d.Log, id: id, attempt: attempt, stdin: d.Stdin, sessions: c.sessions, ranks: c.ranks,
 		events: make(chan any, 64), stdinAck: make(chan struct{}, 1), quit: make(chan struct{})}
 	var obs Observer
 	if !cfg.Bench.NoSummary || cfg.Bench.ReportFile != "" || cfg.Bench.PlotFile != "" {
@@ -222,10 +223,6 @@ func (j *job) run(ctx context.Context, cancel context.CancelCauseFunc, sigs <-ch
 	j.broadcast(wire.KindGo, nil)
 	stopStdin := j.forwardStdin()
 	defer stopStdin()
-	if d := j.cfg.Control.Timeout; d > 0 {
-		t := time.AfterFunc(d, func() { cancel(&TimeoutError{After: d}) })
-		defer t.Stop()
-	}
 	done := ctx.Done()
 	var giveUp <-chan time.Time
 	for !j.st.finished() {

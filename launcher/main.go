@@ -85,8 +85,14 @@ Throughput (summary printed at the end when ranks print known formats):
   -analyze FILES...        analyse saved logs instead of running
 
 Control:
-  -timeout SECONDS         stop the job after this long, exit 124
+  -timeout SECONDS         stop the job after this long (restarts included),
+                           exit 124
   -kill-grace DURATION     SIGTERM to SIGKILL delay when stopping (default 5s)
+  -max-restarts N          after a rank failure or a lost agent, start the
+                           whole gang again, up to N times (default 0); never
+                           after a signal or -timeout
+  -restart-backoff SECONDS wait before each restart (default 1)
+  -run-id ID               TORCHELASTIC_RUN_ID of every attempt (default random)
   -start-timeout SECONDS   wait this long for every agent (default 60)
   -dry-run                 print the placement and environments, start nothing
   -transport agent|ssh     agents on -port (default), or 'agent --stdio'

@@ -60,7 +60,8 @@ func (j *job) jobEnv(choices []*nccl.Choice) JobEnv {
 	if port == 0 {
 		port = 29500
 	}
-	return JobEnv{JobID: j.id, MasterAddr: master, MasterPort: port, Vars: j.cfg.Env.Vars, MCA: j.cfg.Env.MCA}
+	return JobEnv{JobID: j.id, MasterAddr: master, MasterPort: port, Vars: j.cfg.Env.Vars, MCA: j.cfg.Env.MCA,
+		RunID: j.cfg.Control.RunID, Restart: j.attempt, MaxRestarts: j.cfg.Control.MaxRestarts}
 }
 
 // start sends every host its ranks and waits until all are Ready.

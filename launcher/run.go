@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"gangway/bench"
 )
 
 // Deps are what cmd/launcher wires in.
@@ -45,31 +48,88 @@ const (
 	phaseRun                  // the ranks were started
 )
 
-// runner is one launch: its phases and how it ended.
+// runner is one attempt of a launch: its phases and how it ended.
 type runner struct {
-	cfg   Config
-	d     Deps
-	id    string
-	start time.Time
-	phase phase
-	job   *job // from prepare on
+	cfg     Config
+	d       Deps
+	id      string // the attempt's job id (PMI kvs name, agents' logs)
+	attempt int    // TORCHELASTIC_RESTART_COUNT
+	start   time.Time
+	phase   phase
+	job     *job // from prepare on
 }
 
 // Run runs the job described by cfg and returns the launcher's exit code.
-// A job is four phases under one cancellation cause: dial, prepare, run
-// and close; ending turns the cause into the last words and the status.
+// An attempt is four phases under one cancellation cause: dial, prepare,
+// run and close; ending turns the cause into the last words and the
+// status. A rank failure or a lost agent starts the whole gang again, up
+// to --max-restarts times; a signal or --timeout (which bounds the whole
+// run) never does.
 func Run(ctx context.Context, cfg Config, d Deps) int {
 	// The collector outlives the job's cancellation: it must still count
-	// the lines of ranks being stopped. run closes it.
+	// the lines of ranks being stopped. summary closes it.
 	bctx := context.WithoutCancel(ctx)
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sigs := watchSignals(d.Signals, cancel)
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	sigs := watchSignals(d.Signals, stop)
 	defer sigs.stop()
-	r := &runner{cfg: cfg, d: d, id: newJobID(), start: time.Now()}
-	err := r.run(ctx, bctx, cancel, sigs.events)
-	code := r.ending(context.Cause(ctx), err)
-	return r.summary(code)
+	if t := cfg.Control.Timeout; t > 0 {
+		timer := time.AfterFunc(t, func() { stop(&TimeoutError{After: t}) })
+		defer timer.Stop()
+	}
+	if cfg.Control.RunID == "" {
+		cfg.Control.RunID = newJobID()
+	}
+	var attempts []bench.Attempt
+	for n := 0; ; n++ {
+		r := &runner{cfg: cfg, d: d, id: newJobID(), attempt: n, start: time.Now()}
+		actx, cancel := context.WithCancelCause(ctx)
+		err := r.run(actx, bctx, cancel, sigs.events)
+		cause := context.Cause(actx)
+		cancel(nil)
+		code := r.ending(cause, err)
+		attempts = append(attempts, r.record(cause, code))
+		var re *RankError
+		if r.phase < phaseRun || !errors.As(cause, &re) || n >= cfg.Control.MaxRestarts {
+			r.lastWords(cause, code)
+			return r.summary(code, attempts)
+		}
+		r.summary(code, nil) // a restarted attempt's throughput is not the job's
+		if code, ok := r.backoff(ctx, n); !ok {
+			return code
+		}
+	}
+}
+
+// backoff says why the gang restarts and waits --restart-backoff; a signal
+// or the timeout meanwhile ends the launch with its status (ok false).
+func (r *runner) backoff(ctx context.Context, n int) (code int, ok bool) {
+	c := r.cfg.Control
+	fmt.Fprintf(r.d.Stderr, "launcher: restarting the whole gang in %v (restart %d of %d, run %s)\n", c.RestartBackoff, n+1, c.MaxRestarts, c.RunID)
+	t := time.NewTimer(c.RestartBackoff)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return 0, true
+	case <-ctx.Done():
+	}
+	cause := context.Cause(ctx)
+	fmt.Fprintf(r.d.Stderr, "launcher: %v while waiting to restart; nothing was started\n", cause)
+	return exitCode(cause, false), false
+}
+
+// record is the attempt as --report lists it.
+func (r *runner) record(cause error, code int) bench.Attempt {
+	a := bench.Attempt{N: r.attempt, Start: r.start, End: time.Now(), ExitCode: code}
+	var re *RankError
+	if errors.As(cause, &re) {
+		rank := re.Rank
+		a.Rank, a.Host = &rank, re.Host
+	}
+	if cause != nil {
+		a.Cause = cause.Error()
+	}
+	return a
 }
 
 // run goes through the phases; it returns a set-up error, or nil once the
@@ -84,7 +144,7 @@ func (r *runner) run(ctx, bctx context.Context, cancel context.CancelCauseFunc, 
 		return usageError{fmt.Errorf("--stdin %d: the job has only %d ranks", r.cfg.Out.Stdin, len(c.ranks))}
 	}
 	r.phase = phasePrepare
-	if r.job, err = newJob(bctx, r.cfg, r.d, r.id, c); err != nil {
+	if r.job, err = newJob(bctx, r.cfg, r.d, r.id, r.attempt, c); err != nil {
 		c.close()
 		return err
 	}
