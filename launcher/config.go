@@ -57,9 +57,15 @@ type Output struct {
 	From           RankSet
 	Stdin          int // the rank that gets the launcher's stdin, or -1
 	ReportBindings bool
-	JSON           bool // --inspect as JSON
-	Verbose        bool
-	LogFormat      string // console | json
+	// Progress prints a status line every ProgressEvery while ranks report
+	// throughput; ProgressAuto (no --progress given) turns it on when
+	// stderr is a terminal.
+	Progress      bool
+	ProgressAuto  bool
+	ProgressEvery time.Duration
+	JSON          bool // --inspect as JSON
+	Verbose       bool
+	LogFormat     string // console | json
 }
 
 // Transport is how the launcher reaches the hosts' agents.

@@ -30,7 +30,7 @@ func defaultConfig(argv ...string) Config {
 	return Config{
 		Place:     Placement{Source: HostsLocal, MapBy: "slot", BindTo: "none", GPUsPer: 1},
 		Env:       Environment{PMI: true},
-		Out:       Output{Stdin: 0, LogFormat: "console"},
+		Out:       Output{Stdin: 0, LogFormat: "console", ProgressAuto: true, ProgressEvery: 5 * time.Second},
 		Transport: Transport{Kind: "agent", Port: 22122, AgentPath: "agent", SSHCommand: "ssh", StartTimeout: 60 * time.Second},
 		Network:   Network{Preflight: true},
 		Control:   Control{KillGrace: 5 * time.Second, RestartBackoff: time.Second},

@@ -87,6 +87,14 @@ func (o *Output) register(fs *flag.FlagSet, in *flagInputs) {
 	fs.StringVar(&in.outputFrom, "output-from", "", "show only these ranks on the console, e.g. 0,4-7 (files keep all)")
 	fs.StringVar(&in.stdin, "stdin", "0", "rank that receives the launcher's stdin, or none")
 	fs.BoolVar(&o.ReportBindings, "report-bindings", false, "print each rank's CPU binding")
+	o.ProgressAuto = true
+	fs.BoolFunc("progress", "print a throughput status line every few seconds (default: when stderr is a terminal)", func(s string) error {
+		on, err := strconv.ParseBool(s)
+		o.Progress, o.ProgressAuto = on, false
+		return err
+	})
+	o.ProgressEvery = 5 * time.Second
+	fs.Var(durationSecs{&o.ProgressEvery}, "progress-every", "seconds between --progress lines")
 	fs.BoolVar(&o.JSON, "json", false, "with --inspect: JSON instead of a table")
 	fs.BoolVar(&o.Verbose, "v", false, "verbose logging")
 	fs.StringVar(&o.LogFormat, "log-format", "console", "log format: console or json")

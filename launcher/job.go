@@ -224,10 +224,21 @@ func (j *job) run(ctx context.Context, cancel context.CancelCauseFunc, sigs <-ch
 	stopStdin := j.forwardStdin()
 	defer stopStdin()
 	done := ctx.Done()
-	var giveUp <-chan time.Time
+	var giveUp, progress <-chan time.Time
+	if j.cfg.Out.Progress && j.coll != nil {
+		t := time.NewTicker(j.cfg.Out.ProgressEvery)
+		defer t.Stop()
+		progress = t.C
+	}
+	started := time.Now()
 	for !j.st.finished() {
 		var ev any
 		select {
+		case <-progress:
+			if line := progressLine(j.coll.Report(bench.Meta{}), j.attempt, time.Since(started)); line != "" {
+				j.out.say(line)
+			}
+			continue
 		case ev = <-j.events:
 		case ev = <-sigs:
 		case <-done:

@@ -72,6 +72,10 @@ Output:
   -output-filename DIR     also write DIR/rank.R/stdout and stderr
   -output-from RANKS       console shows only these ranks (0,4-7)
   -stdin RANK|none         rank that gets the launcher's stdin (default 0)
+  -progress[=false]        a status line every -progress-every SECONDS (5)
+                           while ranks report throughput: attempt, elapsed,
+                           total so far, ranks reporting, slowest rank and
+                           host (default: on when stderr is a terminal)
 
 Throughput (summary printed at the end when ranks print known formats):
   -metric NAME=REGEX       extra recogniser; named group 'value' (repeatable)
@@ -163,6 +167,9 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 	}
 	if cfg.Env.Dir == "" {
 		cfg.Env.Dir = d.Cwd
+	}
+	if cfg.Out.ProgressAuto {
+		cfg.Out.Progress = isTerminal(d.Stderr)
 	}
 	switch cfg.Mode {
 	case ModeInspect:
