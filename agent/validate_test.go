@@ -200,7 +200,7 @@ func TestStartJobRefused(t *testing.T) {
 // TestOutputFramesFit: the longest piece the output pumps emit fits one
 // output frame, so a rank's long line never breaks its session.
 func TestOutputFramesFit(t *testing.T) {
-	if proc.MaxLine > wire.MaxOutputData {
-		t.Fatalf("proc.MaxLine %d > wire.MaxOutputData %d: a long line would end the session", proc.MaxLine, wire.MaxOutputData)
+	if proc.MaxLine+1 > wire.MaxOutputData { // a line and its newline
+		t.Fatalf("proc.MaxLine %d + 1 > wire.MaxOutputData %d: a long line would end the session", proc.MaxLine, wire.MaxOutputData)
 	}
 }

@@ -38,7 +38,7 @@ func TestRecvRefusesFrames(t *testing.T) {
 	}{
 		{"hello of 64 MiB", header(KindHello, 64<<20), ErrTooLarge, "hello frame too large: 67108864 bytes, the limit for hello is 16777216"},
 		{"ready of 2 MiB", header(KindReady, 2<<20), ErrTooLarge, "ready frame too large: 2097152 bytes"},
-		{"output over a line and header", header(KindOutput, outputHeader+MaxOutputData+1), ErrTooLarge, "output frame too large: 16777222 bytes, the limit for output is 16777221"},
+		{"output over a line and header", header(KindOutput, outputHeader+MaxOutputData+1), ErrTooLarge, "output frame too large: 16777223 bytes, the limit for output is 16777222"},
 		{"stdin of 4 GiB", header(KindStdin, 1<<32-1), ErrTooLarge, "stdin frame too large: 4294967295 bytes"},
 		{"kind 0", header(0, 3), ErrUnknownKind, "wire: unknown frame kind 0 (3 bytes announced)"},
 		{"kind 200", header(200, 0), ErrUnknownKind, "unknown frame kind 200"},

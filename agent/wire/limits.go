@@ -19,8 +19,9 @@ const (
 	MaxJobControl = 16 << 20
 	// MaxOutputData is the most rank output one output frame carries: the
 	// agent's output pumps deliver lines of up to proc.MaxLine (16 MiB)
-	// whole and cut longer ones in pieces of that size.
-	MaxOutputData = 16 << 20
+	// whole with their newline, and cut longer ones in pieces of that
+	// size plus one.
+	MaxOutputData = 16<<20 + 1
 	// MaxStdinData is the most stdin one stdin frame carries (the launcher
 	// sends 64 KiB chunks).
 	MaxStdinData = 1 << 20

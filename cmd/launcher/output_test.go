@@ -139,18 +139,41 @@ func parseFlood(payload string, r int) (int, bool) {
 	return i, err == nil && i >= 0
 }
 
+// TestLongLine: a long line, and one of exactly 16 MiB (the longest the
+// agent delivers whole), each reach the console as one tagged line and
+// the rank's file byte for byte; one byte more is cut once.
 func TestLongLine(t *testing.T) {
 	t.Parallel()
-	const n = 200000
-	l := startLauncher(t, false, fake(t, 1, "longline:"+strconv.Itoa(n))...)
-	assertCode(t, l, 0)
-	want := "[0] " + strings.Repeat("L", n) + "\n[0] end\n"
-	if got := l.stdout(); got != want {
-		ls := lines(got)
-		for i, line := range ls {
-			ls[i] = fmt.Sprintf("%d bytes %q", len(line), e2e.Tail(line, 20))
-		}
-		t.Errorf("stdout is not the whole tagged line and a terminated \"end\"; got %d lines:\n%s", len(ls), strings.Join(ls, "\n"))
+	for _, tt := range []struct {
+		n     int
+		lines []int // lengths of the tagged lines before "end"
+	}{{200000, []int{200000}}, {16 << 20, []int{16 << 20}}, {16<<20 + 1, []int{16<<20 + 1, 0}}} {
+		t.Run(strconv.Itoa(tt.n), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			l := startLauncher(t, false, append([]string{"--output-filename", dir}, fake(t, 1, "longline:"+strconv.Itoa(tt.n))...)...)
+			assertCode(t, l, 0)
+			var want strings.Builder
+			for _, n := range tt.lines {
+				want.WriteString("[0] " + strings.Repeat("L", n) + "\n")
+			}
+			if tt.lines[len(tt.lines)-1] == 0 { // the cut piece was the newline alone
+				want.Reset()
+				want.WriteString("[0] " + strings.Repeat("L", tt.lines[0]) + "\n[0] \n")
+			}
+			want.WriteString("[0] end\n")
+			if got := l.stdout(); got != want.String() {
+				ls := lines(got)
+				for i, line := range ls {
+					ls[i] = fmt.Sprintf("%d bytes %q", len(line), e2e.Tail(line, 20))
+				}
+				t.Errorf("stdout is not the tagged line(s) and a terminated \"end\"; got %d lines:\n%s", len(ls), strings.Join(ls, "\n"))
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "rank.0", "stdout"))
+			if want := strings.Repeat("L", tt.n) + "\nend"; err != nil || string(b) != want {
+				t.Errorf("rank.0/stdout: %d bytes, %v; want exactly the %d bytes the rank wrote", len(b), err, len(want))
+			}
+		})
 	}
 }
 
