@@ -206,12 +206,14 @@ func freePort() int {
 
 // session is one launcher's job on this host.
 type session struct {
-	a     *Agent
-	heard func() // every message from the launcher feeds the watchdog
-	conn  *wire.Conn
-	log   *zap.Logger
-	jobID string
-	facts wire.Facts
+	capture capture    // ranks' stderr while a dump waits for their stacks
+	dumping sync.Mutex // held while a dump runs
+	a       *Agent
+	heard   func() // every message from the launcher feeds the watchdog
+	conn    *wire.Conn
+	log     *zap.Logger
+	jobID   string
+	facts   wire.Facts
 
 	mu      sync.Mutex
 	job     *wire.StartJob
@@ -292,6 +294,22 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		return s.spawn(ctx)
 	case wire.KindPing:
 		// The launcher's heartbeat: its arrival is all that counts.
+	case wire.KindDump:
+		var d wire.Dump
+		if err := m.Decode(&d); err != nil {
+			return err
+		}
+		// gdb takes seconds: off the loop, so Stop still works meanwhile.
+		// The dump holds dumping until its answer is sent, and Done waits
+		// for it, so that the stacks reach the launcher first. The
+		// launcher asks for one dump at a time.
+		if !s.dumping.TryLock() {
+			return s.conn.Send(wire.KindDumped, wire.Dumped{})
+		}
+		s.waiters.Go(func() {
+			defer s.dumping.Unlock()
+			_ = s.conn.Send(wire.KindDumped, s.dump(ctx, d))
+		})
 	case wire.KindStdin:
 		rank, data, err := m.Stdin()
 		if err != nil {
@@ -447,6 +465,7 @@ func (s *session) spawn(ctx context.Context) error {
 	bindings := map[int]string{}
 	allowed := allowedCPUs()
 	sink := func(rank int, st proc.Stream, data []byte) {
+		s.capture.add(rank, st, data)
 		_ = s.conn.SendOutput(rank, wire.Stream(st), data)
 	}
 	var all sync.WaitGroup
@@ -480,7 +499,7 @@ func (s *session) spawn(ctx context.Context) error {
 		s.waiters.Go(func() {
 			defer all.Done()
 			res := p.Wait()
-			x := wire.Exit{Rank: res.Rank, Pid: res.Pid, Code: res.Code, Signal: int(res.Signal), SignalName: proc.SignalName(res.Signal), Stopped: res.Stopped}
+			x := wire.Exit{Rank: res.Rank, Pid: res.Pid, Code: res.Code, Signal: int(res.Signal), SignalName: proc.SignalName(res.Signal), Stopped: res.Stopped || s.endedByDump(res.Rank)}
 			if s.pmi != nil && x.Code == 0 && s.pmi.Initialized(res.Rank) && !s.pmi.Finalized(res.Rank) {
 				x.Code, x.Err = 1, "exited without PMI finalize (MPI_Finalize not called)"
 			}
@@ -496,6 +515,8 @@ func (s *session) spawn(ctx context.Context) error {
 		if s.pmi != nil {
 			s.pmi.Close()
 		}
+		s.dumping.Lock() // stacks being collected go first
+		defer s.dumping.Unlock()
 		_ = s.conn.Send(wire.KindDone, nil)
 	})
 	return nil

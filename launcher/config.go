@@ -98,6 +98,9 @@ type Control struct {
 	MaxRestarts    int
 	RestartBackoff time.Duration
 	RunID          string
+	// HangTimeout declares a hang when no rank printed anything for this
+	// long: every rank's stacks are collected, then the job is stopped.
+	HangTimeout time.Duration
 }
 
 // Bench is the throughput summary's configuration.

@@ -28,6 +28,14 @@ type TimeoutError struct{ After time.Duration }
 
 func (e *TimeoutError) Error() string { return fmt.Sprintf("--timeout %v expired", e.After) }
 
+// HangError is the cause of a job stopped by --hang-timeout: no rank
+// printed anything for Quiet.
+type HangError struct{ Quiet, Limit time.Duration }
+
+func (e *HangError) Error() string {
+	return fmt.Sprintf("no rank printed anything for %v (--hang-timeout %v)", e.Quiet.Round(time.Second), e.Limit)
+}
+
 // exitCode is the launcher's exit status for why the job ended: the first
 // failing rank's code (1 when that is outside 1..255, as an MPI_Abort code
 // may be), 128+N for a signal, 124 for --timeout, 2 for usage errors, 255
@@ -36,6 +44,7 @@ func exitCode(cause error, lost bool) int {
 	var re *RankError
 	var se *SignalError
 	var te *TimeoutError
+	var he *HangError
 	switch {
 	case errors.As(cause, &re) && (re.ExitCode < 1 || re.ExitCode > 255):
 		return 1
@@ -43,7 +52,7 @@ func exitCode(cause error, lost bool) int {
 		return re.ExitCode
 	case errors.As(cause, &se):
 		return 128 + int(se.Signal)
-	case errors.As(cause, &te):
+	case errors.As(cause, &te), errors.As(cause, &he):
 		return ExitTimeout
 	case errors.Is(cause, ErrUsage):
 		return ExitUsage

@@ -111,6 +111,7 @@ func (b *envBuilder) rank(r Rank) []string {
 		"HOROVOD_HOSTNAME":   h.Name,
 		"GANGWAY_JOB_ID":     j.JobID, "GANGWAY_HOST": h.Name,
 		"PYTHONUNBUFFERED":           "1",
+		"PYTHONFAULTHANDLER":         "1", // Python ranks print their stacks on SIGABRT (hang diagnosis)
 		"TORCHELASTIC_RUN_ID":        j.RunID,
 		"TORCHELASTIC_RESTART_COUNT": itoa(j.Restart),
 		"TORCHELASTIC_MAX_RESTARTS":  itoa(j.MaxRestarts),

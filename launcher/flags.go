@@ -128,6 +128,7 @@ func (c *Control) register(fs *flag.FlagSet) {
 	c.RestartBackoff = time.Second
 	fs.Var(durationSecs{&c.RestartBackoff}, "restart-backoff", "wait this long (seconds or a duration) before each restart")
 	fs.StringVar(&c.RunID, "run-id", "", "TORCHELASTIC_RUN_ID of every attempt (default: a random id)")
+	fs.Var(durationSecs{&c.HangTimeout}, "hang-timeout", "when no rank printed anything for SECONDS (or a duration), collect every rank's stacks and stop the job (exit 124)")
 }
 
 func (b *Bench) register(fs *flag.FlagSet) {

@@ -38,6 +38,10 @@ type job struct {
 	stdinAck chan struct{} // from the readers
 	quit     chan struct{} // closed by close: readers stop sending
 	readers  sync.WaitGroup
+	tickers  []*time.Ticker // the run loop's, stopped by close
+
+	quiet   map[int]time.Time // each rank's last output when the last dump began
+	quietAt time.Time
 }
 
 // evMsg is an agent message that only a set-up step waits for (Ready,
@@ -67,7 +71,7 @@ func newJob(bctx context.Context, cfg Config, d Deps, id string, attempt int, c 
 		names[i] = s.host.Name
 	}
 	j.st = newState(names, c.ranks, cfg.Out.ReportBindings)
-	j.out = newConsole(cfg.Out, d.Stdout, d.Stderr, func(r int) string { return names[j.st.hostOf[r]] }, obs)
+	j.out = newConsole(cfg.Out, len(c.ranks), d.Stdout, d.Stderr, func(r int) string { return names[j.st.hostOf[r]] }, obs)
 	for _, s := range c.sessions {
 		j.readers.Go(func() { j.read(s) })
 	}
@@ -77,6 +81,9 @@ func newJob(bctx context.Context, cfg Config, d Deps, id string, attempt int, c 
 // close ends every session and waits for the readers; whatever ranks are
 // still running are stopped by their agents when their session ends.
 func (j *job) close() {
+	for _, t := range j.tickers {
+		t.Stop()
+	}
 	close(j.quit)
 	for _, s := range j.sessions {
 		s.close()
@@ -162,6 +169,10 @@ func decode(host int, m wire.Msg) (any, error) {
 		return evAgentError{host: host, msg: e.Msg}, err
 	case wire.KindDone:
 		return evDone{host: host}, nil
+	case wire.KindDumped:
+		var ev evDumped
+		ev.host, err = host, m.Decode(&ev.d)
+		return ev, err
 	}
 	return evMsg{host: host, msg: m}, nil
 }
@@ -217,20 +228,21 @@ func (j *job) collect(ctx context.Context, kind wire.Kind, timeout time.Duration
 	return out, nil
 }
 
+// DumpTimeout bounds how long the launcher waits for every host's stacks
+// (gdb on every process of every rank).
+var DumpTimeout = 60 * time.Second
+
 // run is the run phase: Go to every host, the launcher's stdin to its
 // rank, the loop until every host is done.
-func (j *job) run(ctx context.Context, cancel context.CancelCauseFunc, sigs <-chan evSignal) {
+func (j *job) run(ctx context.Context, cancel context.CancelCauseFunc, sigs <-chan any) {
 	j.broadcast(wire.KindGo, nil)
 	stopStdin := j.forwardStdin()
 	defer stopStdin()
-	done := ctx.Done()
-	var giveUp, progress <-chan time.Time
-	if j.cfg.Out.Progress && j.coll != nil {
-		t := time.NewTicker(j.cfg.Out.ProgressEvery)
-		defer t.Stop()
-		progress = t.C
-	}
 	started := time.Now()
+	done := ctx.Done()
+	progress := j.ticker(j.cfg.Out.Progress && j.coll != nil, j.cfg.Out.ProgressEvery)
+	hang := j.ticker(j.cfg.Control.HangTimeout > 0, min(j.cfg.Control.HangTimeout/4, time.Second))
+	var giveUp, dumpDeadline <-chan time.Time
 	for !j.st.finished() {
 		var ev any
 		select {
@@ -239,14 +251,28 @@ func (j *job) run(ctx context.Context, cancel context.CancelCauseFunc, sigs <-ch
 				j.out.say(line)
 			}
 			continue
+		case now := <-hang:
+			quiet := j.out.quietFor(started, now)
+			if quiet < j.cfg.Control.HangTimeout {
+				continue
+			}
+			ev = evHang{quiet: quiet, limit: j.cfg.Control.HangTimeout}
 		case ev = <-j.events:
 		case ev = <-sigs:
 		case <-done:
 			done, ev = nil, evCancel{cause: context.Cause(ctx)}
 		case <-giveUp:
 			ev = evGiveUp{}
+		case <-dumpDeadline:
+			ev = evDumpDeadline{}
 		}
-		j.do(j.st.apply(ev), cancel)
+		j.do(j.st.apply(ev), cancel, started)
+		switch {
+		case j.st.dump != nil && dumpDeadline == nil:
+			dumpDeadline = time.After(DumpTimeout)
+		case j.st.dump == nil:
+			dumpDeadline = nil
+		}
 		if j.st.stopping && giveUp == nil {
 			t := time.NewTimer(j.cfg.Control.KillGrace + 15*time.Second)
 			defer t.Stop()
@@ -255,8 +281,19 @@ func (j *job) run(ctx context.Context, cancel context.CancelCauseFunc, sigs <-ch
 	}
 }
 
+// ticker ticks every d while the job runs, when on; a nil channel (never
+// ready) otherwise. The job's close stops it.
+func (j *job) ticker(on bool, d time.Duration) <-chan time.Time {
+	if !on || d <= 0 {
+		return nil
+	}
+	t := time.NewTicker(d)
+	j.tickers = append(j.tickers, t)
+	return t.C
+}
+
 // do performs the loop's actions.
-func (j *job) do(acts []action, cancel context.CancelCauseFunc) {
+func (j *job) do(acts []action, cancel context.CancelCauseFunc, started time.Time) {
 	for _, a := range acts {
 		switch a := a.(type) {
 		case actStop:
@@ -274,6 +311,12 @@ func (j *job) do(acts []action, cancel context.CancelCauseFunc) {
 			j.sessions[a.host].close()
 		case actLog:
 			j.log.Warn(a.msg, zap.String("host", j.sessions[a.host].host.Name), zap.Error(a.err))
+		case actDump:
+			// Who printed last when, before the dump makes ranks print.
+			j.quiet, j.quietAt = j.out.lastOutput(), time.Now()
+			j.broadcast(wire.KindDump, wire.Dump{Abort: a.abort})
+		case actStacks:
+			j.reportStacks(a, started)
 		}
 	}
 }

@@ -97,6 +97,12 @@ Control:
                            after a signal or -timeout
   -restart-backoff SECONDS wait before each restart (default 1)
   -run-id ID               TORCHELASTIC_RUN_ID of every attempt (default random)
+  -hang-timeout SECONDS    when no rank printed anything for this long,
+                           collect every rank's stacks (DIR/rank.R/stacks.txt
+                           with -output-filename DIR, else a temporary
+                           directory), name the odd ranks out, stop the job
+                           and exit 124; -timeout and SIGUSR1 (which stops
+                           nothing) collect them too
   -start-timeout SECONDS   wait this long for every agent (default 60)
   -dry-run                 print the placement and environments, start nothing
   -transport agent|ssh     agents on -port (default), or 'agent --stdio'
@@ -114,9 +120,10 @@ Control:
 Options take one or two dashes. Everything after PROGRAM belongs to PROGRAM.
 
 Exit status: the first failing rank's exit code (128+N for signal N, the
-code given to MPI_Abort), 124 on -timeout, 128+N when the launcher was
-stopped by signal N, 1 when hosts could not be reached or refused the job,
-2 for usage errors, 255 when an agent was lost mid-job.
+code given to MPI_Abort; 1 for a code outside 1..255), 124 on -timeout or
+-hang-timeout, 128+N when the launcher was stopped by signal N, 1 when
+hosts could not be reached or refused the job, 2 for usage errors, 255
+when an agent was lost mid-job.
 `
 
 // Main is the launcher's whole life; cmd/launcher only wires.

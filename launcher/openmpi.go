@@ -146,7 +146,7 @@ func RunOpenMPI(ctx context.Context, cfg Config, d Deps) int {
 			}
 			return exitCodeOf(cmd.ProcessState, err)
 		case ev := <-sigs.events:
-			if ev.n > 1 {
+			if s, ok := ev.(evSignal); ok && s.n > 1 {
 				_ = syscall.Kill(-pid, syscall.SIGKILL)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,6 +40,10 @@ type console struct {
 	dir            string
 	hostOf         func(rank int) string
 	obs            Observer
+
+	// last is when each rank last printed (unix nanoseconds; 0 never),
+	// for hang detection and the quietest ranks.
+	last []atomic.Int64
 
 	mu    sync.Mutex // guards writes to stdout/stderr
 	fmu   sync.Mutex // guards files and tails
@@ -77,6 +82,9 @@ func (c *console) write(sc *scratch, rank int, s wire.Stream, data []byte) {
 		return
 	}
 	now := time.Now()
+	if rank >= 0 && rank < len(c.last) {
+		c.last[rank].Store(now.UnixNano())
+	}
 	if c.dir != "" {
 		c.toFile(rank, s, data)
 	}
@@ -259,7 +267,30 @@ func ownDir(path string) error {
 	return nil
 }
 
-func newConsole(o Output, stdout, stderr io.Writer, hostOf func(int) string, obs Observer) *console {
+// lastOutput is when each of the first n ranks last printed (zero: never).
+func (c *console) lastOutput() map[int]time.Time {
+	out := make(map[int]time.Time, len(c.last))
+	for r := range c.last {
+		if ns := c.last[r].Load(); ns != 0 {
+			out[r] = time.Unix(0, ns)
+		} else {
+			out[r] = time.Time{}
+		}
+	}
+	return out
+}
+
+// quietFor is how long no rank has printed anything, counted from since
+// when none ever did.
+func (c *console) quietFor(since, now time.Time) time.Duration {
+	latest := since.UnixNano()
+	for r := range c.last {
+		latest = max(latest, c.last[r].Load())
+	}
+	return now.Sub(time.Unix(0, latest))
+}
+
+func newConsole(o Output, ranks int, stdout, stderr io.Writer, hostOf func(int) string, obs Observer) *console {
 	tag := "rank"
 	if o.Tag {
 		tag = "mpirun"
@@ -267,6 +298,6 @@ func newConsole(o Output, stdout, stderr io.Writer, hostOf func(int) string, obs
 	return &console{
 		stdout: stdout, stderr: stderr, tag: tag, timestamp: o.Timestamp,
 		from: o.From, dir: o.Dir, hostOf: hostOf, obs: obs,
-		files: map[fileKey]*os.File{}, tails: map[int]*ring{},
+		files: map[fileKey]*os.File{}, tails: map[int]*ring{}, last: make([]atomic.Int64, ranks),
 	}
 }

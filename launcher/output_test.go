@@ -16,7 +16,7 @@ import (
 func TestRankFilesExact(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	c := newConsole(Output{Dir: dir}, &out, &errb, nil, nil)
+	c := newConsole(Output{Dir: dir}, 1, &out, &errb, nil, nil)
 	var sc scratch
 	c.write(&sc, 0, wire.Stdout, []byte("a\nb\n"))
 	c.write(&sc, 0, wire.Stdout, []byte("no newline"))
@@ -54,7 +54,7 @@ func TestRankFilesNoFollow(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out, errb bytes.Buffer
-		c := newConsole(Output{Dir: dir}, &out, &errb, nil, nil)
+		c := newConsole(Output{Dir: dir}, 1, &out, &errb, nil, nil)
 		var sc scratch
 		c.write(&sc, 0, wire.Stdout, []byte("overwritten\n"))
 		err := c.close()
@@ -74,7 +74,7 @@ func TestRankFilesNoFollow(t *testing.T) {
 // rank, however long the rank's lines are.
 func TestTailBounded(t *testing.T) {
 	var out, errb bytes.Buffer
-	c := newConsole(Output{}, &out, &errb, nil, nil)
+	c := newConsole(Output{}, 4, &out, &errb, nil, nil)
 	var sc scratch
 	long := strings.Repeat("x", 1<<20)
 	for range 20 {

@@ -134,7 +134,7 @@ func (r *runner) record(cause error, code int) bench.Attempt {
 
 // run goes through the phases; it returns a set-up error, or nil once the
 // job ran (its ending is then the context's cause).
-func (r *runner) run(ctx, bctx context.Context, cancel context.CancelCauseFunc, sigs <-chan evSignal) error {
+func (r *runner) run(ctx, bctx context.Context, cancel context.CancelCauseFunc, sigs <-chan any) error {
 	c, err := dial(ctx, r.cfg, r.d, r.id, true)
 	if err != nil {
 		return err
@@ -158,31 +158,40 @@ func (r *runner) run(ctx, bctx context.Context, cancel context.CancelCauseFunc, 
 }
 
 // signalWatcher is the one owner of the launcher's signal channel: the
-// first signal cancels the job with a SignalError, and every signal is
-// passed on to the job loop (which kills at the second).
+// first stopping signal cancels the job with a SignalError, and every
+// signal is passed on to the job loop as an event (evSignal: a second one
+// kills; SIGUSR1 is evDumpRequest, which stops nothing).
 type signalWatcher struct {
-	events chan evSignal
+	events chan any
 	quit   chan struct{}
 	wg     sync.WaitGroup
 }
 
 func watchSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc) *signalWatcher {
-	w := &signalWatcher{events: make(chan evSignal, 4), quit: make(chan struct{})}
+	w := &signalWatcher{events: make(chan any, 4), quit: make(chan struct{})}
 	w.wg.Go(func() {
-		for n := 1; ; n++ {
+		n := 0
+		for {
+			var ev any
 			select {
 			case s := <-sigs:
 				ss, ok := s.(syscall.Signal)
 				if !ok {
 					ss = syscall.SIGINT
 				}
-				cancel(&SignalError{Signal: ss})
-				select {
-				case w.events <- evSignal{sig: s, n: n}:
-				default: // the loop has not read the last ones; a kill is already on its way
+				if ss == syscall.SIGUSR1 {
+					ev = evDumpRequest{}
+				} else {
+					n++
+					cancel(&SignalError{Signal: ss})
+					ev = evSignal{sig: s, n: n}
 				}
 			case <-w.quit:
 				return
+			}
+			select {
+			case w.events <- ev:
+			default: // the loop has not read the last ones; a kill is already on its way
 			}
 		}
 	})

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	"gangway/agent/wire"
 )
@@ -53,6 +55,15 @@ type (
 	} // the n-th signal the launcher got
 	evCancel struct{ cause error } // the job's context ended
 	evGiveUp struct{}              // hosts did not confirm their ranks' end in time
+	evHang   struct {              // no rank printed anything for --hang-timeout
+		quiet, limit time.Duration
+	}
+	evDumpRequest  struct{} // SIGUSR1: dump every rank's stacks, go on
+	evDumpDeadline struct{} // the hosts did not all answer a Dump in time
+	evDumped       struct {
+		host int
+		d    wire.Dumped
+	}
 )
 
 // Actions apply asks the loop to perform.
@@ -68,6 +79,11 @@ type (
 		msg  string
 		err  error
 	} // a warning for the logs
+	actDump   struct{ abort bool } // ask every host still running for its ranks' stacks
+	actStacks struct {             // write and analyse the stacks collected
+		stacks map[int]string
+		tools  []string
+	}
 )
 
 // state is a running job as its loop sees it; only apply changes it.
@@ -82,9 +98,20 @@ type state struct {
 	failures []*RankError
 	first    *RankError // the failure that stopped the job, if one did
 	stopping bool
+	ended    bool // the job's end is decided (its context has a cause, or a hang dump runs): nothing more is blamed
 	killed   bool
 	lost     []string
 	fences   map[int]*fence
+	dump     *dump // the stacks being collected, nil when none are
+}
+
+// dump is one collection of every rank's stacks.
+type dump struct {
+	pending map[int]bool // hosts that have not answered
+	stop    bool         // stop the job once collected
+	cause   error        // and end it with this cause (nil: the cause it has)
+	stacks  map[int]string
+	tools   []string
 }
 
 type fence struct {
@@ -101,8 +128,9 @@ func newState(hosts []string, ranks []Rank, reportBindings bool) *state {
 	return st
 }
 
-// finished reports whether every host has ended (confirmed or lost).
-func (st *state) finished() bool { return st.ndone == len(st.hosts) }
+// finished reports whether every host has ended (confirmed or lost) and
+// no stacks are still being collected.
+func (st *state) finished() bool { return st.ndone == len(st.hosts) && st.dump == nil }
 
 // apply takes one event and returns what to do about it.
 func (st *state) apply(ev any) []action {
@@ -133,11 +161,30 @@ func (st *state) apply(ev any) []action {
 		}
 		return append([]action{actSay{fmt.Sprintf("got %v again, killing every rank", ev.sig)}}, st.kill()...)
 	case evCancel:
+		st.ended = true
 		var te *TimeoutError
 		if errors.As(ev.cause, &te) && !st.stopping {
-			return append([]action{actSay{te.Error() + ", stopping every rank"}}, st.stop()...)
+			return st.startDump(te.Error()+": collecting every rank's stacks, then stopping every rank", true, true, nil)
 		}
 		return st.stop()
+	case evHang:
+		if st.stopping || st.dump != nil {
+			return nil
+		}
+		h := &HangError{Quiet: ev.quiet, Limit: ev.limit}
+		return st.startDump(h.Error()+": collecting every rank's stacks, then stopping every rank", true, true, h)
+	case evDumpRequest:
+		if st.stopping || st.dump != nil {
+			return nil
+		}
+		return st.startDump("SIGUSR1: collecting every rank's stacks; the job goes on", false, false, nil)
+	case evDumped:
+		return st.dumped(ev.host, ev.d)
+	case evDumpDeadline:
+		if st.dump == nil {
+			return nil
+		}
+		return append([]action{actSay{"not every host sent its ranks' stacks in time; going on with what came"}}, st.finishDump()...)
 	case evGiveUp:
 		var acts []action
 		for h, name := range st.hosts {
@@ -167,6 +214,68 @@ func (st *state) markDone(host int) {
 	}
 }
 
+// startDump asks every running host for its ranks' stacks; stop stops
+// the job once they are in, ending it with cause unless that is nil.
+// Abort lets the agents end ranks in ways that print stacks (the job is
+// being stopped anyway).
+func (st *state) startDump(say string, abort, stop bool, cause error) []action {
+	if st.dump != nil { // a SIGUSR1 dump is on its way: stop after it
+		st.dump.stop = st.dump.stop || stop
+		return nil
+	}
+	d := &dump{pending: map[int]bool{}, stop: stop, cause: cause, stacks: map[int]string{}}
+	// A job that is stopped once the stacks are in blames nobody for what
+	// the collection does to its ranks (SIGABRT, SIGQUIT).
+	st.ended = st.ended || stop
+	for h := range st.hosts {
+		if !st.done[h] {
+			d.pending[h] = true
+		}
+	}
+	st.dump = d
+	acts := []action{actSay{say}, actDump{abort: abort}}
+	if len(d.pending) == 0 {
+		acts = append(acts, st.finishDump()...)
+	}
+	return acts
+}
+
+// dumped takes one host's stacks; the last host's completes the dump.
+func (st *state) dumped(host int, d wire.Dumped) []action {
+	if st.dump == nil || !st.dump.pending[host] {
+		return nil
+	}
+	delete(st.dump.pending, host)
+	for r, text := range d.Stacks {
+		if st.owns(host, r) {
+			st.dump.stacks[r] = text
+		}
+	}
+	for _, t := range d.Tools {
+		if !slices.Contains(st.dump.tools, t) {
+			st.dump.tools = append(st.dump.tools, t)
+		}
+	}
+	if len(st.dump.pending) > 0 {
+		return nil
+	}
+	return st.finishDump()
+}
+
+// finishDump reports the stacks, then stops the job if asked to.
+func (st *state) finishDump() []action {
+	d := st.dump
+	st.dump = nil
+	acts := []action{actStacks{stacks: d.stacks, tools: d.tools}}
+	if d.cause != nil {
+		acts = append(acts, actCancel{d.cause})
+	}
+	if d.stop {
+		acts = append(acts, st.stop()...)
+	}
+	return acts
+}
+
 func (st *state) exit(host int, x wire.Exit) []action {
 	if !st.owns(host, x.Rank) {
 		return st.violation(host, fmt.Sprintf("an exit for rank %d, which it does not run", x.Rank))
@@ -175,8 +284,8 @@ func (st *state) exit(host int, x wire.Exit) []action {
 	if x.Code == 0 && x.Err == "" {
 		return nil
 	}
-	if x.Stopped && st.stopping {
-		return nil // we asked for it
+	if x.Stopped && (st.stopping || st.ended) {
+		return nil // we asked for it (a stop, or a dump's SIGABRT)
 	}
 	return st.fail(&RankError{Rank: x.Rank, Host: st.hosts[host], Pid: x.Pid, ExitCode: x.Code, Signal: x.Signal, SignalName: x.SignalName, Err: x.Err})
 }
@@ -186,7 +295,7 @@ func (st *state) exit(host int, x wire.Exit) []action {
 // blamed.
 func (st *state) fail(e *RankError) []action {
 	st.failures = append(st.failures, e)
-	if st.first != nil || st.stopping {
+	if st.first != nil || st.stopping || st.ended {
 		return nil
 	}
 	st.first = e
@@ -216,13 +325,19 @@ func (st *state) lose(host int, err error) []action {
 		return nil
 	}
 	st.markDone(host)
+	var acts []action
+	if st.dump != nil && st.dump.pending[host] {
+		delete(st.dump.pending, host)
+		if len(st.dump.pending) == 0 {
+			acts = st.finishDump()
+		}
+	}
 	name := st.hosts[host]
 	msg := fmt.Sprintf("lost the agent on %s: %v", name, err)
 	if err == io.EOF {
 		msg = fmt.Sprintf("lost the agent on %s: connection closed", name)
 	}
 	st.lost = append(st.lost, msg)
-	var acts []action
 	for r, h := range st.hostOf {
 		if h == host && !st.exited[r] {
 			st.exited[r] = true

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"gangway/agent/wire"
 )
@@ -63,7 +64,7 @@ func TestApplyBlame(t *testing.T) {
 		{"exit 0 with a PMI error fails", []any{evExit{0, wire.Exit{Rank: 0, Code: 1, Err: "exited without PMI finalize"}}}, 0, 1, 1, 1},
 		{"MPI_Abort wins with its code", []any{evAbort{1, wire.Abort{Rank: 3, Code: 9, Msg: "bye"}}, evExit{1, wire.Exit{Rank: 3, Code: 143, Stopped: true}}}, 3, 9, 1, 1},
 		{"after a signal nothing is blamed", []any{evSignal{sig: syscall.SIGTERM, n: 1}, evExit{0, wire.Exit{Rank: 0, Code: 1}}}, -1, 0, 1, 1},
-		{"after the timeout nothing is blamed", []any{evCancel{&TimeoutError{}}, evExit{0, wire.Exit{Rank: 0, Code: 1}}}, -1, 0, 1, 1},
+		{"after the timeout nothing is blamed", []any{evCancel{&TimeoutError{}}, evExit{0, wire.Exit{Rank: 0, Code: 1}}, evDumpDeadline{}}, -1, 0, 1, 1},
 		{"a stopped rank's code is not a failure", []any{evSignal{sig: syscall.SIGINT, n: 1}, evExit{0, wire.Exit{Rank: 0, Code: 143, Stopped: true}}}, -1, 0, 0, 1},
 	}
 	for _, tt := range tests {
@@ -221,4 +222,82 @@ func TestExitCode(t *testing.T) {
 			t.Errorf("exitCode(%v, %v) = %d, want %d", tt.cause, tt.lost, got, tt.want)
 		}
 	}
+}
+
+// TestApplyDumps: a hang, the timeout and SIGUSR1 collect every rank's
+// stacks before anything is stopped; a hang and the timeout then stop the
+// job, SIGUSR1 does not.
+func TestApplyDumps(t *testing.T) {
+	stacks := func(r int) wire.Dumped {
+		return wire.Dumped{Stacks: map[int]string{r: "s", r + 1: "s"}, Tools: []string{"gdb"}}
+	}
+	t.Run("Hang", func(t *testing.T) {
+		st := twoHosts()
+		acts := st.apply(evHang{quiet: 11 * time.Second, limit: 10 * time.Second})
+		if count[actDump](acts) != 1 || count[actStop](acts) != 0 {
+			t.Fatalf("hang: %v, want a dump and no stop yet", acts)
+		}
+		// The dump's SIGABRT ends rank 1 (its agent says so): nobody is
+		// blamed; a rank failing by itself meanwhile is listed, not blamed.
+		if acts := runEvents(st, evExit{0, wire.Exit{Rank: 1, Code: 134, Signal: 6, Stopped: true}}, evExit{1, wire.Exit{Rank: 3, Code: 1}}); cause(acts) != nil {
+			t.Errorf("blamed %v during a hang dump", cause(acts))
+		}
+		if len(st.failures) != 1 {
+			t.Errorf("failures %v, want rank 3's", st.failures)
+		}
+		st.failures = nil
+		if acts := st.apply(evHang{quiet: 12 * time.Second, limit: 10 * time.Second}); len(acts) != 0 {
+			t.Errorf("a second hang tick during the dump: %v", acts)
+		}
+		if acts := st.apply(evDumped{0, stacks(0)}); len(acts) != 0 {
+			t.Errorf("one host of two answered: %v", acts)
+		}
+		acts = st.apply(evDumped{1, stacks(2)})
+		var got actStacks
+		for _, a := range acts {
+			if s, ok := a.(actStacks); ok {
+				got = s
+			}
+		}
+		if len(got.stacks) != 4 || count[actStop](acts) != 1 {
+			t.Fatalf("all answered: %v, want 4 ranks' stacks and a stop", acts)
+		}
+		if len(st.failures) != 0 {
+			t.Errorf("failures %v", st.failures)
+		}
+		var he *HangError
+		if !errors.As(cause(acts), &he) || exitCode(he, false) != ExitTimeout {
+			t.Errorf("cause %v, want a HangError exiting %d", cause(acts), ExitTimeout)
+		}
+	})
+	t.Run("SIGUSR1", func(t *testing.T) {
+		st := twoHosts()
+		acts := runEvents(st, evDumpRequest{}, evDumped{0, stacks(0)}, evDumped{1, stacks(2)})
+		if count[actStacks](acts) != 1 || count[actStop](acts) != 0 || cause(acts) != nil {
+			t.Errorf("SIGUSR1: %v, want the stacks and nothing stopped", acts)
+		}
+	})
+	t.Run("StacksOnlyFromOwnRanks", func(t *testing.T) {
+		st := twoHosts()
+		acts := runEvents(st, evDumpRequest{}, evDumped{0, wire.Dumped{Stacks: map[int]string{0: "a", 3: "lie"}}}, evDumped{1, stacks(2)})
+		for _, a := range acts {
+			if s, ok := a.(actStacks); ok && s.stacks[3] != "s" {
+				t.Errorf("rank 3's stacks %q, want host b's", s.stacks[3])
+			}
+		}
+	})
+	t.Run("LostHostDuringDump", func(t *testing.T) {
+		st := twoHosts()
+		acts := runEvents(st, evHang{quiet: time.Minute, limit: time.Second}, evDumped{0, stacks(0)}, evLost{1, io.EOF})
+		if count[actStacks](acts) != 1 {
+			t.Errorf("the lost host's dump was waited for: %v", acts)
+		}
+	})
+	t.Run("TimeoutDuringSIGUSR1Dump", func(t *testing.T) {
+		st := twoHosts()
+		acts := runEvents(st, evDumpRequest{}, evCancel{&TimeoutError{}}, evDumpDeadline{})
+		if count[actDump](acts) != 1 || count[actStop](acts) != 1 {
+			t.Errorf("%v: want one dump, then a stop", acts)
+		}
+	})
 }

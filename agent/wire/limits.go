@@ -66,14 +66,14 @@ func (e *FrameError) Unwrap() error {
 // is not a kind of this protocol version.
 func Limit(k Kind) int {
 	switch k {
-	case KindHello, KindFacts, KindStart, KindFence, KindFenceDone:
+	case KindHello, KindFacts, KindStart, KindFence, KindFenceDone, KindDumped:
 		return MaxJobControl
 	case KindOutput:
 		return outputHeader + MaxOutputData
 	case KindStdin:
 		return stdinHeader + MaxStdinData
 	case KindReady, KindGo, KindStarted, KindExit, KindSignal, KindStop, KindAbort, KindDone,
-		KindError, KindPrepare, KindPrepared, KindProbe, KindProbeResult, KindStdinAck, KindPing:
+		KindError, KindPrepare, KindPrepared, KindProbe, KindProbeResult, KindStdinAck, KindPing, KindDump:
 		return MaxControl
 	}
 	return 0

@@ -49,6 +49,8 @@ const (
 	KindProbeResult                 // A->L ProbeResult
 	KindStdinAck                    // A->L (no payload): a stdin chunk was written; send the next
 	KindPing                        // L->A (no payload): the launcher is alive (heartbeat, every few seconds)
+	KindDump                        // L->A Dump: collect every local rank's stacks (hang diagnosis)
+	KindDumped                      // A->L Dumped: the stacks
 )
 
 var kindNames = map[Kind]string{
@@ -57,7 +59,7 @@ var kindNames = map[Kind]string{
 	KindExit: "exit", KindSignal: "signal", KindStop: "stop", KindFence: "fence",
 	KindFenceDone: "fence-done", KindAbort: "abort", KindDone: "done", KindError: "error",
 	KindPrepare: "prepare", KindPrepared: "prepared", KindProbe: "probe", KindProbeResult: "probe-result",
-	KindStdinAck: "stdin-ack", KindPing: "ping",
+	KindStdinAck: "stdin-ack", KindPing: "ping", KindDump: "dump", KindDumped: "dumped",
 }
 
 func (k Kind) String() string {
@@ -316,3 +318,23 @@ func itoa(n int) string {
 	}
 	return string(b[i:])
 }
+
+// Dump asks the agent for every local rank's stacks, before anything is
+// stopped: native stacks with gdb where it is installed. With Abort (the
+// job is stopped next), the agent may also end ranks in ways that print
+// their stacks: SIGABRT to Python (faulthandler, PYTHONFAULTHANDLER=1),
+// SIGQUIT to Go programs.
+type Dump struct {
+	Abort bool `json:"abort,omitempty"`
+}
+
+// Dumped answers Dump: each local rank's stacks as text (gdb's output,
+// then whatever the rank printed on stderr after an abort), bounded by
+// MaxStacks per rank; Tools says what was used ("gdb", "faulthandler"...).
+type Dumped struct {
+	Stacks map[int]string `json:"stacks"`
+	Tools  []string       `json:"tools,omitempty"`
+}
+
+// MaxStacks bounds one rank's stacks in Dumped.
+const MaxStacks = 1 << 20

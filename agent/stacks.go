@@ -1,0 +1,256 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"debug/buildinfo"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"gangway/agent/proc"
+	"gangway/agent/wire"
+)
+
+// Stack collection for hang diagnosis (wire.Dump). Every process of every
+// local rank (its process group) is attached with gdb, where gdb is
+// installed, for native stacks of every thread. With Abort (the job is
+// stopped next) Python processes then get SIGABRT, which makes Python's
+// faulthandler (PYTHONFAULTHANDLER=1, set by the launcher) print every
+// thread's Python stack on stderr, and Go programs get SIGQUIT, which
+// prints every goroutine; the rank's stderr is captured for a few seconds
+// and added to its stacks.
+
+// gdbTimeout bounds one gdb attach; captureFor bounds the wait for the
+// aborted ranks to exit, having printed their stacks (a SIGABRT may also
+// write a core file of the whole process first).
+var (
+	gdbTimeout = 20 * time.Second
+	captureFor = 20 * time.Second
+)
+
+// capture collects a rank's stderr while a dump waits for it, and
+// remembers the ranks a dump ended (their exit is not a failure).
+type capture struct {
+	mu     sync.Mutex
+	buf    map[int]*bytes.Buffer // by rank; nil when not capturing
+	byDump map[int]bool
+}
+
+// aborted marks rank as ended by a dump's signal.
+func (s *session) aborted(rank int) {
+	s.capture.mu.Lock()
+	defer s.capture.mu.Unlock()
+	if s.capture.byDump == nil {
+		s.capture.byDump = map[int]bool{}
+	}
+	s.capture.byDump[rank] = true
+}
+
+// endedByDump reports whether a dump's signal ended rank.
+func (s *session) endedByDump(rank int) bool {
+	s.capture.mu.Lock()
+	defer s.capture.mu.Unlock()
+	return s.capture.byDump[rank]
+}
+
+func (c *capture) start(ranks []int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buf = map[int]*bytes.Buffer{}
+	for _, r := range ranks {
+		c.buf[r] = &bytes.Buffer{}
+	}
+}
+
+// add keeps stderr data of a captured rank, up to wire.MaxStacks.
+func (c *capture) add(rank int, s proc.Stream, data []byte) {
+	if s != proc.Stderr {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b := c.buf[rank]; b != nil && b.Len() < wire.MaxStacks {
+		b.Write(data[:min(len(data), wire.MaxStacks-b.Len())])
+	}
+}
+
+func (c *capture) stop() map[int]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[int]string{}
+	for r, b := range c.buf {
+		out[r] = b.String()
+	}
+	c.buf = nil
+	return out
+}
+
+// dump collects the stacks of every local rank.
+func (s *session) dump(ctx context.Context, d wire.Dump) wire.Dumped {
+	s.mu.Lock()
+	procs := map[int]*proc.Proc{}
+	for r, p := range s.procs {
+		procs[r] = p
+	}
+	s.mu.Unlock()
+	out := wire.Dumped{Stacks: map[int]string{}}
+	gdb, _ := exec.LookPath("gdb")
+	if gdb != "" {
+		out.Tools = append(out.Tools, "gdb")
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	members := map[int][]int{}
+	for r, p := range procs {
+		members[r] = groupMembers(p.Pid())
+	}
+	for r := range procs {
+		wg.Go(func() {
+			text := nativeStacks(ctx, gdb, members[r])
+			mu.Lock()
+			out.Stacks[r] = text
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if !d.Abort {
+		return out
+	}
+	ranks := make([]int, 0, len(procs))
+	for r := range procs {
+		ranks = append(ranks, r)
+	}
+	s.capture.start(ranks)
+	var tools []string
+	for r := range procs {
+		for _, pid := range members[r] {
+			switch {
+			case isPython(pid):
+				s.aborted(r)
+				_ = syscall.Kill(pid, syscall.SIGABRT)
+				tools = append(tools, "faulthandler")
+			case isGo(pid):
+				s.aborted(r)
+				_ = syscall.Kill(pid, syscall.SIGQUIT)
+				tools = append(tools, "SIGQUIT")
+			}
+		}
+	}
+	deadline := time.After(captureFor)
+	for _, p := range procs {
+		select {
+		case <-p.Done():
+		case <-deadline:
+		case <-ctx.Done():
+		}
+	}
+	for r, text := range s.capture.stop() {
+		if text != "" {
+			out.Stacks[r] += "\n== stderr after the dump signal ==\n" + text
+		}
+	}
+	for _, t := range tools {
+		if !slices.Contains(out.Tools, t) {
+			out.Tools = append(out.Tools, t)
+		}
+	}
+	return out
+}
+
+// nativeStacks runs gdb on each process, one after the other, and joins
+// their outputs under headers; without gdb it lists the processes.
+func nativeStacks(ctx context.Context, gdb string, pids []int) string {
+	var b strings.Builder
+	for _, pid := range pids {
+		fmt.Fprintf(&b, "== pid %d (%s) ==\n", pid, comm(pid))
+		if gdb == "" {
+			b.WriteString("(gdb is not installed on this host)\n")
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, gdbTimeout)
+		cmd := exec.CommandContext(cctx, gdb, "-batch", "-nx", "-p", strconv.Itoa(pid),
+			"-ex", "set pagination off", "-ex", "thread apply all bt")
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
+		text, err := cmd.CombinedOutput()
+		cancel()
+		if len(text) > wire.MaxStacks/4 {
+			text = text[:wire.MaxStacks/4]
+		}
+		b.Write(text)
+		if err != nil {
+			fmt.Fprintf(&b, "(gdb: %v)\n", err)
+		}
+	}
+	s := b.String()
+	if len(s) > wire.MaxStacks {
+		s = s[:wire.MaxStacks]
+	}
+	return s
+}
+
+// groupMembers lists the processes of process group pgid (the rank's),
+// leader first.
+func groupMembers(pgid int) []int {
+	out := []int{pgid}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == pgid {
+			continue
+		}
+		if g, ok := procGroup(pid); ok && g == pgid {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// procGroup reads a process's group from /proc/PID/stat.
+func procGroup(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 {
+		return 0, false
+	}
+	g, err := strconv.Atoi(f[2])
+	return g, err == nil
+}
+
+func comm(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	return strings.TrimSpace(string(b))
+}
+
+// isPython reports whether pid runs a Python interpreter.
+func isPython(pid int) bool {
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	return err == nil && strings.HasPrefix(filepath.Base(exe), "python")
+}
+
+// isGo reports whether pid runs a Go program other than this agent (its
+// own supervisors stay out of it).
+func isGo(pid int) bool {
+	exe := "/proc/" + strconv.Itoa(pid) + "/exe"
+	if self, err := os.Executable(); err == nil {
+		if target, err := os.Readlink(exe); err == nil && target == self {
+			return false
+		}
+	}
+	_, err := buildinfo.ReadFile(exe)
+	return err == nil
+}

@@ -1,0 +1,59 @@
+//go:build linux
+
+package hostnet
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gangway/cmd/internal/e2e"
+	"gangway/cmd/internal/testbed/roottest"
+)
+
+// TestHangDiagnosis: a real torch gloo all_reduce of 4 ranks on 2
+// namespace hosts where rank 2 sleeps instead of joining. With
+// --hang-timeout 10s the launcher collects every rank's stacks before
+// stopping anything: the report names rank 2 and its Python frame of the
+// sleep, the other ranks' stacks show the collective, the stacks are in
+// DIR/rank.R/stacks.txt, the launcher exits 124, and nothing is left.
+func TestHangDiagnosis(t *testing.T) {
+	t.Parallel()
+	roottest.RequireRoot(t)
+	needTorch(t)
+	script, err := filepath.Abs("testdata/hang.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, "gwh6", 176, 2)
+	agents := c.startAgents(t)
+	dir := t.TempDir()
+	l := runLauncher(t, append(c.conn(c.hostList(2)), "-np", "4", "--hang-timeout", "10s", "--output-filename", dir,
+		debianPython, script)...)
+	t.Logf("launcher: %v", l)
+	errOut := l.stderr.String()
+	if l.code != 124 || !strings.Contains(errOut, "no rank printed anything for") {
+		t.Errorf("exit code %d, want 124 after a hang", l.code)
+	}
+	odd := lineWith(errOut, "launcher: odd one out: ")
+	if !strings.Contains(odd, "rank 2 on "+c.hosts[1].Addr) || !strings.Contains(odd, "hang.py\", line 13 in <module>") {
+		t.Errorf("the odd one out is not rank 2 in its sleep (hang.py line 13): %q", odd)
+	}
+	if strings.Contains(errOut, "also failed") {
+		t.Errorf("ranks the stack collection ended are listed as failures")
+	}
+	if others := lineWith(errOut, "launcher: the other 3 ranks: "); !strings.Contains(others, "in all_reduce") {
+		t.Errorf("the other ranks are not in the collective: %q", others)
+	}
+	for _, r := range []string{"0", "1", "3"} {
+		b, err := os.ReadFile(filepath.Join(dir, "rank."+r, "stacks.txt"))
+		if err != nil || !strings.Contains(string(b), "in all_reduce") {
+			t.Errorf("rank %s's stacks.txt (%v) does not show the collective:\n%s", r, err, e2e.Tail(string(b), 1500))
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "rank.2", "stacks.txt")); err != nil || !strings.Contains(string(b), "Thread 1 ") && !strings.Contains(string(b), "gdb is not installed") {
+		t.Errorf("rank 2's stacks.txt (%v) has no native stacks:\n%s", err, e2e.Tail(string(b), 1500))
+	}
+	c.waitOnlyAgents(t, agents)
+}
