@@ -19,8 +19,13 @@ import (
 
 // testHelperEnv switches the test binary into one of this package's
 // helper parts (testHelper), for tests that need a process of their own:
-// an agent to kill, an agent that ignores SIGHUP.
+// an agent to kill, an agent that ignores SIGHUP, a look at cgroup2 from a
+// mount namespace.
 const testHelperEnv = "GANGWAY_PROC_TEST"
+
+// requireRootEnv, set to "1" (CI does), turns a skip for want of root
+// into a failure.
+const requireRootEnv = "GANGWAY_REQUIRE_ROOT_TESTS"
 
 // testHelperMain plays the helper part testHelperEnv names, if any.
 func testHelperMain() (int, bool) {
@@ -47,6 +52,13 @@ func testHelper(mode string) int {
 			return 1
 		}
 		return p.Wait().Code
+	case "findcgroup":
+		if _, err := FindCgroupParent(); err != nil {
+			fmt.Println("no cgroup:", err)
+			return 0
+		}
+		fmt.Println("cgroup ok")
+		return 0
 	}
 	fmt.Fprintf(os.Stderr, "unknown %s mode %q\n", testHelperEnv, mode)
 	return 99
@@ -185,3 +197,15 @@ func field(t *testing.T, lines []string, key string) int {
 	return 0
 }
 
+// requireRoot skips the test unless it runs as root, or fails it when
+// GANGWAY_REQUIRE_ROOT_TESTS=1.
+func requireRoot(t *testing.T, why string) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv(requireRootEnv) == "1" {
+		t.Fatalf("needs root to %s (and %s=1)", why, requireRootEnv)
+	}
+	t.Skipf("needs root to %s; run as root (set %s=1 to make this skip a failure)", why, requireRootEnv)
+}

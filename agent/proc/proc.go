@@ -3,7 +3,7 @@
 // that escalates from SIGTERM to SIGKILL and reaches grandchildren. So
 // that a rank's containment does not depend on the agent staying alive,
 // each rank can run under a supervisor (the agent's binary re-executed:
-// Supervise, SupervisorMain).
+// Supervise, SupervisorMain) and in its job's cgroup (Cgroup).
 //
 // The same code runs ranks for the in-process local agent and for remote
 // agents; there is no second code path.
@@ -69,6 +69,9 @@ type Spec struct {
 	// program directly, contained by its process group and Pdeathsig
 	// alone.
 	Supervisor string
+	// Cgroup, when set, is the job's group the rank starts in
+	// (CLONE_INTO_CGROUP), supervisor and all.
+	Cgroup *Cgroup
 }
 
 // Result is how a rank ended.
@@ -163,6 +166,9 @@ func Start(ctx context.Context, spec Spec, out Sink) (*Proc, error) {
 		cmd.Args = supervisorArgs(3+len(spec.ExtraFiles), os.Getpid(), path, spec.Argv)
 		cmd.ExtraFiles = append(append([]*os.File(nil), spec.ExtraFiles...), theirs)
 		setPdeathsig(cmd.SysProcAttr, parentDeathSignal)
+	}
+	if spec.Cgroup != nil {
+		applyCgroup(cmd.SysProcAttr, spec.Cgroup)
 	}
 	var stdinW *os.File
 	if spec.Stdin {
