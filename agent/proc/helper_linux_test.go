@@ -7,10 +7,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,7 +22,7 @@ import (
 
 // testHelperEnv switches the test binary into one of this package's
 // helper parts (testHelper), for tests that need a process of their own:
-// an agent to kill, an agent that ignores SIGHUP, a look at cgroup2 from a
+// an agent to kill, PID 1 of a PID namespace, a look at cgroup2 from a
 // mount namespace.
 const testHelperEnv = "GANGWAY_PROC_TEST"
 
@@ -40,6 +43,11 @@ func testHelper(mode string) int {
 	switch mode {
 	case "agent":
 		return helperAgent()
+	case "pid1":
+		if code, ok := PID1(os.Args); ok {
+			return code
+		}
+		return helperOrphans()
 	case "sigign", "sigign-supervised":
 		// A rank that prints its ignored signals (under sh -c 'trap "" HUP').
 		spec := Spec{Argv: []string{"grep", "SigIgn", "/proc/self/status"}, Env: []string{"PATH=/usr/bin:/bin"}}
@@ -94,6 +102,41 @@ func helperAgent() int {
 	return 0
 }
 
+// helperOrphans is PID 1's child in TestPID1ReapsOrphans: it leaves 8
+// orphans to PID 1 (4 × `sh -c 'sleep 0.5 & sleep 0.5 & exit 0'`), waits
+// until they have ended, counts the zombies of its PID namespace, prints
+// "zombies N" and "ready", then exits 7 at SIGTERM.
+func helperOrphans() int {
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	for range 4 {
+		if err := exec.Command("sh", "-c", "sleep 0.5 & sleep 0.5 & exit 0").Run(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) && countComm("sleep") > 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// PID 1 reaps on SIGCHLD; give a late reap a moment before counting.
+	zombies := 0
+	for range 50 {
+		if zombies = countState('Z'); zombies == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fmt.Printf("sleepers %d\nzombies %d\nready\n", countComm("sleep"), zombies)
+	select {
+	case <-term:
+		fmt.Println("got SIGTERM")
+		return 7
+	case <-time.After(time.Minute):
+		return 1
+	}
+}
+
 // procs returns the pid, comm and state of every process in /proc.
 func procs() []procInfo {
 	ents, _ := os.ReadDir("/proc")
@@ -123,6 +166,26 @@ type procInfo struct {
 	pid, ppid int
 	comm      string
 	state     byte
+}
+
+func countComm(comm string) int {
+	n := 0
+	for _, p := range procs() {
+		if p.comm == comm && p.state != 'Z' {
+			n++
+		}
+	}
+	return n
+}
+
+func countState(st byte) int {
+	n := 0
+	for _, p := range procs() {
+		if p.state == st {
+			n++
+		}
+	}
+	return n
 }
 
 func slicesDelete(env []string, key string) []string {
