@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"gangway/agent"
+	"gangway/agent/proc"
 	"gangway/agent/wire"
 	"gangway/cmd/internal/logging"
 )
@@ -44,6 +45,7 @@ func run(ctx context.Context, args []string) int {
 	name := fs.String("name", "", "name reported to the launcher (default: hostname)")
 	stdio := fs.Bool("stdio", false, "serve one launcher session on stdin/stdout and exit")
 	dropCaches := fs.Bool("allow-drop-caches", os.Geteuid() == 0, "let launchers drop page caches (--drop-caches)")
+	cgroup := fs.Bool("cgroup", true, "put each job in a cgroup2 group under the agent's own, where cgroup2 is writable\n(under systemd, give the service Delegate=yes)")
 	logFormat := fs.String("log-format", "json", "log format: json or console")
 	verbose := fs.Bool("v", false, "debug logs")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -59,7 +61,8 @@ func run(ctx context.Context, args []string) int {
 	}
 	log := logging.New(*logFormat, logging.Level(*verbose, zapcore.InfoLevel), os.Stderr)
 	defer log.Sync()
-	a := &agent.Agent{Name: *name, Version: version, Log: log.Named("agent"), AllowDropCaches: *dropCaches}
+	a := &agent.Agent{Name: *name, Version: version, Log: log.Named("agent"), AllowDropCaches: *dropCaches,
+		Supervisor: proc.SupervisorExecutable(), NoCgroup: !*cgroup}
 	if *stdio {
 		rwc := stdioConn{os.Stdin, os.Stdout}
 		if err := a.ServeSession(ctx, rwc); err != nil {
