@@ -110,14 +110,24 @@ var servingRE = regexp.MustCompile(`"msg":"serving".*?"addr":"([0-9.]+):(\d+)"`)
 // serves. Cluster.Procs holds each agent's process; cleanup stops them.
 func StartProcs(t testing.TB, n int, agentBin string) *Cluster {
 	t.Helper()
+	return StartProcsUnder(t, n, nil, agentBin)
+}
+
+// StartProcsUnder is StartProcs with each agent started through a command
+// prefix, such as unshare(1) with its options: the prefix's program must
+// end up exec'ing (or running) the agent with the given arguments, its
+// stderr passed through. Cluster.Procs holds the prefix's processes.
+func StartProcsUnder(t testing.TB, n int, prefix []string, agentBin string) *Cluster {
+	t.Helper()
 	c := &Cluster{Cluster: agenttest.NewCluster(t, n)}
 	for _, h := range c.Hosts {
-		c.Procs = append(c.Procs, StartProc(t, nil, agentBin,
+		argv := append(append([]string(nil), prefix...), agentBin,
 			"--listen", net.JoinHostPort(h.Addr, "0"),
 			"--host-key", h.HostKey,
 			"--authorized-keys", c.Keys.AuthorizedKeys,
 			"--name", h.Name,
-			"--log-format", "json"))
+			"--log-format", "json")
+		c.Procs = append(c.Procs, StartProc(t, nil, argv[0], argv[1:]...))
 	}
 	for i, h := range c.Hosts {
 		s, ok := c.Procs[i].Stderr.WaitFor(Deadline, func(s string) bool { return servingRE.MatchString(s) })
