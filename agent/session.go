@@ -43,12 +43,21 @@ type Agent struct {
 	// every few seconds): a stopped launcher or a silent network partition
 	// does not hold the job forever. 0 disables it.
 	LauncherTimeout time.Duration
+	// Supervisor is the binary re-executed as each rank's supervisor
+	// (proc.SupervisorExecutable()), so that what a rank starts dies even
+	// when the agent is killed; "" starts ranks directly.
+	Supervisor string
+	// NoCgroup keeps ranks out of cgroup2; otherwise each job gets a group
+	// under the agent's own where cgroup2 is writable (README, Containment).
+	NoCgroup bool
 
 	mu   sync.Mutex
 	jobs map[string]int // job id -> live sessions, for logs and isolation checks
 	// smi runs nvidia-smi, remembering answers for a minute: GPUs do not
 	// change between jobs, and nvidia-smi is slow on big servers.
 	smi func(ctx context.Context, args ...string) ([]byte, error)
+	// contain is where job cgroups are made (cgroupParent).
+	contain containment
 }
 
 // ErrVersion is returned when the launcher speaks another protocol version.
@@ -192,6 +201,7 @@ func (a *Agent) gather(ctx context.Context, peers []string) (wire.Facts, error) 
 	f.Version = wire.Version
 	f.Agent = a.Version
 	f.CanDropCaches = f.CanDropCaches && a.AllowDropCaches
+	f.Containment = a.containmentFact()
 	return f, nil
 }
 
@@ -468,10 +478,12 @@ func (s *session) spawn(ctx context.Context) error {
 		s.capture.add(rank, st, data)
 		_ = s.conn.SendOutput(rank, wire.Stream(st), data)
 	}
+	cg := s.a.jobCgroup(s.log, s.jobID)
 	var all sync.WaitGroup
 	for _, r := range j.Ranks {
 		env := mergeEnv(base, r.Env, s.pmiEnv[r.Rank])
-		spec := proc.Spec{Rank: r.Rank, Argv: r.Argv, Env: env, Dir: r.Dir, Stdin: r.Rank == j.StdinRank, Grace: j.KillGrace}
+		spec := proc.Spec{Rank: r.Rank, Argv: r.Argv, Env: env, Dir: r.Dir, Stdin: r.Rank == j.StdinRank, Grace: j.KillGrace,
+			Supervisor: s.a.Supervisor, Cgroup: cg}
 		if f := s.pmiFDs[r.Rank]; f != nil {
 			spec.ExtraFiles = []*os.File{f}
 		}
@@ -494,7 +506,6 @@ func (s *session) spawn(ctx context.Context) error {
 			continue
 		}
 		s.procs[r.Rank] = p
-		pids[r.Rank] = p.Pid()
 		all.Add(1)
 		s.waiters.Go(func() {
 			defer all.Done()
@@ -506,20 +517,31 @@ func (s *session) spawn(ctx context.Context) error {
 			_ = s.conn.Send(wire.KindExit, x)
 		})
 	}
-	if err := s.conn.Send(wire.KindStarted, wire.Started{Pids: pids, Bindings: bindings}); err != nil {
-		return err
+	// After every start: a supervised rank's pid is known once its
+	// supervisor has started the program, and supervisors start together.
+	for rank, p := range s.procs {
+		pids[rank] = p.Pid()
 	}
+	err := s.conn.Send(wire.KindStarted, wire.Started{Pids: pids, Bindings: bindings})
 	s.log.Debug("ranks started", zap.Int("ranks", len(pids)))
 	s.waiters.Go(func() {
 		all.Wait()
 		if s.pmi != nil {
 			s.pmi.Close()
 		}
-		s.dumping.Lock() // stacks being collected go first
-		defer s.dumping.Unlock()
-		_ = s.conn.Send(wire.KindDone, nil)
+		if cg != nil {
+			// Whatever escaped the ranks' supervisors dies with the job.
+			if err := cg.Close(cgroupCloseTimeout); err != nil {
+				s.log.Warn("job cgroup", zap.Error(err))
+			}
+		}
+		if err == nil {
+			s.dumping.Lock() // stacks being collected go first
+			defer s.dumping.Unlock()
+			_ = s.conn.Send(wire.KindDone, nil)
+		}
 	})
-	return nil
+	return err
 }
 
 func (s *session) stopAll(grace time.Duration) {

@@ -32,6 +32,11 @@ if [ -r "$secrets/ssh_host_ed25519_key" ]; then
 fi
 # With no mounted host key the agent creates one in $state on first start.
 
+# exec: the agent becomes the container's PID 1 and does an init's duties
+# itself (it reaps orphans and forwards SIGTERM to the real agent, its
+# child), so no tini is needed. Where cgroup2 is mounted read-only, as
+# containers often have it, each rank's supervisor contains it alone.
+
 # shellcheck disable=SC2086
 exec "$agent" --listen ":$port" --name "$name" \
 	--host-key "$state/ssh_host_ed25519_key" \

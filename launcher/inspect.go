@@ -120,6 +120,9 @@ func writeInspect(w io.Writer, hosts []InspectHost) {
 		for _, g := range h.Facts.GPUs {
 			fmt.Fprintf(w, "gpu   %d %s %s numa %d\n", g.Index, g.Name, g.BusID, g.NUMANode)
 		}
+		if h.Facts.Containment != "" {
+			fmt.Fprintf(w, "ranks %s\n", h.Facts.Containment)
+		}
 		for _, e := range h.Facts.DiscoveryErrs {
 			fmt.Fprintf(w, "note  %s\n", e)
 		}

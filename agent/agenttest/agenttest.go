@@ -10,6 +10,10 @@
 //
 // Agents serve until the test's cleanup, which stops them and waits until
 // every session, and so every rank, has ended.
+//
+// Ranks run under supervisors (this test binary re-executed) when the
+// test binary's TestMain calls proc.Supervise first, as cmd/agent's main
+// does; otherwise they start directly.
 package agenttest
 
 import (
@@ -31,6 +35,7 @@ import (
 
 	"gangway/agent"
 	"gangway/agent/agenttest/sshtest"
+	"gangway/agent/proc"
 )
 
 // Deadline bounds every wait of this package: generous, for a loaded
@@ -147,7 +152,8 @@ func StartLocal(t testing.TB, n int, opts ...Option) *Cluster {
 			t.Fatalf("agenttest: listen on %s: %v", h.Addr, err)
 		}
 		h.Port = l.Addr().(*net.TCPAddr).Port
-		h.Agent = &agent.Agent{Name: h.Name, Version: "agenttest", Log: log.Named(h.Name), BaseEnv: append(os.Environ(), RankEnv()...)}
+		h.Agent = &agent.Agent{Name: h.Name, Version: "agenttest", Log: log.Named(h.Name), BaseEnv: append(os.Environ(), RankEnv()...),
+			Supervisor: proc.SupervisorExecutable()}
 		if o.agent != nil {
 			o.agent(i, h.Agent)
 		}

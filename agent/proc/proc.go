@@ -1,6 +1,9 @@
 // Package proc runs and supervises rank processes: one process group per
 // rank, output pumped as whole lines, shell-style exit codes, and a stop
-// that escalates from SIGTERM to SIGKILL and reaches grandchildren.
+// that escalates from SIGTERM to SIGKILL and reaches grandchildren. So
+// that a rank's containment does not depend on the agent staying alive,
+// each rank can run under a supervisor (the agent's binary re-executed:
+// Supervise, SupervisorMain) and in its job's cgroup (Cgroup).
 //
 // The same code runs ranks for the in-process local agent and for remote
 // agents; there is no second code path.
@@ -59,6 +62,17 @@ type Spec struct {
 	// Grace is the time between SIGTERM and SIGKILL when ctx is cancelled
 	// or Stop is called without an explicit grace. Zero means 5s.
 	Grace time.Duration
+	// Supervisor, when set, is the binary re-executed as the rank's
+	// supervisor (SupervisorExecutable()), which runs the program as its
+	// child (SupervisorMain) and kills everything below it when the
+	// program ends or the agent dies. Signals reach the program's group
+	// through it; Pid and Result are still the program's. "" runs the
+	// program directly, contained by its process group and Pdeathsig
+	// alone.
+	Supervisor string
+	// Cgroup, when set, is the job's group the rank starts in
+	// (CLONE_INTO_CGROUP), supervisor and all.
+	Cgroup *Cgroup
 }
 
 // Result is how a rank ended.
@@ -97,6 +111,9 @@ type Proc struct {
 	cmd   *exec.Cmd
 	pid   int
 	stdin *os.File
+	// ctl is the supervisor's control socket; nil without a supervisor,
+	// when pid is the program's.
+	ctl *control
 
 	done   chan struct{}
 	res    Result
@@ -136,10 +153,29 @@ func Start(ctx context.Context, spec Spec, out Sink) (*Proc, error) {
 			f.Close()
 		}
 	}()
+	var ctl *control
+	if spec.Supervisor != "" {
+		c, theirs, err := newControl()
+		if err != nil {
+			return nil, fmt.Errorf("rank %d: supervisor socket: %w", spec.Rank, err)
+		}
+		closeAfter = append(closeAfter, theirs)
+		ctl = c
+		// The control socket comes after the rank's own extra files, so
+		// PMI_FD is the same number in the program.
+		cmd.Path = supervisorPath(spec.Supervisor)
+		cmd.Args = supervisorArgs(3+len(spec.ExtraFiles), os.Getpid(), path, spec.Argv)
+		cmd.ExtraFiles = append(append([]*os.File(nil), spec.ExtraFiles...), theirs)
+		setPdeathsig(cmd.SysProcAttr, parentDeathSignal)
+	}
+	if spec.Cgroup != nil {
+		applyCgroup(cmd.SysProcAttr, spec.Cgroup)
+	}
 	var stdinW *os.File
 	if spec.Stdin {
 		r, w, err := os.Pipe()
 		if err != nil {
+			ctl.close()
 			return nil, fmt.Errorf("rank %d: stdin pipe: %w", spec.Rank, err)
 		}
 		cmd.Stdin, stdinW = r, w
@@ -147,26 +183,28 @@ func Start(ctx context.Context, spec Spec, out Sink) (*Proc, error) {
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
+		ctl.close()
+		closeFile(stdinW)
 		return nil, fmt.Errorf("rank %d: stdout pipe: %w", spec.Rank, err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		outR.Close()
-		outW.Close()
+		ctl.close()
+		closeFile(stdinW, outR, outW)
 		return nil, fmt.Errorf("rank %d: stderr pipe: %w", spec.Rank, err)
 	}
 	closeAfter = append(closeAfter, outW, errW)
 	cmd.Stdout, cmd.Stderr = outW, errW
 
 	if err := startWithAffinity(cmd, spec.CPUs); err != nil {
-		outR.Close()
-		errR.Close()
-		if stdinW != nil {
-			stdinW.Close()
-		}
+		ctl.close()
+		closeFile(stdinW, outR, errR)
 		return nil, fmt.Errorf("rank %d: start %s: %w", spec.Rank, spec.Argv[0], err)
 	}
-	p := &Proc{spec: spec, cmd: cmd, pid: cmd.Process.Pid, stdin: stdinW, done: make(chan struct{}), reaped: make(chan struct{})}
+	p := &Proc{spec: spec, cmd: cmd, pid: cmd.Process.Pid, stdin: stdinW, ctl: ctl, done: make(chan struct{}), reaped: make(chan struct{})}
+	if ctl != nil {
+		go ctl.readReport()
+	}
 	go p.supervise(ctx, out, outR, errR)
 	return p, nil
 }
@@ -180,8 +218,28 @@ func StartResult(rank int, err error) Result {
 	return Result{Rank: rank, Code: code, Err: err}
 }
 
-// Pid is the rank's process ID, which is also its process group ID.
-func (p *Proc) Pid() int { return p.pid }
+// Pid is the rank's process ID, which is also its process group ID. Under
+// a supervisor it is known once the supervisor has started the program,
+// which Pid waits for (milliseconds; at most reportWait); it is the
+// supervisor's own if the program could not be started.
+func (p *Proc) Pid() int {
+	if p.ctl == nil {
+		return p.pid
+	}
+	t := time.NewTimer(reportWait)
+	defer t.Stop()
+	select {
+	case <-p.ctl.known:
+		if p.ctl.pid > 0 {
+			return p.ctl.pid
+		}
+	case <-t.C: // a supervisor stopped by someone else
+	}
+	return p.pid
+}
+
+// reportWait bounds Pid's wait for a supervisor's report.
+const reportWait = 10 * time.Second
 
 // Stdin is the write end of the rank's stdin pipe, or nil.
 func (p *Proc) Stdin() io.WriteCloser {
@@ -201,7 +259,10 @@ func (p *Proc) Wait() Result {
 	return p.res
 }
 
-// Signal sends sig to the rank's whole process group.
+// Signal sends sig to the rank's whole process group. Under a supervisor
+// it goes through the control socket, so SIGSTOP reaches the program rather
+// than the supervisor, and SIGKILL kills everything below the supervisor,
+// daemons that left the group included.
 func (p *Proc) Signal(sig syscall.Signal) error {
 	p.stopMu.Lock()
 	defer p.stopMu.Unlock()
@@ -210,6 +271,12 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 	}
 	if sig == syscall.SIGTERM || sig == syscall.SIGKILL || sig == syscall.SIGINT {
 		p.stopd = true
+	}
+	if p.ctl != nil {
+		if err := p.ctl.signal(sig); err != nil {
+			return fmt.Errorf("signal %d to rank %d's supervisor (pid %d): %w", int(sig), p.spec.Rank, p.pid, err)
+		}
+		return nil
 	}
 	return killGroup(p.pid, sig)
 }
@@ -250,9 +317,13 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 	stopped := p.stopd
 	p.stopMu.Unlock()
 	close(p.reaped)
-	// The leader is gone; anything left in its group (dataloader workers,
-	// a shell's background jobs) dies with it.
-	_ = killGroup(p.pid, syscall.SIGKILL)
+	if p.ctl == nil {
+		// The leader is gone; anything left in its group (dataloader
+		// workers, a shell's background jobs) dies with it. A supervisor
+		// has done that, and more, before it exited; its own group held
+		// only itself.
+		_ = killGroup(p.pid, syscall.SIGKILL)
+	}
 	if p.stdin != nil {
 		p.stdin.Close()
 	}
@@ -274,6 +345,19 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 
 	p.res = Result{Rank: p.spec.Rank, Pid: p.pid, Stopped: stopped}
 	p.res.Code, p.res.Signal = exitCode(p.cmd.ProcessState, err)
+	if p.ctl != nil {
+		// The report is in, or the socket reached EOF when the supervisor
+		// exited; no Signal writes to it any more.
+		p.res.Pid = p.Pid()
+		select {
+		case <-p.ctl.known:
+			if p.ctl.err != nil {
+				p.res.Err = fmt.Errorf("rank %d: start %s: %w", p.spec.Rank, p.spec.Argv[0], p.ctl.err)
+			}
+		default:
+		}
+		p.ctl.close()
+	}
 }
 
 func exitCode(ps *os.ProcessState, err error) (int, syscall.Signal) {
@@ -334,6 +418,15 @@ func lastNL(b []byte) int {
 		}
 	}
 	return -1
+}
+
+// closeFile closes the files that are not nil.
+func closeFile(fs ...*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 func envValue(env []string, key string) string {

@@ -18,6 +18,10 @@ func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
+// setPdeathsig sets the signal the child gets when the thread that forked
+// it exits.
+func setPdeathsig(attr *syscall.SysProcAttr, sig syscall.Signal) { attr.Pdeathsig = sig }
+
 // startWithAffinity starts cmd with the given CPU set. A child inherits the
 // affinity of the thread that forks it, so the mask is set on a locked OS
 // thread around Start and restored afterwards.

@@ -10,3 +10,5 @@ import (
 func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
 func startWithAffinity(cmd *exec.Cmd, cpus []int) error { return cmd.Start() }
+
+func setPdeathsig(attr *syscall.SysProcAttr, sig syscall.Signal) {}

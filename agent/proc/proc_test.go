@@ -16,8 +16,30 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if code, ok := Supervise(os.Args); ok {
+		os.Exit(code)
+	}
+	if code, ok := testHelperMain(); ok {
+		os.Exit(code)
+	}
 	proctest.HelperMain()
 	os.Exit(m.Run())
+}
+
+// bothWays runs f for a rank started directly (sup "") and for one under
+// a supervisor (sup is this binary): the supervisor changes nothing a
+// rank's owner sees but the pid.
+func bothWays(t *testing.T, f func(t *testing.T, sup string)) {
+	t.Helper()
+	t.Run("direct", func(t *testing.T) { f(t, "") })
+	if !supervisorSupported {
+		return
+	}
+	sup := SupervisorExecutable()
+	if sup == "" {
+		t.Fatal("no supervisor executable: TestMain must call Supervise")
+	}
+	t.Run("supervised", func(t *testing.T) { f(t, sup) })
 }
 
 // capture collects output per stream and checks every chunk is whole lines.
@@ -75,30 +97,34 @@ func waitFor(t *testing.T, c *capture, s Stream, want string) {
 }
 
 func TestExitCodes(t *testing.T) {
-	for _, tc := range []struct {
-		mode string
-		code int
-		sig  syscall.Signal
-	}{
-		{"exit:0", 0, 0},
-		{"exit:3", 3, 0},
-		{"exit:255", 255, 0},
-		{"kill:9", 137, syscall.SIGKILL},
-		{"kill:15", 143, syscall.SIGTERM},
-		{"kill:1", 129, syscall.SIGHUP},
-	} {
-		t.Run(tc.mode, func(t *testing.T) {
-			c := newCapture()
-			p := start(t, t.Context(), fake(t, tc.mode), c)
-			r := p.Wait()
-			if r.Code != tc.code || r.Signal != tc.sig || r.Rank != 3 || r.Stopped {
-				t.Fatalf("result %+v, want code %d signal %d", r, tc.code, tc.sig)
-			}
-			if proctest.State(r.Pid) != 0 {
-				t.Fatalf("pid %d still in /proc (state %c): not reaped", r.Pid, proctest.State(r.Pid))
-			}
-		})
-	}
+	bothWays(t, func(t *testing.T, sup string) {
+		for _, tc := range []struct {
+			mode string
+			code int
+			sig  syscall.Signal
+		}{
+			{"exit:0", 0, 0},
+			{"exit:3", 3, 0},
+			{"exit:255", 255, 0},
+			{"kill:9", 137, syscall.SIGKILL},
+			{"kill:15", 143, syscall.SIGTERM},
+			{"kill:1", 129, syscall.SIGHUP},
+		} {
+			t.Run(tc.mode, func(t *testing.T) {
+				c := newCapture()
+				spec := fake(t, tc.mode)
+				spec.Supervisor = sup
+				p := start(t, t.Context(), spec, c)
+				r := p.Wait()
+				if r.Code != tc.code || r.Signal != tc.sig || r.Rank != 3 || r.Stopped {
+					t.Fatalf("result %+v, want code %d signal %d", r, tc.code, tc.sig)
+				}
+				if proctest.State(r.Pid) != 0 {
+					t.Fatalf("pid %d still in /proc (state %c): not reaped", r.Pid, proctest.State(r.Pid))
+				}
+			})
+		}
+	})
 }
 
 func TestNotFound(t *testing.T) {
@@ -119,54 +145,68 @@ func TestNotFound(t *testing.T) {
 }
 
 func TestRankPATHIsUsed(t *testing.T) {
-	dir := t.TempDir()
-	os.WriteFile(dir+"/gw-only-here", []byte("#!/bin/sh\necho found-in-rank-path\n"), 0o755)
-	c := newCapture()
-	p := start(t, t.Context(), Spec{Argv: []string{"gw-only-here"}, Env: []string{"PATH=" + dir + ":/usr/bin:/bin"}}, c)
-	if r := p.Wait(); r.Code != 0 || c.String(Stdout) != "found-in-rank-path\n" {
-		t.Fatalf("result %+v output %q", r, c.String(Stdout))
-	}
+	bothWays(t, func(t *testing.T, sup string) {
+		dir := t.TempDir()
+		os.WriteFile(dir+"/gw-only-here", []byte("#!/bin/sh\necho found-in-rank-path\n"), 0o755)
+		c := newCapture()
+		p := start(t, t.Context(), Spec{Argv: []string{"gw-only-here"}, Env: []string{"PATH=" + dir + ":/usr/bin:/bin"}, Supervisor: sup}, c)
+		if r := p.Wait(); r.Code != 0 || c.String(Stdout) != "found-in-rank-path\n" {
+			t.Fatalf("result %+v output %q", r, c.String(Stdout))
+		}
+	})
 }
 
 func TestStopEscalatesToKill(t *testing.T) {
-	c := newCapture()
-	p := start(t, t.Context(), fake(t, "ignoreterm"), c)
-	waitFor(t, c, Stdout, "ready")
-	t0 := time.Now()
-	p.Stop(300 * time.Millisecond)
-	r := p.Wait()
-	if r.Signal != syscall.SIGKILL || r.Code != 137 || !r.Stopped {
-		t.Fatalf("result %+v, want SIGKILL after grace", r)
-	}
-	if el := time.Since(t0); el < 250*time.Millisecond {
-		t.Fatalf("killed after %v, before the grace period", el)
-	}
+	bothWays(t, func(t *testing.T, sup string) {
+		c := newCapture()
+		spec := fake(t, "ignoreterm")
+		spec.Supervisor = sup
+		p := start(t, t.Context(), spec, c)
+		waitFor(t, c, Stdout, "ready")
+		t0 := time.Now()
+		p.Stop(300 * time.Millisecond)
+		r := p.Wait()
+		if r.Signal != syscall.SIGKILL || r.Code != 137 || !r.Stopped {
+			t.Fatalf("result %+v, want SIGKILL after grace", r)
+		}
+		if el := time.Since(t0); el < 250*time.Millisecond {
+			t.Fatalf("killed after %v, before the grace period", el)
+		}
+	})
 }
 
 func TestStopTermIsEnough(t *testing.T) {
-	c := newCapture()
-	p := start(t, t.Context(), fake(t, "sleep"), c)
-	waitFor(t, c, Stdout, "ready")
-	p.Stop(time.Minute)
-	if r := p.Wait(); r.Signal != syscall.SIGTERM || !r.Stopped {
-		t.Fatalf("result %+v, want SIGTERM", r)
-	}
+	bothWays(t, func(t *testing.T, sup string) {
+		c := newCapture()
+		spec := fake(t, "sleep")
+		spec.Supervisor = sup
+		p := start(t, t.Context(), spec, c)
+		waitFor(t, c, Stdout, "ready")
+		p.Stop(time.Minute)
+		if r := p.Wait(); r.Signal != syscall.SIGTERM || !r.Stopped {
+			t.Fatalf("result %+v, want SIGTERM", r)
+		}
+	})
 }
 
 func TestContextCancelStops(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
-	c := newCapture()
-	p := start(t, ctx, fake(t, "sleep"), c)
-	waitFor(t, c, Stdout, "ready")
-	cancel()
-	select {
-	case <-p.Done():
-	case <-time.After(20 * time.Second):
-		t.Fatal("rank still running 20s after cancel")
-	}
-	if r := p.Wait(); !r.Stopped || r.Code != 143 {
-		t.Fatalf("result %+v", r)
-	}
+	bothWays(t, func(t *testing.T, sup string) {
+		ctx, cancel := context.WithCancel(t.Context())
+		c := newCapture()
+		spec := fake(t, "sleep")
+		spec.Supervisor = sup
+		p := start(t, ctx, spec, c)
+		waitFor(t, c, Stdout, "ready")
+		cancel()
+		select {
+		case <-p.Done():
+		case <-time.After(20 * time.Second):
+			t.Fatal("rank still running 20s after cancel")
+		}
+		if r := p.Wait(); !r.Stopped || r.Code != 143 {
+			t.Fatalf("result %+v", r)
+		}
+	})
 }
 
 func grandchildPid(t *testing.T, c *capture) int {
@@ -181,68 +221,79 @@ func grandchildPid(t *testing.T, c *capture) int {
 }
 
 func TestGrandchildDiesOnStop(t *testing.T) {
-	c := newCapture()
-	p := start(t, t.Context(), fake(t, "grandchild"), c)
-	gc := grandchildPid(t, c)
-	if proctest.Gone(gc) {
-		t.Fatal("grandchild not running before stop")
-	}
-	p.Stop(time.Second)
-	r := p.Wait()
-	if left := proctest.WaitGone(10*time.Second, r.Pid, gc); len(left) > 0 {
-		t.Fatalf("still running after stop: %v", left)
-	}
+	bothWays(t, func(t *testing.T, sup string) {
+		c := newCapture()
+		spec := fake(t, "grandchild")
+		spec.Supervisor = sup
+		p := start(t, t.Context(), spec, c)
+		gc := grandchildPid(t, c)
+		if proctest.Gone(gc) {
+			t.Fatal("grandchild not running before stop")
+		}
+		p.Stop(time.Second)
+		r := p.Wait()
+		if left := proctest.WaitGone(10*time.Second, r.Pid, gc); len(left) > 0 {
+			t.Fatalf("still running after stop: %v", left)
+		}
+	})
 }
 
 func TestGrandchildDiesWhenRankExits(t *testing.T) {
-	c := newCapture()
-	p := start(t, t.Context(), fake(t, "grandchild:1"), c)
-	r := p.Wait()
-	gc := grandchildPid(t, c)
-	if r.Code != 0 {
-		t.Fatalf("result %+v", r)
-	}
-	if left := proctest.WaitGone(10*time.Second, gc); len(left) > 0 {
-		t.Fatalf("grandchild %d outlived its rank", gc)
-	}
+	bothWays(t, func(t *testing.T, sup string) {
+		c := newCapture()
+		spec := fake(t, "grandchild:1")
+		spec.Supervisor = sup
+		p := start(t, t.Context(), spec, c)
+		r := p.Wait()
+		gc := grandchildPid(t, c)
+		if r.Code != 0 {
+			t.Fatalf("result %+v", r)
+		}
+		if left := proctest.WaitGone(10*time.Second, gc); len(left) > 0 {
+			t.Fatalf("grandchild %d outlived its rank", gc)
+		}
+	})
 }
 
 func TestFloodWholeLines(t *testing.T) {
-	const n = 100000
-	var mu sync.Mutex
-	var lines, errLines int
-	var bad []string
-	sink := func(rank int, s Stream, data []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(data) == 0 || data[len(data)-1] != '\n' {
-			bad = append(bad, fmt.Sprintf("chunk not ending in newline: %q", tail(data)))
-		}
-		for _, l := range bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n")) {
-			if len(l) != 99 || !bytes.HasPrefix(l, []byte("r3 i")) {
-				bad = append(bad, string(l))
+	bothWays(t, func(t *testing.T, sup string) {
+		const n = 100000
+		var mu sync.Mutex
+		var lines, errLines int
+		var bad []string
+		sink := func(rank int, s Stream, data []byte) {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(data) == 0 || data[len(data)-1] != '\n' {
+				bad = append(bad, fmt.Sprintf("chunk not ending in newline: %q", tail(data)))
 			}
-			if s == Stdout {
-				lines++
-			} else {
-				errLines++
+			for _, l := range bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n")) {
+				if len(l) != 99 || !bytes.HasPrefix(l, []byte("r3 i")) {
+					bad = append(bad, string(l))
+				}
+				if s == Stdout {
+					lines++
+				} else {
+					errLines++
+				}
 			}
 		}
-	}
-	spec := fake(t, "flood:"+strconv.Itoa(n))
-	p, err := Start(t.Context(), spec, sink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := p.Wait(); r.Code != 0 {
-		t.Fatalf("result %+v", r)
-	}
-	if len(bad) > 0 {
-		t.Fatalf("%d broken lines, first %q", len(bad), bad[0])
-	}
-	if lines != n || errLines != n/10 {
-		t.Fatalf("got %d stdout and %d stderr lines, want %d and %d", lines, errLines, n, n/10)
-	}
+		spec := fake(t, "flood:"+strconv.Itoa(n))
+		spec.Supervisor = sup
+		p, err := Start(t.Context(), spec, sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := p.Wait(); r.Code != 0 {
+			t.Fatalf("result %+v", r)
+		}
+		if len(bad) > 0 {
+			t.Fatalf("%d broken lines, first %q", len(bad), bad[0])
+		}
+		if lines != n || errLines != n/10 {
+			t.Fatalf("got %d stdout and %d stderr lines, want %d and %d", lines, errLines, n, n/10)
+		}
+	})
 }
 
 func tail(b []byte) []byte {
@@ -253,37 +304,44 @@ func tail(b []byte) []byte {
 }
 
 func TestLongLineAndFinalPartialLine(t *testing.T) {
-	const n = 1 << 20
-	var mu sync.Mutex
-	var chunks [][]byte
-	p, err := Start(t.Context(), fake(t, "longline:"+strconv.Itoa(n)), func(rank int, s Stream, data []byte) {
-		mu.Lock()
-		chunks = append(chunks, bytes.Clone(data))
-		mu.Unlock()
+	bothWays(t, func(t *testing.T, sup string) {
+		const n = 1 << 20
+		var mu sync.Mutex
+		var chunks [][]byte
+		spec := fake(t, "longline:"+strconv.Itoa(n))
+		spec.Supervisor = sup
+		p, err := Start(t.Context(), spec, func(rank int, s Stream, data []byte) {
+			mu.Lock()
+			chunks = append(chunks, bytes.Clone(data))
+			mu.Unlock()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Wait()
+		if len(chunks) != 2 {
+			t.Fatalf("got %d chunks, want the long line whole and the final partial line", len(chunks))
+		}
+		if len(chunks[0]) != n+1 || string(chunks[1]) != "end" {
+			t.Fatalf("chunks of %d and %q", len(chunks[0]), chunks[1])
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Wait()
-	if len(chunks) != 2 {
-		t.Fatalf("got %d chunks, want the long line whole and the final partial line", len(chunks))
-	}
-	if len(chunks[0]) != n+1 || string(chunks[1]) != "end" {
-		t.Fatalf("chunks of %d and %q", len(chunks[0]), chunks[1])
-	}
 }
 
 func TestStdin(t *testing.T) {
-	c := newCapture()
-	spec := fake(t, "cat")
-	spec.Stdin = true
-	p := start(t, t.Context(), spec, c)
-	in := p.Stdin()
-	fmt.Fprintf(in, "hello\nworld\n")
-	in.Close()
-	if r := p.Wait(); r.Code != 0 || c.String(Stdout) != "hello\nworld\n" {
-		t.Fatalf("result %+v output %q", r, c.String(Stdout))
-	}
+	bothWays(t, func(t *testing.T, sup string) {
+		c := newCapture()
+		spec := fake(t, "cat")
+		spec.Stdin = true
+		spec.Supervisor = sup
+		p := start(t, t.Context(), spec, c)
+		in := p.Stdin()
+		fmt.Fprintf(in, "hello\nworld\n")
+		in.Close()
+		if r := p.Wait(); r.Code != 0 || c.String(Stdout) != "hello\nworld\n" {
+			t.Fatalf("result %+v output %q", r, c.String(Stdout))
+		}
+	})
 }
 
 func TestSignalAllowlist(t *testing.T) {
@@ -300,12 +358,14 @@ func TestSignalAllowlist(t *testing.T) {
 }
 
 func TestAffinity(t *testing.T) {
-	c := newCapture()
-	p := start(t, t.Context(), Spec{Argv: []string{"sh", "-c", "grep Cpus_allowed_list /proc/self/status"}, Env: []string{"PATH=/usr/bin:/bin"}, CPUs: []int{0}}, c)
-	p.Wait()
-	if !strings.Contains(c.String(Stdout), "Cpus_allowed_list:\t0\n") {
-		t.Fatalf("affinity not applied: %q", c.String(Stdout))
-	}
+	bothWays(t, func(t *testing.T, sup string) {
+		c := newCapture()
+		p := start(t, t.Context(), Spec{Argv: []string{"sh", "-c", "grep Cpus_allowed_list /proc/self/status"}, Env: []string{"PATH=/usr/bin:/bin"}, CPUs: []int{0}, Supervisor: sup}, c)
+		p.Wait()
+		if !strings.Contains(c.String(Stdout), "Cpus_allowed_list:\t0\n") {
+			t.Fatalf("affinity not applied: %q", c.String(Stdout))
+		}
+	})
 }
 
 func TestSignalName(t *testing.T) {

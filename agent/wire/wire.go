@@ -120,6 +120,10 @@ type Facts struct {
 	// Routes are the routes this host uses to reach the peers it was asked
 	// about (agent/facts Options.Peers), one entry per resolved address.
 	Routes []Route `json:"routes,omitempty"`
+	// Containment is what holds the agent's ranks beyond their process
+	// groups: "cgroup2 DIR + subreaper supervisor", or "subreaper
+	// supervisor (no writable cgroup2: why)".
+	Containment string `json:"containment,omitempty"`
 }
 
 // Route is how a host reaches one address of a peer: the kernel's answer
@@ -212,7 +216,10 @@ type Ready struct {
 
 // Started reports spawned ranks.
 type Started struct {
-	Pids map[int]int `json:"pids"` // rank -> pid
+	// Pids maps rank to the pid the agent started: the rank's supervisor,
+	// which forwards signals to the rank's process group, where the agent
+	// runs one (Facts.Containment).
+	Pids map[int]int `json:"pids"`
 	// Bindings are the CPUs each bound rank may run on ("0-3,8").
 	Bindings map[int]string `json:"bindings,omitempty"`
 }
@@ -220,7 +227,7 @@ type Started struct {
 // Exit reports the end of one rank.
 type Exit struct {
 	Rank   int `json:"rank"`
-	Pid    int `json:"pid,omitempty"`
+	Pid    int `json:"pid,omitempty"`    // as in Started.Pids
 	Code   int `json:"code"`             // shell-style: 128+N for signal N, 127 not found
 	Signal int `json:"signal,omitempty"` // the signal that killed it, 0 if none
 	// SignalName is Signal's name ("SIGKILL"); empty when Signal is 0 or

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"gangway/agent"
+	"gangway/agent/proc"
 	"gangway/agent/wire"
 	"gangway/cmd/internal/logging"
 )
@@ -47,6 +48,7 @@ func run(ctx context.Context, args []string) int {
 	maxStartups := fs.Int("max-startups", agent.DefaultMaxStartups, "connections not yet authenticated, in total; more are closed at once (like sshd's MaxStartups)")
 	maxPerSource := fs.Int("max-startups-per-source", agent.DefaultMaxStartupsPerSource, "connections not yet authenticated from one address; more are closed at once")
 	maxSessions := fs.Int("max-sessions", agent.DefaultMaxSessions, "open sessions (commands, launcher sessions) on one connection; more are refused")
+	cgroup := fs.Bool("cgroup", true, "put each job in a cgroup2 group under the agent's own, where cgroup2 is writable\n(under systemd, give the service Delegate=yes)")
 	logFormat := fs.String("log-format", "json", "log format: json or console")
 	verbose := fs.Bool("v", false, "debug logs")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -72,7 +74,8 @@ func run(ctx context.Context, args []string) int {
 	}
 	log := logging.New(*logFormat, logging.Level(*verbose, zapcore.InfoLevel), os.Stderr)
 	defer log.Sync()
-	a := &agent.Agent{Name: *name, Version: version, Log: log.Named("agent"), AllowDropCaches: *dropCaches, LauncherTimeout: *launcherTimeout}
+	a := &agent.Agent{Name: *name, Version: version, Log: log.Named("agent"), AllowDropCaches: *dropCaches,
+		LauncherTimeout: *launcherTimeout, Supervisor: proc.SupervisorExecutable(), NoCgroup: !*cgroup}
 	if *stdio {
 		rwc := stdioConn{os.Stdin, os.Stdout}
 		if err := a.ServeSession(ctx, rwc); err != nil {

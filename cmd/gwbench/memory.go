@@ -10,12 +10,13 @@ import (
 )
 
 // memory measures a fresh agent's resident size while it runs 8 ranks
-// (sleep), sampled from /proc/PID/status while all 8 are alive.
+// (sleep), sampled from /proc/PID/status while all 8 are alive, and notes
+// the private memory of the ranks' supervisors.
 func (b *bench) memory(ctx context.Context) error {
 	e := b.net
 	agent := e.agentPd[0]
 	rss := b.add(&Result{Scenario: "memory", Case: "agent with 8 running ranks", Metric: "VmRSS", Unit: "MiB", Launcher: "agent", Kind: Info})
-	var hwm float64
+	var hwm, sups float64
 	j := jobSpec{Hosts: 1, PerHost: 8, Argv: []string{"/bin/sleep", "1.5"}}
 	for range 3 {
 		done := make(chan outcome, 1)
@@ -32,7 +33,8 @@ func (b *bench) memory(ctx context.Context) error {
 				}
 				break sample
 			case <-tick.C:
-				if len(children(agent, "sleep")) < 8 {
+				ranks, supervisors := ranksOf(agent, "sleep")
+				if len(ranks) < 8 {
 					continue
 				}
 				st, err := procStatus(agent)
@@ -43,6 +45,13 @@ func (b *bench) memory(ctx context.Context) error {
 				seen = true
 				peak = max(peak, st["VmRSS"])
 				hwm = max(hwm, st["VmHWM"])
+				var anon float64
+				for _, s := range supervisors {
+					if st, err := procStatus(s); err == nil {
+						anon += st["RssAnon"]
+					}
+				}
+				sups = max(sups, anon)
 			}
 		}
 		tick.Stop()
@@ -51,8 +60,21 @@ func (b *bench) memory(ctx context.Context) error {
 		}
 		rss.Values = append(rss.Values, peak)
 	}
-	rss.Note = fmt.Sprintf("pid %d, VmHWM %.1f MiB; ranks: /bin/sleep 1.5 via bin/launcher -np 8", agent, hwm)
+	rss.Note = fmt.Sprintf("pid %d, VmHWM %.1f MiB; ranks: /bin/sleep 1.5 via bin/launcher -np 8; their supervisors' RssAnon %.1f MiB in all", agent, hwm, sups)
 	return nil
+}
+
+// ranksOf returns the agent's ranks named comm, children of the ranks'
+// supervisors (the agent's own binary re-executed, so named as the agent
+// is) or of the agent itself, and the supervisors.
+func ranksOf(agent int, comm string) (ranks, supervisors []int) {
+	ranks = children(agent, comm)
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(agent) + "/comm")
+	supervisors = children(agent, strings.TrimSpace(string(b)))
+	for _, s := range supervisors {
+		ranks = append(ranks, children(s, comm)...)
+	}
+	return ranks, supervisors
 }
 
 // agentHWM records the largest VmHWM of the bed's agents after every
@@ -80,7 +102,7 @@ func procStatus(pid int) (map[string]float64, error) {
 	m := map[string]float64{}
 	for line := range strings.Lines(string(raw)) {
 		k, v, ok := strings.Cut(line, ":")
-		if !ok || !strings.HasPrefix(k, "Vm") {
+		if !ok || !strings.HasPrefix(k, "Vm") && !strings.HasPrefix(k, "Rss") {
 			continue
 		}
 		f := strings.Fields(v)

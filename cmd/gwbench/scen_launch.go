@@ -21,7 +21,7 @@ func (b *bench) launch(ctx context.Context) error {
 		name := fmt.Sprintf("%d hosts x 8 /bin/true", n)
 		cpu := &Result{Scenario: "launch", Case: name, Metric: "CPU of gangway's launcher (user+sys)", Unit: "ms", Launcher: lGangway, Kind: Info}
 		acpu := &Result{Scenario: "launch", Case: name, Metric: "CPU of the agents themselves (sum)", Unit: "ms", Launcher: lGangway, Kind: Info, Note: "/proc/PID/stat utime+stime, 10 ms ticks"}
-		rcpu := &Result{Scenario: "launch", Case: name, Metric: "CPU of the ranks (sum)", Unit: "ms", Launcher: lGangway, Kind: Info, Note: "the agents' cutime+cstime"}
+		rcpu := &Result{Scenario: "launch", Case: name, Metric: "CPU of the ranks (sum)", Unit: "ms", Launcher: lGangway, Kind: Info, Note: "the agents' cutime+cstime: the ranks and their supervisors"}
 		var self0, kids0 int64
 		cs := []contender{
 			{name: lGangway, kind: Ours, argv: e.gangway(j),

@@ -1,14 +1,16 @@
 package main
 
 // End-to-end tests of the real launcher with real processes. The test
-// binary plays three parts (as litestream's tests do):
+// binary plays four parts (as litestream's tests do):
 //
 //   - the test runner (no special variable set);
 //   - the launcher itself, when GANGWAY_TEST_LAUNCHER=1: TestMain calls
 //     run() with main's signal wiring, so exit codes, signals and output are
 //     the real binary's;
 //   - a fake trainer rank, when GANGWAY_FAKE=mode (proctest.HelperMain).
-//     Tests pass the mode with -x GANGWAY_FAKE=mode, so only ranks get it.
+//     Tests pass the mode with -x GANGWAY_FAKE=mode, so only ranks get it;
+//   - a rank's supervisor (proc.Supervise), as bin/launcher re-executes
+//     itself for local ranks.
 
 import (
 	"bytes"
@@ -26,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"gangway/agent/proc"
 	"gangway/agent/proc/proctest"
 	"gangway/cmd/internal/e2e"
 )
@@ -37,6 +40,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if code, ok := proc.Supervise(os.Args); ok { // ranks' supervisors, as main does
+		os.Exit(code)
+	}
 	proctest.HelperMain()
 	if os.Getenv(launcherEnv) == "1" {
 		sig := make(chan os.Signal, 2)

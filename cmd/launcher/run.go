@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"gangway/agent"
+	"gangway/agent/proc"
 	"gangway/cmd/internal/logging"
 	"gangway/hostfile"
 	"gangway/launcher"
@@ -32,7 +33,8 @@ func run(args []string, sig <-chan os.Signal) int {
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Signals: sig, Version: version, Cwd: cwd,
 		NewLocal: func(log *zap.Logger) launcher.Dialer {
-			local.agent = &agent.Agent{Version: version, Log: log.Named("agent"), AllowDropCaches: os.Geteuid() == 0, LauncherTimeout: agent.DefaultLauncherTimeout}
+			local.agent = &agent.Agent{Version: version, Log: log.Named("agent"), AllowDropCaches: os.Geteuid() == 0,
+				LauncherTimeout: agent.DefaultLauncherTimeout, Supervisor: proc.SupervisorExecutable()}
 			return local
 		},
 	}

@@ -13,6 +13,11 @@
 //	sleep           print "ready" and sleep until killed
 //	ignoreterm      ignore SIGTERM, print "ready", sleep until SIGKILL
 //	grandchild      start a grandchild sleeper, print "child PID", sleep
+//	daemon[:N]      start a daemon the way daemons detach (a child calls
+//	                setsid, starts a sleeper and exits, so the sleeper
+//	                is orphaned outside the rank's group and session),
+//	                print "daemon PID" (the sleeper's), then "ready PID"
+//	                and sleep; with N > 0 exit 0 instead of sleeping
 //	flood:N         print N numbered 100-byte lines on stdout and on stderr
 //	longline:N      print one line of N bytes, then "end" with no newline
 //	cat             copy stdin to stdout
@@ -100,6 +105,33 @@ func run(mode string) int {
 			return 0
 		}
 		time.Sleep(time.Hour)
+	case "daemon":
+		c := exec.Command("/proc/self/exe")
+		c.Env = append(os.Environ(), Env+"=daemonize")
+		c.Stdout, c.Stderr = os.Stdout, os.Stderr
+		w.Flush()
+		if err := c.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "daemonize:", err)
+			return 2
+		}
+		if n > 0 {
+			return 0
+		}
+		fmt.Fprintf(w, "ready %d\n", os.Getpid())
+		w.Flush()
+		time.Sleep(time.Hour)
+	case "daemonize": // daemon's middle process
+		if _, err := syscall.Setsid(); err != nil {
+			fmt.Fprintln(os.Stderr, "setsid:", err)
+			return 2
+		}
+		c := exec.Command("sleep", "3600")
+		if err := c.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		fmt.Fprintf(w, "daemon %d\n", c.Process.Pid)
+		return 0
 	case "flood":
 		r := rank()
 		ew := bufio.NewWriterSize(os.Stderr, 64<<10)

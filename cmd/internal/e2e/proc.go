@@ -111,8 +111,10 @@ type procOptions struct {
 	wrap, args []string
 }
 
-// Wrapped starts each agent through a command that execs it, so that the
-// process is still the agent's: Wrapped("prlimit", "--nofile=128:128").
+// Wrapped starts each agent through a command prefix that execs or runs
+// it, its stderr passed through: Wrapped("prlimit", "--nofile=128:128"),
+// or unshare(1) with its options. Cluster.Procs then holds the prefix's
+// processes.
 func Wrapped(cmd ...string) ProcOption {
 	return func(o *procOptions) { o.wrap = cmd }
 }

@@ -11,7 +11,8 @@ import (
 
 // TestAgentKilled: SIGKILL one of two agent processes mid-job. The
 // launcher fails naming that host, the other host's ranks are stopped,
-// and the killed agent's ranks die through Pdeathsig.
+// and the killed agent's ranks die with their supervisors (see also
+// TestAgentKilledLeavesNothing).
 func TestAgentKilled(t *testing.T) {
 	t.Parallel()
 	_, agentBin := e2e.BuildBinaries(t)
@@ -47,7 +48,7 @@ func TestAgentKilled(t *testing.T) {
 	if len(left1) > 0 || len(left2) > 0 {
 		t.Errorf("ranks left running: host 1 %v, host 2 %v", left1, left2)
 	}
-	t.Logf("agent SIGKILL: launcher exited %d after %v; ranks gone on host 1 after %v, on host 2 (Pdeathsig) after %v; processes left: %d",
+	t.Logf("agent SIGKILL: launcher exited %d after %v; ranks gone on host 1 after %v, on host 2 (supervisors) after %v; processes left: %d",
 		code, detect.Round(time.Millisecond), gone1.Round(time.Millisecond), gone2.Round(time.Millisecond), len(left1)+len(left2))
 	t.Logf("launcher stderr:\n%s", stderr)
 }

@@ -11,13 +11,18 @@ import (
 	"strings"
 	"testing"
 
+	"gangway/agent/proc"
 	"gangway/agent/proc/proctest"
 	"gangway/cmd/internal/e2e"
 )
 
-// TestMain lets the test binary double as the rank program: launcher
-// arguments -x GANGWAY_FAKE=mode make a rank act out a proctest mode.
+// TestMain lets the test binary double as the rank program (launcher
+// arguments -x GANGWAY_FAKE=mode make a rank act out a proctest mode) and
+// as the ranks' supervisor for in-process agents.
 func TestMain(m *testing.M) {
+	if code, ok := proc.Supervise(os.Args); ok {
+		os.Exit(code)
+	}
 	proctest.HelperMain()
 	code := m.Run()
 	e2e.RemoveBinaries()

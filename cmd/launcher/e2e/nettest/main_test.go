@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"gangway/agent/agenttest/sshtest"
+	"gangway/agent/proc"
 	"gangway/cmd/internal/e2e"
 	"gangway/cmd/internal/testbed"
 	"gangway/cmd/internal/testbed/roottest"
@@ -59,6 +60,9 @@ const helperEnv = "GANGWAY_NETTEST_HELPER"
 var binDir string // temp dir for built binaries, made in TestMain
 
 func TestMain(m *testing.M) {
+	if code, ok := proc.Supervise(os.Args); ok { // in-process agents' rank supervisors
+		os.Exit(code)
+	}
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(helperMain(mode))
 	}

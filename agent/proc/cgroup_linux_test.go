@@ -1,0 +1,188 @@
+//go:build linux
+
+package proc
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gangway/agent/proc/proctest"
+)
+
+// needCgroup returns where this test process may make job groups, or
+// skips the test (fails it with GANGWAY_REQUIRE_ROOT_TESTS=1: CI runs as
+// root on a machine with a writable cgroup2).
+func needCgroup(t *testing.T) *CgroupParent {
+	t.Helper()
+	p, err := FindCgroupParent()
+	if err == nil {
+		return p
+	}
+	if os.Getenv(requireRootEnv) == "1" {
+		t.Fatalf("no writable cgroup2 (%v) and %s=1", err, requireRootEnv)
+	}
+	t.Skipf("no writable cgroup2: %v (run as root where cgroup2 is mounted read-write; %s=1 makes this a failure)", err, requireRootEnv)
+	return nil
+}
+
+func newCgroup(t *testing.T, p *CgroupParent, job string) *Cgroup {
+	t.Helper()
+	cg, err := p.New(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cg.Close(5 * time.Second) })
+	return cg
+}
+
+// cgroupOf is the cgroup2 path of pid relative to the parent of the
+// agent's groups, read from /proc/PID/cgroup.
+func cgroupOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		t.Fatalf("pid %d: %v", pid, err)
+	}
+	g, err := parseCgroup2Path(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestCgroupJobKillsEscapees: a rank started directly (no supervisor) in
+// a job group leaves a setsid'd daemon, which its process group's kill
+// does not reach; the daemon is in the job group, and Close kills it and
+// removes the group, the way the agent ends a job.
+func TestCgroupJobKillsEscapees(t *testing.T) {
+	parent := needCgroup(t)
+	cg := newCgroup(t, parent, "test/job 1")
+	if base := filepath.Base(cg.Path()); !strings.HasPrefix(base, "gangway-"+strconv.Itoa(os.Getpid())+"-") || !strings.HasSuffix(base, "-test_job_1") {
+		t.Errorf("group %s: want gangway-PID-N-test_job_1", base)
+	}
+	if filepath.Dir(cg.Path()) != parent.Dir() {
+		t.Errorf("group %s is not under the agent's own group %s", cg.Path(), parent.Dir())
+	}
+	c := newCapture()
+	spec := fake(t, "daemon:1")
+	spec.Cgroup = cg
+	p := start(t, t.Context(), spec, c)
+	r := p.Wait()
+	d := daemonPid(t, c)
+	t.Cleanup(func() { syscall.Kill(d, syscall.SIGKILL) })
+	if r.Code != 0 {
+		t.Fatalf("result %+v", r)
+	}
+	if proctest.Gone(d) {
+		t.Fatalf("daemon %d already gone: the test shows nothing", d)
+	}
+	want := cgroupOf(t, os.Getpid())
+	want = strings.TrimSuffix(want, "/") + "/" + filepath.Base(cg.Path())
+	if got := cgroupOf(t, d); got != want {
+		t.Fatalf("daemon in cgroup %s, want the job's %s", got, want)
+	}
+	if err := cg.Close(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if s := proctest.State(d); s != 0 && s != 'Z' {
+		t.Fatalf("daemon %d (state %c) survived cgroup.kill", d, s)
+	}
+	if _, err := os.Stat(cg.Path()); !os.IsNotExist(err) {
+		t.Fatalf("group %s still there after Close: %v", cg.Path(), err)
+	}
+}
+
+// TestCgroupSupervisedRank: a supervised rank starts in the job group,
+// supervisor and program, and the usual result comes back.
+func TestCgroupSupervisedRank(t *testing.T) {
+	parent := needCgroup(t)
+	cg := newCgroup(t, parent, "sup")
+	c := newCapture()
+	spec := fake(t, "sleep")
+	spec.Cgroup, spec.Supervisor = cg, supervisorExe(t)
+	p := start(t, t.Context(), spec, c)
+	waitFor(t, c, Stdout, "ready ")
+	prog := field(t, strings.Split(c.String(Stdout), "\n"), "ready")
+	for _, pid := range []int{p.pid, prog} {
+		if g := cgroupOf(t, pid); filepath.Base(g) != filepath.Base(cg.Path()) {
+			t.Errorf("pid %d in cgroup %s, want %s", pid, g, cg.Path())
+		}
+	}
+	p.Stop(time.Second)
+	if r := p.Wait(); r.Signal != syscall.SIGTERM || r.Code != 143 {
+		t.Fatalf("result %+v, want SIGTERM", r)
+	}
+}
+
+// TestCgroupSweep: the groups of an agent that died (its lock released
+// without Close) are swept, what is in them killed; a live agent's group
+// is left alone.
+func TestCgroupSweep(t *testing.T) {
+	parent := needCgroup(t)
+	dead, live := newCgroup(t, parent, "dead"), newCgroup(t, parent, "live")
+	daemons := map[*Cgroup]int{}
+	for _, cg := range []*Cgroup{dead, live} {
+		c := newCapture()
+		spec := fake(t, "daemon:1")
+		spec.Cgroup = cg
+		p := start(t, t.Context(), spec, c)
+		p.Wait()
+		d := daemonPid(t, c)
+		t.Cleanup(func() { syscall.Kill(d, syscall.SIGKILL) })
+		daemons[cg] = d
+	}
+	dead.f.Close() // as the agent's death would
+	// Tests in other packages may sweep at the same time: what counts is
+	// that the dead group is gone and the live one is not.
+	removed, err := parent.Sweep(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead.Path()); !os.IsNotExist(err) {
+		t.Errorf("the dead agent's group %s is still there (swept %v): %v", dead.Path(), removed, err)
+	}
+	if slices.Contains(removed, live.Path()) {
+		t.Errorf("swept the live agent's group %s", live.Path())
+	}
+	if s := proctest.State(daemons[dead]); s != 0 && s != 'Z' {
+		t.Errorf("the dead agent's daemon %d (state %c) survived the sweep", daemons[dead], s)
+	}
+	if proctest.Gone(daemons[live]) {
+		t.Errorf("the live agent's daemon %d was killed", daemons[live])
+	}
+	if _, err := os.Stat(live.Path()); err != nil {
+		t.Errorf("the live agent's group: %v", err)
+	}
+}
+
+// TestCgroupReadOnly: where cgroup2 is mounted read-only, as containers
+// often do (a mount namespace with the mount remounted read-only here),
+// FindCgroupParent says so, and ranks run without a job group.
+func TestCgroupReadOnly(t *testing.T) {
+	parent := needCgroup(t)
+	requireRoot(t, "remount cgroup2 read-only in a mount namespace")
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	var mnt string
+	for _, m := range parseCgroup2Mounts(string(mi)) {
+		if strings.HasPrefix(parent.Dir(), m.dir) {
+			mnt = m.dir
+		}
+	}
+	self, _ := os.Executable()
+	cmd := exec.CommandContext(t.Context(), "unshare", "--mount", "sh", "-c", `mount -o remount,ro,bind "$0" && exec "$1"`, mnt, self)
+	cmd.Env = append(os.Environ(), testHelperEnv+"=findcgroup")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if want := "no cgroup: cgroup2 at " + mnt + " is mounted read-only\n"; string(out) != want {
+		t.Fatalf("got %q, want %q", out, want)
+	}
+}

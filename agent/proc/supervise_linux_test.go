@@ -1,0 +1,363 @@
+//go:build linux
+
+package proc
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gangway/agent/proc/proctest"
+)
+
+func supervisorExe(t *testing.T) string {
+	t.Helper()
+	sup := SupervisorExecutable()
+	if sup == "" {
+		t.Fatal("no supervisor executable: TestMain must call Supervise")
+	}
+	return sup
+}
+
+// daemonPid reads the "daemon PID" line of proctest's daemon mode.
+func daemonPid(t *testing.T, c *capture) int {
+	t.Helper()
+	waitFor(t, c, Stdout, "daemon ")
+	return field(t, strings.Split(c.String(Stdout), "\n"), "daemon")
+}
+
+// TestSupervisorKillsDaemonAtExit: a rank that daemonises a grandchild
+// (a child calls setsid, starts it and exits) and then exits 0. Started
+// directly, the daemon outlives the rank (outside its group, and
+// reparented to init): the gap the supervisor closes. Under a supervisor
+// the daemon reparents to the supervisor and is dead when the rank's
+// result is in, and the result is still exit code 0.
+func TestSupervisorKillsDaemonAtExit(t *testing.T) {
+	t.Run("direct", func(t *testing.T) {
+		c := newCapture()
+		p := start(t, t.Context(), fake(t, "daemon:1"), c)
+		r := p.Wait()
+		d := daemonPid(t, c)
+		t.Cleanup(func() { syscall.Kill(d, syscall.SIGKILL) })
+		if r.Code != 0 {
+			t.Fatalf("result %+v", r)
+		}
+		if proctest.Gone(d) {
+			t.Fatalf("daemon %d died with a rank started directly: this test no longer shows the gap", d)
+		}
+	})
+	t.Run("supervised", func(t *testing.T) {
+		c := newCapture()
+		spec := fake(t, "daemon:1")
+		spec.Supervisor = supervisorExe(t)
+		p := start(t, t.Context(), spec, c)
+		r := p.Wait()
+		d := daemonPid(t, c)
+		if r.Code != 0 || r.Signal != 0 || r.Err != nil {
+			t.Fatalf("result %+v, want exit code 0", r)
+		}
+		if !proctest.Gone(d) {
+			t.Errorf("daemon %d (state %c) outlived its supervised rank", d, proctest.State(d))
+			syscall.Kill(d, syscall.SIGKILL)
+		}
+		if !proctest.Gone(p.pid) || !proctest.Gone(r.Pid) {
+			t.Errorf("supervisor %d (state %c) or program %d (state %c) not reaped", p.pid, proctest.State(p.pid), r.Pid, proctest.State(r.Pid))
+		}
+	})
+}
+
+// TestSupervisorReRaises: the program's death signal reaches the agent as
+// the supervisor's own, also for signals after which a Go program would
+// print a stack trace and exit 2 (SIGQUIT, SIGABRT) or dump core.
+func TestSupervisorReRaises(t *testing.T) {
+	sup := supervisorExe(t)
+	for _, sig := range []syscall.Signal{syscall.SIGSEGV, syscall.SIGQUIT, syscall.SIGABRT, syscall.SIGUSR1, syscall.SIGTERM} {
+		t.Run(SignalName(sig), func(t *testing.T) {
+			dir := t.TempDir()
+			c := newCapture()
+			p := start(t, t.Context(), Spec{
+				Argv: []string{"sh", "-c", "ulimit -c 0; kill -" + strconv.Itoa(int(sig)) + " $$"},
+				Env:  []string{"PATH=/usr/bin:/bin"}, Dir: dir, Supervisor: sup,
+			}, c)
+			r := p.Wait()
+			if r.Signal != sig || r.Code != 128+int(sig) {
+				t.Fatalf("result %+v, want killed by %s (%d); stderr %q", r, SignalName(sig), 128+int(sig), c.String(Stderr))
+			}
+			if s := c.String(Stderr); s != "" {
+				t.Errorf("stderr %q, want nothing (no Go stack trace from the supervisor)", s)
+			}
+		})
+	}
+}
+
+// TestSupervisorForwardsSignals: signals sent to the supervisor's pid (as
+// a user with Started.Pids would) and signals sent through Proc.Signal
+// reach the program; SIGSTOP and SIGCONT through Proc.Signal stop and
+// continue the program, not the supervisor; SIGKILL kills the program and
+// reports it.
+func TestSupervisorForwardsSignals(t *testing.T) {
+	c := newCapture()
+	spec := fake(t, "trapterm")
+	spec.Supervisor = supervisorExe(t)
+	p := start(t, t.Context(), spec, c)
+	waitFor(t, c, Stdout, "ready ")
+	prog := field(t, strings.Split(c.String(Stdout), "\n"), "ready")
+	if p.Pid() != prog || p.pid == prog {
+		t.Fatalf("Pid %d, supervisor %d, program %d: want the program's pid reported", p.Pid(), p.pid, prog)
+	}
+	term := "term " + strconv.Itoa(prog) + "\n"
+
+	if err := syscall.Kill(p.pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, Stdout, term)
+
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, prog, func(s byte) bool { return s == 'T' }, "stopped")
+	if s := proctest.State(p.pid); s == 'T' {
+		t.Fatalf("the supervisor stopped (state %c) instead of the program", s)
+	}
+	if err := p.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, prog, func(s byte) bool { return s != 'T' }, "running again")
+
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, Stdout, term+term)
+	if n := strings.Count(c.String(Stdout), term); n != 2 {
+		t.Fatalf("program got %d SIGTERMs, want 2 (one each way, no duplicates):\n%s", n, c.String(Stdout))
+	}
+
+	p.Kill()
+	r := p.Wait()
+	if r.Signal != syscall.SIGKILL || r.Code != 137 || !r.Stopped {
+		t.Fatalf("result %+v, want killed by SIGKILL", r)
+	}
+	if left := proctest.WaitGone(10*time.Second, prog, p.pid); len(left) > 0 {
+		t.Fatalf("still running after SIGKILL: %v", left)
+	}
+}
+
+func waitState(t *testing.T, pid int, ok func(byte) bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok(proctest.State(pid)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d not %s within 10s (state %c)", pid, what, proctest.State(pid))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSupervisorReapsOrphans: orphans of the program (4 background
+// sleepers of shells that exited) reparent to the supervisor, a
+// subreaper, and are reaped by it: none is left a zombie.
+func TestSupervisorReapsOrphans(t *testing.T) {
+	c := newCapture()
+	p := start(t, t.Context(), Spec{
+		Argv:       []string{"sh", "-c", `for i in 1 2 3 4; do sh -c "sleep 1 &"; done; echo ready $$; exec sleep 3600`},
+		Env:        []string{"PATH=/usr/bin:/bin"},
+		Supervisor: supervisorExe(t),
+	}, c)
+	waitFor(t, c, Stdout, "ready ")
+	prog := field(t, strings.Split(c.String(Stdout), "\n"), "ready")
+	sup := p.pid
+	children := func() (orphans, zombies []int) {
+		for _, q := range procs() {
+			if q.ppid != sup || q.pid == prog {
+				continue
+			}
+			if q.state == 'Z' {
+				zombies = append(zombies, q.pid)
+			} else {
+				orphans = append(orphans, q.pid)
+			}
+		}
+		return orphans, zombies
+	}
+	var seen []int
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		o, z := children()
+		for _, pid := range o {
+			if !slices.Contains(seen, pid) {
+				seen = append(seen, pid)
+			}
+		}
+		if len(o) == 0 && len(z) == 0 && len(seen) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20s: orphans %v, zombies %v under supervisor %d (seen %v)", o, z, sup, seen)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(seen) != 4 {
+		t.Errorf("saw %d orphans reparented to the supervisor, want 4: %v", len(seen), seen)
+	}
+	p.Stop(time.Second)
+	if r := p.Wait(); r.Signal != syscall.SIGTERM {
+		t.Fatalf("result %+v, want SIGTERM", r)
+	}
+}
+
+// TestSupervisorParentDeath: SIGKILL the agent (a helper process running
+// one supervised rank, with a background job in the rank's group and a
+// setsid'd daemon outside it): the supervisor kills everything below it
+// and exits, so nothing of the rank is left.
+func TestSupervisorParentDeath(t *testing.T) {
+	self, _ := os.Executable()
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), testHelperEnv+"=agent")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	agentPid := cmd.Process.Pid
+	var pids []int
+	t.Cleanup(func() {
+		syscall.Kill(agentPid, syscall.SIGKILL)
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		cmd.Wait()
+	})
+	lines := newLineReader(out.(*os.File)).untilAll(t, 30*time.Second, "supervisor", "ready", "bg", "daemon")
+	pids = []int{field(t, lines, "supervisor"), field(t, lines, "ready"), field(t, lines, "bg"), field(t, lines, "daemon")}
+	for i, pid := range pids {
+		if proctest.Gone(pid) {
+			t.Fatalf("%s %d not running before the agent's death", []string{"supervisor", "program", "background job", "daemon"}[i], pid)
+		}
+	}
+	if ppid(pids[3]) != pids[0] {
+		t.Errorf("daemon %d has parent %d, want the supervisor %d", pids[3], ppid(pids[3]), pids[0])
+	}
+	if err := syscall.Kill(agentPid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if left := proctest.WaitGone(20*time.Second, pids...); len(left) > 0 {
+		t.Fatalf("alive 20s after the agent's SIGKILL: %v (supervisor, program, background job, daemon: %v)", left, pids)
+	}
+}
+
+// TestSupervisorParentAlreadyGone: a supervisor whose parent is not the
+// one named on its command line (the agent died before the supervisor
+// could watch it) starts nothing and exits 1.
+func TestSupervisorParentAlreadyGone(t *testing.T) {
+	self, _ := os.Executable()
+	mark := filepath.Join(t.TempDir(), "started")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	args := supervisorArgs(3, 1, "/bin/sh", []string{"sh", "-c", "touch " + mark})
+	cmd := &exec.Cmd{Path: self, Args: args, ExtraFiles: []*os.File{r}}
+	err = cmd.Run()
+	r.Close()
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("supervisor: %v, want exit code 1", err)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("the program ran although the parent was gone")
+	}
+}
+
+func TestSupervisorArgs(t *testing.T) {
+	args := supervisorArgs(4, 99, "/usr/bin/python3", []string{"python3", "-c", "x"})
+	if args[0] != supervisorArgv0 || args[1] != superviseArg {
+		t.Fatalf("argv %q", args)
+	}
+	c, err := parseSupervisorArgs(args[2:])
+	if err != nil || c.ctlFD != 4 || c.parent != 99 || c.path != "/usr/bin/python3" || !slices.Equal(c.argv, []string{"python3", "-c", "x"}) {
+		t.Fatalf("parsed %+v, %v", c, err)
+	}
+	for _, bad := range [][]string{nil, {"4", "99", "/p"}, {"x", "99", "/p", "p"}, {"2", "99", "/p", "p"}, {"4", "0", "/p", "p"}, {"4", "99", "", "p"}} {
+		if _, err := parseSupervisorArgs(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if code := SupervisorMain(nil); code != 2 {
+		t.Errorf("SupervisorMain(nil) = %d, want 2", code)
+	}
+}
+
+// BenchmarkStartTrue is the cost of a rank's supervisor: start, wait and
+// reap /bin/true directly and under a supervisor (this test binary, which
+// is larger than the agent; build without -race for real numbers).
+func BenchmarkStartTrue(b *testing.B) {
+	for _, sup := range []string{"", SupervisorExecutable()} {
+		name := "direct"
+		if sup != "" {
+			name = "supervised"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				p, err := Start(b.Context(), Spec{Argv: []string{"/bin/true"}, Supervisor: sup}, func(int, Stream, []byte) {})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if r := p.Wait(); r.Code != 0 {
+					b.Fatal(r)
+				}
+			}
+		})
+	}
+}
+
+// TestSupervisorStartError: a program that passes the agent's checks but
+// cannot be executed (no #! line, not a binary) fails the same way
+// directly (Start's error, code 126) and supervised (the supervisor's
+// report: a Result with code 126 and the error).
+func TestSupervisorStartError(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "garbage")
+	if err := os.WriteFile(bad, []byte("\x00\x01\x02 not a program\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Start(t.Context(), Spec{Rank: 5, Argv: []string{bad}}, newCapture().sink)
+	if r := StartResult(5, err); err == nil || r.Code != 126 || !strings.Contains(err.Error(), "exec format error") {
+		t.Fatalf("direct: err %v code %d, want 126 and exec format error", err, r.Code)
+	}
+	p := start(t, t.Context(), Spec{Rank: 5, Argv: []string{bad}, Supervisor: supervisorExe(t)}, newCapture())
+	r := p.Wait()
+	if r.Code != 126 || r.Err == nil || r.Err.Error() != "rank 5: start "+bad+": fork/exec "+bad+": exec format error" {
+		t.Fatalf("supervised: result %+v (err %v), want code 126 and the start error", r, r.Err)
+	}
+}
+
+// TestSupervisorKeepsIgnoredSignals: an agent started with SIGHUP ignored
+// (nohup) gives its ranks SIGHUP ignored, with a supervisor or without.
+func TestSupervisorKeepsIgnoredSignals(t *testing.T) {
+	self, _ := os.Executable()
+	for _, mode := range []string{"sigign", "sigign-supervised"} {
+		cmd := exec.Command("sh", "-c", `trap "" HUP; exec "$0"`, self)
+		cmd.Env = append(os.Environ(), testHelperEnv+"="+mode)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		f := strings.Fields(string(out))
+		if len(f) != 2 || f[0] != "SigIgn:" {
+			t.Fatalf("%s: %q", mode, out)
+		}
+		mask, err := strconv.ParseUint(f[1], 16, 64)
+		if err != nil || mask&(1<<(syscall.SIGHUP-1)) == 0 {
+			t.Errorf("%s: rank's SigIgn %s, want SIGHUP ignored", mode, f[1])
+		}
+	}
+}

@@ -1,0 +1,361 @@
+package e2e_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gangway/agent/proc"
+	"gangway/agent/proc/proctest"
+	"gangway/cmd/internal/e2e"
+	"gangway/cmd/internal/testbed/roottest"
+)
+
+// The tests here kill what should clean up (the agent, a local launcher)
+// while ranks have left things behind: a shell's background sleep in the
+// rank's process group, and a daemon that left it (setsid, double fork:
+// proctest's daemon mode). Every process of a job carries a marker in its
+// environment (-x), so "nothing of the job is left" is read from
+// /proc/PID/environ: no live process has it.
+
+// markEnv is the marker's variable.
+const markEnv = "GANGWAY_CONTAIN_MARK"
+
+// newMark is a marker unique to the test: "GANGWAY_CONTAIN_MARK=<name>-<random>".
+func newMark(t *testing.T) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return markEnv + "=" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()) + "-" + hex.EncodeToString(b[:])
+}
+
+// marked returns the live processes whose environment holds mark
+// (zombies have no readable environment).
+func marked(mark string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	want := []byte(mark)
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if bytes.Equal(kv, want) {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// describe names pids for a failure message: pid, state, parent, command.
+func describe(pids []int) string {
+	var b strings.Builder
+	for _, pid := range pids {
+		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		fmt.Fprintf(&b, "\n  pid %d state %c ppid %d: %s", pid, proctest.State(pid), parentOf(pid), bytes.ReplaceAll(bytes.TrimRight(cmd, "\x00"), []byte{0}, []byte{' '}))
+	}
+	return b.String()
+}
+
+// parentOf reads the parent pid from /proc/PID/stat, or 0.
+func parentOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	p, _ := strconv.Atoi(f[1])
+	return p
+}
+
+// under returns every process below pid, and their states.
+func under(pid int) map[int]byte {
+	ents, _ := os.ReadDir("/proc")
+	kids := map[int][]int{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err == nil {
+			kids[parentOf(p)] = append(kids[parentOf(p)], p)
+		}
+	}
+	out := map[int]byte{}
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, k := range kids[p] {
+			out[k] = proctest.State(k)
+			queue = append(queue, k)
+		}
+	}
+	return out
+}
+
+// waitUnmarked waits up to d until no process carries mark, and returns
+// the ones that still do.
+func waitUnmarked(mark string, d time.Duration) []int {
+	deadline := time.Now().Add(d)
+	for {
+		left := marked(mark)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// killMarked is a cleanup that kills, by pid, whatever still carries
+// mark, then removes the job cgroups that dead agents left (sweepDead),
+// so that a failed test leaves nothing either.
+func killMarked(t *testing.T, mark string) {
+	t.Cleanup(func() {
+		left := marked(mark)
+		for _, pid := range left {
+			t.Logf("killing leftover pid %d", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if len(left) > 0 {
+			time.Sleep(100 * time.Millisecond) // let SIGKILL land before the sweep
+		}
+		sweepDead(t)
+	})
+}
+
+// leavers are the launcher arguments of np ranks that each leave a
+// background sleep in their group and a setsid'd daemon behind, all
+// carrying mark; each prints "[R] ready PID".
+func leavers(t *testing.T, np int, mark string) []string {
+	return []string{"-np", strconv.Itoa(np), "-x", proctest.Env + "=daemon", "-x", mark,
+		"sh", "-c", `sleep 3600 & exec "$0"`, self(t)}
+}
+
+// startedAll waits for np ready lines and checks that every rank left its
+// two processes: np × (supervisor, program, sleep, daemon) carry mark.
+func startedAll(t *testing.T, out *e2e.Output, stderr fmt.Stringer, np int, mark string) []int {
+	t.Helper()
+	s, ok := out.WaitFor(e2e.Deadline, e2e.HasReady(np))
+	if !ok {
+		t.Fatalf("not every rank started:\n%s\nstderr:\n%s", s, stderr)
+	}
+	var pids []int
+	deadline := time.Now().Add(e2e.Deadline)
+	for pids = marked(mark); len(pids) < 4*np && time.Now().Before(deadline); pids = marked(mark) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(pids) < 4*np {
+		t.Fatalf("%d processes carry the marker, want %d (supervisor, program, sleep, daemon per rank):%s", len(pids), 4*np, describe(pids))
+	}
+	return pids
+}
+
+// cgroup2Mount is the mount point of the cgroup2 hierarchy this test
+// process's agents make their job groups in.
+func cgroup2Mount(t *testing.T) string {
+	t.Helper()
+	parent, err := proc.FindCgroupParent()
+	if err != nil {
+		t.Fatalf("no writable cgroup2 as root: %v", err)
+	}
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	for line := range strings.Lines(string(mi)) {
+		f := strings.Fields(line)
+		if i := slices.Index(f, "-"); i > 4 && i+1 < len(f) && f[i+1] == "cgroup2" && strings.HasPrefix(parent.Dir(), f[4]) {
+			return f[4]
+		}
+	}
+	t.Fatalf("no cgroup2 mount above %s", parent.Dir())
+	return ""
+}
+
+// sweepDead removes the job groups that killed agents left (empty: their
+// supervisors emptied them), as the next agent on the host does.
+func sweepDead(t *testing.T) {
+	t.Helper()
+	parent, err := proc.FindCgroupParent()
+	if err != nil {
+		return
+	}
+	if _, err := parent.Sweep(5 * time.Second); err != nil {
+		t.Error(err)
+	}
+}
+
+// jobGroups lists the job cgroups of the agent with pid (in this test's
+// cgroup2 group, where the agents it starts make theirs).
+func jobGroups(t *testing.T, pid int) []string {
+	t.Helper()
+	parent, err := proc.FindCgroupParent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(parent.Dir(), "gangway-"+strconv.Itoa(pid)+"-*"))
+	return dirs
+}
+
+// TestAgentKilledLeavesNothing: SIGKILL a real agent mid-job while its
+// ranks have a background sleep in their group and a setsid'd daemon
+// outside it: every process of the job is gone, by each rank's supervisor
+// alone. With cgroup2 writable the job also had a cgroup, which the next
+// agent on the host removes; with cgroup2 read-only (a container's mount)
+// the agent says it runs on supervisors alone, and they are enough.
+func TestAgentKilledLeavesNothing(t *testing.T) {
+	roottest.RequireRoot(t)
+	_, agentBin := e2e.BuildBinaries(t)
+	for _, tc := range []struct {
+		name   string
+		prefix func(t *testing.T) []string
+		facts  string
+		groups int // job cgroups while the job runs
+	}{
+		{"cgroup2", func(*testing.T) []string { return nil }, "ranks cgroup2 ", 1},
+		{"read-only cgroup2", func(t *testing.T) []string {
+			return []string{"unshare", "--mount", "sh", "-c", `mount -o remount,ro,bind "$0" && exec "$@"`, cgroup2Mount(t)}
+		}, "ranks subreaper supervisor (no writable cgroup2: cgroup2 at ", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := e2e.StartProcs(t, 1, agentBin, e2e.Wrapped(tc.prefix(t)...))
+			inspect, _, code := c.RunLauncher(t, "-H", c.HostList(2), "--inspect")
+			if code != 0 || !strings.Contains(inspect, "\n"+tc.facts) || !strings.Contains(inspect, "subreaper supervisor") {
+				t.Fatalf("--inspect (exit %d) does not show %q:\n%s", code, tc.facts, inspect)
+			}
+			mark := newMark(t)
+			killMarked(t, mark)
+			l := c.StartLauncher(t, append([]string{"-H", c.HostList(2), "--kill-grace", "5s"}, leavers(t, 2, mark)...)...)
+			before := startedAll(t, l.Stdout, l.Stderr, 2, mark)
+			agent := c.Procs[0].Pid()
+			if n, want := len(jobGroups(t, agent)), tc.groups; n != want {
+				t.Errorf("the agent has %d job cgroups, want %d", n, want)
+			}
+			if err := c.Procs[0].Kill(); err != nil {
+				t.Fatal(err)
+			}
+			if code := l.Wait(t); code != 255 {
+				t.Errorf("launcher exit code %d, want 255 (agent lost)\n%s", code, l.Stderr)
+			}
+			if left := waitUnmarked(mark, 30*time.Second); len(left) > 0 {
+				t.Fatalf("30s after the agent's SIGKILL, %d of the job's %d processes live:%s", len(left), len(before), describe(left))
+			}
+			sweepDead(t)
+			if left := jobGroups(t, agent); len(left) > 0 {
+				t.Errorf("the dead agent's job cgroups are still there after a sweep: %v", left)
+			}
+			t.Logf("agent SIGKILL (%s): all %d processes of the job gone", tc.name, len(before))
+		})
+	}
+}
+
+// TestLocalLauncherKilledLeavesNothing: a real launcher running ranks on
+// this machine through its built-in agent is killed with SIGKILL, or gets
+// SIGHUP (its terminal closed; it does not catch SIGHUP): every process
+// of the job is gone.
+func TestLocalLauncherKilledLeavesNothing(t *testing.T) {
+	roottest.RequireRoot(t)
+	launcherBin, _ := e2e.BuildBinaries(t)
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGHUP} {
+		t.Run(proc.SignalName(sig), func(t *testing.T) {
+			mark := newMark(t)
+			killMarked(t, mark)
+			l := e2e.StartProc(t, nil, launcherBin, leavers(t, 2, mark)...)
+			before := startedAll(t, l.Stdout, l.Stderr, 2, mark)
+			if n := len(jobGroups(t, l.Pid())); n != 1 {
+				t.Errorf("the launcher has %d job cgroups, want 1", n)
+			}
+			if err := syscall.Kill(l.Pid(), sig); err != nil {
+				t.Fatal(err)
+			}
+			if code := l.Wait(t); code != -1 {
+				t.Errorf("launcher exit code %d, want -1 (killed by %s)", code, proc.SignalName(sig))
+			}
+			if left := waitUnmarked(mark, 30*time.Second); len(left) > 0 {
+				t.Fatalf("30s after the launcher's %s, %d of the job's %d processes live:%s", proc.SignalName(sig), len(left), len(before), describe(left))
+			}
+			sweepDead(t)
+			if left := jobGroups(t, l.Pid()); len(left) > 0 {
+				t.Errorf("the dead launcher's job cgroups are still there after a sweep: %v", left)
+			}
+		})
+	}
+}
+
+// TestAgentAsPID1: bin/agent as PID 1 of a new PID namespace (a container
+// without Docker) runs 4 jobs whose ranks leave orphans (`sh -c 'sleep 0.5
+// & sleep 0.5 & exit 0'`): afterwards no process of the namespace is a
+// zombie; SIGTERM to PID 1 (a container's stop) ends the agent, and so
+// the namespace, with exit code 0, and nothing is left.
+func TestAgentAsPID1(t *testing.T) {
+	roottest.RequireRoot(t)
+	_, agentBin := e2e.BuildBinaries(t)
+	c := e2e.StartProcs(t, 1, agentBin, e2e.Wrapped("unshare", "--pid", "--mount-proc", "--kill-child"))
+	unshare := c.Procs[0]
+	var init1 int
+	for pid := range under(unshare.Pid()) {
+		if parentOf(pid) == unshare.Pid() {
+			init1 = pid
+		}
+	}
+	if init1 == 0 {
+		t.Fatalf("no PID 1 below unshare (pid %d)", unshare.Pid())
+	}
+	mark := newMark(t)
+	killMarked(t, mark)
+	for i := range 4 {
+		out, stderr, code := c.RunLauncher(t, "-H", c.HostList(2), "-np", "2", "-x", mark, "sh", "-c", "sleep 0.5 & sleep 0.5 & exit 0")
+		if code != 0 {
+			t.Fatalf("job %d: exit code %d\n%s\n%s", i, code, out, stderr)
+		}
+	}
+	if left := waitUnmarked(mark, 30*time.Second); len(left) > 0 {
+		t.Fatalf("the jobs' processes live on:%s", describe(left))
+	}
+	var zombies []int
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		zombies = zombies[:0]
+		for pid, st := range under(init1) {
+			if st == 'Z' {
+				zombies = append(zombies, pid)
+			}
+		}
+		if len(zombies) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(zombies) > 0 {
+		t.Fatalf("%d zombies in the agent's PID namespace:%s", len(zombies), describe(zombies))
+	}
+	inside := under(init1)
+	if err := syscall.Kill(init1, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := unshare.Wait(t); code != 0 {
+		t.Errorf("unshare (the container) exit code %d after SIGTERM, want 0\n%s", code, unshare.Stderr)
+	}
+	pids := []int{init1}
+	for pid := range inside {
+		pids = append(pids, pid)
+	}
+	if left := proctest.WaitGone(10*time.Second, pids...); len(left) > 0 {
+		t.Fatalf("left after the container's stop:%s", describe(left))
+	}
+	t.Logf("agent as PID 1: 4 jobs, no zombies; %d processes in the namespace before SIGTERM, none after", len(pids))
+}
