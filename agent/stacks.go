@@ -130,26 +130,39 @@ func (s *session) dump(ctx context.Context, d wire.Dump) wire.Dumped {
 	}
 	s.capture.start(ranks)
 	var tools []string
-	for r := range procs {
+	var signalled []*proc.Proc
+	for r, p := range procs {
+		sigs := map[int]syscall.Signal{}
 		for _, pid := range members[r] {
 			switch {
 			case isPython(pid):
-				s.aborted(r)
-				_ = syscall.Kill(pid, syscall.SIGABRT)
+				sigs[pid] = syscall.SIGABRT
 				tools = append(tools, "faulthandler")
 			case isGo(pid):
-				s.aborted(r)
-				_ = syscall.Kill(pid, syscall.SIGQUIT)
+				sigs[pid] = syscall.SIGQUIT
 				tools = append(tools, "SIGQUIT")
 			}
 		}
+		if len(sigs) == 0 {
+			continue
+		}
+		s.aborted(r) // before the signal: its Exit says "stopped"
+		signalled = append(signalled, p)
+		for pid, sig := range sigs {
+			_ = syscall.Kill(pid, sig)
+		}
 	}
-	deadline := time.After(captureFor)
-	for _, p := range procs {
+	// Wait for the signalled ranks to exit, having printed their stacks.
+	deadline := time.NewTimer(captureFor)
+	defer deadline.Stop()
+wait:
+	for _, p := range signalled {
 		select {
 		case <-p.Done():
-		case <-deadline:
+		case <-deadline.C:
+			break wait
 		case <-ctx.Done():
+			break wait
 		}
 	}
 	for r, text := range s.capture.stop() {
