@@ -166,6 +166,7 @@ func (a *Agent) ServeSession(ctx context.Context, rwc io.ReadWriteCloser) error 
 	// Whatever ended the session, no rank outlives it.
 	s.stopAll(LostGrace)
 	s.wait()
+	s.removeErrorFiles()
 	return err
 }
 
@@ -216,14 +217,16 @@ func freePort() int {
 
 // session is one launcher's job on this host.
 type session struct {
-	capture capture    // ranks' stderr while a dump waits for their stacks
-	dumping sync.Mutex // held while a dump runs
-	a       *Agent
-	heard   func() // every message from the launcher feeds the watchdog
-	conn    *wire.Conn
-	log     *zap.Logger
-	jobID   string
-	facts   wire.Facts
+	capture    capture        // ranks' stderr while a dump waits for their stacks
+	errMu      sync.Mutex     // guards errorFiles (spawn holds mu while it fills it)
+	errorFiles map[int]string // rank -> TORCHELASTIC_ERROR_FILE
+	dumping    sync.Mutex     // held while a dump runs
+	a          *Agent
+	heard      func() // every message from the launcher feeds the watchdog
+	conn       *wire.Conn
+	log        *zap.Logger
+	jobID      string
+	facts      wire.Facts
 
 	mu      sync.Mutex
 	job     *wire.StartJob
@@ -481,7 +484,7 @@ func (s *session) spawn(ctx context.Context) error {
 	cg := s.a.jobCgroup(s.log, s.jobID)
 	var all sync.WaitGroup
 	for _, r := range j.Ranks {
-		env := mergeEnv(base, r.Env, s.pmiEnv[r.Rank])
+		env := mergeEnv(base, r.Env, s.pmiEnv[r.Rank], s.errorFileEnv(r))
 		spec := proc.Spec{Rank: r.Rank, Argv: r.Argv, Env: env, Dir: r.Dir, Stdin: r.Rank == j.StdinRank, Grace: j.KillGrace,
 			Supervisor: s.a.Supervisor, Cgroup: cg}
 		if f := s.pmiFDs[r.Rank]; f != nil {
@@ -513,6 +516,9 @@ func (s *session) spawn(ctx context.Context) error {
 			x := wire.Exit{Rank: res.Rank, Pid: res.Pid, Code: res.Code, Signal: int(res.Signal), SignalName: proc.SignalName(res.Signal), Stopped: res.Stopped || s.endedByDump(res.Rank)}
 			if s.pmi != nil && x.Code == 0 && s.pmi.Initialized(res.Rank) && !s.pmi.Finalized(res.Rank) {
 				x.Code, x.Err = 1, "exited without PMI finalize (MPI_Finalize not called)"
+			}
+			if x.Code != 0 {
+				x.ErrorFile = s.readErrorFile(res.Rank)
 			}
 			_ = s.conn.Send(wire.KindExit, x)
 		})

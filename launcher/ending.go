@@ -117,6 +117,12 @@ func (j *job) report(w io.Writer, cause error) {
 	errors.As(cause, &first)
 	if first != nil {
 		fmt.Fprintf(w, "launcher: job failed: %v\n", first)
+		if exc, frames, ok := rootCause(first.ErrorFile, 8); ok {
+			fmt.Fprintf(w, "launcher:   rank %d on %s raised %s (from its TORCHELASTIC_ERROR_FILE)\n", first.Rank, first.Host, exc)
+			for _, f := range frames {
+				fmt.Fprintf(w, "launcher:   rank %d traceback: %s\n", first.Rank, f)
+			}
+		}
 		for _, l := range j.out.tail(first.Rank) {
 			fmt.Fprintf(w, "launcher:   rank %d stderr: %s\n", first.Rank, l)
 		}

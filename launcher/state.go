@@ -287,7 +287,7 @@ func (st *state) exit(host int, x wire.Exit) []action {
 	if x.Stopped && (st.stopping || st.ended) {
 		return nil // we asked for it (a stop, or a dump's SIGABRT)
 	}
-	return st.fail(&RankError{Rank: x.Rank, Host: st.hosts[host], Pid: x.Pid, ExitCode: x.Code, Signal: x.Signal, SignalName: x.SignalName, Err: x.Err})
+	return st.fail(&RankError{Rank: x.Rank, Host: st.hosts[host], Pid: x.Pid, ExitCode: x.Code, Signal: x.Signal, SignalName: x.SignalName, Err: x.Err, ErrorFile: x.ErrorFile})
 }
 
 // fail records a rank's failure; the first one before any stop is blamed
@@ -401,6 +401,7 @@ type RankError struct {
 	Signal     int
 	SignalName string // as the agent names Signal ("SIGKILL")
 	Err        string
+	ErrorFile  string // what it wrote to TORCHELASTIC_ERROR_FILE, if anything
 }
 
 func (e *RankError) Error() string {

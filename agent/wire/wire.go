@@ -236,6 +236,10 @@ type Exit struct {
 	Err        string `json:"err,omitempty"` // spawn or PMI error, if any
 	// Stopped is true when the rank ended because the launcher stopped it.
 	Stopped bool `json:"stopped,omitempty"`
+	// ErrorFile is what a failed rank wrote to its TORCHELASTIC_ERROR_FILE
+	// (torch's @record: JSON with the exception and its traceback), at
+	// most 64 KiB; empty when it wrote nothing.
+	ErrorFile string `json:"error_file,omitempty"`
 }
 
 // Signal asks the agent to deliver a signal to every rank's process group.
