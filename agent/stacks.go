@@ -111,7 +111,7 @@ func (s *session) dump(ctx context.Context, d wire.Dump) wire.Dumped {
 	var wg sync.WaitGroup
 	members := map[int][]int{}
 	for r, p := range procs {
-		members[r] = groupMembers(p.Pid())
+		members[r] = proc.GroupMembers(p.Pid())
 	}
 	for r := range procs {
 		wg.Go(func() {
@@ -214,41 +214,6 @@ func nativeStacks(ctx context.Context, gdb string, pids []int) string {
 		s = s[:wire.MaxStacks]
 	}
 	return s
-}
-
-// groupMembers lists the processes of process group pgid (the rank's),
-// leader first.
-func groupMembers(pgid int) []int {
-	out := []int{pgid}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == pgid {
-			continue
-		}
-		if g, ok := procGroup(pid); ok && g == pgid {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// procGroup reads a process's group from /proc/PID/stat.
-func procGroup(pid int) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 {
-		return 0, false
-	}
-	g, err := strconv.Atoi(f[2])
-	return g, err == nil
 }
 
 func comm(pid int) string {

@@ -313,21 +313,43 @@ func descendants(pid int) []int {
 
 // ppid reads the parent pid from /proc/PID/stat, or 0.
 func ppid(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
+	f := statFields(pid)
 	if len(f) < 2 {
 		return 0
 	}
 	pp, _ := strconv.Atoi(f[1])
 	return pp
+}
+
+// statFields are the fields of /proc/PID/stat after the command name
+// (state, ppid, pgrp, ...), or nil.
+func statFields(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(s[i+1:])
+}
+
+// GroupMembers lists the processes of process group pgid, leader first.
+func GroupMembers(pgid int) []int {
+	out := []int{pgid}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == pgid {
+			continue
+		}
+		if f := statFields(pid); len(f) >= 3 && f[2] == strconv.Itoa(pgid) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // exitAs returns ws's exit code, or dies of ws's signal: the default
