@@ -59,6 +59,9 @@ type Spec struct {
 	// Grace is the time between SIGTERM and SIGKILL when ctx is cancelled
 	// or Stop is called without an explicit grace. Zero means 5s.
 	Grace time.Duration
+	// Credential, when set, runs the process as another user (uid, gid,
+	// supplementary groups); the caller must be allowed to (root).
+	Credential *syscall.Credential
 }
 
 // Result is how a rank ended.
@@ -129,6 +132,7 @@ func Start(ctx context.Context, spec Spec, out Sink) (*Proc, error) {
 	}
 	cmd := &exec.Cmd{Path: path, Args: spec.Argv, Env: spec.Env, Dir: spec.Dir, ExtraFiles: spec.ExtraFiles}
 	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr.Credential = spec.Credential
 
 	var closeAfter []*os.File
 	defer func() {
