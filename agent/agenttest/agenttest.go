@@ -45,6 +45,8 @@ type Host struct {
 	HostKey string // host key file (created by agent.LoadHostKey)
 	HostPub ssh.PublicKey
 	hostKey ssh.Signer
+	// HostCert is the host certificate file (WithHostCA), or "".
+	HostCert string
 
 	// Agent and Server are set for in-process agents (StartLocal).
 	Agent  *agent.Agent
@@ -70,6 +72,7 @@ type Option func(*options)
 type options struct {
 	agent  func(i int, a *agent.Agent)
 	server func(i int, s *agent.Server)
+	hostCA string
 }
 
 // WithAgent lets a test adjust each in-process agent before it serves
@@ -82,6 +85,13 @@ func WithAgent(f func(i int, a *agent.Agent)) Option {
 // (HandshakeTimeout, AuthorizedKeys...) before it serves.
 func WithServer(f func(i int, s *agent.Server)) Option {
 	return func(o *options) { o.server = f }
+}
+
+// WithHostCA has each agent present a host certificate that the CA
+// private key file caKey signs with ssh-keygen -s, naming the agent's
+// address as its principal.
+func WithHostCA(caKey string) Option {
+	return func(o *options) { o.hostCA = caKey }
 }
 
 var blocks atomic.Uint32
@@ -152,6 +162,15 @@ func StartLocal(t testing.TB, n int, opts ...Option) *Cluster {
 			o.agent(i, h.Agent)
 		}
 		h.Server = &agent.Server{Agent: h.Agent, Log: log.Named(h.Name + ".sshd"), HostKey: h.hostKey, AuthorizedKeys: c.Keys.AuthorizedKeys}
+		if o.hostCA != "" {
+			SSHKeygen(t, "-q", "-s", o.hostCA, "-h", "-I", h.Name, "-n", h.Addr, "-V", "-5m:+1h", h.HostKey+".pub")
+			h.HostCert = h.HostKey + "-cert.pub"
+			s, _, err := agent.LoadHostCert(h.HostCert, h.hostKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.Server.HostCert = s
+		}
 		if o.server != nil {
 			o.server(i, h.Server)
 		}
