@@ -64,7 +64,7 @@ func newSSHDialer(cfg Transport, log *zap.Logger) (*sshDialer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("identity -i %s: %w", cfg.Identity, err)
 		}
-		d.signers = append(d.signers, s)
+		d.signers = append(d.signers, withCert(cfg.Identity, s, log)...)
 		return d, nil
 	}
 	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
@@ -77,7 +77,7 @@ func newSSHDialer(cfg Transport, log *zap.Logger) (*sshDialer, error) {
 	for _, n := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
 		p := filepath.Join(home, ".ssh", n)
 		if s, err := loadKey(p); err == nil {
-			d.signers = append(d.signers, s)
+			d.signers = append(d.signers, withCert(p, s, log)...)
 		} else if !errors.Is(err, os.ErrNotExist) {
 			log.Warn("skipping identity", zap.String("file", p), zap.Error(err))
 		}
@@ -98,6 +98,29 @@ func loadKey(path string) (ssh.Signer, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
+}
+
+// withCert returns the key s loaded from path, preceded by its user
+// certificate when path-cert.pub holds one (as OpenSSH's ssh loads it):
+// an agent that trusts the certificate's CA lets it in, and one that
+// does not may still know the plain key.
+func withCert(path string, s ssh.Signer, log *zap.Logger) []ssh.Signer {
+	b, err := os.ReadFile(path + "-cert.pub")
+	if err != nil {
+		return []ssh.Signer{s}
+	}
+	pub, _, _, _, err := ssh.ParseAuthorizedKey(b)
+	cert, ok := pub.(*ssh.Certificate)
+	if err != nil || !ok || cert.CertType != ssh.UserCert || string(cert.Key.Marshal()) != string(s.PublicKey().Marshal()) {
+		log.Warn("skipping a certificate that is not a user certificate of its key", zap.String("file", path+"-cert.pub"), zap.Error(err))
+		return []ssh.Signer{s}
+	}
+	cs, err := ssh.NewCertSigner(cert, s)
+	if err != nil {
+		log.Warn("skipping certificate", zap.String("file", path+"-cert.pub"), zap.Error(err))
+		return []ssh.Signer{s}
+	}
+	return []ssh.Signer{cs, s}
 }
 
 func (d *sshDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
