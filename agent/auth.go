@@ -176,8 +176,9 @@ func (s *Server) authorizeCert(c ssh.ConnMetadata, cert *ssh.Certificate, a *Acc
 		keyID: cert.KeyId, serial: cert.Serial, ca: ssh.FingerprintSHA256(cert.SignatureKey),
 		forceCommand: cert.CriticalOptions["force-command"],
 	}
-	_, li.noPTY = perms.Extensions["permit-pty"]
-	li.noPTY = !li.noPTY
+	if _, ok := perms.Extensions["permit-pty"]; !ok {
+		li.noPTY = true
+	}
 	// The critical options stay in the permissions: x/crypto enforces
 	// source-address on them too.
 	return li, &ssh.Permissions{CriticalOptions: perms.CriticalOptions}, nil
