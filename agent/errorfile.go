@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"gangway/agent/wire"
 )
@@ -24,33 +25,51 @@ const errorFileVar = "TORCHELASTIC_ERROR_FILE"
 // errorFileEnv makes rank's error file directory and returns the variable
 // that names the file; nothing when the launcher's environment for the
 // rank already sets it (-x).
+//
+// The job's directory has a random name and belongs to the agent's user;
+// each rank's directory in it belongs to the rank's user, who may write
+// there and nowhere else in the tree.
 func (s *session) errorFileEnv(r wire.RankSpec) []string {
 	for _, kv := range r.Env {
 		if strings.HasPrefix(kv, errorFileVar+"=") {
 			return nil
 		}
 	}
-	dir := filepath.Join(s.errorDir(), "rank."+strconv.Itoa(r.Rank))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	cred := s.login.Account.credential()
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	if s.errorRoot == "" {
+		root, err := os.MkdirTemp("", "gangway-"+s.jobID+"-errors-")
+		if err != nil {
+			return nil
+		}
+		if cred != nil {
+			// Others may pass through to their own rank directory.
+			_ = os.Chmod(root, 0o711)
+		}
+		s.errorRoot = root
+	}
+	dir := filepath.Join(s.errorRoot, "rank."+strconv.Itoa(r.Rank))
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil
 	}
+	if cred != nil {
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			return nil
+		}
+	}
 	path := filepath.Join(dir, "error.json")
-	s.errMu.Lock()
 	if s.errorFiles == nil {
 		s.errorFiles = map[int]string{}
 	}
 	s.errorFiles[r.Rank] = path
-	s.errMu.Unlock()
 	return []string{errorFileVar + "=" + path}
 }
 
-// errorDir is the job's directory of error files on this host.
-func (s *session) errorDir() string {
-	return filepath.Join(os.TempDir(), "gangway-"+s.jobID+"-errors")
-}
-
 // readErrorFile returns what the rank's @record wrote, bounded; "" when
-// it wrote nothing.
+// it wrote nothing. The file must be a regular file, not a link, and
+// belong to the rank's user: the agent may be root, and a rank must not
+// get another user's file sent to its launcher.
 func (s *session) readErrorFile(rank int) string {
 	s.errMu.Lock()
 	path := s.errorFiles[rank]
@@ -58,21 +77,36 @@ func (s *session) readErrorFile(rank int) string {
 	if path == "" {
 		return ""
 	}
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != s.rankUid() {
+		return ""
+	}
 	b, _ := io.ReadAll(io.LimitReader(f, MaxErrorFile))
 	return string(b)
+}
+
+// rankUid is the uid the session's ranks run as.
+func (s *session) rankUid() int {
+	if c := s.login.Account.credential(); c != nil {
+		return int(c.Uid)
+	}
+	return os.Geteuid()
 }
 
 // removeErrorFiles removes the job's error files when the session ends.
 func (s *session) removeErrorFiles() {
 	s.errMu.Lock()
-	made := s.errorFiles != nil
+	root := s.errorRoot
 	s.errMu.Unlock()
-	if made {
-		_ = os.RemoveAll(s.errorDir())
+	if root != "" {
+		_ = os.RemoveAll(root)
 	}
 }

@@ -218,7 +218,7 @@ func TestMaxSessions(t *testing.T) {
 // and refuses more; the command still runs with the ones it took.
 func TestEnvRequestsCapped(t *testing.T) {
 	t.Parallel()
-	c := agenttest.StartLocal(t, 1)
+	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *agent.Server) { s.AcceptEnv = []string{"V*"} }))
 	cl, err := dialAgent(c.Hosts[0], c.Keys.ClientSigner)
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 
 // prepareNode does node preparation: sync, then drop page caches through
 // drop_caches under the agent's SysRoot (Facts.SysRoot).
-func (a *Agent) prepareNode(p wire.Prepare) wire.Prepared {
+func (a *Agent) prepareNode(p wire.Prepare, login Login) wire.Prepared {
 	t0 := time.Now()
 	if p.DropCaches == 0 {
 		return wire.Prepared{}
@@ -27,6 +27,9 @@ func (a *Agent) prepareNode(p wire.Prepare) wire.Prepared {
 	}
 	if !a.AllowDropCaches {
 		return wire.Prepared{Err: "this agent does not allow dropping caches (start it with --allow-drop-caches, as root)"}
+	}
+	if login.NoDropCaches != "" {
+		return wire.Prepared{Err: login.NoDropCaches}
 	}
 	syscall.Sync()
 	if err := os.WriteFile(a.Facts.Path("proc", "sys", "vm", "drop_caches"), []byte(strconv.Itoa(p.DropCaches)), 0); err != nil {

@@ -31,15 +31,18 @@ func TestPrepareNodeDropCaches(t *testing.T) {
 	a := &Agent{Facts: facts.Options{SysRoot: root}}
 	for _, tc := range []struct {
 		allow bool
+		login Login
 		level int
 		err   string
 	}{
-		{true, 0, ""},
-		{true, 4, "drop_caches 4: want 1, 2 or 3"},
-		{false, 3, "does not allow dropping caches"},
+		{true, Login{}, 0, ""},
+		{true, Login{}, 4, "drop_caches 4: want 1, 2 or 3"},
+		{false, Login{}, 3, "does not allow dropping caches"},
+		{true, Login{NoDropCaches: "user u may not drop page caches"}, 3, "user u may not drop page caches"},
+		{false, Login{NoDropCaches: "user u may not drop page caches"}, 3, "does not allow dropping caches"},
 	} {
 		a.AllowDropCaches = tc.allow
-		res := a.prepareNode(wire.Prepare{DropCaches: tc.level})
+		res := a.prepareNode(wire.Prepare{DropCaches: tc.level}, tc.login)
 		if tc.err == "" && res != (wire.Prepared{}) || tc.err != "" && !strings.Contains(res.Err, tc.err) {
 			t.Errorf("allow %v, drop_caches %d: %+v, want error %q", tc.allow, tc.level, res, tc.err)
 		}
@@ -48,7 +51,7 @@ func TestPrepareNodeDropCaches(t *testing.T) {
 		}
 	}
 	a.AllowDropCaches = true
-	if res := a.prepareNode(wire.Prepare{DropCaches: 3}); res.Err != "" || res.Took <= 0 {
+	if res := a.prepareNode(wire.Prepare{DropCaches: 3}, Login{}); res.Err != "" || res.Took <= 0 {
 		t.Fatalf("drop_caches 3: %+v", res)
 	}
 	if got := written(); got != "3" {

@@ -68,9 +68,12 @@ func TestOpenSSHClient(t *testing.T) {
 		}
 	})
 	t.Run("env", func(t *testing.T) {
-		env := []string{"FOO=bar baz", "NOTSENT=x"}
-		stdout, _, _ := sshRun(t, h, append(args, "-o", "SendEnv=FOO"), "", env, `printf '%s|%s' "$FOO" "$NOTSENT"`)
-		check(t, "FOO|NOTSENT", stdout, "bar baz|")
+		// AcceptEnv's default, as Debian's sshd_config: LANG and LC_* pass,
+		// anything else sent (LD_PRELOAD above all) is dropped.
+		env := []string{"LANG=C.UTF-8", "LC_TIME=bar baz", "LD_PRELOAD=/nonexistent/evil.so", "FOO=x", "NOTSENT=x"}
+		stdout, _, _ := sshRun(t, h, append(args, "-o", "SendEnv=LANG LC_* LD_PRELOAD FOO"), "", env,
+			`printf '%s|%s|%s|%s|%s' "$LANG" "$LC_TIME" "$LD_PRELOAD" "$FOO" "$NOTSENT"`)
+		check(t, "LANG|LC_TIME|LD_PRELOAD|FOO|NOTSENT", stdout, "C.UTF-8|bar baz|||")
 	})
 	t.Run("stdout and stderr", func(t *testing.T) {
 		stdout, stderr, code := sshRun(t, h, args, "", nil, "echo out; echo err >&2; exit 0")

@@ -106,10 +106,28 @@ func (w *watchdog) stop() {
 	w.wg.Wait()
 }
 
-// ServeSession serves one launcher session on rwc until the launcher
-// closes it, the connection drops or ctx ends. Every rank it started is
-// dead when it returns.
+// Login is who a launcher session serves, as its SSH login established.
+// The zero Login is the agent's own user (the in-process local agent,
+// --stdio), with nothing changed.
+type Login struct {
+	// Account runs the session's ranks (ids, groups, HOME, USER, LOGNAME,
+	// SHELL); nil: the agent's own user and environment.
+	Account *Account
+	// NoDropCaches, when not empty, is why this login may not drop page
+	// caches.
+	NoDropCaches string
+}
+
+// ServeSession serves one launcher session on rwc as the agent's own
+// user (ServeLogin with the zero Login).
 func (a *Agent) ServeSession(ctx context.Context, rwc io.ReadWriteCloser) error {
+	return a.ServeLogin(ctx, rwc, Login{})
+}
+
+// ServeLogin serves one launcher session on rwc for login until the
+// launcher closes it, the connection drops or ctx ends. Every rank it
+// started is dead when it returns.
+func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login Login) error {
 	conn := wire.NewConn(rwc)
 	defer conn.Close()
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -133,7 +151,7 @@ func (a *Agent) ServeSession(ctx context.Context, rwc io.ReadWriteCloser) error 
 		_ = conn.Send(wire.KindError, wire.Error{Msg: ve.Error()})
 		return fmt.Errorf("%w: %w", ErrVersion, ve)
 	}
-	f, err := a.gather(ctx, h.Peers)
+	f, err := a.gather(ctx, h.Peers, login)
 	if err != nil {
 		_ = conn.Send(wire.KindError, wire.Error{Msg: err.Error()})
 		return err
@@ -142,7 +160,10 @@ func (a *Agent) ServeSession(ctx context.Context, rwc io.ReadWriteCloser) error 
 	if err := conn.Send(wire.KindFacts, f); err != nil {
 		return err
 	}
-	log := a.Log.With(zap.String("job", h.JobID))
+	log := a.Log.With(zap.String("job", clip(h.JobID)))
+	if login.Account != nil {
+		log = log.With(zap.String("user", login.Account.Name))
+	}
 	heard := func() {}
 	if a.LauncherTimeout > 0 {
 		w := newWatchdog(a.LauncherTimeout, func() {
@@ -152,7 +173,7 @@ func (a *Agent) ServeSession(ctx context.Context, rwc io.ReadWriteCloser) error 
 		defer w.stop()
 		heard = w.heard
 	}
-	s := &session{heard: heard, a: a, conn: conn, log: log, jobID: h.JobID, facts: f, fences: map[int]chan map[string]string{}, stdin: make(chan stdinChunk, 4)}
+	s := &session{heard: heard, a: a, login: login, conn: conn, log: log, jobID: h.JobID, facts: f, fences: map[int]chan map[string]string{}, stdin: make(chan stdinChunk, 4)}
 	a.track(h.JobID, 1)
 	defer a.track(h.JobID, -1)
 	var writer sync.WaitGroup
@@ -182,7 +203,7 @@ func (a *Agent) track(job string, d int) {
 	}
 }
 
-func (a *Agent) gather(ctx context.Context, peers []string) (wire.Facts, error) {
+func (a *Agent) gather(ctx context.Context, peers []string, login Login) (wire.Facts, error) {
 	a.mu.Lock()
 	if a.smi == nil {
 		a.smi = facts.CachedNvidiaSMI(time.Minute, a.Facts.NvidiaSMI)
@@ -201,7 +222,7 @@ func (a *Agent) gather(ctx context.Context, peers []string) (wire.Facts, error) 
 	}
 	f.Version = wire.Version
 	f.Agent = a.Version
-	f.CanDropCaches = f.CanDropCaches && a.AllowDropCaches
+	f.CanDropCaches = f.CanDropCaches && a.AllowDropCaches && login.NoDropCaches == ""
 	f.Containment = a.containmentFact()
 	return f, nil
 }
@@ -218,10 +239,12 @@ func freePort() int {
 // session is one launcher's job on this host.
 type session struct {
 	capture    capture        // ranks' stderr while a dump waits for their stacks
-	errMu      sync.Mutex     // guards errorFiles (spawn holds mu while it fills it)
+	errMu      sync.Mutex     // guards errorFiles and errorRoot (spawn holds mu while it fills them)
+	errorRoot  string         // the job's directory of error files, once made
 	errorFiles map[int]string // rank -> TORCHELASTIC_ERROR_FILE
 	dumping    sync.Mutex     // held while a dump runs
 	a          *Agent
+	login      Login
 	heard      func() // every message from the launcher feeds the watchdog
 	conn       *wire.Conn
 	log        *zap.Logger
@@ -301,6 +324,8 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		r := wire.Ready{}
 		if err != nil {
 			r.Err = err.Error()
+		} else {
+			s.auditJob(&j)
 		}
 		return s.conn.Send(wire.KindReady, r)
 	case wire.KindGo:
@@ -372,7 +397,7 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		if err := m.Decode(&p); err != nil {
 			return err
 		}
-		return s.conn.Send(wire.KindPrepared, s.a.prepareNode(p))
+		return s.conn.Send(wire.KindPrepared, s.a.prepareNode(p, s.login))
 	case wire.KindProbe:
 		var p wire.Probe
 		if err := m.Decode(&p); err != nil {
@@ -402,6 +427,11 @@ func (s *session) prepare(ctx context.Context, j *wire.StartJob) error {
 		if r.Dir != "" {
 			if st, err := os.Stat(r.Dir); err != nil || !st.IsDir() {
 				return fmt.Errorf("rank %d: working directory %s: not a directory on this host", r.Rank, short(r.Dir))
+			}
+			if a := s.login.Account; a.credential() != nil {
+				if err := searchable(r.Dir, a); err != nil {
+					return fmt.Errorf("rank %d: working directory %s: not accessible to user %s (%v); give -wdir a directory %s can reach", r.Rank, short(r.Dir), a.Name, err, a.Name)
+				}
 			}
 		}
 	}
@@ -483,10 +513,14 @@ func (s *session) spawn(ctx context.Context) error {
 	}
 	cg := s.a.jobCgroup(s.log, s.jobID)
 	var all sync.WaitGroup
+	var identity []string
+	if a := s.login.Account; a != nil {
+		identity = a.identity()
+	}
 	for _, r := range j.Ranks {
-		env := mergeEnv(base, r.Env, s.pmiEnv[r.Rank], s.errorFileEnv(r))
+		env := mergeEnv(base, identity, r.Env, s.pmiEnv[r.Rank], s.errorFileEnv(r))
 		spec := proc.Spec{Rank: r.Rank, Argv: r.Argv, Env: env, Dir: r.Dir, Stdin: r.Rank == j.StdinRank, Grace: j.KillGrace,
-			Supervisor: s.a.Supervisor, Cgroup: cg}
+			Supervisor: s.a.Supervisor, Cgroup: cg, Credential: s.login.Account.credential()}
 		if f := s.pmiFDs[r.Rank]; f != nil {
 			spec.ExtraFiles = []*os.File{f}
 		}
@@ -548,6 +582,20 @@ func (s *session) spawn(ctx context.Context) error {
 		}
 	})
 	return err
+}
+
+// auditJob logs a job this host is about to run: its program and ranks.
+func (s *session) auditJob(j *wire.StartJob) {
+	program := ""
+	ranks := make([]int, 0, len(j.Ranks))
+	for _, r := range j.Ranks {
+		if program == "" && len(r.Argv) > 0 {
+			program = r.Argv[0]
+		}
+		ranks = append(ranks, r.Rank)
+	}
+	sort.Ints(ranks)
+	s.log.Info("job", zap.String("program", clip(program)), zap.Int("nranks", len(ranks)), zap.String("ranks", clip(FormatCPUList(ranks))))
 }
 
 func (s *session) stopAll(grace time.Duration) {

@@ -10,7 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,9 +26,35 @@ type Server struct {
 	Log   *zap.Logger
 	// HostKey signs the handshake (LoadHostKey).
 	HostKey ssh.Signer
-	// AuthorizedKeys is the authorized_keys file, read at every login so
-	// edits apply at once.
+	// HostCert, when set, is HostKey's host certificate as a signer
+	// (LoadHostCert), offered beside the plain key so that clients
+	// trusting its CA (@cert-authority in known_hosts) need no entry for
+	// this host.
+	HostCert ssh.Signer
+	// AuthorizedKeys is an authorized_keys file for the agent's own user
+	// (root, for a root service), read at every login so edits apply at
+	// once, beside that user's ~/.ssh/authorized_keys. Every user's own
+	// ~/.ssh/authorized_keys lets that user in.
 	AuthorizedKeys string
+	// TrustedUserCAKeys is a file of CA public keys (sshd's
+	// TrustedUserCAKeys): user certificates they sign log in as the
+	// certificates' principals. Read at every login; "" accepts none.
+	TrustedUserCAKeys string
+	// PermitRootLogin is PermitRootYes, PermitRootProhibitPassword (the
+	// default, "") or PermitRootNo.
+	PermitRootLogin string
+	// AllowUsers, when not empty, are the only user names (shell-style
+	// patterns) that may log in.
+	AllowUsers []string
+	// AcceptEnv are the patterns of the variables stock sessions take
+	// from env requests; nil means DefaultAcceptEnv.
+	AcceptEnv []string
+	// DropCachesUsers may drop page caches besides root, when the
+	// Agent's AllowDropCaches lets anyone.
+	DropCachesUsers []string
+	// Self is the account the agent runs as; nil means the process's own
+	// (tests set it to try another agent's policy).
+	Self *Account
 	// HandshakeTimeout bounds the time from TCP accept to authenticated
 	// connection; 0 means 10s.
 	HandshakeTimeout time.Duration
@@ -45,6 +71,8 @@ type Server struct {
 
 	conns    sync.WaitGroup
 	startups startups
+	policy   loginPolicy
+	authLog  limiter // refused logins and unusable key files
 }
 
 // Defaults of the caps on unauthenticated connections and sessions.
@@ -56,7 +84,8 @@ const (
 
 // LoadHostKey reads an OpenSSH private key, or creates an ed25519 key
 // (mode 0600) at path when none exists, so the agent keeps its identity
-// across restarts.
+// across restarts. A key that group or others may access is refused
+// (ErrHostKeyModes), as sshd refuses it.
 func LoadHostKey(path string) (ssh.Signer, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -81,6 +110,10 @@ func LoadHostKey(path string) (ssh.Signer, error) {
 		}
 	} else if err != nil {
 		return nil, fmt.Errorf("read host key: %w", err)
+	} else if fi, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("read host key: %w", err)
+	} else if err := checkHostKeyFile(path, fi); err != nil {
+		return nil, err
 	}
 	s, err := ssh.ParsePrivateKey(b)
 	if err != nil {
@@ -89,69 +122,68 @@ func LoadHostKey(path string) (ssh.Signer, error) {
 	return s, nil
 }
 
-// authorized reads the authorized_keys file into a map keyed by the
-// marshalled public key. A key's value is "" when it may log in, or the
-// first option of its line that the agent cannot enforce (command=,
-// from=, restrict, no-pty...): such a key is refused rather than given
-// the full access its line means to deny.
-func authorized(path string) (map[string]string, error) {
+// LoadHostCert reads a host certificate (the -cert.pub file that
+// `ssh-keygen -s CA -h` writes) for key and returns the signer that
+// presents it. The certificate must be a host certificate of key's
+// public key and valid now.
+func LoadHostCert(path string, key ssh.Signer) (ssh.Signer, *ssh.Certificate, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("read host certificate: %w", err)
 	}
-	keys := map[string]string{}
-	for len(b) > 0 {
-		pub, _, opts, rest, err := ssh.ParseAuthorizedKey(b)
-		if err != nil {
-			break // no more keys (comments and blank lines are skipped by the parser)
-		}
-		if k := string(pub.Marshal()); !seen(keys, k) {
-			keys[k] = unenforced(opts) // the first line of a key decides, as in sshd
-		}
-		b = rest
+	pub, _, _, _, err := ssh.ParseAuthorizedKey(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("host certificate %s: %w", path, err)
 	}
-	return keys, nil
+	cert, ok := pub.(*ssh.Certificate)
+	if !ok {
+		return nil, nil, fmt.Errorf("host certificate %s: a plain %s key, not a certificate", path, pub.Type())
+	}
+	if cert.CertType != ssh.HostCert {
+		return nil, nil, fmt.Errorf("host certificate %s: a user certificate; sign with ssh-keygen -s CA -h", path)
+	}
+	if string(cert.Key.Marshal()) != string(key.PublicKey().Marshal()) {
+		return nil, nil, fmt.Errorf("host certificate %s certifies %s, not the host key %s", path, ssh.FingerprintSHA256(cert.Key), ssh.FingerprintSHA256(key.PublicKey()))
+	}
+	now := uint64(time.Now().Unix())
+	if now < cert.ValidAfter || (cert.ValidBefore != ssh.CertTimeInfinity && now >= cert.ValidBefore) {
+		return nil, nil, fmt.Errorf("host certificate %s is not valid now (valid from %s to %s)", path, certTime(cert.ValidAfter), certTime(cert.ValidBefore))
+	}
+	s, err := ssh.NewCertSigner(cert, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("host certificate %s: %w", path, err)
+	}
+	return s, cert, nil
 }
 
-func seen(m map[string]string, k string) bool { _, ok := m[k]; return ok }
-
-// unenforced returns the first option the agent cannot honour. The
-// allowed ones only take away what the agent never offers.
-func unenforced(opts []string) string {
-	for _, o := range opts {
-		switch strings.ToLower(o) {
-		case "no-port-forwarding", "no-agent-forwarding", "no-x11-forwarding", "no-user-rc":
-		default:
-			return o
-		}
+func certTime(t uint64) string {
+	if t == ssh.CertTimeInfinity {
+		return "forever"
 	}
-	return ""
+	return time.Unix(int64(t), 0).UTC().Format(time.RFC3339)
 }
 
 func (s *Server) config() *ssh.ServerConfig {
+	self := s.Self
+	if self == nil {
+		self = selfAccount()
+	}
+	s.policy = loginPolicy{self: self, permitRoot: s.PermitRootLogin, allowUsers: s.AllowUsers, lookup: lookupAccount}
+	s.authLog = limiter{period: refusalLogEvery, burst: authLogBurst}
 	cfg := &ssh.ServerConfig{
-		PublicKeyCallback: func(c ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
-			keys, err := authorized(s.AuthorizedKeys)
-			if err != nil {
-				s.Log.Warn("cannot read authorized keys", zap.String("file", s.AuthorizedKeys), zap.Error(err))
-				return nil, errors.New("no authorized keys")
-			}
-			bad, ok := keys[string(key.Marshal())]
-			if !ok {
-				s.Log.Info("refused key", zap.String("remote", c.RemoteAddr().String()), zap.String("user", c.User()), zap.String("fingerprint", ssh.FingerprintSHA256(key)))
-				return nil, fmt.Errorf("unknown public key for %q", c.User())
-			}
-			if bad != "" {
-				s.Log.Warn("refused key: its authorized_keys option cannot be enforced by the agent", zap.String("remote", c.RemoteAddr().String()), zap.String("fingerprint", ssh.FingerprintSHA256(key)), zap.String("option", bad), zap.String("file", s.AuthorizedKeys))
-				return nil, fmt.Errorf("public key for %q has option %s, which the agent cannot enforce", c.User(), bad)
-			}
-			return &ssh.Permissions{Extensions: map[string]string{"fp": ssh.FingerprintSHA256(key)}}, nil
-		},
-		ServerVersion: "SSH-2.0-gangway_agent",
+		PublicKeyCallback: s.authorize,
+		ServerVersion:     "SSH-2.0-gangway_agent",
 	}
 	cfg.AddHostKey(s.HostKey)
+	if s.HostCert != nil {
+		cfg.AddHostKey(s.HostCert)
+	}
 	return cfg
 }
+
+// authLogBurst is how many refused logins (and unusable key files) are
+// logged per refusalLogEvery; the rest are counted in the next line.
+const authLogBurst = 20
 
 // Serve accepts connections on l until ctx ends, then closes every
 // connection and waits for their sessions (and ranks) to end. Accept
@@ -260,7 +292,15 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cfg *ssh.ServerConfi
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	log := s.Log.With(zap.String("remote", c.RemoteAddr().String()), zap.String("user", sc.User()))
+	li := loginOf(sc.Permissions)
+	if li == nil || li.account == nil {
+		sc.Close() // cannot happen: authorize always says who logged in
+		return
+	}
+	log := s.Log.With(zap.String("remote", c.RemoteAddr().String()), zap.String("user", clip(sc.User())))
+	auditLogin(log, li)
+	t0 := time.Now()
+	defer func() { log.Info("logout", zap.Duration("duration", time.Since(t0))) }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { sc.Close() })
@@ -292,7 +332,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cfg *ssh.ServerConfi
 		}
 		open.Add(1)
 		wg.Go(func() {
-			ss := &stockSession{srv: s, log: log, conn: sc, ch: ch, user: sc.User(), remote: c.RemoteAddr(), local: c.LocalAddr()}
+			ss := &stockSession{srv: s, log: log, conn: sc, ch: ch, login: li, remote: c.RemoteAddr(), local: c.LocalAddr()}
 			ss.serve(ctx, creqs)
 			open.Add(-1) // the session and what it ran have ended
 		})
@@ -302,9 +342,36 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cfg *ssh.ServerConfi
 	cancel()
 }
 
-// subsystem serves the launcher protocol on a session channel.
-func (s *Server) subsystem(ctx context.Context, ch ssh.Channel) {
-	if err := s.Agent.ServeSession(ctx, ch); err != nil && !errors.Is(err, context.Canceled) {
-		s.Log.Info("launcher session ended", zap.Error(err))
+// subsystem serves the launcher protocol on a session channel, its ranks
+// running as the login's user.
+func (s *Server) subsystem(ctx context.Context, ch ssh.Channel, li *loginInfo) {
+	login := Login{Account: li.account, NoDropCaches: s.dropCachesRefusal(li.account)}
+	if err := s.Agent.ServeLogin(ctx, ch, login); err != nil && !errors.Is(err, context.Canceled) {
+		s.Log.Info("launcher session ended", zap.String("user", clip(li.account.Name)), zap.Error(err))
 	}
+}
+
+// dropCachesRefusal says why a may not drop page caches, or "": root
+// may, and so may the users in DropCachesUsers.
+func (s *Server) dropCachesRefusal(a *Account) string {
+	if a.Uid == 0 || slices.Contains(s.DropCachesUsers, a.Name) {
+		return ""
+	}
+	return "user " + a.Name + " may not drop page caches on this agent: only root may, and the users named in the agent's --drop-caches-users"
+}
+
+// auditLogin logs an accepted login: who, with which key or certificate,
+// found where.
+func auditLogin(log *zap.Logger, li *loginInfo) {
+	f := []zap.Field{zap.String("method", li.method), zap.String("key_type", li.keyType), zap.String("fingerprint", li.fingerprint),
+		zap.Uint32("uid", li.account.Uid)}
+	if li.method == "certificate" {
+		f = append(f, zap.String("key_id", clip(li.keyID)), zap.Uint64("serial", li.serial), zap.String("ca_fingerprint", li.ca))
+		if li.forceCommand != "" {
+			f = append(f, zap.String("force_command", clip(li.forceCommand)))
+		}
+	} else {
+		f = append(f, zap.String("file", li.source))
+	}
+	log.Info("login", f...)
 }

@@ -19,8 +19,7 @@ type startups struct {
 	bySource  map[string]int
 
 	// Refusals are logged at most every refusalLogEvery, with a count.
-	nRefused   int
-	lastLogged time.Time
+	log limiter
 }
 
 const refusalLogEvery = 10 * time.Second
@@ -40,6 +39,7 @@ func (s *startups) init(max, perSource int) {
 		s.perSource = DefaultMaxStartupsPerSource
 	}
 	s.bySource = map[string]int{}
+	s.log = limiter{period: refusalLogEvery, burst: 1}
 }
 
 // admit counts a new connection from src, or says why it is refused.
@@ -72,16 +72,14 @@ func (s *startups) done(src string) {
 // number refused since the last line: a flood of connections must not
 // become a flood of log lines.
 func (s *startups) refused(log *zap.Logger, src, why string) {
-	s.mu.Lock()
-	s.nRefused++
-	if time.Since(s.lastLogged) < refusalLogEvery {
-		s.mu.Unlock()
+	suppressed, ok := s.log.allow()
+	if !ok {
 		return
 	}
-	n, max, perSource := s.nRefused, s.max, s.perSource
-	s.nRefused, s.lastLogged = 0, time.Now()
+	s.mu.Lock()
+	max, perSource := s.max, s.perSource
 	s.mu.Unlock()
 	log.Warn("refusing connections over the cap on unauthenticated connections",
 		zap.String("remote", src), zap.String("cap", why), zap.Int("max_startups", max),
-		zap.Int("max_startups_per_source", perSource), zap.Int("refused", n))
+		zap.Int("max_startups_per_source", perSource), zap.Int("refused", suppressed+1))
 }

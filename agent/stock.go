@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net"
@@ -34,7 +33,7 @@ type stockSession struct {
 	log    *zap.Logger
 	conn   ssh.Conn // the SSH connection the channel belongs to
 	ch     ssh.Channel
-	user   string
+	login  *loginInfo // who logged in, and how
 	remote net.Addr
 	local  net.Addr
 
@@ -67,6 +66,10 @@ func (ss *stockSession) serve(ctx context.Context, reqs <-chan *ssh.Request) {
 		case "env":
 			var kv struct{ Name, Value string }
 			if ssh.Unmarshal(req.Payload, &kv) == nil && !ss.isStarted() && wire.ValidEnvName(kv.Name) {
+				if !ss.srv.acceptsEnv(kv.Name) {
+					ss.log.Debug("refused env request: not in --accept-env", zap.String("name", clip(kv.Name)))
+					break
+				}
 				ss.mu.Lock()
 				if ok = len(ss.env) < maxEnvRequests; ok {
 					ss.env = append(ss.env, kv.Name+"="+kv.Value)
@@ -76,6 +79,10 @@ func (ss *stockSession) serve(ctx context.Context, reqs <-chan *ssh.Request) {
 		case "pty-req":
 			var p ptyReq
 			if ssh.Unmarshal(req.Payload, &p) == nil && !ss.isStarted() {
+				if ss.login.noPTY {
+					ss.log.Debug("refused pty request: the certificate lacks permit-pty")
+					break
+				}
 				ss.mu.Lock()
 				ss.pty = &p
 				ss.mu.Unlock()
@@ -102,6 +109,7 @@ func (ss *stockSession) serve(ctx context.Context, reqs <-chan *ssh.Request) {
 			}
 			if ss.claim() {
 				ok = true
+				ss.auditCommand(req.Type, command)
 				if req.WantReply {
 					_ = req.Reply(true, nil)
 				}
@@ -113,12 +121,21 @@ func (ss *stockSession) serve(ctx context.Context, reqs <-chan *ssh.Request) {
 			}
 		case "subsystem":
 			var s struct{ Name string }
-			if ssh.Unmarshal(req.Payload, &s) == nil && s.Name == wire.Subsystem && ss.claim() {
+			if ssh.Unmarshal(req.Payload, &s) != nil || s.Name != wire.Subsystem {
+				ss.log.Debug("refused unknown subsystem", zap.String("name", clip(s.Name)))
+				break
+			}
+			if ss.login.forceCommand != "" {
+				ss.log.Info("refused subsystem: the certificate forces a command", zap.String("subsystem", s.Name))
+				break
+			}
+			if ss.claim() {
+				ss.log.Info("subsystem", zap.String("subsystem", s.Name))
 				if req.WantReply {
 					_ = req.Reply(true, nil)
 				}
 				wg.Go(func() {
-					ss.srv.subsystem(ctx, subsystemConn{ss.ch, ss.conn})
+					ss.srv.subsystem(ctx, subsystemConn{ss.ch, ss.conn}, ss.login)
 					ss.ch.Close()
 				})
 				continue
@@ -165,21 +182,52 @@ func (ss *stockSession) signal(name string) bool {
 	return syscall.Kill(-ss.cmd.Process.Pid, sig) == nil
 }
 
-// run executes the command through the user's shell, as sshd does, and
-// reports exit-status or exit-signal. The process group is stopped when
-// the connection drops while the command runs.
+// auditCommand logs what a session runs.
+func (ss *stockSession) auditCommand(kind, command string) {
+	ss.mu.Lock()
+	pty := ss.pty != nil
+	ss.mu.Unlock()
+	f := []zap.Field{zap.Bool("pty", pty)}
+	if kind == "exec" {
+		f = append(f, zap.String("command", clip(command)))
+	}
+	if ss.login.forceCommand != "" {
+		f = append(f, zap.String("force_command", clip(ss.login.forceCommand)))
+	}
+	ss.log.Info(kind, f...)
+}
+
+// run executes the command through the user's shell, as sshd does, as
+// the user who logged in and in their home directory, and reports
+// exit-status or exit-signal. A certificate's force-command runs instead
+// of what the client asked, which it finds in SSH_ORIGINAL_COMMAND. The
+// process group is stopped when the connection drops while the command
+// runs.
 func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
-	u := lookupUser(ss.user)
+	a := ss.login.account
+	var extra []string
+	if forced := ss.login.forceCommand; forced != "" {
+		if !shell {
+			extra = []string{"SSH_ORIGINAL_COMMAND=" + command}
+		}
+		shell, command = false, forced
+	}
 	var cmd *exec.Cmd
 	if shell {
-		cmd = exec.Command(u.shell)
-		cmd.Args = []string{"-" + filepath.Base(u.shell)}
+		cmd = exec.Command(a.Shell)
+		cmd.Args = []string{"-" + filepath.Base(a.Shell)}
 	} else {
-		cmd = exec.Command(u.shell, "-c", command)
+		cmd = exec.Command(a.Shell, "-c", command)
 	}
-	cmd.Dir = u.home
+	cmd.Dir = a.Home
+	if err := searchable(a.Home, a); err != nil {
+		// As sshd: the session starts in / and says why.
+		_, _ = io.WriteString(ss.ch.Stderr(), "Could not chdir to home directory "+a.Home+": "+err.Error()+"\n")
+		cmd.Dir = "/"
+	}
+	cred := a.credential()
 	ss.mu.Lock()
-	cmd.Env = ss.environ(u)
+	cmd.Env = ss.environ(a, extra)
 	pty := ss.pty
 	ss.mu.Unlock()
 
@@ -197,8 +245,15 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 			return
 		}
 		defer master.Close()
+		if cred != nil {
+			if err := chownTTY(slave, a); err != nil {
+				slave.Close()
+				ss.fail("cannot give the pty to " + a.Name + ": " + err.Error())
+				return
+			}
+		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Credential: cred}
 		closeAfterStart = append(closeAfterStart, slave)
 		ss.mu.Lock()
 		ss.tty = master
@@ -214,7 +269,7 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 		outR, outW, _ := os.Pipe()
 		errR, errW, _ := os.Pipe()
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
 		closeAfterStart = append(closeAfterStart, inR, outW, errW)
 		// stdin: ends at the client's EOF; if the command exits first, the
 		// write end is closed below and the copy ends at the next write.
@@ -303,22 +358,46 @@ func (ss *stockSession) fail(msg string) {
 
 // environ is what sshd would give: the agent's environment with the
 // user's identity and the connection on top, then the client's env
-// requests, then TERM for a PTY.
-func (ss *stockSession) environ(u userInfo) []string {
+// requests (those --accept-env lets through), then TERM for a PTY, then
+// extra (SSH_ORIGINAL_COMMAND).
+func (ss *stockSession) environ(a *Account, extra []string) []string {
 	base := ss.srv.Agent.BaseEnv
 	if base == nil {
 		base = os.Environ()
 	}
-	conn := []string{
-		"USER=" + u.name, "LOGNAME=" + u.name, "HOME=" + u.home, "SHELL=" + u.shell,
-		"SSH_CLIENT=" + hostPortSpaced(ss.remote) + " " + portOf(ss.local),
-		"SSH_CONNECTION=" + hostPortSpaced(ss.remote) + " " + hostPortSpaced(ss.local),
-	}
+	conn := append(a.identity(),
+		"SSH_CLIENT="+hostPortSpaced(ss.remote)+" "+portOf(ss.local),
+		"SSH_CONNECTION="+hostPortSpaced(ss.remote)+" "+hostPortSpaced(ss.local),
+	)
 	var term []string
 	if ss.pty != nil && ss.pty.Term != "" {
 		term = []string{"TERM=" + ss.pty.Term}
 	}
-	return mergeEnv(base, conn, ss.env, term)
+	return mergeEnv(base, conn, ss.env, term, extra)
+}
+
+// chownTTY gives a pty's slave to a, group tty, mode 0620, as sshd does.
+func chownTTY(slave *os.File, a *Account) error {
+	gid := int(a.Gid)
+	if g, err := user.LookupGroup("tty"); err == nil {
+		if n, err := strconv.Atoi(g.Gid); err == nil {
+			gid = n
+		}
+	}
+	if err := slave.Chown(int(a.Uid), gid); err != nil {
+		return err
+	}
+	return slave.Chmod(0o620)
+}
+
+// acceptsEnv reports whether stock sessions take the variable name from
+// an env request (AcceptEnv).
+func (s *Server) acceptsEnv(name string) bool {
+	patterns := s.AcceptEnv
+	if patterns == nil {
+		patterns = DefaultAcceptEnv
+	}
+	return matchAny(patterns, name)
 }
 
 func hostPortSpaced(a net.Addr) string {
@@ -332,32 +411,6 @@ func hostPortSpaced(a net.Addr) string {
 func portOf(a net.Addr) string {
 	_, p, _ := net.SplitHostPort(a.String())
 	return p
-}
-
-type userInfo struct{ name, home, shell string }
-
-// lookupUser finds the login shell and home in /etc/passwd; the agent runs
-// commands as itself, whatever user name the client gave.
-func lookupUser(string) userInfo {
-	u := userInfo{name: "root", home: "/", shell: "/bin/sh"}
-	if cu, err := user.Current(); err == nil {
-		u.name, u.home = cu.Username, cu.HomeDir
-	}
-	f, err := os.Open("/etc/passwd")
-	if err != nil {
-		return u
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		p := strings.Split(sc.Text(), ":")
-		if len(p) >= 7 && p[0] == u.name && p[6] != "" {
-			if _, err := os.Stat(p[6]); err == nil {
-				u.shell = p[6]
-			}
-		}
-	}
-	return u
 }
 
 // subsystemConn is the launcher's session channel; closing it closes the

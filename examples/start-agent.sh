@@ -5,8 +5,15 @@
 #
 # Environment (all optional):
 #   GANGWAY_SECRETS   directory with mounted secrets (default /etc/gangway/secrets):
-#                       authorized_keys       public keys allowed to log in (required)
+#                       authorized_keys       public keys allowed to log in as the
+#                                             agent's user
+#                       trusted_user_ca_keys  user CAs whose certificates log in
+#                                             (one of these two is required)
 #                       ssh_host_ed25519_key  host key to keep across restarts (optional)
+#                       ssh_host_ed25519_key-cert.pub
+#                                             its host certificate (optional): launchers
+#                                             that trust the host CA need no known_hosts
+#                                             entry for this pod (examples/certs.sh)
 #   GANGWAY_PORT      port to listen on (default 22122)
 #   GANGWAY_NAME      name reported to the launcher (default: hostname)
 #   GANGWAY_AGENT     agent binary (default: agent on PATH)
@@ -20,15 +27,27 @@ state=${HOME:-/root}/.gangway
 mkdir -p "$state"
 chmod 700 "$state"
 
-if [ ! -r "$secrets/authorized_keys" ]; then
-	echo "start-agent: $secrets/authorized_keys is missing: mount the launcher's public key there" >&2
+if [ ! -r "$secrets/authorized_keys" ] && [ ! -r "$secrets/trusted_user_ca_keys" ]; then
+	echo "start-agent: neither $secrets/authorized_keys nor $secrets/trusted_user_ca_keys: mount the launcher's public key or a user CA there" >&2
 	exit 1
 fi
 # Secrets are often mounted read-only with loose modes; copy them with the
-# modes an SSH server expects.
-install -m 0600 "$secrets/authorized_keys" "$state/authorized_keys"
+# modes an SSH server expects (the agent refuses a host key others can read,
+# and key files others can write).
+set --
+if [ -r "$secrets/authorized_keys" ]; then
+	install -m 0600 "$secrets/authorized_keys" "$state/authorized_keys"
+fi
+if [ -r "$secrets/trusted_user_ca_keys" ]; then
+	install -m 0644 "$secrets/trusted_user_ca_keys" "$state/trusted_user_ca_keys"
+	set -- "$@" --trusted-user-ca-keys "$state/trusted_user_ca_keys"
+fi
 if [ -r "$secrets/ssh_host_ed25519_key" ]; then
 	install -m 0600 "$secrets/ssh_host_ed25519_key" "$state/ssh_host_ed25519_key"
+	if [ -r "$secrets/ssh_host_ed25519_key-cert.pub" ]; then
+		install -m 0644 "$secrets/ssh_host_ed25519_key-cert.pub" "$state/ssh_host_ed25519_key-cert.pub"
+		set -- "$@" --host-cert "$state/ssh_host_ed25519_key-cert.pub"
+	fi
 fi
 # With no mounted host key the agent creates one in $state on first start.
 
@@ -41,4 +60,4 @@ fi
 exec "$agent" --listen ":$port" --name "$name" \
 	--host-key "$state/ssh_host_ed25519_key" \
 	--authorized-keys "$state/authorized_keys" \
-	${GANGWAY_ARGS:-}
+	"$@" ${GANGWAY_ARGS:-}

@@ -107,7 +107,7 @@ func (t *Transport) register(fs *flag.FlagSet) {
 	}
 	fs.StringVar(&t.AgentPath, "agent-path", "agent", "path of the agent binary on the hosts, for --transport ssh")
 	fs.StringVar(&t.SSHCommand, "ssh", "ssh", "ssh command line for --transport ssh (e.g. \"ssh -F /dev/null -o StrictHostKeyChecking=no\")")
-	fs.StringVar(&t.Identity, "i", "", "SSH identity file (default: SSH_AUTH_SOCK, then ~/.ssh/id_ed25519, id_ecdsa, id_rsa)")
+	fs.StringVar(&t.Identity, "i", "", "SSH identity file, and its user certificate FILE-cert.pub if there (default: SSH_AUTH_SOCK, then ~/.ssh/id_ed25519, id_ecdsa, id_rsa)")
 	fs.StringVar(&t.KnownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
 	fs.BoolVar(&t.AcceptNewHosts, "accept-new-host-keys", false, "trust and record host keys seen for the first time")
 	t.StartTimeout = DefaultStartTimeout

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,5 +67,77 @@ func TestKnownHostsBadLine(t *testing.T) {
 	}
 	if len(lines) != 2 || lines[0] != 3 || lines[1] != 4 {
 		t.Errorf("warnings for lines %v, want 3 and 4: %v", lines, logs.All())
+	}
+}
+
+// TestHostKeyAlgorithms: a host is asked for the kind of key known_hosts
+// can verify: its known plain key types first, certificates first when
+// only a @cert-authority line matches it, plain keys first when nothing
+// is known (so that --accept-new-host-keys records a plain key).
+func TestHostKeyAlgorithms(t *testing.T) {
+	a, ca := hostKey(t), hostKey(t)
+	path := filepath.Join(t.TempDir(), "known_hosts")
+	text := strings.Join([]string{
+		knownhosts.Line([]string{"[a]:22122"}, a),
+		"@cert-authority [b]:22122,[a]:22122 " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(ca))),
+		"garbage line",
+	}, "\n") + "\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cb, err := readKnownHosts(path, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	caLines := caLineNumbers(path)
+	addr := &net.TCPAddr{IP: net.IPv4(198, 18, 0, 1), Port: 22122}
+	isCert := func(algos []string) []bool {
+		out := make([]bool, len(algos))
+		for i, a := range algos {
+			out[i] = isCertAlgo(a)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		host      string
+		types     []string
+		ca        bool
+		first     string
+		certFirst bool
+	}{
+		{"a:22122", []string{ssh.KeyAlgoED25519}, true, ssh.KeyAlgoED25519, false},
+		{"b:22122", nil, true, "", true},
+		{"c:22122", nil, false, "", false},
+	} {
+		types, ca := knownFor(cb, caLines, tc.host, addr)
+		if !slices.Equal(types, tc.types) || ca != tc.ca {
+			t.Errorf("%s: known types %v, CA %v; want %v, %v", tc.host, types, ca, tc.types, tc.ca)
+		}
+		algos := hostKeyAlgorithms(types, ca)
+		if tc.first != "" && algos[0] != tc.first {
+			t.Errorf("%s: algorithms %v, want %s first", tc.host, algos, tc.first)
+		}
+		if isCert(algos)[0] != tc.certFirst {
+			t.Errorf("%s: algorithms %v; want certificates first: %v", tc.host, algos, tc.certFirst)
+		}
+		if len(algos) != len(ssh.SupportedAlgorithms().HostKeys) {
+			t.Errorf("%s: %d algorithms, want every supported one", tc.host, len(algos))
+		}
+	}
+	if got := hostKeyAlgorithms([]string{ssh.KeyAlgoRSA}, false); got[0] != ssh.KeyAlgoRSASHA256 || got[1] != ssh.KeyAlgoRSASHA512 {
+		t.Errorf("known RSA key: %v, want rsa-sha2-256 and rsa-sha2-512 first", got)
+	}
+}
+
+func TestBannerText(t *testing.T) {
+	for in, want := range map[string]string{
+		"gangway agent: runs as alice\n": "gangway agent: runs as alice",
+		"a\x1b[31mred\x07\nline two\r\n": "a[31mred line two",
+		strings.Repeat("x", 600):         strings.Repeat("x", 512) + "...",
+		"\n\n":                           "",
+	} {
+		if got := bannerText(in); got != want {
+			t.Errorf("bannerText(%.30q) = %.40q, want %.40q", in, got, want)
+		}
 	}
 }

@@ -110,8 +110,10 @@ Control:
   -p, -port N              agent port (default 22122)
   -agent-path PATH         agent binary on the hosts for -transport ssh
   -ssh COMMAND             ssh command line for -transport ssh (default ssh)
-  -i FILE                  SSH identity (default: SSH_AUTH_SOCK, ~/.ssh/id_*)
-  -known-hosts FILE        default ~/.ssh/known_hosts
+  -i FILE                  SSH identity, with FILE-cert.pub if there
+                           (default: SSH_AUTH_SOCK, ~/.ssh/id_*)
+  -known-hosts FILE        default ~/.ssh/known_hosts; @cert-authority
+                           lines trust agents' host certificates
   -accept-new-host-keys    record host keys seen for the first time
   -allow-run-as-root       accepted for mpirun compatibility
   -v                       verbose logs;  -log-format console|json

@@ -16,11 +16,11 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode"
 
 	"go.uber.org/zap"
 	"golang.org/x/crypto/ssh"
 	sshagent "golang.org/x/crypto/ssh/agent"
-	"golang.org/x/crypto/ssh/knownhosts"
 
 	"gangway/agent/wire"
 	"gangway/hostfile"
@@ -44,6 +44,7 @@ type sshDialer struct {
 	khMu    sync.Mutex
 	kh      ssh.HostKeyCallback // parsed known_hosts, nil until first use
 	khErr   error
+	caLines map[int]bool // known_hosts' @cert-authority lines
 	user    string
 	authErr error
 }
@@ -63,7 +64,7 @@ func newSSHDialer(cfg Transport, log *zap.Logger) (*sshDialer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("identity -i %s: %w", cfg.Identity, err)
 		}
-		d.signers = append(d.signers, s)
+		d.signers = append(d.signers, withCert(cfg.Identity, s, log)...)
 		return d, nil
 	}
 	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
@@ -76,7 +77,7 @@ func newSSHDialer(cfg Transport, log *zap.Logger) (*sshDialer, error) {
 	for _, n := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
 		p := filepath.Join(home, ".ssh", n)
 		if s, err := loadKey(p); err == nil {
-			d.signers = append(d.signers, s)
+			d.signers = append(d.signers, withCert(p, s, log)...)
 		} else if !errors.Is(err, os.ErrNotExist) {
 			log.Warn("skipping identity", zap.String("file", p), zap.Error(err))
 		}
@@ -99,67 +100,27 @@ func loadKey(path string) (ssh.Signer, error) {
 	return s, nil
 }
 
-// HostKeyError is a refused host key.
-type HostKeyError struct {
-	Host, Fingerprint string
-	Mismatch          bool
-	KnownHosts        string
-}
-
-func (e *HostKeyError) Error() string {
-	if e.Mismatch {
-		return fmt.Sprintf("HOST KEY MISMATCH for %s: it offered %s, which differs from the key in %s; if the host was reinstalled, remove its line from that file", e.Host, e.Fingerprint, e.KnownHosts)
+// withCert returns the key s loaded from path, preceded by its user
+// certificate when path-cert.pub holds one (as OpenSSH's ssh loads it):
+// an agent that trusts the certificate's CA lets it in, and one that
+// does not may still know the plain key.
+func withCert(path string, s ssh.Signer, log *zap.Logger) []ssh.Signer {
+	b, err := os.ReadFile(path + "-cert.pub")
+	if err != nil {
+		return []ssh.Signer{s}
 	}
-	return fmt.Sprintf("unknown host key for %s (%s): not in %s; verify it and add it, or pass --accept-new-host-keys", e.Host, e.Fingerprint, e.KnownHosts)
-}
-
-func (d *sshDialer) hostKeyCallback() ssh.HostKeyCallback {
-	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
-		d.khMu.Lock()
-		defer d.khMu.Unlock()
-		// Parsed once per launch (re-read after we add a key): with a
-		// thousand hosts, parsing the file per host under this lock was a
-		// launcher-side O(hosts^2).
-		if d.kh == nil && d.khErr == nil {
-			d.kh, d.khErr = readKnownHosts(d.khPath, d.log)
-		}
-		cb, err := d.kh, d.khErr
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("read %s: %w", d.khPath, err)
-		}
-		if err == nil {
-			err = cb(hostname, remote, key)
-			if err == nil {
-				return nil
-			}
-		} else {
-			err = &knownhosts.KeyError{}
-		}
-		var ke *knownhosts.KeyError
-		fp := ssh.FingerprintSHA256(key)
-		if errors.As(err, &ke) && len(ke.Want) > 0 {
-			return permanent(&HostKeyError{Host: hostname, Fingerprint: fp, Mismatch: true, KnownHosts: d.khPath})
-		}
-		if !errors.As(err, &ke) {
-			return err
-		}
-		if !d.cfg.AcceptNewHosts {
-			return permanent(&HostKeyError{Host: hostname, Fingerprint: fp, KnownHosts: d.khPath})
-		}
-		line := knownhosts.Line([]string{knownhosts.Normalize(hostname)}, key)
-		if err := os.MkdirAll(filepath.Dir(d.khPath), 0o700); err != nil {
-			return err
-		}
-		f, err := os.OpenFile(d.khPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-		if err != nil {
-			return fmt.Errorf("record host key: %w", err)
-		}
-		defer f.Close()
-		_, err = fmt.Fprintln(f, line)
-		d.kh, d.khErr = nil, nil // re-read with the new key next time
-		d.log.Info("trusting new host key", zap.String("host", hostname), zap.String("fingerprint", fp))
-		return err
+	pub, _, _, _, err := ssh.ParseAuthorizedKey(b)
+	cert, ok := pub.(*ssh.Certificate)
+	if err != nil || !ok || cert.CertType != ssh.UserCert || string(cert.Key.Marshal()) != string(s.PublicKey().Marshal()) {
+		log.Warn("skipping a certificate that is not a user certificate of its key", zap.String("file", path+"-cert.pub"), zap.Error(err))
+		return []ssh.Signer{s}
 	}
+	cs, err := ssh.NewCertSigner(cert, s)
+	if err != nil {
+		log.Warn("skipping certificate", zap.String("file", path+"-cert.pub"), zap.Error(err))
+		return []ssh.Signer{s}
+	}
+	return []ssh.Signer{cs, s}
 }
 
 func (d *sshDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
@@ -207,10 +168,18 @@ func (d *sshDialer) client(ctx context.Context, h hostfile.Host) (*ssh.Client, s
 	// A peer that accepts and never answers must not hold the launcher:
 	// the whole handshake, authentication included, has a deadline.
 	_ = c.SetDeadline(time.Now().Add(HandshakeTimeout))
+	var banner strings.Builder // why an agent refused the login, if it says
 	cc, chans, reqs, err := ssh.NewClientConn(c, addr, &ssh.ClientConfig{
-		User:            u,
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(d.signers...)},
-		HostKeyCallback: d.hostKeyCallback(),
+		User:              u,
+		Auth:              []ssh.AuthMethod{ssh.PublicKeys(d.signers...)},
+		HostKeyCallback:   d.hostKeyCallback(),
+		HostKeyAlgorithms: d.hostKeyAlgorithms(addr, c.RemoteAddr()),
+		BannerCallback: func(msg string) error {
+			if banner.Len() < 4096 {
+				banner.WriteString(msg)
+			}
+			return nil
+		},
 	})
 	_ = c.SetDeadline(time.Time{})
 	if !stop() {
@@ -223,7 +192,10 @@ func (d *sshDialer) client(ctx context.Context, h hostfile.Host) (*ssh.Client, s
 	if err != nil {
 		c.Close()
 		if strings.Contains(err.Error(), "unable to authenticate") {
-			return nil, "", permanent(fmt.Errorf("authentication refused for user %s (is the public key in the agent's authorized_keys?)", u))
+			if b := bannerText(banner.String()); b != "" {
+				return nil, "", permanent(fmt.Errorf("authentication refused for user %s: %s", u, b))
+			}
+			return nil, "", permanent(fmt.Errorf("authentication refused for user %s (is the public key in ~%s/.ssh/authorized_keys on the host, or in the agent's --authorized-keys?)", u, u))
 		}
 		return nil, "", err
 	}
@@ -447,66 +419,21 @@ func (l *limitedWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// readKnownHosts parses a known_hosts file as OpenSSH does: a line that
-// does not parse is skipped with a warning naming the file and the line,
-// and the others still count.
-func readKnownHosts(path string, log *zap.Logger) (ssh.HostKeyCallback, error) {
-	cb, err := knownhosts.New(path)
-	if err == nil || errors.Is(err, os.ErrNotExist) {
-		return cb, err
-	}
-	b, rerr := os.ReadFile(path)
-	if rerr != nil {
-		return nil, err
-	}
-	lines := strings.Split(string(b), "\n")
-	// Drop one bad line at a time (knownhosts names the first), for at
-	// most as many rounds as there are lines.
-	for range lines {
-		n, ok := badLine(err)
-		if !ok || n < 1 || n > len(lines) {
-			return nil, err
+// bannerText makes an agent's authentication banner safe to print: one
+// paragraph of printable text, at most 512 bytes.
+func bannerText(s string) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\t':
+			return ' '
+		case !unicode.IsPrint(r):
+			return -1
 		}
-		log.Warn("skipping a known_hosts line that does not parse", zap.String("file", path), zap.Int("line", n), zap.Error(err))
-		lines[n-1] = "# " + lines[n-1] // keeps the numbering of the rest
-		if cb, err = knownHostsFrom(lines); err == nil {
-			return cb, nil
-		}
+		return r
+	}, s)
+	s = strings.TrimSpace(s)
+	if len(s) > 512 {
+		s = strings.ToValidUTF8(s[:512], "") + "..."
 	}
-	return nil, err
-}
-
-// badLine finds N in knownhosts' "knownhosts: FILE:N: ..." parse errors.
-func badLine(err error) (int, bool) {
-	msg := err.Error()
-	for i := strings.Index(msg, ":"); i >= 0; {
-		rest := msg[i+1:]
-		j := strings.Index(rest, ":")
-		if j < 0 {
-			return 0, false
-		}
-		if n, err := strconv.Atoi(rest[:j]); err == nil {
-			return n, true
-		}
-		i += 1 + j
-	}
-	return 0, false
-}
-
-// knownHostsFrom builds a callback from lines through a private
-// temporary file (knownhosts reads files only).
-func knownHostsFrom(lines []string) (ssh.HostKeyCallback, error) {
-	f, err := os.CreateTemp("", "gangway-known-hosts-*")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(f.Name())
-	_, err = f.WriteString(strings.Join(lines, "\n"))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, err
-	}
-	return knownhosts.New(f.Name())
+	return s
 }

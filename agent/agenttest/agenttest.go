@@ -50,6 +50,8 @@ type Host struct {
 	HostKey string // host key file (created by agent.LoadHostKey)
 	HostPub ssh.PublicKey
 	hostKey ssh.Signer
+	// HostCert is the host certificate file (WithHostCA), or "".
+	HostCert string
 
 	// Agent and Server are set for in-process agents (StartLocal).
 	Agent  *agent.Agent
@@ -73,8 +75,9 @@ type Cluster struct {
 type Option func(*options)
 
 type options struct {
-	agent  func(i int, a *agent.Agent)
-	server func(i int, s *agent.Server)
+	agent    func(i int, a *agent.Agent)
+	server   func(i int, s *agent.Server)
+	hostCert func(t testing.TB, h *Host) string
 }
 
 // WithAgent lets a test adjust each in-process agent before it serves
@@ -87,6 +90,23 @@ func WithAgent(f func(i int, a *agent.Agent)) Option {
 // (HandshakeTimeout, AuthorizedKeys...) before it serves.
 func WithServer(f func(i int, s *agent.Server)) Option {
 	return func(o *options) { o.server = f }
+}
+
+// WithHostCA has each agent present a host certificate that the CA
+// private key file caKey signs with ssh-keygen -s, naming the agent's
+// address as its principal.
+func WithHostCA(caKey string) Option {
+	return WithHostCert(func(t testing.TB, h *Host) string {
+		SSHKeygen(t, "-q", "-s", caKey, "-h", "-I", h.Name, "-n", h.Addr, "-V", "-5m:+1h", h.HostKey+".pub")
+		return h.HostKey + "-cert.pub"
+	})
+}
+
+// WithHostCert has each agent present the host certificate that sign
+// makes for it (its key is h.HostKey, its public key h.HostKey+".pub")
+// and returns the certificate file.
+func WithHostCert(sign func(t testing.TB, h *Host) (certFile string)) Option {
+	return func(o *options) { o.hostCert = sign }
 }
 
 var blocks atomic.Uint32
@@ -158,6 +178,14 @@ func StartLocal(t testing.TB, n int, opts ...Option) *Cluster {
 			o.agent(i, h.Agent)
 		}
 		h.Server = &agent.Server{Agent: h.Agent, Log: log.Named(h.Name + ".sshd"), HostKey: h.hostKey, AuthorizedKeys: c.Keys.AuthorizedKeys}
+		if o.hostCert != nil {
+			h.HostCert = o.hostCert(t, h)
+			s, _, err := agent.LoadHostCert(h.HostCert, h.hostKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.Server.HostCert = s
+		}
 		if o.server != nil {
 			o.server(i, h.Server)
 		}

@@ -73,6 +73,12 @@ type Spec struct {
 	// Cgroup, when set, is the job's group the rank starts in
 	// (CLONE_INTO_CGROUP), supervisor and all.
 	Cgroup *Cgroup
+	// Credential, when set, runs the program as another user (uid, gid,
+	// supplementary groups); the caller must be allowed to (root). With a
+	// supervisor, the supervisor stays the caller's user and starts the
+	// program with the credential, so the program cannot signal or outlive
+	// what contains it.
+	Credential *syscall.Credential
 }
 
 // Result is how a rank ended.
@@ -146,6 +152,7 @@ func Start(ctx context.Context, spec Spec, out Sink) (*Proc, error) {
 	}
 	cmd := &exec.Cmd{Path: path, Args: spec.Argv, Env: spec.Env, Dir: spec.Dir, ExtraFiles: spec.ExtraFiles}
 	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr.Credential = spec.Credential
 
 	var closeAfter []*os.File
 	defer func() {
@@ -164,7 +171,8 @@ func Start(ctx context.Context, spec Spec, out Sink) (*Proc, error) {
 		// The control socket comes after the rank's own extra files, so
 		// PMI_FD is the same number in the program.
 		cmd.Path = supervisorPath(spec.Supervisor)
-		cmd.Args = supervisorArgs(3+len(spec.ExtraFiles), os.Getpid(), path, spec.Argv)
+		cmd.Args = supervisorArgs(3+len(spec.ExtraFiles), os.Getpid(), spec.Credential, path, spec.Argv)
+		cmd.SysProcAttr.Credential = nil // the supervisor applies it to the program
 		cmd.ExtraFiles = append(append([]*os.File(nil), spec.ExtraFiles...), theirs)
 		setPdeathsig(cmd.SysProcAttr, parentDeathSignal)
 	}

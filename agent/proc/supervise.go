@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 )
@@ -63,10 +64,61 @@ func SupervisorExecutable() string {
 }
 
 // supervisorArgs is a supervisor's command line: the fd of its control
-// pipe, the agent's pid (its expected parent), the program's path and
-// the program's argv.
-func supervisorArgs(ctlFD, parent int, path string, argv []string) []string {
-	return append([]string{supervisorArgv0, superviseArg, strconv.Itoa(ctlFD), strconv.Itoa(parent), path}, argv...)
+// pipe, the agent's pid (its expected parent), the credential the program
+// runs with (nil: the supervisor's own), the program's path and the
+// program's argv.
+func supervisorArgs(ctlFD, parent int, cred *syscall.Credential, path string, argv []string) []string {
+	return append([]string{supervisorArgv0, superviseArg, strconv.Itoa(ctlFD), strconv.Itoa(parent), formatCred(cred), path}, argv...)
+}
+
+// formatCred writes a credential as "UID:GID:G1,G2,..." ("UID:GID:" with
+// no supplementary groups); "-" is none.
+func formatCred(c *syscall.Credential) string {
+	if c == nil {
+		return "-"
+	}
+	groups := make([]string, len(c.Groups))
+	for i, g := range c.Groups {
+		groups[i] = strconv.FormatUint(uint64(g), 10)
+	}
+	return fmt.Sprintf("%d:%d:%s", c.Uid, c.Gid, strings.Join(groups, ","))
+}
+
+// parseCred reads formatCred's form.
+func parseCred(s string) (*syscall.Credential, error) {
+	if s == "-" {
+		return nil, nil
+	}
+	f := strings.Split(s, ":")
+	if len(f) != 3 {
+		return nil, fmt.Errorf("credential %q: want UID:GID:GROUPS", s)
+	}
+	id := func(s string) (uint32, error) {
+		n, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("credential: id %q", s)
+		}
+		return uint32(n), nil
+	}
+	uid, err := id(f[0])
+	if err != nil {
+		return nil, err
+	}
+	gid, err := id(f[1])
+	if err != nil {
+		return nil, err
+	}
+	c := &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
+	if f[2] != "" {
+		for _, g := range strings.Split(f[2], ",") {
+			n, err := id(g)
+			if err != nil {
+				return nil, err
+			}
+			c.Groups = append(c.Groups, n)
+		}
+	}
+	return c, nil
 }
 
 // supervisorCmd is a parsed supervisor command line (SupervisorMain's
@@ -74,14 +126,15 @@ func supervisorArgs(ctlFD, parent int, path string, argv []string) []string {
 type supervisorCmd struct {
 	ctlFD  int
 	parent int
+	cred   *syscall.Credential
 	path   string
 	argv   []string
 }
 
-var errSupervisorUsage = errors.New("usage: " + supervisorArgv0 + " " + superviseArg + " CTLFD PARENT PATH ARGV0 [ARGS...]")
+var errSupervisorUsage = errors.New("usage: " + supervisorArgv0 + " " + superviseArg + " CTLFD PARENT CRED PATH ARGV0 [ARGS...]")
 
 func parseSupervisorArgs(args []string) (supervisorCmd, error) {
-	if len(args) < 4 {
+	if len(args) < 5 {
 		return supervisorCmd{}, errSupervisorUsage
 	}
 	fd, err := strconv.Atoi(args[0])
@@ -92,8 +145,12 @@ func parseSupervisorArgs(args []string) (supervisorCmd, error) {
 	if err != nil || parent < 1 {
 		return supervisorCmd{}, fmt.Errorf("%w: parent %q", errSupervisorUsage, args[1])
 	}
-	if args[2] == "" {
+	cred, err := parseCred(args[2])
+	if err != nil {
+		return supervisorCmd{}, fmt.Errorf("%w: %w", errSupervisorUsage, err)
+	}
+	if args[3] == "" {
 		return supervisorCmd{}, fmt.Errorf("%w: empty path", errSupervisorUsage)
 	}
-	return supervisorCmd{ctlFD: fd, parent: parent, path: args[2], argv: args[3:]}, nil
+	return supervisorCmd{ctlFD: fd, parent: parent, cred: cred, path: args[3], argv: args[4:]}, nil
 }

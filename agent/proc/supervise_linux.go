@@ -40,14 +40,16 @@ var forwarded = []os.Signal{
 }
 
 // SupervisorMain is a rank's supervisor (see Supervise). args are
-// "CTLFD PARENT PATH ARGV0 [ARGS...]": CTLFD is its end of the control
+// "CTLFD PARENT CRED PATH ARGV0 [ARGS...]": CTLFD is its end of the control
 // socket to the agent, PARENT the agent's pid. The supervisor:
 //
 //   - makes itself a child subreaper, so every process below it that is
 //     orphaned (a setsid'd, double-forked daemon included) reparents to it
 //     and is reaped by it, never by init;
 //   - starts PATH with ARGV as its only child, leading a new process group,
-//     with SIGKILL as its parent-death signal and everything else inherited
+//     with SIGKILL as its parent-death signal, as CRED's user when CRED is
+//     not "-" (UID:GID:GROUPS, the supervisor itself staying root, so the
+//     program can neither signal it nor escape it), and everything else inherited
 //     from the supervisor: environment, working directory, CPU affinity,
 //     cgroup, stdio and the fds from 3 up to CTLFD (PMI_FD). The
 //     supervisor itself then closes those fds (not stdio), and CTLFD is
@@ -115,10 +117,23 @@ func (s *supervisor) run(c supervisorCmd) int {
 	self, _ := os.Readlink("/proc/self")
 	s.procOK = self == strconv.Itoa(os.Getpid())
 
-	p, err := os.StartProcess(c.path, c.argv, &os.ProcAttr{
+	attr := &os.ProcAttr{
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	})
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: c.cred},
+	}
+	if c.cred != nil {
+		// Enter the working directory again as the program's user, so
+		// that a directory the user may not enter is refused as it would
+		// be without a supervisor (the child changes directory after it
+		// changes credentials).
+		dir, err := os.Getwd()
+		if err != nil {
+			report(ctl, 0, err)
+			return 126
+		}
+		attr.Dir = dir
+	}
+	p, err := os.StartProcess(c.path, c.argv, attr)
 	if err != nil {
 		report(ctl, 0, err)
 		if errors.Is(err, fs.ErrNotExist) {

@@ -266,7 +266,7 @@ func TestSupervisorParentAlreadyGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	args := supervisorArgs(3, 1, "/bin/sh", []string{"sh", "-c", "touch " + mark})
+	args := supervisorArgs(3, 1, nil, "/bin/sh", []string{"sh", "-c", "touch " + mark})
 	cmd := &exec.Cmd{Path: self, Args: args, ExtraFiles: []*os.File{r}}
 	err = cmd.Run()
 	r.Close()
@@ -279,15 +279,25 @@ func TestSupervisorParentAlreadyGone(t *testing.T) {
 }
 
 func TestSupervisorArgs(t *testing.T) {
-	args := supervisorArgs(4, 99, "/usr/bin/python3", []string{"python3", "-c", "x"})
+	args := supervisorArgs(4, 99, nil, "/usr/bin/python3", []string{"python3", "-c", "x"})
 	if args[0] != supervisorArgv0 || args[1] != superviseArg {
 		t.Fatalf("argv %q", args)
 	}
 	c, err := parseSupervisorArgs(args[2:])
-	if err != nil || c.ctlFD != 4 || c.parent != 99 || c.path != "/usr/bin/python3" || !slices.Equal(c.argv, []string{"python3", "-c", "x"}) {
+	if err != nil || c.ctlFD != 4 || c.parent != 99 || c.cred != nil || c.path != "/usr/bin/python3" || !slices.Equal(c.argv, []string{"python3", "-c", "x"}) {
 		t.Fatalf("parsed %+v, %v", c, err)
 	}
-	for _, bad := range [][]string{nil, {"4", "99", "/p"}, {"x", "99", "/p", "p"}, {"2", "99", "/p", "p"}, {"4", "0", "/p", "p"}, {"4", "99", "", "p"}} {
+	for _, cred := range []*syscall.Credential{
+		{Uid: 1000, Gid: 1000, Groups: []uint32{}},
+		{Uid: 4294967295, Gid: 0, Groups: []uint32{27, 100, 1000}},
+	} {
+		c, err := parseSupervisorArgs(supervisorArgs(4, 99, cred, "/p", []string{"p"})[2:])
+		if err != nil || c.cred == nil || c.cred.Uid != cred.Uid || c.cred.Gid != cred.Gid || !slices.Equal(c.cred.Groups, cred.Groups) {
+			t.Errorf("credential %+v parsed as %+v, %v", cred, c.cred, err)
+		}
+	}
+	for _, bad := range [][]string{nil, {"4", "99", "-", "/p"}, {"x", "99", "-", "/p", "p"}, {"2", "99", "-", "/p", "p"}, {"4", "0", "-", "/p", "p"}, {"4", "99", "-", "", "p"},
+		{"4", "99", "1000", "/p", "p"}, {"4", "99", "1000:x:", "/p", "p"}, {"4", "99", "1:1:2,", "/p", "p"}, {"4", "99", "-1:1:", "/p", "p"}, {"4", "99", "1:4294967296:", "/p", "p"}} {
 		if _, err := parseSupervisorArgs(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

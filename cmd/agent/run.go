@@ -8,9 +8,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/crypto/ssh"
 
 	"gangway/agent"
 	"gangway/agent/proc"
@@ -40,11 +43,18 @@ func run(ctx context.Context, args []string) int {
 		defKey = "/etc/gangway/ssh_host_ed25519_key"
 	}
 	listen := fs.String("listen", ":22122", "address to serve SSH on")
-	hostKey := fs.String("host-key", defKey, "ed25519 host key; created (0600) if missing")
-	authKeys := fs.String("authorized-keys", filepath.Join(home, ".ssh", "authorized_keys"), "authorized_keys file (read at every login)")
+	hostKey := fs.String("host-key", defKey, "host key; an ed25519 key is created (0600) if missing; refused if group or others may access it")
+	authKeys := fs.String("authorized-keys", filepath.Join(home, ".ssh", "authorized_keys"), "authorized_keys file for the agent's own user, beside every user's ~/.ssh/authorized_keys (read at every login)")
+	hostCert := fs.String("host-cert", "", "host certificate `FILE` of --host-key (the -cert.pub that ssh-keygen -s CA -h writes), offered beside the key")
+	userCAs := fs.String("trusted-user-ca-keys", "", "`FILE` of CA public keys whose user certificates log in as their principals (read at every login); default: none")
+	permitRoot := fs.String("permit-root-login", agent.PermitRootProhibitPassword, "root logins: yes, prohibit-password (keys and certificates: the same as yes, the agent takes nothing else) or no")
+	var allowUsers, acceptEnv, dropUsers listFlag
+	fs.Var(&allowUsers, "allow-users", "only these `USERS` may log in (comma-separated, * and ? patterns; repeatable); default: every user")
+	fs.Var(&acceptEnv, "accept-env", "stock sessions also take env requests for names matching `PATTERN` (* and ?; repeatable), beside LANG and LC_*; others are refused")
+	dropCachesUsers := fs.String("drop-caches-users", "", "`USERS` besides root who may drop page caches (comma-separated)")
 	name := fs.String("name", "", "name reported to the launcher (default: hostname)")
 	stdio := fs.Bool("stdio", false, "serve one launcher session on stdin/stdout and exit")
-	dropCaches := fs.Bool("allow-drop-caches", os.Geteuid() == 0, "let launchers drop page caches (--drop-caches)")
+	dropCaches := fs.Bool("allow-drop-caches", os.Geteuid() == 0, "let launchers drop page caches (--drop-caches): root logins, and --drop-caches-users")
 	maxStartups := fs.Int("max-startups", agent.DefaultMaxStartups, "connections not yet authenticated, in total; more are closed at once (like sshd's MaxStartups)")
 	maxPerSource := fs.Int("max-startups-per-source", agent.DefaultMaxStartupsPerSource, "connections not yet authenticated from one address; more are closed at once")
 	maxSessions := fs.Int("max-sessions", agent.DefaultMaxSessions, "open sessions (commands, launcher sessions) on one connection; more are refused")
@@ -68,6 +78,12 @@ func run(ctx context.Context, args []string) int {
 			return 2
 		}
 	}
+	permit, err := agent.ParsePermitRootLogin(*permitRoot)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent: --%v\n", err)
+		return 2
+	}
+	dropUsers = agent.SplitList(*dropCachesUsers)
 	if *showVersion {
 		fmt.Printf("agent %s (protocol %d)\n", version, wire.Version)
 		return 0
@@ -89,8 +105,18 @@ func run(ctx context.Context, args []string) int {
 		log.Error("host key", zap.Error(err))
 		return 1
 	}
+	var certSigner ssh.Signer
+	if *hostCert != "" {
+		s, cert, err := agent.LoadHostCert(*hostCert, key)
+		if err != nil {
+			log.Error("host certificate", zap.Error(err))
+			return 1
+		}
+		certSigner = s
+		log.Info("host certificate", zap.String("file", *hostCert), zap.String("key_id", cert.KeyId), zap.Strings("principals", cert.ValidPrincipals))
+	}
 	if _, err := os.Stat(*authKeys); err != nil {
-		log.Warn("no authorized keys yet; every login is refused until the file exists", zap.String("file", *authKeys))
+		log.Warn("no --authorized-keys file yet; only users' own ~/.ssh/authorized_keys and certificates let anyone in", zap.String("file", *authKeys))
 	}
 	l, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -98,13 +124,25 @@ func run(ctx context.Context, args []string) int {
 		return 1
 	}
 	log.Info("serving", zap.String("addr", l.Addr().String()), zap.String("host_key", *hostKey), zap.String("version", version))
-	srv := &agent.Server{Agent: a, Log: log.Named("sshd"), HostKey: key, AuthorizedKeys: *authKeys,
+	srv := &agent.Server{Agent: a, Log: log.Named("sshd"), HostKey: key, HostCert: certSigner, AuthorizedKeys: *authKeys,
+		TrustedUserCAKeys: *userCAs, PermitRootLogin: permit, AllowUsers: allowUsers, DropCachesUsers: dropUsers,
+		AcceptEnv:   append(slices.Clone(agent.DefaultAcceptEnv), acceptEnv...),
 		MaxStartups: *maxStartups, MaxStartupsPerSource: *maxPerSource, MaxSessions: *maxSessions}
 	if err := srv.Serve(ctx, l); err != nil {
 		log.Error("serve", zap.Error(err))
 		return 1
 	}
 	return 0
+}
+
+// listFlag is a repeatable flag whose values may also be comma-separated.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(s string) error {
+	*l = append(*l, agent.SplitList(s)...)
+	return nil
 }
 
 type stdioConn struct {

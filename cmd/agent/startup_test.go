@@ -1,0 +1,71 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gangway/agent"
+)
+
+// runCapturing runs the agent's run with args and returns its exit code
+// and what it wrote to stderr (its log included). Not for parallel
+// tests: it swaps os.Stderr.
+func runCapturing(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	got := make(chan []byte)
+	go func() { b, _ := io.ReadAll(r); got <- b }()
+	code := run(t.Context(), args)
+	os.Stderr = stderr
+	w.Close()
+	return code, string(<-got)
+}
+
+// TestStartupRefusals: the agent will not start with a host key others
+// may read, a host certificate that is not the host key's, or a
+// --permit-root-login it does not know, and says why.
+func TestStartupRefusals(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "host_key")
+	if _, err := agent.LoadHostKey(key); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other_key")
+	if _, err := agent.LoadHostKey(other); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--listen", "127.0.0.1:0", "--authorized-keys", filepath.Join(dir, "authorized_keys")}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		setup func()
+		code  int
+		want  []string
+	}{
+		{"readable host key", []string{"--host-key", key}, func() { _ = os.Chmod(key, 0o644) }, 1,
+			[]string{"host key is accessible by group or others", key, "0644", "chmod 600"}},
+		{"host certificate file is a plain key", []string{"--host-key", key, "--host-cert", other + ".pub"}, func() { _ = os.Chmod(key, 0o600) }, 1,
+			[]string{"host certificate", "not a certificate"}},
+		{"permit-root-login", []string{"--host-key", key, "--permit-root-login", "sometimes"}, func() {}, 2,
+			[]string{`permit-root-login "sometimes": want yes, prohibit-password or no`}},
+	} {
+		tc.setup()
+		code, stderr := runCapturing(t, append(base, tc.args...)...)
+		if code != tc.code {
+			t.Errorf("%s: exit %d, want %d; stderr:\n%s", tc.name, code, tc.code, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%s: stderr lacks %q:\n%s", tc.name, w, stderr)
+			}
+		}
+	}
+}
