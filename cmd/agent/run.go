@@ -24,7 +24,9 @@ const usage = `usage: agent [options]
 
 Serves SSH on --listen for stock clients (ssh, Open MPI's orted) and for
 the gangway launcher (subsystem "gangway"); or, with --stdio, one launcher
-session over stdin/stdout (started by 'launcher --transport ssh').
+session over stdin/stdout (started by 'launcher --transport ssh'); or,
+with --srun, one launcher session on an ephemeral port with an ephemeral
+host key (started by the srun step of 'launcher --transport slurm').
 
 Options:
 `
@@ -43,6 +45,8 @@ func run(ctx context.Context, args []string) int {
 	authKeys := fs.String("authorized-keys", filepath.Join(home, ".ssh", "authorized_keys"), "authorized_keys file (read at every login)")
 	name := fs.String("name", "", "name reported to the launcher (default: hostname)")
 	stdio := fs.Bool("stdio", false, "serve one launcher session on stdin/stdout and exit")
+	srun := fs.Bool("srun", false, "started by the launcher's srun step: serve its one session on an ephemeral port, then exit")
+	srunWait := fs.Duration("srun-wait", agent.DefaultSrunWait, "with --srun: exit when the launcher has not come within this long")
 	dropCaches := fs.Bool("allow-drop-caches", os.Geteuid() == 0, "let launchers drop page caches (--drop-caches)")
 	logFormat := fs.String("log-format", "json", "log format: json or console")
 	verbose := fs.Bool("v", false, "debug logs")
@@ -61,6 +65,9 @@ func run(ctx context.Context, args []string) int {
 	log := logging.New(*logFormat, logging.Level(*verbose, zapcore.InfoLevel), os.Stderr)
 	defer log.Sync()
 	a := &agent.Agent{Name: *name, Version: version, Log: log.Named("agent"), AllowDropCaches: *dropCaches, LauncherTimeout: *launcherTimeout}
+	if *srun {
+		return runSrun(ctx, a, *srunWait, log)
+	}
 	if *stdio {
 		rwc := stdioConn{os.Stdin, os.Stdout}
 		if err := a.ServeSession(ctx, rwc); err != nil {
