@@ -363,16 +363,22 @@ func (c *srunConn) AgentPort() int { return c.port }
 
 // Close ends srun: it waits srunExitWait for the step to end by itself
 // (each agent exits when its session ends, and the launcher has closed
-// them), then sends srun SIGTERM, which makes srun cancel the step (Slurm
-// kills every process of it), and SIGKILL if srun is still there 10 s
-// later.
+// them; not at all when no agent ever reported), then sends srun SIGTERM,
+// which makes srun cancel the step (Slurm kills every process of it), and
+// SIGKILL if srun is still there 10 s later.
 func (d *srunDialer) Close() error {
 	if d.cmd == nil || d.startErr != nil {
 		return nil
 	}
+	d.mu.Lock()
+	wait := srunExitWait
+	if len(d.ready) == 0 {
+		wait = 0
+	}
+	d.mu.Unlock()
 	select {
 	case <-d.exited:
-	case <-time.After(srunExitWait):
+	case <-time.After(wait):
 		d.log.Info("ending the agents' srun step")
 		d.stopped = true
 		_ = d.cmd.Process.Signal(syscall.SIGTERM)

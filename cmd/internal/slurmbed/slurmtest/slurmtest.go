@@ -5,6 +5,7 @@ package slurmtest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -47,7 +48,12 @@ func (s *Shared) Get(t testing.TB) *slurmbed.Bed {
 	Require(t)
 	s.once.Do(func() {
 		o := s.Options
-		o.Logf = t.Logf
+		// Not t.Logf: the bed outlives this test, and Close logs too.
+		o.Logf = func(format string, args ...any) {
+			if testing.Verbose() {
+				fmt.Fprintf(os.Stderr, format+"\n", args...)
+			}
+		}
 		t0 := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
