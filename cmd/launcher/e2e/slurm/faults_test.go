@@ -200,3 +200,64 @@ func cancel(t *testing.T, b *slurmbed.Bed, ids ...string) {
 		t.Errorf("after scancel %v: %v", ids, err)
 	}
 }
+
+// TestInterrupted: Ctrl-C at a terminal, a SIGINT to the launcher's whole
+// process group, which holds srun too: srun only reports (its first
+// SIGINT), the launcher stops the ranks and exits 130, and nothing is
+// left.
+func TestInterrupted(t *testing.T) {
+	b := bed(t)
+	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=2"}, "--kill-grace", "2s", "sh", "-c", sleeper)...)
+	waitReady(t, j, 6)
+	l, ok := findProc(j.tag, "launcher")
+	if !ok {
+		t.Fatalf("no launcher process among the job's: %v", taggedProcs(j.tag))
+	}
+	s, ok := findProc(j.tag, "srun")
+	if !ok {
+		t.Fatalf("no srun process among the job's: %v", taggedProcs(j.tag))
+	}
+	lpg, spg := pgid(l.Pid), pgid(s.Pid)
+	if lpg <= 0 || lpg != spg {
+		t.Fatalf("launcher pid %d in process group %d, srun pid %d in %d: want srun in the launcher's group", l.Pid, lpg, s.Pid, spg)
+	}
+	if err := syscall.Kill(-lpg, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	j.wait(t)
+	// salloc reports 0 for a command killed by a signal, and it may be
+	// in the group too: the launcher's own last words tell its status.
+	for _, want := range []string{"launcher: got interrupt, stopping every rank", "launcher: exit code 130"} {
+		if !strings.Contains(j.stderr.String(), want) {
+			t.Errorf("stderr lacks %q: %v", want, j)
+		}
+	}
+	checkNothingLeft(t, b, j)
+}
+
+// TestAgentMissing: a wrong --agent-path fails at once with srun's words,
+// exit 1.
+func TestAgentMissing(t *testing.T) {
+	b := bed(t)
+	launcherBin, _ := binaries(t)
+	j := startJob(t, b, nil, "salloc", "-N3", launcherBin, "--agent-path", "/nonexistent/agent", "true")
+	j.wait(t)
+	if j.code != 1 {
+		t.Fatalf("exit code %d, want 1: %v", j.code, j)
+	}
+	for _, want := range []string{"srun ended", "/nonexistent/agent"} {
+		if !strings.Contains(j.stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, j.stderr.String())
+		}
+	}
+	checkNothingLeft(t, b, j)
+}
+
+// pgid is pid's process group, or -1.
+func pgid(pid int) int {
+	g, err := syscall.Getpgid(pid)
+	if err != nil {
+		return -1
+	}
+	return g
+}

@@ -111,3 +111,20 @@ func TestSallocTorchGloo(t *testing.T) {
 	checkNothingLeft(t, b, j)
 	t.Logf("torch gloo all_reduce on 3 Slurm nodes: salloc ran %v", j.took)
 }
+
+// TestSallocInspect: --inspect inside an allocation reaches every node's
+// agent through srun and prints each node's facts.
+func TestSallocInspect(t *testing.T) {
+	b := bed(t)
+	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3"}, "--inspect")...)
+	j.wait(t)
+	if j.code != 0 {
+		t.Fatalf("salloc launcher --inspect: %v", j)
+	}
+	for _, n := range b.Nodes() {
+		if !strings.Contains(j.stdout.String(), n.Name) || !strings.Contains(j.stdout.String(), n.Addr) {
+			t.Errorf("--inspect output lacks %s (%s):\n%s", n.Name, n.Addr, j.stdout.String())
+		}
+	}
+	checkNothingLeft(t, b, j)
+}
