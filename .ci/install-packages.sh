@@ -20,12 +20,11 @@ echo "installing:$missing"
 # invoke-rc.d; a policy-rc.d that exits 101 forbids that. One already in
 # place (Docker images ship one) is left alone; ours is removed after.
 pol=/usr/sbin/policy-rc.d
-made=""
 if [ ! -e "$pol" ]; then
 	printf '#!/bin/sh\n# temporary: gangway .ci/install-packages.sh\nexit 101\n' >"$pol"
 	chmod 0755 "$pol"
-	made=1
-	trap 'rm -f "$pol"' EXIT INT TERM
+	trap 'rm -f "$pol"' EXIT
+	trap 'exit 130' INT TERM
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
