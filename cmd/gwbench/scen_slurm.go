@@ -75,8 +75,12 @@ func (b *bench) slurm(ctx context.Context) error {
 	srun := func(argv ...string) []string {
 		return append([]string{"srun", "--mpi=pmi2", "-N", fmt.Sprint(slurmNodes), fmt.Sprintf("--ntasks-per-node=%d", slurmPerNode)}, argv...)
 	}
+	version := "srun (version unknown)"
+	if out, err := bed.Command(actx, "srun", "--version").Output(); err == nil {
+		version = strings.TrimSpace(string(out))
+	}
 	b.config = append(b.config, ConfigLine{"slurm", fmt.Sprintf("%s; %d nodes (network namespaces %sh1..%d on 198.18.%d.0/24, slurmd each, controller and munged on %sh0), %d CPUs each as declared, one allocation (salloc -N%d --ntasks-per-node=%d); gangway: --transport slurm (one srun step starts the agents); peer: %s -N%d --ntasks-per-node=%d",
-		firstLine("srun", "--version"), slurmNodes, prefix, slurmNodes, subnet, prefix, slurmPerNode, slurmNodes, slurmPerNode, lSrun, slurmNodes, slurmPerNode)})
+		version, slurmNodes, prefix, slurmNodes, subnet, prefix, slurmPerNode, slurmNodes, slurmPerNode, lSrun, slurmNodes, slurmPerNode)})
 
 	name := fmt.Sprintf("%d nodes x %d /bin/true, in one allocation", slurmNodes, slurmPerNode)
 	b.progress("slurm: %s", name)
