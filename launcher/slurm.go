@@ -201,7 +201,7 @@ func (d *srunDialer) start() error {
 		d.cmd.Env = d.env
 		d.cmd.Stdout = &lineWriter{line: d.stdoutLine}
 		d.cmd.Stderr = &lineWriter{line: d.stderrLine}
-		d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+		d.cmd.SysProcAttr = srunProcAttr()
 		// A process that inherited srun's pipes cannot hold Wait for long.
 		d.cmd.WaitDelay = 2 * time.Second
 		d.log.Debug("starting the agents", zap.Strings("argv", d.argv))
