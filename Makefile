@@ -6,9 +6,10 @@ PREFIX  ?= /usr/local
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 # Packages the tests use: real OpenSSH on both ends, MPICH and Open MPI
-# programs, PyTorch (CPU, gloo) and iproute2 for network-namespace hosts.
+# programs, PyTorch (CPU, gloo), iproute2 for network-namespace hosts, and
+# Slurm 22.05 with munge for a real cluster on those hosts (cmd/internal/slurmbed).
 TEST_PKGS := openssh-client openssh-server mpich libmpich-dev openmpi-bin libopenmpi-dev \
-             python3-torch iproute2 procps gcc
+             python3-torch iproute2 procps gcc slurmctld slurmd slurm-client munge
 BENCH_PKGS := pdsh
 
 .PHONY: all build run test test-short deps bench bench-quick lint install clean

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"time"
 
@@ -70,7 +71,7 @@ type Output struct {
 
 // Transport is how the launcher reaches the hosts' agents.
 type Transport struct {
-	Kind           string // agent | ssh
+	Kind           string // agent | ssh | slurm (Parse resolves the default)
 	Port           int
 	AgentPath      string
 	SSHCommand     string
@@ -179,6 +180,7 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 		return c, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	c.Argv = prog
+	fs.Visit(func(f *flag.Flag) { c.in.transportSet = c.in.transportSet || f.Name == "transport" })
 	if c.in.mpi == "openmpi" {
 		c.Mode = max(c.Mode, ModeOpenMPI)
 	}
@@ -208,10 +210,34 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 		}
 	}
 	if err == nil {
+		err = c.resolveTransport(getenv)
+	}
+	if err == nil {
 		err = c.validate()
 	}
 	c.in = flagInputs{}
 	return c, err
+}
+
+// resolveTransport picks the default transport: srun inside a Slurm
+// allocation (SLURM_JOB_ID) whose nodes are the hosts (no -H or
+// hostfile), except for --mpi=openmpi, whose mpirun reaches the agents
+// over SSH; else agents on --port. --transport slurm needs an allocation.
+func (c *Config) resolveTransport(getenv func(string) string) error {
+	t := &c.Transport
+	inAlloc := getenv("SLURM_JOB_ID") != ""
+	switch {
+	case !c.in.transportSet && inAlloc && c.Place.Source == HostsSlurm && c.Mode != ModeOpenMPI:
+		t.Kind = "slurm"
+	case t.Kind != "slurm":
+	case !inAlloc:
+		return fmt.Errorf("%w: --transport slurm: not inside a Slurm allocation (SLURM_JOB_ID is not set; run the launcher under salloc or sbatch)", ErrUsage)
+	case c.Mode == ModeOpenMPI:
+		return fmt.Errorf("%w: --transport slurm does not work with --mpi=openmpi (run Open MPI's mpirun itself: it starts its daemons with srun)", ErrUsage)
+	case c.Place.Source == HostsLocal:
+		return fmt.Errorf("%w: --transport slurm: no hosts (SLURM_JOB_NODELIST is not set, and no -H or hostfile)", ErrUsage)
+	}
+	return nil
 }
 
 func (c *Config) validate() error {
@@ -235,8 +261,8 @@ func (c *Config) validate() error {
 		return bad("--log-format %q: use console or json", c.Out.LogFormat)
 	case c.in.mpi != "auto" && c.in.mpi != "pmi" && c.in.mpi != "none" && c.in.mpi != "openmpi":
 		return bad("--mpi %q: use auto, pmi, none or openmpi", c.in.mpi)
-	case c.Transport.Kind != "agent" && c.Transport.Kind != "ssh":
-		return bad("--transport %q: use agent or ssh", c.Transport.Kind)
+	case c.Transport.Kind != "agent" && c.Transport.Kind != "ssh" && c.Transport.Kind != "slurm":
+		return bad("--transport %q: use agent, ssh or slurm", c.Transport.Kind)
 	case c.Transport.Port < 1 || c.Transport.Port > 65535:
 		return bad("--port %d out of range", c.Transport.Port)
 	}

@@ -85,6 +85,10 @@ func TestParse(t *testing.T) {
 		"OMP_NUM_THREAD": "4",
 	}
 	slurm := map[string]string{"SLURM_JOB_NODELIST": "dgx[01-02]", "SLURM_TASKS_PER_NODE": "8(x2)"}
+	// alloc is the same inside the allocation (salloc, sbatch): the
+	// agents are started with srun unless hosts or a transport are given.
+	alloc := map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "dgx[01-02]", "SLURM_TASKS_PER_NODE": "8(x2)"}
+	dgx := []hostfile.Host{{Name: "dgx01", Slots: 8}, {Name: "dgx02", Slots: 8}}
 
 	tests := []struct {
 		name string
@@ -138,6 +142,24 @@ func TestParse(t *testing.T) {
 			c.Place.Source = HostsList
 		}},
 		{"hostfile wins over slurm", []string{"-f", hf}, slurm, func(c *Config) { c.Place.Hosts, c.Place.Source, c.Place.Hostfile = hfHosts, HostsFile, hf }},
+		{"inside an allocation: srun", nil, alloc, func(c *Config) {
+			c.Place.Hosts, c.Place.Source, c.Transport.Kind = dgx, HostsSlurm, "slurm"
+		}},
+		{"inside an allocation: --inspect uses srun too", []string{"--inspect"}, alloc, func(c *Config) {
+			c.Place.Hosts, c.Place.Source, c.Transport.Kind, c.Mode = dgx, HostsSlurm, "slurm", ModeInspect
+		}},
+		{"inside an allocation: --transport agent", []string{"--transport", "agent"}, alloc, func(c *Config) {
+			c.Place.Hosts, c.Place.Source = dgx, HostsSlurm
+		}},
+		{"inside an allocation: -H means agents on --port", []string{"-H", "a:2"}, alloc, func(c *Config) {
+			c.Place.Hosts, c.Place.Source = []hostfile.Host{{Name: "a", Slots: 2}}, HostsList
+		}},
+		{"inside an allocation: --mpi openmpi keeps SSH", []string{"--mpi", "openmpi"}, alloc, func(c *Config) {
+			c.Place.Hosts, c.Place.Source, c.Mode = dgx, HostsSlurm, ModeOpenMPI
+		}},
+		{"--transport slurm -H: srun on those nodes", []string{"--transport", "slurm", "-H", "dgx02:4"}, alloc, func(c *Config) {
+			c.Place.Hosts, c.Place.Source, c.Transport.Kind = []hostfile.Host{{Name: "dgx02", Slots: 4}}, HostsList, "slurm"
+		}},
 		{"PBS node file", nil, map[string]string{"PBS_NODEFILE": pbs}, func(c *Config) {
 			c.Place.Hosts = []hostfile.Host{{Name: "n1", Slots: 2}, {Name: "n2", Slots: 1}}
 			c.Place.Source = HostsPBS
@@ -294,6 +316,8 @@ func TestParseHelpVersion(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	unreadable := filepath.Join(t.TempDir(), "missing")
 	badEnvFile := writeFile(t, "bad.env", "GOOD=1\nthis line is bad\n")
+	slurm := map[string]string{"SLURM_JOB_NODELIST": "dgx[01-02]"}
+	alloc := map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "dgx[01-02]"}
 	tests := []struct {
 		name      string
 		args      []string
@@ -341,7 +365,7 @@ func TestParseErrors(t *testing.T) {
 		{"--max-restarts negative", []string{"--max-restarts", "-1", "prog"}, nil, true, "--max-restarts -1: must not be negative"},
 		{"--run-id with a slash", []string{"--run-id", "a/b", "prog"}, nil, true, `--run-id "a/b": use letters`},
 		{"--output-from backwards", []string{"--output-from", "3-1", "prog"}, nil, true, `--output-from: bad rank range "3-1"`},
-		{"--transport rsh", []string{"--transport", "rsh", "prog"}, nil, true, `--transport "rsh": use agent or ssh`},
+		{"--transport rsh", []string{"--transport", "rsh", "prog"}, nil, true, `--transport "rsh": use agent, ssh or slurm`},
 		{"--gpus-per-rank 0", []string{"--gpus-per-rank", "0", "prog"}, nil, true, "--gpus-per-rank 0: must be at least 1"},
 		{"--port 0", []string{"--port", "0", "prog"}, nil, true, "--port 0 out of range"},
 		{"--log-format", []string{"--log-format", "xml", "prog"}, nil, true, `--log-format "xml"`},
@@ -353,6 +377,12 @@ func TestParseErrors(t *testing.T) {
 		{"bad env file line", []string{"--env-file", badEnvFile, "prog"}, nil, true, badEnvFile + `:2: want KEY=VALUE, got "this line is bad"`},
 		{"slurm counts mismatch", []string{"prog"}, map[string]string{"SLURM_JOB_NODELIST": "dgx[01-02]", "SLURM_TASKS_PER_NODE": "8"}, false,
 			"slurm allocation: SLURM_TASKS_PER_NODE"},
+		{"--transport slurm outside an allocation", []string{"--transport", "slurm", "prog"}, slurm, true,
+			"--transport slurm: not inside a Slurm allocation (SLURM_JOB_ID is not set"},
+		{"--transport slurm without nodes", []string{"--transport", "slurm", "prog"}, map[string]string{"SLURM_JOB_ID": "42"}, true,
+			"--transport slurm: no hosts"},
+		{"--transport slurm --mpi openmpi", []string{"--transport", "slurm", "--mpi", "openmpi", "prog"}, alloc, true,
+			"--transport slurm does not work with --mpi=openmpi"},
 		{"slurm bad node list", []string{"prog"}, map[string]string{"SLURM_JOB_NODELIST": "dgx[02-01]"}, false, "slurm allocation: SLURM_JOB_NODELIST"},
 	}
 	for _, tt := range tests {

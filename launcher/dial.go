@@ -31,6 +31,11 @@ func (f DialerFunc) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteClos
 	return f(ctx, h)
 }
 
+// agentPorter is a connection that knows the port its agent listens on
+// (an agent started by srun listens on an ephemeral one): the preflight
+// probes that port.
+type agentPorter interface{ AgentPort() int }
+
 // ErrPermanent marks dial errors that retrying cannot fix (authentication,
 // host key, protocol version); errors.Is(err, ErrPermanent) tells them.
 var ErrPermanent = errors.New("permanent")
@@ -49,6 +54,7 @@ type session struct {
 	host     hostfile.Host
 	conn     *wire.Conn
 	addr     string
+	port     int // the agent's port when its connection says (agentPorter), else 0
 	facts    wire.Facts
 	stopBeat func()
 }
@@ -320,5 +326,9 @@ func dialOne(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire.H
 		conn.Close()
 		return nil, permanent(&wire.VersionError{Ours: wire.Version, Theirs: f.Version})
 	}
-	return &session{idx: i, host: h, conn: conn, addr: addr, facts: f, stopBeat: heartbeat(conn, HeartbeatInterval)}, nil
+	port := 0
+	if p, ok := rwc.(agentPorter); ok {
+		port = p.AgentPort()
+	}
+	return &session{idx: i, host: h, conn: conn, addr: addr, port: port, facts: f, stopBeat: heartbeat(conn, HeartbeatInterval)}, nil
 }

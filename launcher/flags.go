@@ -18,6 +18,7 @@ type flagInputs struct {
 	exports, envFiles    []string
 	stdin, outputFrom    string
 	mpi                  string
+	transportSet         bool // --transport was given (else Parse may choose slurm)
 }
 
 // flagSet registers every flag on the Config it fills, group by group.
@@ -101,11 +102,11 @@ func (o *Output) register(fs *flag.FlagSet, in *flagInputs) {
 }
 
 func (t *Transport) register(fs *flag.FlagSet) {
-	fs.StringVar(&t.Kind, "transport", "agent", "how to reach hosts: agent (an agent listening on --port) or ssh (start 'agent --stdio' through the system ssh)")
+	fs.StringVar(&t.Kind, "transport", "agent", "how to reach hosts: agent (an agent listening on --port), ssh (start 'agent --stdio' through the system ssh) or slurm (start 'agent --srun' on every node with one srun step); default slurm inside a Slurm allocation when no hosts are given, else agent")
 	for _, n := range []string{"p", "port"} {
 		fs.IntVar(&t.Port, n, DefaultPort, "agent SSH port (per-host ports: host:slots:port or port= in a hostfile)")
 	}
-	fs.StringVar(&t.AgentPath, "agent-path", "agent", "path of the agent binary on the hosts, for --transport ssh")
+	fs.StringVar(&t.AgentPath, "agent-path", "agent", "path of the agent binary on the hosts, for --transport ssh and slurm")
 	fs.StringVar(&t.SSHCommand, "ssh", "ssh", "ssh command line for --transport ssh (e.g. \"ssh -F /dev/null -o StrictHostKeyChecking=no\")")
 	fs.StringVar(&t.Identity, "i", "", "SSH identity file, and its user certificate FILE-cert.pub if there (default: SSH_AUTH_SOCK, then ~/.ssh/id_ed25519, id_ecdsa, id_rsa)")
 	fs.StringVar(&t.KnownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"go.uber.org/zap"
@@ -31,6 +32,8 @@ Hosts (default: this machine, -np defaulting to one rank per GPU, else per CPU):
                            MPICH (host:N) or PBS nodefile; Slurm's
                            SLURM_JOB_NODELIST/SLURM_TASKS_PER_NODE and
                            $PBS_NODEFILE are read when no hosts are given
+                           (inside a Slurm allocation the agents are then
+                           started with srun: -transport slurm)
   -np, -n N                number of ranks (default: every slot)
   -N, -npernode N          ranks per host
   -map-by slot|node        fill each host (default) or deal round robin
@@ -105,10 +108,14 @@ Control:
                            nothing) collect them too
   -start-timeout SECONDS   wait this long for every agent (default 60)
   -dry-run                 print the placement and environments, start nothing
-  -transport agent|ssh     agents on -port (default), or 'agent --stdio'
-                           started through the system ssh
+  -transport agent|ssh|slurm
+                           agents on -port (default); 'agent --stdio'
+                           started through the system ssh; or one
+                           'agent --srun' per node started by one srun step
+                           (the default inside a Slurm allocation, SLURM_JOB_ID,
+                           when no -H or hostfile is given)
   -p, -port N              agent port (default 22122)
-  -agent-path PATH         agent binary on the hosts for -transport ssh
+  -agent-path PATH         agent binary on the hosts for -transport ssh, slurm
   -ssh COMMAND             ssh command line for -transport ssh (default ssh)
   -i FILE                  SSH identity, with FILE-cert.pub if there
                            (default: SSH_AUTH_SOCK, ~/.ssh/id_*)
@@ -167,10 +174,13 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 		d.Local = d.NewLocal(d.Log)
 	}
 	if d.Remote == nil {
-		remote, err := NewRemote(cfg.Transport, d.Log)
+		remote, err := newRemote(cfg, d.Log)
 		if err != nil {
 			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
 			return ExitSetup
+		}
+		if c, ok := remote.(io.Closer); ok {
+			defer c.Close() // the srun transport's step ends with the launcher
 		}
 		d.Remote = remote
 	}

@@ -134,6 +134,9 @@ func label(s *session) string {
 // agentPort is the port the host's agent (or sshd, for --transport ssh)
 // listens on, which the preflight dials.
 func agentPort(t Transport, s *session) int {
+	if s.port != 0 {
+		return s.port
+	}
 	if s.host.Port != 0 {
 		return s.host.Port
 	}

@@ -28,7 +28,9 @@ const usage = `usage: agent [options]
 
 Serves SSH on --listen for stock clients (ssh, Open MPI's orted) and for
 the gangway launcher (subsystem "gangway"); or, with --stdio, one launcher
-session over stdin/stdout (started by 'launcher --transport ssh').
+session over stdin/stdout (started by 'launcher --transport ssh'); or,
+with --srun, one launcher session on an ephemeral port with an ephemeral
+host key (started by the srun step of 'launcher --transport slurm').
 
 Options:
 `
@@ -54,6 +56,8 @@ func run(ctx context.Context, args []string) int {
 	dropCachesUsers := fs.String("drop-caches-users", "", "`USERS` besides root who may drop page caches (comma-separated)")
 	name := fs.String("name", "", "name reported to the launcher (default: hostname)")
 	stdio := fs.Bool("stdio", false, "serve one launcher session on stdin/stdout and exit")
+	srun := fs.Bool("srun", false, "started by the launcher's srun step: serve its one session on an ephemeral port, then exit")
+	srunWait := fs.Duration("srun-wait", agent.DefaultSrunWait, "with --srun: exit when the launcher has not come within this long")
 	dropCaches := fs.Bool("allow-drop-caches", os.Geteuid() == 0, "let launchers drop page caches (--drop-caches): root logins, and --drop-caches-users")
 	maxStartups := fs.Int("max-startups", agent.DefaultMaxStartups, "connections not yet authenticated, in total; more are closed at once (like sshd's MaxStartups)")
 	maxPerSource := fs.Int("max-startups-per-source", agent.DefaultMaxStartupsPerSource, "connections not yet authenticated from one address; more are closed at once")
@@ -92,6 +96,9 @@ func run(ctx context.Context, args []string) int {
 	defer log.Sync()
 	a := &agent.Agent{Name: *name, Version: version, Log: log.Named("agent"), AllowDropCaches: *dropCaches,
 		LauncherTimeout: *launcherTimeout, Supervisor: proc.SupervisorExecutable(), NoCgroup: !*cgroup}
+	if *srun {
+		return runSrun(ctx, a, *srunWait, log)
+	}
 	if *stdio {
 		rwc := stdioConn{os.Stdin, os.Stdout}
 		if err := a.ServeSession(ctx, rwc); err != nil {

@@ -19,7 +19,8 @@ const usage = `usage: gwbench [options]
 
 Benchmarks gangway against mpirun, mpiexec.hydra, pdsh and a bash ssh
 fan-out on network-namespace hosts (198.18.190.0/24, namespaces gwb0h*)
-and in-process agents on 127.0.190-194.x. Needs root, bin/launcher and
+and in-process agents on 127.0.190-194.x, and against srun on a Slurm
+cluster of such hosts (198.18.199.0/24, namespaces gws90h*). Needs root, bin/launcher and
 bin/agent (make build). Prints a table and the configuration, writes
 OUT/<timestamp>.json and (full runs) rewrites BENCHMARKS.md.
 
@@ -41,7 +42,7 @@ type options struct {
 	hold     time.Duration
 }
 
-var scenarios = []string{"memory", "launch", "output", "pmi", "scale"}
+var scenarios = []string{"memory", "launch", "output", "pmi", "scale", "slurm"}
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -219,6 +220,7 @@ func (b *bench) all(ctx context.Context) int {
 		{"output", b.output},
 		{"pmi", b.pmi},
 		{"scale", b.scale},
+		{"slurm", b.slurm},
 	}
 	for _, s := range steps {
 		if !b.o.want(s.name) || ctx.Err() != nil {

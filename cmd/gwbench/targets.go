@@ -157,6 +157,23 @@ func targets(rs []*Result, scaleCounts []int) []Target {
 			ts = append(ts, notMeasured(name, goal))
 		}
 	}
+	// Slurm: gangway over srun must cost no more than srun launching the
+	// ranks itself.
+	for _, c := range []struct{ name, cas, metric string }{
+		{"Slurm launch 3 nodes x 8, in one allocation", "/bin/true", ""},
+		{"Slurm PMI barrier, 24 ranks on 3 nodes", "MPICH", "empty PMI"},
+	} {
+		goal := "no slower than " + lSrun
+		if r := find(rs, "slurm", c.cas, c.metric, lGangway); r != nil && r.Ratio > 0 {
+			t := Target{Name: c.name, Goal: goal, Measured: fmt.Sprintf("%s %s = %s %s", fmtNum(r.Median), r.Unit, fmtRatio(r.Ratio), r.RatioVs), Status: status(r.Ratio <= 1)}
+			if r.Ratio > 1 {
+				t.By = fmt.Sprintf("%.0f%% slower", (r.Ratio-1)*100)
+			}
+			ts = append(ts, t)
+		} else {
+			ts = append(ts, notMeasured(c.name, goal))
+		}
+	}
 	// Memory.
 	{
 		name, goal := "agent RSS, 8 running ranks", "< 30 MiB"

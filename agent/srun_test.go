@@ -1,0 +1,273 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"golang.org/x/crypto/ssh"
+
+	"gangway/agent"
+	"gangway/agent/wire"
+)
+
+// srunAgent is one agent in srun mode, served in this process on
+// 127.0.0.1 with an ephemeral port and host key.
+type srunAgent struct {
+	ready    wire.SrunReady
+	hostKey  ssh.PublicKey
+	launcher ssh.Signer
+	done     chan error
+}
+
+func startSrun(t *testing.T, ctx context.Context, wait time.Duration) *srunAgent {
+	t.Helper()
+	launcher, err := agent.NewEphemeralHostKey() // any ed25519 signer will do
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := agent.ParseLauncherKey(string(ssh.MarshalAuthorizedKey(launcher.PublicKey())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hk, err := agent.NewEphemeralHostKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := agent.SrunReadyLine("cn1", l, hk, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &agent.Agent{Name: "cn1", Version: "test", Log: zaptest.NewLogger(t)}
+	s := &srunAgent{ready: r, hostKey: hk.PublicKey(), launcher: launcher, done: make(chan error, 1)}
+	go func() {
+		s.done <- a.ServeSrun(ctx, agent.SrunOptions{Listener: l, HostKey: hk, Launcher: key, Wait: wait, SignalGrace: 200 * time.Millisecond})
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-s.done:
+		case <-time.After(30 * time.Second):
+			t.Error("ServeSrun still running 30s after the test")
+		}
+	})
+	return s
+}
+
+// dial logs in with signer, checking the host key the readiness line gave.
+func (s *srunAgent) dial(signer ssh.Signer) (*ssh.Client, error) {
+	return ssh.Dial("tcp", s.ready.Addr, &ssh.ClientConfig{
+		User: "root", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: ssh.FixedHostKey(s.hostKey), Timeout: 10 * time.Second,
+	})
+}
+
+// subsystem opens a session channel and asks for the gangway subsystem.
+func subsystem(t *testing.T, c *ssh.Client) (ssh.Channel, bool) {
+	t.Helper()
+	ch, reqs, err := c.OpenChannel("session", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ssh.DiscardRequests(reqs)
+	ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{wire.Subsystem}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch, ok
+}
+
+func (s *srunAgent) result(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-s.done:
+		s.done <- err
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("ServeSrun did not return within 30s")
+		return nil
+	}
+}
+
+// TestSrunOneSession: the readiness line names the listener and the host
+// key; only the launcher's key logs in; exec is refused; the first
+// gangway subsystem gets the session and a second one is refused; when
+// the launcher closes the session the agent returns nil and stops
+// listening.
+func TestSrunOneSession(t *testing.T) {
+	t.Parallel()
+	s := startSrun(t, t.Context(), time.Minute)
+	if !strings.HasPrefix(s.ready.Addr, "127.0.0.1:") || s.ready.Node != "cn1" || !strings.HasPrefix(s.ready.HostKey, "ssh-ed25519 ") {
+		t.Fatalf("readiness line %q", s.ready)
+	}
+	if _, err := wire.ParseSrunReady(s.ready.String()); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := agent.NewEphemeralHostKey()
+	if c, err := s.dial(other); err == nil {
+		c.Close()
+		t.Fatal("a key other than the launcher's logged in")
+	}
+	// A bare TCP connection (a peer's preflight probe) claims nothing.
+	if c, err := net.Dial("tcp", s.ready.Addr); err == nil {
+		c.Close()
+	}
+
+	c, err := s.dial(s.launcher)
+	if err != nil {
+		t.Fatalf("launcher key refused: %v", err)
+	}
+	defer c.Close()
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.Run("true"); err == nil {
+		t.Error("exec accepted by an agent in srun mode")
+	}
+	ch, ok := subsystem(t, c)
+	if !ok {
+		t.Fatal("gangway subsystem refused")
+	}
+	if _, ok := subsystem(t, c); ok {
+		t.Error("a second gangway session accepted")
+	}
+	conn := wire.NewConn(ch)
+	if err := conn.Send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "j1", Host: "cn1"}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := conn.Recv()
+	if err != nil || m.Kind != wire.KindFacts {
+		t.Fatalf("after hello: %v %v", m.Kind, err)
+	}
+	var f wire.Facts
+	if err := m.Decode(&f); err != nil || f.Name != "cn1" {
+		t.Fatalf("facts %+v, %v", f, err)
+	}
+	conn.Close()
+	if err := s.result(t); err != nil {
+		t.Errorf("ServeSrun after the launcher closed: %v, want nil", err)
+	}
+	if c2, err := net.DialTimeout("tcp", s.ready.Addr, time.Second); err == nil {
+		c2.Close()
+		t.Error("still listening after the session")
+	}
+}
+
+// TestSrunNoLauncher: without a session within the wait the agent gives
+// up with ErrNoLauncher; a signal before the session ends it at once.
+func TestSrunNoLauncher(t *testing.T) {
+	t.Parallel()
+	s := startSrun(t, t.Context(), 200*time.Millisecond)
+	if err := s.result(t); !errors.Is(err, agent.ErrNoLauncher) {
+		t.Errorf("got %v, want ErrNoLauncher", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	s = startSrun(t, ctx, time.Hour)
+	cancel()
+	if err := s.result(t); !errors.Is(err, agent.ErrNoLauncher) || !strings.Contains(err.Error(), "signal") {
+		t.Errorf("got %v, want ErrNoLauncher naming the signal", err)
+	}
+}
+
+// TestSrunSignalGrace: a signal during the session ends it only after
+// the grace, which lets the ranks' exits reach the launcher first.
+func TestSrunSignalGrace(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	s := startSrun(t, ctx, time.Minute)
+	c, err := s.dial(s.launcher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ch, ok := subsystem(t, c)
+	if !ok {
+		t.Fatal("gangway subsystem refused")
+	}
+	conn := wire.NewConn(ch)
+	if err := conn.Send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "j1", Host: "cn1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	cancel()
+	if err := conn.Send(wire.KindPing, nil); err != nil {
+		t.Errorf("session closed at the signal, not after the grace: %v", err)
+	}
+	_ = s.result(t)
+	if took := time.Since(t0); took < 200*time.Millisecond {
+		t.Errorf("session ended %v after the signal, before the 200ms grace", took)
+	}
+	if _, err := conn.Recv(); err == nil {
+		t.Error("session still open after ServeSrun returned")
+	}
+}
+
+func TestSrunRankEnv(t *testing.T) {
+	in := []string{
+		"PATH=/usr/bin", "HOME=/root", wire.SrunKeyEnv + "=ssh-ed25519 AAAA",
+		"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=cn[1-3]", "SLURM_JOBID=7", "SLURM_CLUSTER_NAME=c", "SLURM_CONF=/etc/slurm.conf",
+		"SLURMD_NODENAME=cn2", "SLURM_SUBMIT_DIR=/home/u", "SLURM_NNODES=3", "SLURM_JOB_CPUS_PER_NODE=8(x3)",
+		"SLURM_PROCID=1", "SLURM_LOCALID=0", "SLURM_NODEID=1", "SLURM_NTASKS=3", "SLURM_NPROCS=3", "SLURM_GTIDS=1",
+		"SLURM_STEP_ID=0", "SLURM_STEPID=0", "SLURM_STEP_NODELIST=cn[1-3]", "SLURM_TASKS_PER_NODE=1(x3)",
+		"SLURM_CPU_BIND=quiet,none", "SLURM_CPU_BIND_TYPE=none", "SLURM_SRUN_COMM_HOST=10.0.0.1", "SLURM_LAUNCH_NODE_IPADDR=10.0.0.1",
+		"SLURM_TASK_PID=99", "PMI_FD=5", "PMIX_RANK=1", "NCCL_DEBUG=INFO",
+	}
+	want := []string{
+		"PATH=/usr/bin", "HOME=/root",
+		"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=cn[1-3]", "SLURM_JOBID=7", "SLURM_CLUSTER_NAME=c", "SLURM_CONF=/etc/slurm.conf",
+		"SLURMD_NODENAME=cn2", "SLURM_SUBMIT_DIR=/home/u", "SLURM_NNODES=3", "SLURM_JOB_CPUS_PER_NODE=8(x3)",
+		"NCCL_DEBUG=INFO",
+	}
+	if got := agent.SrunRankEnv(in); !slices.Equal(got, want) {
+		t.Errorf("SrunRankEnv:\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestParseLauncherKey(t *testing.T) {
+	k, _ := agent.NewEphemeralHostKey()
+	line := string(ssh.MarshalAuthorizedKey(k.PublicKey()))
+	if got, err := agent.ParseLauncherKey(line); err != nil || string(got.Marshal()) != string(k.PublicKey().Marshal()) {
+		t.Errorf("ParseLauncherKey(%q) = %v, %v", line, got, err)
+	}
+	for _, tt := range []struct{ v, want string }{
+		{"", "is not set"},
+		{"ssh-ed25519 !!!", wire.SrunKeyEnv},
+		{line + line, "more than one key"},
+	} {
+		if _, err := agent.ParseLauncherKey(tt.v); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseLauncherKey(%q) = %v, want an error containing %q", tt.v, err, tt.want)
+		}
+	}
+}
+
+// TestSrunReadyLineRoute: the reported address is the local end of the
+// route to the launcher.
+func TestSrunReadyLineRoute(t *testing.T) {
+	k, _ := agent.NewEphemeralHostKey()
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	r, err := agent.SrunReadyLine("cn1", l, k, "127.0.0.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Addr != "127.0.0.1:"+port && r.Addr != "127.0.0.5:"+port {
+		t.Errorf("address %q, want the loopback route's source with port %s", r.Addr, port)
+	}
+}

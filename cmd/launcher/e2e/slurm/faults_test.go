@@ -1,0 +1,263 @@
+//go:build linux
+
+package slurm
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gangway/cmd/internal/e2e"
+	"gangway/cmd/internal/slurmbed"
+)
+
+// sleeper is a rank that says "ready PID" and sleeps; rank $FAIL (if
+// set) exits 7 once every rank is up instead.
+const sleeper = `echo "ready $$"; if [ "$RANK" = "${FAIL-}" ]; then sleep 1; exit 7; fi; exec sleep 300`
+
+// waitReady waits until n ranks printed "ready PID".
+func waitReady(t *testing.T, j *job, n int) {
+	t.Helper()
+	if s, ok := j.stdout.WaitFor(jobTimeout, e2e.HasReady(n)); !ok {
+		t.Fatalf("%d ranks not ready: %v\nstdout so far:\n%s", n, j, s)
+	}
+}
+
+// TestSallocFailingRank: rank 4 (on cn3) exits 7 while the others sleep:
+// the launcher stops the whole gang on every node and exits 7 naming the
+// rank; nothing is left on any node.
+func TestSallocFailingRank(t *testing.T) {
+	b := bed(t)
+	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=2"}, "--kill-grace", "2s", "-x", "FAIL=4", "sh", "-c", sleeper)...)
+	j.wait(t)
+	if j.code != 7 {
+		t.Fatalf("exit code %d, want rank 4's 7: %v", j.code, j)
+	}
+	for _, want := range []string{"rank 4", "cn3", "launcher: 5 other ranks were stopped", "launcher: exit code 7"} {
+		if !strings.Contains(j.stderr.String(), want) {
+			t.Errorf("launcher's report lacks %q:\n%s", want, j.stderr.String())
+		}
+	}
+	checkNothingLeft(t, b, j)
+}
+
+// TestScancel: scancel of the job while its ranks run: Slurm signals
+// every process of the step, the ranks die of SIGTERM, the launcher
+// reports that (exit 143) and srun's word that the step was cancelled,
+// and nothing is left on any node.
+func TestScancel(t *testing.T) {
+	b := bed(t)
+	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=2"}, "--kill-grace", "2s", "sh", "-c", sleeper)...)
+	id := j.jobID(t)
+	waitReady(t, j, 6)
+	if out, err := b.Command(t.Context(), "scancel", id).CombinedOutput(); err != nil {
+		t.Fatalf("scancel %s: %v: %s", id, err, out)
+	}
+	j.wait(t)
+	if j.code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit code %d, want 143 (ranks killed by SIGTERM): %v", j.code, j)
+	}
+	for _, want := range []string{"SIGTERM", "CANCELLED"} {
+		if !strings.Contains(j.stderr.String(), want) {
+			t.Errorf("launcher's report lacks %q:\n%s", want, j.stderr.String())
+		}
+	}
+	checkNothingLeft(t, b, j)
+	t.Logf("scancel: %v", j)
+}
+
+// TestLauncherKilled: the launcher dies by SIGKILL mid-job. srun, which
+// got the parent-death signal, cancels the step, and the agents lose
+// their launcher: every agent and rank on every node is gone.
+func TestLauncherKilled(t *testing.T) {
+	b := bed(t)
+	// salloc exits 0 when its command dies of a signal: a shell between
+	// them reports how the launcher ended.
+	report := []string{"-N3", "--ntasks-per-node=2", "sh", "-c", `"$@"; echo "launcher exit status $?" >&2`, "sh"}
+	j := startJob(t, b, nil, sallocLauncher(t, report, "sh", "-c", sleeper)...)
+	waitReady(t, j, 6)
+	l, ok := findProc(j.tag, "launcher")
+	if !ok {
+		t.Fatalf("no launcher process among the job's: %v", taggedProcs(j.tag))
+	}
+	if _, ok := findProc(j.tag, "srun"); !ok {
+		t.Fatalf("no srun process among the job's: %v", taggedProcs(j.tag))
+	}
+	if err := syscall.Kill(l.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	j.wait(t)
+	if !strings.Contains(j.stderr.String(), "launcher exit status 137") {
+		t.Errorf("want the launcher killed by SIGKILL (status 137): %v", j)
+	}
+	checkNothingLeft(t, b, j)
+	t.Logf("launcher SIGKILLed: %v", j)
+}
+
+// TestAllocationBusy: an allocation whose nodes cannot run the agents'
+// step yet gives a clear message and exit 1 within --start-timeout, never
+// a hang, and leaves nothing.
+func TestAllocationBusy(t *testing.T) {
+	b := bed(t)
+	nodes := "cn[1-3]"
+	hosts := "cn1,cn2,cn3"
+
+	// Pending: another job holds every node, so this job has not started;
+	// srun refuses a step in it at once, and the launcher quotes srun.
+	t.Run("Pending", func(t *testing.T) {
+		holder := allocate(t, b, "--exclusive")
+		pending := submit(t, b)
+		j := startJob(t, b, []string{"SLURM_JOB_ID=" + pending}, launcherOnly(t, "--transport", "slurm", "-H", hosts, "--start-timeout", "60", "true")...)
+		j.wait(t)
+		if j.code != 1 {
+			t.Fatalf("exit code %d, want 1: %v", j.code, j)
+		}
+		if s := j.stderr.String(); !strings.Contains(s, "srun ended") || !strings.Contains(s, "Job is pending execution") || strings.Contains(s, "start-timeout") {
+			t.Errorf("want srun's refusal quoted at once, not the start timeout:\n%s", s)
+		}
+		cancel(t, b, pending, holder)
+		checkNothingLeft(t, b, j)
+	})
+
+	// Suspended: srun waits, silently, for a step it cannot create; the
+	// launcher gives up at --start-timeout naming the job, and ends srun.
+	t.Run("Suspended", func(t *testing.T) {
+		id := allocate(t, b)
+		if out, err := b.Command(t.Context(), "scontrol", "suspend", id).CombinedOutput(); err != nil {
+			t.Fatalf("scontrol suspend %s: %v: %s", id, err, out)
+		}
+		env := []string{"SLURM_JOB_ID=" + id, "SLURM_JOB_NODELIST=" + nodes, "SLURM_TASKS_PER_NODE=1(x3)"}
+		j := startJob(t, b, env, launcherOnly(t, "--start-timeout", "3", "true")...)
+		j.wait(t)
+		if j.code != 1 {
+			t.Fatalf("exit code %d, want 1: %v", j.code, j)
+		}
+		want := "hosts not reachable within --start-timeout 3s: host cn1: the srun step that starts the agents has not started (srun is still waiting: is job " + id + " suspended, or its nodes busy?"
+		if !strings.Contains(j.stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, j.stderr.String())
+		}
+		cancel(t, b, id)
+		checkNothingLeft(t, b, j)
+	})
+}
+
+// launcherOnly is the launcher's command line without salloc.
+func launcherOnly(t *testing.T, args ...string) []string {
+	t.Helper()
+	launcherBin, agentBin := binaries(t)
+	return append([]string{launcherBin, "--agent-path", agentBin}, args...)
+}
+
+// allocate makes a 3-node allocation without a shell (salloc --no-shell)
+// and returns its job id; the test's cleanup cancels it.
+func allocate(t *testing.T, b *slurmbed.Bed, opts ...string) string {
+	t.Helper()
+	out, err := b.Command(t.Context(), "salloc", append([]string{"-N3", "--no-shell", "--immediate=30"}, opts...)...).CombinedOutput()
+	m := grantedRE.FindStringSubmatch(string(out))
+	if err != nil || m == nil {
+		t.Fatalf("salloc --no-shell: %v: %s", err, out)
+	}
+	t.Cleanup(func() { cancel(t, b, m[1]) })
+	return m[1]
+}
+
+// submit queues a 3-node job that cannot start while allocate's holds the
+// nodes, and returns its id.
+func submit(t *testing.T, b *slurmbed.Bed) string {
+	t.Helper()
+	out, err := b.Command(t.Context(), "sbatch", "--parsable", "-N3", "-o", "/dev/null", "--wrap", "sleep 300").Output()
+	id := strings.TrimSpace(string(out))
+	if err != nil || id == "" {
+		t.Fatalf("sbatch: %v: %s", err, out)
+	}
+	t.Cleanup(func() { cancel(t, b, id) })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, _ := b.Command(t.Context(), "squeue", "-h", "-j", id, "-o", "%T").Output()
+		if strings.TrimSpace(string(st)) == "PENDING" {
+			return id
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s is %q, not pending", id, st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// cancel cancels jobs (resuming a suspended one first) and waits until
+// every node is idle again. It works in cleanups too (its own context).
+func cancel(t *testing.T, b *slurmbed.Bed, ids ...string) {
+	t.Helper()
+	ctx, stop := context.WithTimeout(context.Background(), 90*time.Second)
+	defer stop()
+	for _, id := range ids {
+		_ = b.Command(ctx, "scontrol", "resume", id).Run()
+		_ = b.Command(ctx, "scancel", id).Run()
+	}
+	if err := b.WaitIdle(ctx, 60*time.Second); err != nil {
+		t.Errorf("after scancel %v: %v", ids, err)
+	}
+}
+
+// TestInterrupted: Ctrl-C at a terminal, a SIGINT to the launcher's whole
+// process group, which holds srun too: srun only reports (its first
+// SIGINT), the launcher stops the ranks and exits 130, and nothing is
+// left.
+func TestInterrupted(t *testing.T) {
+	b := bed(t)
+	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=2"}, "--kill-grace", "2s", "sh", "-c", sleeper)...)
+	waitReady(t, j, 6)
+	l, ok := findProc(j.tag, "launcher")
+	if !ok {
+		t.Fatalf("no launcher process among the job's: %v", taggedProcs(j.tag))
+	}
+	s, ok := findProc(j.tag, "srun")
+	if !ok {
+		t.Fatalf("no srun process among the job's: %v", taggedProcs(j.tag))
+	}
+	lpg, spg := pgid(l.Pid), pgid(s.Pid)
+	if lpg <= 0 || lpg != spg {
+		t.Fatalf("launcher pid %d in process group %d, srun pid %d in %d: want srun in the launcher's group", l.Pid, lpg, s.Pid, spg)
+	}
+	if err := syscall.Kill(-lpg, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	j.wait(t)
+	// salloc reports 0 for a command killed by a signal, and it may be
+	// in the group too: the launcher's own last words tell its status.
+	for _, want := range []string{"launcher: got interrupt, stopping every rank", "launcher: exit code 130"} {
+		if !strings.Contains(j.stderr.String(), want) {
+			t.Errorf("stderr lacks %q: %v", want, j)
+		}
+	}
+	checkNothingLeft(t, b, j)
+}
+
+// TestAgentMissing: a wrong --agent-path fails at once with srun's words,
+// exit 1.
+func TestAgentMissing(t *testing.T) {
+	b := bed(t)
+	launcherBin, _ := binaries(t)
+	j := startJob(t, b, nil, "salloc", "-N3", launcherBin, "--agent-path", "/nonexistent/agent", "true")
+	j.wait(t)
+	if j.code != 1 {
+		t.Fatalf("exit code %d, want 1: %v", j.code, j)
+	}
+	for _, want := range []string{"srun ended", "/nonexistent/agent"} {
+		if !strings.Contains(j.stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, j.stderr.String())
+		}
+	}
+	checkNothingLeft(t, b, j)
+}
+
+// pgid is pid's process group, or -1.
+func pgid(pid int) int {
+	g, err := syscall.Getpgid(pid)
+	if err != nil {
+		return -1
+	}
+	return g
+}

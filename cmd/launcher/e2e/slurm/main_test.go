@@ -1,0 +1,332 @@
+//go:build linux
+
+// Package slurm tests the launcher inside a real Slurm allocation: the
+// srun transport (one `agent --srun` per node started by one srun step)
+// on a Slurm 22.05 cluster of network-namespace hosts
+// (cmd/internal/slurmbed), driven as users drive it: `salloc -N3 launcher
+// PROGRAM`, scancel, a killed launcher, an allocation that cannot start a
+// step. It has only tests.
+//
+// One bed serves every test of the package (built by the first test that
+// needs it, removed by TestMain): namespace prefix gws0, 198.18.196.0/24,
+// nodes cn1..cn3 with 8 CPUs each as slurm.conf declares them; nothing
+// else is touched.
+//
+// "Nothing left" is checked through /proc: every job runs under salloc
+// with a unique tag in its environment (tagEnv), which srun passes to the
+// agents (--export=ALL) and the agents to every rank and every child a
+// rank starts, so taggedProcs finds every process of the job, salloc and
+// the launcher included, on every node. Each node's namespace must also be
+// back to its slurmd alone.
+package slurm
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"gangway/cmd/internal/e2e"
+	"gangway/cmd/internal/slurmbed"
+	"gangway/cmd/internal/slurmbed/slurmtest"
+)
+
+// jobTimeout bounds one salloc run: 2 shared cores, torch imports, MPICH.
+const jobTimeout = 120 * time.Second
+
+// tagEnv marks every process of a test's job (see the package doc).
+const tagEnv = "GANGWAY_SLURM_TEST_TAG"
+
+var shared = slurmtest.Shared{Options: slurmbed.Options{Prefix: "gws0", Subnet: 196, Nodes: 3, CPUs: 8}}
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gangway-slurm-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	_ = os.Chmod(dir, 0o755)
+	binDir = dir
+	code := m.Run()
+	if err := shared.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "slurm bed:", err)
+		code = max(code, 1)
+	}
+	e2e.RemoveBinaries()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// bed returns the shared bed once every node is idle again (a previous
+// test's allocation released).
+func bed(t *testing.T) *slurmbed.Bed {
+	t.Helper()
+	b := shared.Get(t)
+	if err := b.WaitIdle(t.Context(), 60*time.Second); err != nil {
+		t.Fatalf("%v%s", err, b.Logs())
+	}
+	return b
+}
+
+// binaries builds bin/launcher and bin/agent once per process.
+func binaries(t *testing.T) (launcherBin, agentBin string) {
+	t.Helper()
+	return e2e.BuildBinaries(t)
+}
+
+var mpitest struct {
+	once      sync.Once
+	path, err string
+}
+
+// compileMPITest compiles agent/pmi/testdata/mpitest.c with Debian's
+// MPICH once, or skips without it.
+func compileMPITest(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("mpicc.mpich"); err != nil {
+		t.Skip("mpicc.mpich not found (Debian: mpich, libmpich-dev)")
+	}
+	mpitest.once.Do(func() {
+		out := filepath.Join(binDir, "mpitest")
+		if b, err := exec.Command("mpicc.mpich", "-O2", "-Wall", "-o", out, "../../../../agent/pmi/testdata/mpitest.c").CombinedOutput(); err != nil {
+			mpitest.err = fmt.Sprintf("mpicc.mpich: %v\n%s", err, b)
+			return
+		}
+		mpitest.path = out
+	})
+	if mpitest.err != "" {
+		t.Fatal(mpitest.err)
+	}
+	return mpitest.path
+}
+
+// job is one run of a command under the bed's Slurm (usually salloc
+// running the launcher), tagged, in its own process group.
+type job struct {
+	tag            string
+	cmd            *exec.Cmd
+	stdout, stderr e2e.Output
+	done           chan struct{}
+	code           int
+	took           time.Duration
+}
+
+// newTag returns a unique job tag.
+func newTag(t *testing.T) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%x", strings.ReplaceAll(t.Name(), "/", "-"), b)
+}
+
+// startJob starts argv against bed with tagEnv=tag and env added. The
+// test's cleanup kills whatever of it is still running (every tagged
+// process, by PID).
+func startJob(t *testing.T, b *slurmbed.Bed, env []string, argv ...string) *job {
+	t.Helper()
+	j := &job{tag: newTag(t), done: make(chan struct{})}
+	j.cmd = b.Command(t.Context(), argv[0], argv[1:]...)
+	j.cmd.Env = append(append(j.cmd.Env, tagEnv+"="+j.tag), env...)
+	j.cmd.Stdout, j.cmd.Stderr = &j.stdout, &j.stderr
+	t0 := time.Now()
+	if err := j.cmd.Start(); err != nil {
+		t.Fatalf("start %v: %v", argv, err)
+	}
+	go func() {
+		err := j.cmd.Wait()
+		j.took = time.Since(t0)
+		j.code = j.cmd.ProcessState.ExitCode()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			j.code = -2
+		}
+		close(j.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-j.done:
+		default:
+			killProcs(taggedProcs(j.tag))
+			_ = syscall.Kill(-j.cmd.Process.Pid, syscall.SIGKILL)
+			<-j.done
+		}
+		if t.Failed() {
+			t.Logf("job %v: %v\nslurm logs:%s", argv[:min(len(argv), 3)], j, b.Logs())
+		}
+	})
+	return j
+}
+
+// wait waits for the job, failing the test after jobTimeout.
+func (j *job) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-j.done:
+	case <-time.After(jobTimeout):
+		t.Fatalf("job still running after %v:\n%v", jobTimeout, j)
+	}
+}
+
+func (j *job) String() string {
+	return fmt.Sprintf("exit code %d after %v\nstdout:\n%s\nstderr:\n%s", j.code, j.took.Round(time.Millisecond), e2e.Tail(j.stdout.String(), 4000), e2e.Tail(j.stderr.String(), 6000))
+}
+
+var grantedRE = regexp.MustCompile(`salloc: Granted job allocation (\d+)`)
+
+// jobID waits for salloc's "Granted job allocation N" and returns N.
+func (j *job) jobID(t *testing.T) string {
+	t.Helper()
+	s, ok := j.stderr.WaitFor(jobTimeout, func(s string) bool { return grantedRE.MatchString(s) })
+	if !ok {
+		t.Fatalf("no allocation granted:\n%s", s)
+	}
+	return grantedRE.FindStringSubmatch(s)[1]
+}
+
+// sallocLauncher is `salloc SALLOC... launcher --agent-path AGENT ARGS...`.
+func sallocLauncher(t *testing.T, salloc []string, args ...string) []string {
+	t.Helper()
+	launcherBin, agentBin := binaries(t)
+	argv := append([]string{"salloc"}, salloc...)
+	argv = append(argv, launcherBin, "--agent-path", agentBin)
+	return append(argv, args...)
+}
+
+// checkNothingLeft waits until no process carries the job's tag and every
+// node's namespace holds its slurmd alone, and fails naming what is left
+// (killed by PID, so later tests start clean).
+func checkNothingLeft(t *testing.T, b *slurmbed.Bed, j *job) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		left := taggedProcs(j.tag)
+		var extra []procInfo
+		for _, n := range b.Nodes() {
+			for _, p := range netnsProcs(t, n.NS) {
+				if p.Pid != b.SlurmdPid(n.Name) {
+					extra = append(extra, p)
+				}
+			}
+		}
+		if len(left) == 0 && len(extra) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			killProcs(left)
+			t.Errorf("20s after the job: processes of the job still running: %v; on the nodes besides slurmd: %v", left, extra)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// procInfo is what the leftover checks report about a process.
+type procInfo struct {
+	Pid, PPid int
+	Comm      string
+	State     string
+	Start     uint64 // start time in clock ticks: tells a reused PID apart
+}
+
+func (p procInfo) String() string {
+	return fmt.Sprintf("pid %d (%s) state %s ppid %d", p.Pid, p.Comm, p.State, p.PPid)
+}
+
+// readProc parses /proc/PID/stat.
+func readProc(pid int) (procInfo, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procInfo{}, false
+	}
+	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open {
+		return procInfo{}, false
+	}
+	f := strings.Fields(string(b[end+1:]))
+	if len(f) < 20 {
+		return procInfo{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	st, _ := strconv.ParseUint(f[19], 10, 64)
+	return procInfo{Pid: pid, PPid: ppid, Comm: string(b[open+1 : end]), State: f[0], Start: st}, true
+}
+
+func live(p procInfo) bool { return p.State != "Z" && p.State != "X" }
+
+func allPids() []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// taggedProcs lists the live processes whose initial environment holds
+// tagEnv=tag.
+func taggedProcs(tag string) []procInfo {
+	want := []byte(tagEnv + "=" + tag)
+	var out []procInfo
+	for _, pid := range allPids() {
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if err != nil || !slices.ContainsFunc(bytes.Split(env, []byte{0}), func(kv []byte) bool { return bytes.Equal(kv, want) }) {
+			continue
+		}
+		if p, ok := readProc(pid); ok && live(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// netnsProcs lists the live processes in namespace ns.
+func netnsProcs(t *testing.T, ns string) []procInfo {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "pids", ns).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip netns pids %s: %v: %s", ns, err, out)
+	}
+	var ps []procInfo
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			if p, ok := readProc(pid); ok && live(p) {
+				ps = append(ps, p)
+			}
+		}
+	}
+	return ps
+}
+
+// killProcs SIGKILLs each process by PID, unless its PID is now another
+// process's.
+func killProcs(ps []procInfo) {
+	for _, p := range ps {
+		if now, ok := readProc(p.Pid); ok && now.Start == p.Start && live(now) {
+			_ = syscall.Kill(p.Pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// findProc returns the live process named comm among the tagged ones.
+func findProc(tag, comm string) (procInfo, bool) {
+	for _, p := range taggedProcs(tag) {
+		if p.Comm == comm {
+			return p, true
+		}
+	}
+	return procInfo{}, false
+}
