@@ -291,12 +291,22 @@ type chanConn struct {
 // keepalives.
 var ErrSilent = errors.New("no answer to SSH keepalives")
 
+// silentError is a read's error once the keepalives ended the session;
+// it is ErrSilent, with how long the agent was silent.
+type silentError struct{ after time.Duration }
+
+func (e silentError) Error() string {
+	return fmt.Sprintf("%v for %v (host hung, stopped or cut off)", ErrSilent, e.after)
+}
+
+func (e silentError) Unwrap() error { return ErrSilent }
+
 func (c *chanConn) silent() { c.wasSilent.Store(true) }
 
 func (c *chanConn) Read(b []byte) (int, error) {
 	n, err := c.Channel.Read(b)
 	if err != nil && c.wasSilent.Load() {
-		err = fmt.Errorf("%w for %v (host hung, stopped or cut off)", ErrSilent, KeepaliveTimeout)
+		err = silentError{KeepaliveTimeout}
 	}
 	return n, err
 }

@@ -333,6 +333,12 @@ func (st *state) lose(host int, err error) []action {
 		}
 	}
 	name := st.hosts[host]
+	var silent silentError
+	if errors.As(err, &silent) {
+		// The keepalives are why, whatever the frame reader was in the
+		// middle of when the connection closed.
+		err = silent
+	}
 	msg := fmt.Sprintf("lost the agent on %s: %v", name, err)
 	if err == io.EOF {
 		msg = fmt.Sprintf("lost the agent on %s: connection closed", name)

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -91,6 +92,18 @@ func TestApplyBlame(t *testing.T) {
 				t.Errorf("%d stops sent, want %d", got, tt.wantStops)
 			}
 		})
+	}
+}
+
+// TestApplyLostAgentSilent: an agent lost to keepalives is reported as
+// such, whatever the frame reader was in the middle of.
+func TestApplyLostAgentSilent(t *testing.T) {
+	st := twoHosts()
+	mid := fmt.Errorf("wire: short output frame (5 of 65477 bytes): %w", silentError{15 * time.Second})
+	runEvents(st, evLost{1, mid})
+	want := "lost the agent on b: no answer to SSH keepalives for 15s (host hung, stopped or cut off)"
+	if !reflect.DeepEqual(st.lost, []string{want}) {
+		t.Errorf("lost %q, want %q", st.lost, want)
 	}
 }
 
