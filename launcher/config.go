@@ -51,7 +51,9 @@ type Environment struct {
 
 // Output is how rank output and the launcher's own messages are shown.
 type Output struct {
-	Tag            bool // mpirun's [1,R]<stdout>: instead of [R]
+	// Tags is how console lines show their rank; TagAuto (no flag given)
+	// is resolved by Main from the launcher's stdout (Resolve).
+	Tags           TagStyle
 	Timestamp      bool
 	Dir            string // --output-filename
 	From           RankSet

@@ -183,9 +183,18 @@ func TestParse(t *testing.T) {
 		{"--wd", []string{"--wd", "/data"}, nil, func(c *Config) { c.Env.Dir = "/data" }},
 		{"--gpus-per-rank", []string{"--gpus-per-rank", "2"}, nil, func(c *Config) { c.Place.GPUsPer = 2 }},
 		{"output flags", []string{"--tag-output", "-timestamp-output", "--output-filename", "out", "-output-from", "0,2-3"}, nil, func(c *Config) {
-			c.Out.Tag, c.Out.Timestamp, c.Out.Dir = true, true, "out"
+			c.Out.Tags, c.Out.Timestamp, c.Out.Dir = TagMpirun, true, "out"
 			c.Out.From = RankSet{ranges: [][2]int{{0, 0}, {2, 3}}}
 		}},
+		{"-l", []string{"-l"}, nil, func(c *Config) { c.Out.Tags = TagRank }},
+		{"-prepend-rank", []string{"-prepend-rank"}, nil, func(c *Config) { c.Out.Tags = TagRank }},
+		{"--tags none", []string{"--tags", "none"}, nil, func(c *Config) { c.Out.Tags = TagNone }},
+		{"--tags=rank", []string{"--tags=rank"}, nil, func(c *Config) { c.Out.Tags = TagRank }},
+		{"--tags mpirun", []string{"--tags", "mpirun"}, nil, func(c *Config) { c.Out.Tags = TagMpirun }},
+		{"--tags auto", []string{"-l", "--tags", "auto"}, nil, func(c *Config) { c.Out.Tags = TagAuto }},
+		{"last tag flag wins", []string{"--tag-output", "-l"}, nil, func(c *Config) { c.Out.Tags = TagRank }},
+		{"last tag flag wins, other order", []string{"-l", "--tag-output"}, nil, func(c *Config) { c.Out.Tags = TagMpirun }},
+		{"-l=false: no tags", []string{"-l=false"}, nil, func(c *Config) { c.Out.Tags = TagNone }},
 		{"--stdin none", []string{"--stdin", "none"}, nil, func(c *Config) { c.Out.Stdin = -1 }},
 		{"--stdin 3", []string{"--stdin", "3"}, nil, func(c *Config) { c.Out.Stdin = 3 }},
 		{"--timeout seconds", []string{"--timeout", "90"}, nil, func(c *Config) { c.Control.Timeout = 90 * time.Second }},
@@ -328,6 +337,7 @@ func TestParseErrors(t *testing.T) {
 		{"--analyze checks its flags", []string{"--analyze", "--metric-scope", "x", "run.log"}, nil, true, `--metric-scope "x"`},
 		{"empty -H", []string{"-H", "", "prog"}, nil, true, "no hosts"},
 		{"--stdin word", []string{"--stdin", "all", "prog"}, nil, true, `--stdin "all": want a rank or none`},
+		{"--tags word", []string{"--tags", "hydra", "prog"}, nil, true, `want auto, none, rank or mpirun, got "hydra"`},
 		{"--stdin negative", []string{"--stdin", "-2", "prog"}, nil, true, `--stdin "-2"`},
 		{"--timeout word", []string{"--timeout", "soon", "prog"}, nil, true, `want seconds or a duration like 90s, got "soon"`},
 		{"--timeout negative seconds", []string{"--timeout", "-5", "prog"}, nil, true, `got "-5"`},

@@ -81,7 +81,11 @@ func (e *Environment) register(fs *flag.FlagSet, in *flagInputs) {
 }
 
 func (o *Output) register(fs *flag.FlagSet, in *flagInputs) {
-	fs.BoolVar(&o.Tag, "tag-output", false, "tag lines as mpirun does: [1,RANK]<stdout>:")
+	fs.Var(tagsFlag{&o.Tags}, "tags", "rank tags on console lines: auto (rank on a terminal, none otherwise), none, rank ([R] ) or mpirun ([1,R]<stdout>:)")
+	for _, n := range []string{"l", "prepend-rank"} {
+		fs.Var(tagFlag{&o.Tags, TagRank}, n, "tag lines [RANK]  as Hydra's -prepend-rank does (--tags rank)")
+	}
+	fs.Var(tagFlag{&o.Tags, TagMpirun}, "tag-output", "tag lines as mpirun does: [1,RANK]<stdout>: (--tags mpirun)")
 	fs.BoolVar(&o.Timestamp, "timestamp-output", false, "prefix every line with the time it arrived")
 	fs.StringVar(&o.Dir, "output-filename", "", "also write DIR/rank.R/stdout and stderr")
 	fs.StringVar(&in.outputFrom, "output-from", "", "show only these ranks on the console, e.g. 0,4-7 (files keep all)")
@@ -172,6 +176,52 @@ func (f modeFlag) Set(s string) error {
 	}
 	if on {
 		*f.m = max(*f.m, f.mode)
+	}
+	return nil
+}
+
+// tagsFlag is --tags auto|none|rank|mpirun.
+type tagsFlag struct{ v *TagStyle }
+
+func (f tagsFlag) String() string {
+	if f.v == nil {
+		return TagAuto.String()
+	}
+	return f.v.String()
+}
+func (f tagsFlag) Set(s string) error {
+	for t, name := range tagNames {
+		if s == name {
+			*f.v = TagStyle(t)
+			return nil
+		}
+	}
+	return fmt.Errorf("want auto, none, rank or mpirun, got %q", s)
+}
+
+// tagFlag is a boolean spelling of one tag style (-l, --tag-output):
+// true selects it, false selects no tags. Of several tag flags the last
+// one wins.
+type tagFlag struct {
+	v     *TagStyle
+	style TagStyle
+}
+
+func (f tagFlag) IsBoolFlag() bool { return true }
+func (f tagFlag) String() string {
+	if f.v != nil && *f.v == f.style {
+		return "true"
+	}
+	return "false"
+}
+func (f tagFlag) Set(s string) error {
+	on, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("invalid boolean value %q", s)
+	}
+	*f.v = TagNone
+	if on {
+		*f.v = f.style
 	}
 	return nil
 }

@@ -71,8 +71,8 @@ func openMPIArgs(cfg Config, self string, hostfilePath string, np int, root bool
 	if cfg.Place.Oversubscribe {
 		args = append(args, "--oversubscribe")
 	}
-	if cfg.Out.Tag {
-		args = append(args, "--tag-output")
+	if cfg.Out.Tags == TagRank || cfg.Out.Tags == TagMpirun {
+		args = append(args, "--tag-output") // mpirun has no [R] style
 	}
 	if cfg.Out.Timestamp {
 		args = append(args, "--timestamp-output")

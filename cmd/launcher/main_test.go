@@ -57,9 +57,12 @@ func self(t *testing.T) string {
 }
 
 // fake returns launcher arguments that run n ranks of the test binary in
-// the given proctest mode, followed by extra launcher options.
+// the given proctest mode, followed by extra launcher options. It asks
+// for [R] tags (-l): the tests read ranks' lines ("ready PID", floods) by
+// them, and the launcher tags only a terminal by default; a later tag
+// option in opts wins.
 func fake(t *testing.T, n int, mode string, opts ...string) []string {
-	args := append([]string{"-np", strconv.Itoa(n), "-x", proctest.Env + "=" + mode}, opts...)
+	args := append([]string{"-l", "-np", strconv.Itoa(n), "-x", proctest.Env + "=" + mode}, opts...)
 	return append(args, self(t))
 }
 
@@ -273,7 +276,7 @@ func lines(s string) []string {
 
 func TestRankEnvironment(t *testing.T) {
 	t.Parallel()
-	l := startLauncher(t, false, "-np", "4", "sh", "-c", "echo $RANK $LOCAL_RANK $WORLD_SIZE $OMPI_COMM_WORLD_RANK")
+	l := startLauncher(t, false, "-l", "-np", "4", "sh", "-c", "echo $RANK $LOCAL_RANK $WORLD_SIZE $OMPI_COMM_WORLD_RANK")
 	assertCode(t, l, 0)
 	got := lines(l.stdout())
 	slices.Sort(got)
