@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"time"
 
@@ -177,6 +178,8 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 	if err := fs.Parse(opts); err != nil {
 		return c, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
+	c.in.given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.in.given[f.Name] = true })
 	c.Argv = prog
 	if c.in.mpi == "openmpi" {
 		c.Mode = max(c.Mode, ModeOpenMPI)
@@ -204,6 +207,9 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 	default:
 		if err = c.resolveHosts(getenv); err == nil {
 			err = c.resolveInputs(environ)
+		}
+		if err == nil {
+			err = c.resolveTimeout(getenv)
 		}
 	}
 	if err == nil {

@@ -18,6 +18,7 @@ type flagInputs struct {
 	exports, envFiles    []string
 	stdin, outputFrom    string
 	mpi                  string
+	given                map[string]bool // the flags the command line set
 }
 
 // flagSet registers every flag on the Config it fills, group by group.
@@ -126,7 +127,7 @@ func (n *Network) register(fs *flag.FlagSet) {
 }
 
 func (c *Control) register(fs *flag.FlagSet) {
-	fs.Var(durationSecs{&c.Timeout}, "timeout", "stop the job after SECONDS (or a duration such as 10m) and exit 124")
+	fs.Var(durationSecs{&c.Timeout}, "timeout", "stop the job after SECONDS (or a duration such as 10m) and exit 124 (default: $MPIEXEC_TIMEOUT)")
 	fs.DurationVar(&c.KillGrace, "kill-grace", DefaultKillGrace, "time between SIGTERM and SIGKILL when stopping ranks")
 	fs.IntVar(&c.MaxRestarts, "max-restarts", 0, "restart the whole gang up to N times after a rank failure or a lost agent")
 	c.RestartBackoff = time.Second

@@ -100,7 +100,7 @@ Throughput (summary printed at the end when ranks print known formats):
 
 Control:
   -timeout SECONDS         stop the job after this long (restarts included),
-                           exit 124
+                           exit 124 (default: $MPIEXEC_TIMEOUT, as mpiexec)
   -kill-grace DURATION     SIGTERM to SIGKILL delay when stopping (default 5s)
   -max-restarts N          after a rank failure or a lost agent, start the
                            whole gang again, up to N times (default 0); never

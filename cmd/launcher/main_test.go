@@ -83,6 +83,13 @@ type launch struct {
 // launcher's group and the groups of every rank pid seen in its output.
 func startLauncher(t *testing.T, withStdin bool, args ...string) *launch {
 	t.Helper()
+	return startLauncherEnv(t, nil, withStdin, args...)
+}
+
+// startLauncherEnv is startLauncher with env added to the launcher's
+// environment.
+func startLauncherEnv(t *testing.T, env []string, withStdin bool, args ...string) *launch {
+	t.Helper()
 	dir := t.TempDir()
 	l := &launch{t: t, outPath: filepath.Join(dir, "stdout"), errPath: filepath.Join(dir, "stderr"), done: make(chan struct{})}
 	stdout, err := os.Create(l.outPath)
@@ -97,6 +104,7 @@ func startLauncher(t *testing.T, withStdin bool, args ...string) *launch {
 	// Race-enabled binaries sleep a second at exit unless told not to;
 	// ranks inherit this from the launcher.
 	cmd.Env = append(os.Environ(), launcherEnv+"=1", "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
