@@ -384,7 +384,7 @@ func (s *session) prepare(ctx context.Context, j *wire.StartJob) error {
 		if len(local) < j.PMI.Size {
 			fencer = pmi.FenceFunc(s.fence)
 		}
-		srv, err := pmi.NewServer(ctx, pmi.Job{KVSName: j.PMI.KVSName, Size: j.PMI.Size, Mapping: j.PMI.Mapping, JobID: j.JobID}, local, fencer, pmi.Events{
+		srv, err := pmi.NewServer(ctx, pmi.Job{KVSName: j.PMI.KVSName, Size: j.PMI.Size, Mapping: j.PMI.Mapping, JobID: j.JobID, UniverseSize: j.PMI.UniverseSize}, local, fencer, pmi.Events{
 			Abort: func(rank, code int, msg string) {
 				_ = s.conn.Send(wire.KindAbort, wire.Abort{Rank: rank, Code: code, Msg: msg})
 			},

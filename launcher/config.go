@@ -48,7 +48,18 @@ type Environment struct {
 	MCA  []string // OMPI_MCA_KEY=VALUE, in flag order
 	Dir  string   // working directory of every rank; "" means the launcher's
 	PMI  bool     // serve PMI-1/PMI-2 to every rank (--mpi auto|pmi)
+	// Universe is -usize: the universe size PMI tells ranks (MPI's
+	// MPI_UNIVERSE_SIZE). 0 (not given) and UniverseInfinite answer -1,
+	// unknown, as Hydra does; UniverseSystem is the slots of the hosts
+	// that run ranks; a positive number is itself.
+	Universe int
 }
+
+// Special -usize values, Hydra's words.
+const (
+	UniverseInfinite = -1 // INFINITE
+	UniverseSystem   = -2 // SYSTEM
+)
 
 // Output is how rank output and the launcher's own messages are shown.
 type Output struct {

@@ -223,6 +223,9 @@ func TestParse(t *testing.T) {
 		}},
 		{"-v and json logs", []string{"-v", "--log-format", "json"}, nil, func(c *Config) { c.Out.Verbose, c.Out.LogFormat = true, "json" }},
 		{"--mpi none", []string{"--mpi", "none"}, nil, func(c *Config) { c.Env.PMI = false }},
+		{"-usize", []string{"-usize", "64"}, nil, func(c *Config) { c.Env.Universe = 64 }},
+		{"--universe-size SYSTEM", []string{"--universe-size", "SYSTEM"}, nil, func(c *Config) { c.Env.Universe = UniverseSystem }},
+		{"-usize infinite", []string{"-usize", "infinite"}, nil, func(c *Config) { c.Env.Universe = UniverseInfinite }},
 		{"mpirun line", []string{"-np", "8", "-H", "a:4,b:4", "-bind-to", "none", "-map-by", "slot", "-x", "NCCL_DEBUG=INFO",
 			"-mca", "pml", "ob1", "-mca", "btl", "^openib", "--allow-run-as-root"}, nil, func(c *Config) {
 			c.Place.NP = 8
@@ -343,6 +346,8 @@ func TestParseErrors(t *testing.T) {
 		{"empty -H", []string{"-H", "", "prog"}, nil, true, "no hosts"},
 		{"--stdin word", []string{"--stdin", "all", "prog"}, nil, true, `--stdin "all": want a rank or none`},
 		{"--tags word", []string{"--tags", "hydra", "prog"}, nil, true, `want auto, none, rank or mpirun, got "hydra"`},
+		{"-usize 0", []string{"-usize", "0", "prog"}, nil, true, `want a size from 1 to 1048576, SYSTEM or INFINITE, got "0"`},
+		{"-usize word", []string{"-usize", "all", "prog"}, nil, true, `SYSTEM or INFINITE, got "all"`},
 		{"MPIEXEC_TIMEOUT word", []string{"prog"}, map[string]string{"MPIEXEC_TIMEOUT": "ten"}, true, `MPIEXEC_TIMEOUT="ten": want seconds or a duration`},
 		{"MPIEXEC_TIMEOUT negative", []string{"prog"}, map[string]string{"MPIEXEC_TIMEOUT": "-5"}, true, `MPIEXEC_TIMEOUT="-5"`},
 		{"--stdin negative", []string{"--stdin", "-2", "prog"}, nil, true, `--stdin "-2"`},

@@ -78,6 +78,23 @@ func (e *Environment) register(fs *flag.FlagSet, in *flagInputs) {
 	for _, n := range []string{"wdir", "wd"} {
 		fs.StringVar(&e.Dir, n, "", "working directory of every rank (default: the launcher's)")
 	}
+	for _, n := range []string{"usize", "universe-size"} {
+		fs.Func(n, "universe size PMI tells ranks: N, SYSTEM (the slots of the hosts that run ranks) or INFINITE (default: unknown, -1)", func(s string) error {
+			switch strings.ToUpper(s) {
+			case "SYSTEM":
+				e.Universe = UniverseSystem
+			case "INFINITE":
+				e.Universe = UniverseInfinite
+			default:
+				n, err := strconv.Atoi(s)
+				if err != nil || n < 1 || n > MaxRanks {
+					return fmt.Errorf("want a size from 1 to %d, SYSTEM or INFINITE, got %q", MaxRanks, s)
+				}
+				e.Universe = n
+			}
+			return nil
+		})
+	}
 	fs.StringVar(&in.mpi, "mpi", "auto", "MPI bootstrap: auto (serve PMI to every rank), pmi, none, or openmpi (run Open MPI's mpirun over the agents)")
 }
 

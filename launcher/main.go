@@ -65,6 +65,11 @@ Environment:
                            (default auto); none: no PMI; openmpi: run Open
                            MPI's mpirun with the agents as its ssh transport
                            (launcher --rsh HOST CMD is that transport)
+  -usize, -universe-size N|SYSTEM|INFINITE
+                           the universe size PMI tells ranks
+                           (MPI_UNIVERSE_SIZE): N, SYSTEM (the slots of the
+                           hosts that run ranks) or INFINITE; default, as
+                           Hydra: unknown (-1)
 
 Output (rank lines go to stdout/stderr whole, never mixed):
   -tags auto|none|rank|mpirun

@@ -142,7 +142,11 @@ func (c *conn) servePMI1() (v2 bool, err error) {
 		case "get_my_kvsname":
 			reply = "cmd=my_kvsname kvsname=" + s.job.KVSName
 		case "get_universe_size":
-			reply = "cmd=universe_size size=" + strconv.Itoa(s.job.Size)
+			size := s.job.UniverseSize
+			if size <= 0 {
+				size = -1
+			}
+			reply = "cmd=universe_size size=" + strconv.Itoa(size)
 		case "put":
 			reply = c.pmi1Put(req)
 		case "get":

@@ -189,7 +189,7 @@ func TestPMI1MiscCommands(t *testing.T) {
 	s := newTestServer(t, Job{KVSName: "kvs_9", Size: 1, AppNum: 2}, []int{0}, nil, Events{})
 	c := fdClient(t, s, 0)
 	for _, tt := range [][2]string{
-		{"cmd=get_universe_size", "cmd=universe_size size=1"},
+		{"cmd=get_universe_size", "cmd=universe_size size=-1"}, // unknown, as Hydra without -usize
 		{"cmd=get_appnum", "cmd=appnum appnum=2"},
 		{"cmd=get kvsname=kvs_9 key=PMI_dead_processes", "cmd=get_result rc=0 msg=success value="},
 		{"cmd=get kvsname=kvs_9 key=PMI_process_mapping", "cmd=get_result rc=-1 msg=key_PMI_process_mapping_not_found value=unknown"},
@@ -209,6 +209,9 @@ func TestPMI1MiscCommands(t *testing.T) {
 	c.send("endcmd")
 	c.expect("cmd=spawn_result rc=-1 msg=spawn_not_supported")
 	c.call("cmd=get_my_kvsname", "cmd=my_kvsname kvsname=kvs_9")
+
+	s = newTestServer(t, Job{KVSName: "kvs_u", Size: 1, UniverseSize: 8}, []int{0}, nil, Events{})
+	fdClient(t, s, 0).call("cmd=get_universe_size", "cmd=universe_size size=8")
 }
 
 func TestPMI1AbortAndEOF(t *testing.T) {

@@ -264,7 +264,7 @@ func (c *conn) pmi2JobAttr(req attrs) error {
 	var ok bool
 	switch req.str("key") {
 	case keyUniverseSize:
-		v, ok = strconv.Itoa(c.s.job.Size), true
+		v, ok = strconv.Itoa(c.s.job.UniverseSize), c.s.job.UniverseSize > 0
 	case keyProcessMapping, keyDeadProcesses:
 		v, ok = c.s.kvs.get(req.str("key"))
 	}

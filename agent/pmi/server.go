@@ -29,6 +29,11 @@ type Job struct {
 	AppNum int
 	// JobID is the PMI-2 job id (job-getid). Empty means KVSName.
 	JobID string
+	// UniverseSize is the answer to PMI-1 get_universe_size and PMI-2
+	// info-getjobattr universeSize. 0 or less means unknown: PMI-1 gets
+	// -1 and PMI-2 found=FALSE, as from Hydra without -usize (MPICH then
+	// leaves MPI_UNIVERSE_SIZE unset).
+	UniverseSize int
 }
 
 // Fencer carries one host's barrier to the rest of the job.

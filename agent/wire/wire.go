@@ -201,6 +201,10 @@ type PMIJob struct {
 	KVSName string `json:"kvs_name"`
 	Size    int    `json:"size"`
 	Mapping string `json:"mapping"` // PMI_process_mapping
+	// UniverseSize is what ranks are told the universe size is (PMI-1
+	// universe_size, PMI-2 universeSize); 0 or less means unknown: -1,
+	// and found=FALSE, as Hydra answers without -usize.
+	UniverseSize int `json:"universe_size,omitempty"`
 }
 
 // Ready answers StartJob.
