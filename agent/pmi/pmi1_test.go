@@ -193,11 +193,15 @@ func TestPMI1MiscCommands(t *testing.T) {
 		{"cmd=get_appnum", "cmd=appnum appnum=2"},
 		{"cmd=get kvsname=kvs_9 key=PMI_dead_processes", "cmd=get_result rc=0 msg=success value="},
 		{"cmd=get kvsname=kvs_9 key=PMI_process_mapping", "cmd=get_result rc=-1 msg=key_PMI_process_mapping_not_found value=unknown"},
+		// The name service with no Names given: a table of the server's
+		// own, Hydra's replies (pmiserv_pmi_v1.c).
 		{"cmd=lookup_name service=svc", "cmd=lookup_result rc=1 msg=service_not_found"},
 		{"cmd=publish_name service=svc port=tag#0$port#5$", "cmd=publish_result info=ok rc=0 msg=success"},
+		{"cmd=publish_name service=svc port=other", "cmd=publish_result info=ok rc=1 msg=key_already_present"},
 		{"cmd=lookup_name service=svc", "cmd=lookup_result port=tag#0$port#5$ info=ok rc=0 msg=success"},
 		{"cmd=unpublish_name service=svc", "cmd=unpublish_result info=ok rc=0 msg=success"},
-		{"cmd=unpublish_name service=svc", "cmd=unpublish_result rc=1 msg=service_not_found"},
+		{"cmd=unpublish_name service=svc", "cmd=unpublish_result info=ok rc=1 msg=service_not_found"},
+		{"cmd=lookup_name", "cmd=lookup_result rc=-1 msg=missing_service"},
 		{"cmd=getbyidx kvsname=kvs_9 idx=0", "cmd=getbyidx_result rc=-1 msg=unknown_command"},
 		{"cmd=init pmi_version=3 pmi_subversion=0", "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1"},
 	} {

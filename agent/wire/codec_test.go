@@ -151,8 +151,8 @@ func TestEveryKindHasALimit(t *testing.T) {
 			t.Errorf("%s has no limit: the reader would refuse it", k)
 		}
 	}
-	if Limit(KindPing+1) != 0 {
-		t.Errorf("kind %d after the last has a limit", KindPing+1)
+	if Limit(KindNameReply+1) != 0 {
+		t.Errorf("kind %d after the last has a limit", KindNameReply+1)
 	}
 }
 

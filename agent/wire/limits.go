@@ -72,7 +72,8 @@ func Limit(k Kind) int {
 	case KindStdin:
 		return stdinHeader + MaxStdinData
 	case KindReady, KindGo, KindStarted, KindExit, KindSignal, KindStop, KindAbort, KindDone,
-		KindError, KindPrepare, KindPrepared, KindProbe, KindProbeResult, KindStdinAck, KindPing:
+		KindError, KindPrepare, KindPrepared, KindProbe, KindProbeResult, KindStdinAck, KindPing,
+		KindName, KindNameReply:
 		return MaxControl
 	}
 	return 0
