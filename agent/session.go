@@ -173,7 +173,8 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login Lo
 		defer w.stop()
 		heard = w.heard
 	}
-	s := &session{heard: heard, a: a, login: login, conn: conn, log: log, jobID: h.JobID, facts: f, fences: map[int]chan map[string]string{}, stdin: make(chan stdinChunk, 4)}
+	s := &session{heard: heard, a: a, login: login, conn: conn, log: log, jobID: h.JobID, facts: f, fences: map[int]chan map[string]string{}, stdin: make(chan stdinChunk, 4),
+		names: &launcherNames{conn: conn, wait: map[uint64]chan wire.NameReply{}}}
 	a.track(h.JobID, 1)
 	defer a.track(h.JobID, -1)
 	var writer sync.WaitGroup
@@ -261,6 +262,8 @@ type session struct {
 
 	fmu    sync.Mutex
 	fences map[int]chan map[string]string
+
+	names *launcherNames // the job's PMI name service, at the launcher
 
 	stdin chan stdinChunk
 }
@@ -392,6 +395,12 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		if ch != nil {
 			ch <- fd.Puts
 		}
+	case wire.KindNameReply:
+		var r wire.NameReply
+		if err := m.Decode(&r); err != nil {
+			return err
+		}
+		s.names.answer(r)
 	case wire.KindPrepare:
 		var p wire.Prepare
 		if err := m.Decode(&p); err != nil {
@@ -445,10 +454,11 @@ func (s *session) prepare(ctx context.Context, j *wire.StartJob) error {
 		if len(local) < j.PMI.Size {
 			fencer = pmi.FenceFunc(s.fence)
 		}
-		srv, err := pmi.NewServer(ctx, pmi.Job{KVSName: j.PMI.KVSName, Size: j.PMI.Size, Mapping: j.PMI.Mapping, JobID: j.JobID}, local, fencer, pmi.Events{
+		srv, err := pmi.NewServer(ctx, pmi.Job{KVSName: j.PMI.KVSName, Size: j.PMI.Size, Mapping: j.PMI.Mapping, JobID: j.JobID, UniverseSize: j.PMI.UniverseSize}, local, fencer, pmi.Events{
 			Abort: func(rank, code int, msg string) {
 				_ = s.conn.Send(wire.KindAbort, wire.Abort{Rank: rank, Code: code, Msg: msg})
 			},
+			Names: s.names,
 		})
 		if err != nil {
 			return fmt.Errorf("PMI server: %w", err)

@@ -11,7 +11,7 @@ const maxTagDigits = 9
 //
 //	[1,3]<stdout>:text   mpirun --tag-output (rank 3; job id ignored)
 //	[3]<stderr>:text     horovodrun
-//	[3] text             gangway's own default tag
+//	[3] text             gangway's -l and Hydra's -prepend-rank
 //
 // ok is false, and rest is line, when line carries no tag. rest aliases line.
 func StripTag(line []byte) (rank int, rest []byte, ok bool) {

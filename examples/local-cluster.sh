@@ -20,7 +20,9 @@ for ip in 127.0.0.2 127.0.0.3; do
 	pids="$pids $!"
 done
 echo "agents: 127.0.0.2:22122 127.0.0.3:22122 (logs in $dir until exit)"
-echo "+ bin/launcher -np 8 -H 127.0.0.2:4,127.0.0.3:4 ... bin/synthetic -slow-ranks 5 -slowdown 0.2"
-bin/launcher -np 8 -H 127.0.0.2:4,127.0.0.3:4 \
+# -l: tag every line with its rank even when this script's output goes to
+# a pipe or a file (the launcher tags only a terminal by default).
+echo "+ bin/launcher -l -np 8 -H 127.0.0.2:4,127.0.0.3:4 ... bin/synthetic -slow-ranks 5 -slowdown 0.2"
+bin/launcher -l -np 8 -H 127.0.0.2:4,127.0.0.3:4 \
 	-i "$dir/id_ed25519" --known-hosts "$dir/known_hosts" --accept-new-host-keys \
 	bin/synthetic -steps 60 -display-every 10 -slow-ranks 5 -slowdown 0.2

@@ -48,11 +48,24 @@ type Environment struct {
 	MCA  []string // OMPI_MCA_KEY=VALUE, in flag order
 	Dir  string   // working directory of every rank; "" means the launcher's
 	PMI  bool     // serve PMI-1/PMI-2 to every rank (--mpi auto|pmi)
+	// Universe is -usize: the universe size PMI tells ranks (MPI's
+	// MPI_UNIVERSE_SIZE). 0 (not given) and UniverseInfinite answer -1,
+	// unknown, as Hydra does; UniverseSystem is the slots of the hosts
+	// that run ranks; a positive number is itself.
+	Universe int
 }
+
+// Special -usize values, Hydra's words.
+const (
+	UniverseInfinite = -1 // INFINITE
+	UniverseSystem   = -2 // SYSTEM
+)
 
 // Output is how rank output and the launcher's own messages are shown.
 type Output struct {
-	Tag            bool // mpirun's [1,R]<stdout>: instead of [R]
+	// Tags is how console lines show their rank; TagAuto (no flag given)
+	// is resolved by Main from the launcher's stdout (Resolve).
+	Tags           TagStyle
 	Timestamp      bool
 	Dir            string // --output-filename
 	From           RankSet
@@ -179,8 +192,9 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 	if err := fs.Parse(opts); err != nil {
 		return c, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
+	c.in.given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.in.given[f.Name] = true })
 	c.Argv = prog
-	fs.Visit(func(f *flag.Flag) { c.in.transportSet = c.in.transportSet || f.Name == "transport" })
 	if c.in.mpi == "openmpi" {
 		c.Mode = max(c.Mode, ModeOpenMPI)
 	}
@@ -208,6 +222,9 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 		if err = c.resolveHosts(getenv); err == nil {
 			err = c.resolveInputs(environ)
 		}
+		if err == nil {
+			err = c.resolveTimeout(getenv)
+		}
 	}
 	if err == nil {
 		err = c.resolveTransport(getenv)
@@ -227,7 +244,7 @@ func (c *Config) resolveTransport(getenv func(string) string) error {
 	t := &c.Transport
 	inAlloc := getenv("SLURM_JOB_ID") != ""
 	switch {
-	case !c.in.transportSet && inAlloc && c.Place.Source == HostsSlurm && c.Mode != ModeOpenMPI:
+	case !c.in.given["transport"] && inAlloc && c.Place.Source == HostsSlurm && c.Mode != ModeOpenMPI:
 		t.Kind = "slurm"
 	case t.Kind != "slurm":
 	case !inAlloc:

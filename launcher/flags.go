@@ -18,7 +18,7 @@ type flagInputs struct {
 	exports, envFiles    []string
 	stdin, outputFrom    string
 	mpi                  string
-	transportSet         bool // --transport was given (else Parse may choose slurm)
+	given                map[string]bool // the flags the command line set
 }
 
 // flagSet registers every flag on the Config it fills, group by group.
@@ -78,11 +78,32 @@ func (e *Environment) register(fs *flag.FlagSet, in *flagInputs) {
 	for _, n := range []string{"wdir", "wd"} {
 		fs.StringVar(&e.Dir, n, "", "working directory of every rank (default: the launcher's)")
 	}
+	for _, n := range []string{"usize", "universe-size"} {
+		fs.Func(n, "universe size PMI tells ranks: N, SYSTEM (the slots of the hosts that run ranks) or INFINITE (default: unknown, -1)", func(s string) error {
+			switch strings.ToUpper(s) {
+			case "SYSTEM":
+				e.Universe = UniverseSystem
+			case "INFINITE":
+				e.Universe = UniverseInfinite
+			default:
+				n, err := strconv.Atoi(s)
+				if err != nil || n < 1 || n > MaxRanks {
+					return fmt.Errorf("want a size from 1 to %d, SYSTEM or INFINITE, got %q", MaxRanks, s)
+				}
+				e.Universe = n
+			}
+			return nil
+		})
+	}
 	fs.StringVar(&in.mpi, "mpi", "auto", "MPI bootstrap: auto (serve PMI to every rank), pmi, none, or openmpi (run Open MPI's mpirun over the agents)")
 }
 
 func (o *Output) register(fs *flag.FlagSet, in *flagInputs) {
-	fs.BoolVar(&o.Tag, "tag-output", false, "tag lines as mpirun does: [1,RANK]<stdout>:")
+	fs.Var(tagsFlag{&o.Tags}, "tags", "rank tags on console lines: auto (rank on a terminal, none otherwise), none, rank ([R] ) or mpirun ([1,R]<stdout>:)")
+	for _, n := range []string{"l", "prepend-rank"} {
+		fs.Var(tagFlag{&o.Tags, TagRank}, n, "tag lines [RANK]  as Hydra's -prepend-rank does (--tags rank)")
+	}
+	fs.Var(tagFlag{&o.Tags, TagMpirun}, "tag-output", "tag lines as mpirun does: [1,RANK]<stdout>: (--tags mpirun)")
 	fs.BoolVar(&o.Timestamp, "timestamp-output", false, "prefix every line with the time it arrived")
 	fs.StringVar(&o.Dir, "output-filename", "", "also write DIR/rank.R/stdout and stderr")
 	fs.StringVar(&in.outputFrom, "output-from", "", "show only these ranks on the console, e.g. 0,4-7 (files keep all)")
@@ -123,7 +144,7 @@ func (n *Network) register(fs *flag.FlagSet) {
 }
 
 func (c *Control) register(fs *flag.FlagSet) {
-	fs.Var(durationSecs{&c.Timeout}, "timeout", "stop the job after SECONDS (or a duration such as 10m) and exit 124")
+	fs.Var(durationSecs{&c.Timeout}, "timeout", "stop the job after SECONDS (or a duration such as 10m) and exit 124 (default: $MPIEXEC_TIMEOUT)")
 	fs.DurationVar(&c.KillGrace, "kill-grace", DefaultKillGrace, "time between SIGTERM and SIGKILL when stopping ranks")
 	fs.IntVar(&c.MaxRestarts, "max-restarts", 0, "restart the whole gang up to N times after a rank failure or a lost agent")
 	c.RestartBackoff = time.Second
@@ -174,6 +195,52 @@ func (f modeFlag) Set(s string) error {
 	}
 	if on {
 		*f.m = max(*f.m, f.mode)
+	}
+	return nil
+}
+
+// tagsFlag is --tags auto|none|rank|mpirun.
+type tagsFlag struct{ v *TagStyle }
+
+func (f tagsFlag) String() string {
+	if f.v == nil {
+		return TagAuto.String()
+	}
+	return f.v.String()
+}
+func (f tagsFlag) Set(s string) error {
+	for t, name := range tagNames {
+		if s == name {
+			*f.v = TagStyle(t)
+			return nil
+		}
+	}
+	return fmt.Errorf("want auto, none, rank or mpirun, got %q", s)
+}
+
+// tagFlag is a boolean spelling of one tag style (-l, --tag-output):
+// true selects it, false selects no tags. Of several tag flags the last
+// one wins.
+type tagFlag struct {
+	v     *TagStyle
+	style TagStyle
+}
+
+func (f tagFlag) IsBoolFlag() bool { return true }
+func (f tagFlag) String() string {
+	if f.v != nil && *f.v == f.style {
+		return "true"
+	}
+	return "false"
+}
+func (f tagFlag) Set(s string) error {
+	on, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("invalid boolean value %q", s)
+	}
+	*f.v = TagNone
+	if on {
+		*f.v = f.style
 	}
 	return nil
 }

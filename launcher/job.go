@@ -159,6 +159,10 @@ func decode(host int, m wire.Msg) (any, error) {
 		var ev evFence
 		ev.host, err = host, m.Decode(&ev.f)
 		return ev, err
+	case wire.KindName:
+		var ev evName
+		ev.host, err = host, m.Decode(&ev.n)
+		return ev, err
 	case wire.KindStarted:
 		var ev evStarted
 		ev.host, err = host, m.Decode(&ev.st)
@@ -307,6 +311,10 @@ func (j *job) do(acts []action, cancel context.CancelCauseFunc, started time.Tim
 			cancel(a.cause)
 		case actFenceDone:
 			j.broadcast(wire.KindFenceDone, a.f)
+		case actNameReply:
+			if err := j.sessions[a.host].conn.Send(wire.KindNameReply, a.r); err != nil {
+				j.log.Debug("send failed", zap.String("host", j.sessions[a.host].host.Name), zap.Stringer("kind", wire.KindNameReply), zap.Error(err))
+			}
 		case actClose:
 			j.sessions[a.host].close()
 		case actLog:

@@ -68,9 +68,21 @@ Environment:
                            (default auto); none: no PMI; openmpi: run Open
                            MPI's mpirun with the agents as its ssh transport
                            (launcher --rsh HOST CMD is that transport)
+  -usize, -universe-size N|SYSTEM|INFINITE
+                           the universe size PMI tells ranks
+                           (MPI_UNIVERSE_SIZE): N, SYSTEM (the slots of the
+                           hosts that run ranks) or INFINITE; default, as
+                           Hydra: unknown (-1)
 
-Output:
-  -tag-output              mpirun-style tags [1,R]<stdout>: (default [R] )
+Output (rank lines go to stdout/stderr whole, never mixed):
+  -tags auto|none|rank|mpirun
+                           how lines show their rank: auto (default) tags
+                           [R]  when stdout is a terminal and prints lines
+                           untagged otherwise (pipes, files, scripts), as
+                           mpirun and Hydra print them unless asked;
+                           none: exactly as the rank wrote them
+  -l, -prepend-rank        tags [R]  (Hydra's spelling; -tags rank)
+  -tag-output              tags [1,R]<stdout>: (mpirun's; -tags mpirun)
   -timestamp-output        prefix lines with their arrival time
   -output-filename DIR     also write DIR/rank.R/stdout and stderr
   -output-from RANKS       console shows only these ranks (0,4-7)
@@ -89,11 +101,14 @@ Throughput (summary printed at the end when ranks print known formats):
   -report FILE.json        write the full report
   -plot FILE.png           draw per-rank throughput over time
   -no-summary              do not print the summary
-  -analyze FILES...        analyse saved logs instead of running
+  -analyze FILES...        analyse saved logs instead of running; lines
+                           are attributed to ranks by their tags, so save
+                           logs with -l or -tag-output (untagged lines
+                           count as rank 0's)
 
 Control:
   -timeout SECONDS         stop the job after this long (restarts included),
-                           exit 124
+                           exit 124 (default: $MPIEXEC_TIMEOUT, as mpiexec)
   -kill-grace DURATION     SIGTERM to SIGKILL delay when stopping (default 5s)
   -max-restarts N          after a rank failure or a lost agent, start the
                            whole gang again, up to N times (default 0); never
@@ -190,6 +205,7 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 	if cfg.Out.ProgressAuto {
 		cfg.Out.Progress = isTerminal(d.Stderr)
 	}
+	cfg.Out.Tags = cfg.Out.Tags.Resolve(d.Stdout)
 	switch cfg.Mode {
 	case ModeInspect:
 		return Inspect(ctx, cfg, d)

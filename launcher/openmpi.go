@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -71,8 +72,8 @@ func openMPIArgs(cfg Config, self string, hostfilePath string, np int, root bool
 	if cfg.Place.Oversubscribe {
 		args = append(args, "--oversubscribe")
 	}
-	if cfg.Out.Tag {
-		args = append(args, "--tag-output")
+	if cfg.Out.Tags == TagRank || cfg.Out.Tags == TagMpirun {
+		args = append(args, "--tag-output") // mpirun has no [R] style
 	}
 	if cfg.Out.Timestamp {
 		args = append(args, "--timestamp-output")
@@ -189,7 +190,12 @@ func mpirunCommand(ctx context.Context, cfg Config) (cmd *exec.Cmd, cleanup func
 		cleanup()
 		return nil, nil, usageError{err}
 	}
-	return exec.CommandContext(ctx, mpirun, append(args, cfg.Argv...)...), cleanup, nil
+	cmd = exec.CommandContext(ctx, mpirun, append(args, cfg.Argv...)...)
+	// The launcher's --timeout (MPIEXEC_TIMEOUT when not given) bounds
+	// the job; mpirun, which reads MPIEXEC_TIMEOUT too, must not race it
+	// with its own limit, message and exit code.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, TimeoutEnv+"=") })
+	return cmd, cleanup, nil
 }
 
 // writeHostfile writes hosts in Open MPI's format, without ports (mpirun

@@ -29,12 +29,50 @@ type Observer interface {
 	Observe(rank int, host string, t time.Time, line []byte)
 }
 
-// console routes rank output: tagged to the launcher's stdout/stderr
-// (whole lines only, one write per frame, under one lock so lines of
-// different ranks never mix), raw to per-rank files, and to the observer.
+// TagStyle is how the console marks each rank line with its rank.
+type TagStyle int
+
+// Tag styles. mpirun and Hydra print rank output untagged unless asked
+// (--tag-output, -prepend-rank); gangway tags for people at a terminal
+// and, like them, not for scripts and pipes.
+const (
+	TagAuto   TagStyle = iota // TagRank when stdout is a terminal, else TagNone
+	TagNone                   // the line exactly as the rank wrote it
+	TagRank                   // "[R] text": Hydra's -prepend-rank (-l)
+	TagMpirun                 // "[1,R]<stdout>:text": mpirun's --tag-output
+)
+
+var tagNames = [...]string{TagAuto: "auto", TagNone: "none", TagRank: "rank", TagMpirun: "mpirun"}
+
+func (t TagStyle) String() string {
+	if t >= 0 && int(t) < len(tagNames) {
+		return tagNames[t]
+	}
+	return "TagStyle(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Resolve turns TagAuto into the style for a console writing to stdout:
+// rank tags for a terminal (a person), none for a pipe or a file (a
+// script or harness, which expects what mpirun prints). Other styles are
+// returned as they are.
+func (t TagStyle) Resolve(stdout io.Writer) TagStyle {
+	if t != TagAuto {
+		return t
+	}
+	if isTerminal(stdout) {
+		return TagRank
+	}
+	return TagNone
+}
+
+// console routes rank output: tagged (or not) to the launcher's
+// stdout/stderr (whole lines only, one write per frame, under one lock so
+// lines of different ranks never mix), raw to per-rank files, and to the
+// observer (which attributes lines by their frame's rank, whatever the
+// tags).
 type console struct {
 	stdout, stderr io.Writer
-	tag            string // "rank" ([R] ), "mpirun" ([1,R]<stdout>:)
+	tags           TagStyle // resolved: never TagAuto
 	timestamp      bool
 	from           RankSet
 	dir            string
@@ -75,6 +113,29 @@ func (r *ring) list() []string {
 
 // scratch is a per-goroutine buffer for building tagged output.
 type scratch struct{ buf []byte }
+
+// lines returns data's lines, each after prefix, the last one ended with
+// a newline if it has none. Untagged whole lines are data itself.
+func (sc *scratch) lines(prefix, data []byte) []byte {
+	if len(prefix) == 0 && data[len(data)-1] == '\n' {
+		return data
+	}
+	b := sc.buf[:0]
+	rest := data
+	for len(rest) > 0 {
+		i := bytes.IndexByte(rest, '\n')
+		b = append(b, prefix...)
+		if i < 0 {
+			b = append(b, rest...)
+			b = append(b, '\n')
+			break
+		}
+		b = append(b, rest[:i+1]...)
+		rest = rest[i+1:]
+	}
+	sc.buf = b
+	return b
+}
 
 // write handles one output frame of whole lines from one rank.
 func (c *console) write(sc *scratch, rank int, s wire.Stream, data []byte) {
@@ -122,21 +183,7 @@ func (c *console) write(sc *scratch, rank int, s wire.Stream, data []byte) {
 	if !c.from.Has(rank) {
 		return
 	}
-	prefix := c.prefix(rank, s, now)
-	b := sc.buf[:0]
-	rest := data
-	for len(rest) > 0 {
-		i := bytes.IndexByte(rest, '\n')
-		b = append(b, prefix...)
-		if i < 0 {
-			b = append(b, rest...)
-			b = append(b, '\n')
-			break
-		}
-		b = append(b, rest[:i+1]...)
-		rest = rest[i+1:]
-	}
-	sc.buf = b
+	b := sc.lines(c.prefix(rank, s, now), data)
 	w := c.stdout
 	if s == wire.Stderr {
 		w = c.stderr
@@ -151,14 +198,14 @@ func (c *console) prefix(rank int, s wire.Stream, now time.Time) []byte {
 	if c.timestamp {
 		p = now.AppendFormat(p, "2006-01-02T15:04:05.000 ")
 	}
-	switch c.tag {
-	case "mpirun":
+	switch c.tags {
+	case TagMpirun:
 		p = append(p, "[1,"...)
 		p = strconv.AppendInt(p, int64(rank), 10)
 		p = append(p, "]<"...)
 		p = append(p, s.String()...)
 		p = append(p, ">:"...)
-	default:
+	case TagRank:
 		p = append(p, '[')
 		p = strconv.AppendInt(p, int64(rank), 10)
 		p = append(p, "] "...)
@@ -224,8 +271,8 @@ func (c *console) close() error {
 	return c.ferr
 }
 
-// Modes of the files the launcher creates: its umask applies's umask applies
-// to their modes, as with mpirun (0755 directories, 0644 files).
+// Modes of the files the launcher creates: its umask applies to their
+// modes, as with mpirun (0755 directories, 0644 files).
 const (
 	dirMode  = 0o755
 	fileMode = 0o644
@@ -291,12 +338,8 @@ func (c *console) quietFor(since, now time.Time) time.Duration {
 }
 
 func newConsole(o Output, ranks int, stdout, stderr io.Writer, hostOf func(int) string, obs Observer) *console {
-	tag := "rank"
-	if o.Tag {
-		tag = "mpirun"
-	}
 	return &console{
-		stdout: stdout, stderr: stderr, tag: tag, timestamp: o.Timestamp,
+		stdout: stdout, stderr: stderr, tags: o.Tags.Resolve(stdout), timestamp: o.Timestamp,
 		from: o.From, dir: o.Dir, hostOf: hostOf, obs: obs,
 		files: map[fileKey]*os.File{}, tails: map[int]*ring{}, last: make([]atomic.Int64, ranks),
 	}

@@ -2,10 +2,17 @@ package launcher
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"gangway/agent/wire"
 )
@@ -16,7 +23,7 @@ import (
 func TestRankFilesExact(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	c := newConsole(Output{Dir: dir}, 1, &out, &errb, nil, nil)
+	c := newConsole(Output{Dir: dir, Tags: TagRank}, 1, &out, &errb, nil, nil)
 	var sc scratch
 	c.write(&sc, 0, wire.Stdout, []byte("a\nb\n"))
 	c.write(&sc, 0, wire.Stdout, []byte("no newline"))
@@ -54,7 +61,7 @@ func TestRankFilesNoFollow(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out, errb bytes.Buffer
-		c := newConsole(Output{Dir: dir}, 1, &out, &errb, nil, nil)
+		c := newConsole(Output{Dir: dir, Tags: TagRank}, 1, &out, &errb, nil, nil)
 		var sc scratch
 		c.write(&sc, 0, wire.Stdout, []byte("overwritten\n"))
 		err := c.close()
@@ -146,5 +153,120 @@ func TestCheckPaths(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 3 { // f, new, ro
 		t.Errorf("probe files left behind: %v", entries)
+	}
+}
+
+// lineObserver records what the console hands the throughput collector.
+type lineObserver struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (o *lineObserver) Observe(rank int, host string, _ time.Time, line []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.lines = append(o.lines, fmt.Sprintf("%d@%s %s", rank, host, line))
+}
+
+// TestConsoleTags: each tag style's console bytes, exact; untagged lines
+// are exactly what the rank wrote (a last line without a newline gets
+// one). The observer sees the same lines with the same ranks whatever the
+// style: the collector attributes a line by its frame, not by its tag.
+func TestConsoleTags(t *testing.T) {
+	frames := []struct {
+		rank int
+		s    wire.Stream
+		data string
+	}{
+		{0, wire.Stdout, "total images/sec: 10\n"},
+		{3, wire.Stdout, " No Errors\n[1] not a tag\n"},
+		{3, wire.Stderr, "warn\n"},
+		{12, wire.Stdout, "no newline"},
+	}
+	for _, tc := range []struct {
+		tags           TagStyle
+		stdout, stderr string
+	}{
+		{TagNone, "total images/sec: 10\n No Errors\n[1] not a tag\nno newline\n", "warn\n"},
+		{TagAuto, "total images/sec: 10\n No Errors\n[1] not a tag\nno newline\n", "warn\n"}, // a buffer is no terminal
+		{TagRank, "[0] total images/sec: 10\n[3]  No Errors\n[3] [1] not a tag\n[12] no newline\n", "[3] warn\n"},
+		{TagMpirun, "[1,0]<stdout>:total images/sec: 10\n[1,3]<stdout>: No Errors\n[1,3]<stdout>:[1] not a tag\n[1,12]<stdout>:no newline\n", "[1,3]<stderr>:warn\n"},
+	} {
+		t.Run(tc.tags.String(), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			obs := &lineObserver{}
+			c := newConsole(Output{Tags: tc.tags}, 13, &out, &errb, func(r int) string { return "h" + strconv.Itoa(r%2) }, obs)
+			var sc scratch
+			for _, f := range frames {
+				c.write(&sc, f.rank, f.s, []byte(f.data))
+			}
+			if out.String() != tc.stdout || errb.String() != tc.stderr {
+				t.Errorf("stdout %q, stderr %q; want %q, %q", out.String(), errb.String(), tc.stdout, tc.stderr)
+			}
+			want := []string{"0@h0 total images/sec: 10", "3@h1  No Errors", "3@h1 [1] not a tag", "3@h1 warn", "12@h0 no newline"}
+			if !slices.Equal(obs.lines, want) {
+				t.Errorf("observed %q, want %q", obs.lines, want)
+			}
+		})
+	}
+}
+
+// TestConsoleUntaggedWholeLines: untagged output of ranks writing at once
+// still reaches the console in whole lines, never two ranks' bytes in
+// one line.
+func TestConsoleUntaggedWholeLines(t *testing.T) {
+	var out bytes.Buffer
+	c := newConsole(Output{Tags: TagNone}, 8, &out, io.Discard, nil, nil)
+	const ranks, frames = 8, 200
+	var wg sync.WaitGroup
+	for r := range ranks {
+		wg.Go(func() {
+			var sc scratch
+			line := strings.Repeat(strconv.Itoa(r), 100) + "\n"
+			for range frames {
+				c.write(&sc, r, wire.Stdout, []byte(line+line+line))
+			}
+		})
+	}
+	wg.Wait()
+	n := 0
+	for l := range strings.Lines(out.String()) {
+		n++
+		if len(l) != 101 || strings.Count(l, l[:1]) != 100 {
+			t.Fatalf("line %d mixes ranks: %q", n, l)
+		}
+	}
+	if n != ranks*frames*3 {
+		t.Errorf("%d lines, want %d", n, ranks*frames*3)
+	}
+}
+
+func TestTagStyleResolve(t *testing.T) {
+	// A pseudo-terminal's master side is a terminal to isTerminal.
+	tty, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("no pseudo-terminal to test with: %v", err)
+	}
+	defer tty.Close()
+	var buf bytes.Buffer
+	for _, tc := range []struct {
+		in   TagStyle
+		w    io.Writer
+		want TagStyle
+	}{
+		{TagAuto, &buf, TagNone},
+		{TagAuto, io.Discard, TagNone},
+		{TagNone, &buf, TagNone},
+		{TagRank, &buf, TagRank},
+		{TagMpirun, &buf, TagMpirun},
+	} {
+		if got := tc.in.Resolve(tc.w); got != tc.want {
+			t.Errorf("%v.Resolve(%T) = %v, want %v", tc.in, tc.w, got, tc.want)
+		}
+	}
+	for in, want := range map[TagStyle]TagStyle{TagAuto: TagRank, TagNone: TagNone, TagMpirun: TagMpirun} {
+		if got := in.Resolve(tty); got != want {
+			t.Errorf("%v.Resolve(terminal) = %v, want %v", in, got, want)
+		}
 	}
 }

@@ -278,3 +278,28 @@ func TestRoutePeers(t *testing.T) {
 		}
 	}
 }
+
+// TestUniverseSize: -usize as PMI tells it, Hydra's meanings: a number is
+// itself, SYSTEM the slots of the hosts that run ranks, INFINITE and no
+// -usize -1 (unknown).
+func TestUniverseSize(t *testing.T) {
+	slots := []int{3, 5, 7}
+	onFirst := []Rank{{Rank: 0, Host: 0}, {Rank: 1, Host: 0}}
+	onTwo := []Rank{{Rank: 0, Host: 0}, {Rank: 1, Host: 0}, {Rank: 2, Host: 0}, {Rank: 3, Host: 1}}
+	for _, tc := range []struct {
+		name  string
+		u     int
+		ranks []Rank
+		want  int
+	}{
+		{"not given", 0, onTwo, -1},
+		{"INFINITE", UniverseInfinite, onTwo, -1},
+		{"a number", 12, onTwo, 12},
+		{"SYSTEM, ranks on one host", UniverseSystem, onFirst, 3},
+		{"SYSTEM, ranks on two hosts", UniverseSystem, onTwo, 8},
+	} {
+		if got := universeSize(tc.u, slots, tc.ranks); got != tc.want {
+			t.Errorf("%s: universeSize(%d) = %d, want %d", tc.name, tc.u, got, tc.want)
+		}
+	}
+}

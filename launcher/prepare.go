@@ -68,7 +68,7 @@ func (j *job) jobEnv(choices []*nccl.Choice) JobEnv {
 func (j *job) start(ctx context.Context, envs [][]string) error {
 	var pmi *wire.PMIJob
 	if j.cfg.Env.PMI {
-		pmi = pmiJob(j.id, j.ranks)
+		pmi = pmiJob(j.id, j.ranks, j.universe())
 	}
 	byHost := make([][]wire.RankSpec, len(j.sessions))
 	for _, r := range j.ranks {
@@ -97,12 +97,44 @@ func (j *job) start(ctx context.Context, envs [][]string) error {
 }
 
 // pmiJob builds the PMI description shared by every host.
-func pmiJob(jobID string, ranks []Rank) *wire.PMIJob {
+func pmiJob(jobID string, ranks []Rank, universe int) *wire.PMIJob {
 	node := make([]int, len(ranks))
 	for _, r := range ranks {
 		node[r.Rank] = r.NodeRank
 	}
-	return &wire.PMIJob{KVSName: "kvs_" + jobID, Size: len(ranks), Mapping: wire.ProcessMapping(node)}
+	return &wire.PMIJob{KVSName: "kvs_" + jobID, Size: len(ranks), Mapping: wire.ProcessMapping(node), UniverseSize: universe}
+}
+
+// universe is the universe size PMI tells the ranks (-usize).
+func (j *job) universe() int {
+	slots := make([]int, len(j.sessions))
+	for i, s := range j.sessions {
+		slots[i] = s.host.Slots
+	}
+	return universeSize(j.cfg.Env.Universe, slots, j.ranks)
+}
+
+// universeSize resolves -usize u for ranks placed on hosts with slots (by
+// host index): a size is itself, SYSTEM is Hydra's (the slots of the
+// hosts that run ranks), and unset or INFINITE is -1, unknown.
+func universeSize(u int, slots []int, ranks []Rank) int {
+	switch {
+	case u > 0:
+		return u
+	case u == UniverseSystem:
+		used := make([]bool, len(slots))
+		for _, r := range ranks {
+			used[r.Host] = true
+		}
+		n := 0
+		for i, s := range slots {
+			if used[i] {
+				n += s
+			}
+		}
+		return n
+	}
+	return -1
 }
 
 // ErrPreflight is returned when hosts cannot reach each other.

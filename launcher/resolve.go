@@ -75,6 +75,25 @@ func (c *Config) resolveInputs(environ []string) error {
 	return nil
 }
 
+// TimeoutEnv is the variable Hydra and Open MPI's mpiexec read as a job
+// time limit in seconds; without --timeout, the launcher reads it too.
+const TimeoutEnv = "MPIEXEC_TIMEOUT"
+
+// resolveTimeout makes MPIEXEC_TIMEOUT (seconds, or a duration as
+// --timeout takes) the --timeout of a command line that gives none, so a
+// script written for mpiexec keeps its limit. A value that is not a time
+// is a usage error: a typo must not let a job run unbounded.
+func (c *Config) resolveTimeout(getenv func(string) string) error {
+	v := getenv(TimeoutEnv)
+	if c.in.given["timeout"] || v == "" {
+		return nil
+	}
+	if err := (durationSecs{&c.Control.Timeout}).Set(strings.TrimSpace(v)); err != nil {
+		return fmt.Errorf("%w: %s=%q: %v", ErrUsage, TimeoutEnv, v, err)
+	}
+	return nil
+}
+
 func mergeHosts(a, b []hostfile.Host) []hostfile.Host {
 	for _, h := range b {
 		found := false

@@ -32,6 +32,10 @@ type (
 		host int
 		f    wire.Fence
 	}
+	evName struct { // a rank's PMI name-service request
+		host int
+		n    wire.Name
+	}
 	evDone      struct{ host int }
 	evViolation struct { // the host broke the protocol
 		host int
@@ -84,6 +88,10 @@ type (
 		stacks map[int]string
 		tools  []string
 	}
+	actNameReply struct {
+		host int
+		r    wire.NameReply
+	} // answer a host's name-service request
 )
 
 // state is a running job as its loop sees it; only apply changes it.
@@ -102,7 +110,8 @@ type state struct {
 	killed   bool
 	lost     []string
 	fences   map[int]*fence
-	dump     *dump // the stacks being collected, nil when none are
+	dump     *dump             // the stacks being collected, nil when none are
+	names    map[string]string // the job's PMI name service: service -> port
 }
 
 // dump is one collection of every rank's stacks.
@@ -114,6 +123,10 @@ type dump struct {
 	tools   []string
 }
 
+// maxNames bounds the job's name table: MPI programs publish a handful
+// of names, and agents must not make the launcher grow without bound.
+const maxNames = 4096
+
 type fence struct {
 	arrived map[int]bool
 	puts    map[string]string
@@ -121,7 +134,7 @@ type fence struct {
 
 func newState(hosts []string, ranks []Rank, reportBindings bool) *state {
 	st := &state{hosts: hosts, hostOf: make([]int, len(ranks)), reportBindings: reportBindings,
-		exited: make([]bool, len(ranks)), done: make([]bool, len(hosts)), fences: map[int]*fence{}}
+		exited: make([]bool, len(ranks)), done: make([]bool, len(hosts)), fences: map[int]*fence{}, names: map[string]string{}}
 	for _, r := range ranks {
 		st.hostOf[r.Rank] = r.Host
 	}
@@ -145,6 +158,8 @@ func (st *state) apply(ev any) []action {
 			Err: fmt.Sprintf("called MPI_Abort with code %d %s", ev.a.Code, ev.a.Msg)})
 	case evFence:
 		return st.fence(ev.host, ev.f)
+	case evName:
+		return st.name(ev.host, ev.n)
 	case evDone:
 		st.markDone(ev.host)
 	case evLost:
@@ -376,6 +391,43 @@ func (st *state) fence(host int, f wire.Fence) []action {
 	}
 	delete(st.fences, f.Seq)
 	return []action{actFenceDone{wire.FenceDone{Seq: f.Seq, Puts: fs.puts}}}
+}
+
+// name answers a PMI name-service request from the job's one table, so a
+// name published by a rank on one host is found by ranks on every other
+// (Hydra keeps one table in mpiexec too). Every request is answered at
+// once: a lookup of a name nobody published is not found, never waited
+// for, as Hydra answers it.
+func (st *state) name(host int, n wire.Name) []action {
+	if len(n.Service) > wire.MaxNameLen || len(n.Port) > wire.MaxNameLen {
+		return st.violation(host, fmt.Sprintf("a name-service request of %d+%d bytes (at most %d each)", len(n.Service), len(n.Port), wire.MaxNameLen))
+	}
+	r := wire.NameReply{ID: n.ID, Status: wire.NameOK}
+	port, exists := st.names[n.Service]
+	switch n.Op {
+	case wire.NamePublish:
+		switch {
+		case exists:
+			r.Status = wire.NameExists
+		case len(st.names) >= maxNames:
+			r.Status = wire.NameFull
+		default:
+			st.names[n.Service] = n.Port
+		}
+	case wire.NameUnpublish:
+		if !exists {
+			r.Status = wire.NameNotFound
+		}
+		delete(st.names, n.Service)
+	case wire.NameLookup:
+		if !exists {
+			r.Status = wire.NameNotFound
+		}
+		r.Port = port
+	default:
+		return st.violation(host, fmt.Sprintf("a name-service request with the unknown op %q", n.Op))
+	}
+	return []action{actNameReply{host, r}}
 }
 
 func (st *state) started(host int, s wire.Started) []action {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -313,4 +314,82 @@ func TestApplyDumps(t *testing.T) {
 			t.Errorf("%v: want one dump, then a stop", acts)
 		}
 	})
+}
+
+// TestApplyNames: the job's one PMI name table. A name published on one
+// host is found from the other; a duplicate, an unknown name and a second
+// unpublish are answered at once with their statuses; each reply goes to
+// the asking host with its request's ID.
+func TestApplyNames(t *testing.T) {
+	st := twoHosts()
+	name := func(host int, id uint64, op, service, port string) evName {
+		return evName{host, wire.Name{ID: id, Op: op, Service: service, Port: port}}
+	}
+	reply := func(host int, id uint64, status, port string) action {
+		return actNameReply{host, wire.NameReply{ID: id, Status: status, Port: port}}
+	}
+	for _, tc := range []struct {
+		name string
+		ev   evName
+		want action
+	}{
+		{"lookup before publish: not found at once", name(1, 1, wire.NameLookup, "svc", ""), reply(1, 1, wire.NameNotFound, "")},
+		{"publish", name(0, 1, wire.NamePublish, "svc", "tag#0$port#5$"), reply(0, 1, wire.NameOK, "")},
+		{"publish again from another host: exists", name(1, 2, wire.NamePublish, "svc", "other"), reply(1, 2, wire.NameExists, "")},
+		{"lookup from the other host", name(1, 3, wire.NameLookup, "svc", ""), reply(1, 3, wire.NameOK, "tag#0$port#5$")},
+		{"lookup from the publisher's host", name(0, 2, wire.NameLookup, "svc", ""), reply(0, 2, wire.NameOK, "tag#0$port#5$")},
+		{"lookup of another name", name(0, 3, wire.NameLookup, "nosuch", ""), reply(0, 3, wire.NameNotFound, "")},
+		{"unpublish from the other host", name(1, 4, wire.NameUnpublish, "svc", ""), reply(1, 4, wire.NameOK, "")},
+		{"unpublish again", name(0, 4, wire.NameUnpublish, "svc", ""), reply(0, 4, wire.NameNotFound, "")},
+		{"lookup after unpublish", name(1, 5, wire.NameLookup, "svc", ""), reply(1, 5, wire.NameNotFound, "")},
+		{"publish after unpublish", name(1, 6, wire.NamePublish, "svc", "again"), reply(1, 6, wire.NameOK, "")},
+		{"the new port", name(0, 5, wire.NameLookup, "svc", ""), reply(0, 5, wire.NameOK, "again")},
+	} {
+		acts := st.apply(tc.ev)
+		if len(acts) != 1 || !reflect.DeepEqual(acts[0], tc.want) {
+			t.Errorf("%s: actions %+v, want [%+v]", tc.name, acts, tc.want)
+		}
+	}
+	if len(st.failures) != 0 || len(st.lost) != 0 || st.stopping {
+		t.Errorf("name requests failed or stopped the job: %v %v", st.failures, st.lost)
+	}
+}
+
+// TestApplyNamesBounded: the table holds maxNames names (later publishes
+// are refused with NameFull, and lookups still work); a request over
+// wire.MaxNameLen or with an unknown op is a protocol violation that ends
+// its host.
+func TestApplyNamesBounded(t *testing.T) {
+	st := twoHosts()
+	for i := range maxNames {
+		acts := st.apply(evName{0, wire.Name{ID: uint64(i), Op: wire.NamePublish, Service: "s" + strconv.Itoa(i), Port: "p"}})
+		if r := acts[0].(actNameReply).r; r.Status != wire.NameOK {
+			t.Fatalf("publish %d: %+v", i, r)
+		}
+	}
+	if r := st.apply(evName{1, wire.Name{ID: 9, Op: wire.NamePublish, Service: "one-too-many", Port: "p"}})[0].(actNameReply).r; r.Status != wire.NameFull {
+		t.Errorf("publish past maxNames: %+v, want %s", r, wire.NameFull)
+	}
+	if r := st.apply(evName{1, wire.Name{ID: 10, Op: wire.NameLookup, Service: "s7"}})[0].(actNameReply).r; r.Status != wire.NameOK || r.Port != "p" {
+		t.Errorf("lookup in a full table: %+v", r)
+	}
+	for _, tc := range []struct {
+		name string
+		n    wire.Name
+		want string
+	}{
+		{"long service", wire.Name{Op: wire.NamePublish, Service: strings.Repeat("s", wire.MaxNameLen+1)}, "a name-service request of 1025+0 bytes"},
+		{"long port", wire.Name{Op: wire.NamePublish, Service: "s", Port: strings.Repeat("p", wire.MaxNameLen+1)}, "a name-service request of 1+1025 bytes"},
+		{"unknown op", wire.Name{Op: "rename", Service: "s"}, `unknown op "rename"`},
+	} {
+		st := twoHosts()
+		acts := st.apply(evName{1, tc.n})
+		var re *RankError
+		if !errors.As(cause(acts), &re) || re.Host != "b" || !strings.Contains(re.Err, "protocol violation") || !strings.Contains(re.Err, tc.want) {
+			t.Errorf("%s: cause %v, want host b's protocol violation naming %q", tc.name, cause(acts), tc.want)
+		}
+		if count[actClose](acts) != 1 || count[actNameReply](acts) != 0 {
+			t.Errorf("%s: actions %v, want the host closed and no reply", tc.name, acts)
+		}
+	}
 }

@@ -32,7 +32,6 @@ type kvs struct {
 	cur      *epoch            // the barrier being entered
 	nodeAttr map[string]string
 	nodeWait map[string]chan struct{} // closed when the key is put
-	names    map[string]string        // published service names (node-local)
 }
 
 // epoch is one barrier: seq counts from 1.
@@ -57,7 +56,6 @@ func newKVS(job Job, nlocal int, f Fencer) *kvs {
 		cur:      newEpoch(1),
 		nodeAttr: make(map[string]string),
 		nodeWait: make(map[string]chan struct{}),
-		names:    make(map[string]string),
 	}
 }
 
@@ -161,25 +159,43 @@ func (k *kvs) getNodeAttr(ctx context.Context, key string, wait bool) (string, b
 	}
 }
 
-// publish, unpublish and lookup implement the optional name service. Names
-// are local to this server (this host), not job-wide.
-func (k *kvs) publish(service, port string) {
-	k.mu.Lock()
-	k.names[service] = port
-	k.mu.Unlock()
+// localNames is the name service of a server given none: a table of its
+// own, with the job-wide service's answers.
+type localNames struct {
+	mu    sync.Mutex
+	names map[string]string
 }
 
-func (k *kvs) unpublish(service string) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	_, ok := k.names[service]
-	delete(k.names, service)
-	return ok
+var _ Names = (*localNames)(nil)
+
+func newLocalNames() *localNames { return &localNames{names: map[string]string{}} }
+
+func (l *localNames) Publish(_ context.Context, service, port string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.names[service]; ok {
+		return ErrNameExists
+	}
+	l.names[service] = port
+	return nil
 }
 
-func (k *kvs) lookup(service string) (string, bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	p, ok := k.names[service]
-	return p, ok
+func (l *localNames) Unpublish(_ context.Context, service string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.names[service]; !ok {
+		return ErrNameNotFound
+	}
+	delete(l.names, service)
+	return nil
+}
+
+func (l *localNames) Lookup(_ context.Context, service string) (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p, ok := l.names[service]
+	if !ok {
+		return "", ErrNameNotFound
+	}
+	return p, nil
 }

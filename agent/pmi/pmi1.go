@@ -142,7 +142,11 @@ func (c *conn) servePMI1() (v2 bool, err error) {
 		case "get_my_kvsname":
 			reply = "cmd=my_kvsname kvsname=" + s.job.KVSName
 		case "get_universe_size":
-			reply = "cmd=universe_size size=" + strconv.Itoa(s.job.Size)
+			size := s.job.UniverseSize
+			if size <= 0 {
+				size = -1
+			}
+			reply = "cmd=universe_size size=" + strconv.Itoa(size)
 		case "put":
 			reply = c.pmi1Put(req)
 		case "get":
@@ -167,21 +171,11 @@ func (c *conn) servePMI1() (v2 bool, err error) {
 				s.ev.Abort(c.id(), code, req.str("msg"))
 			}
 			continue // no reply: the client waits to be killed
-		case "publish_name":
-			s.kvs.publish(req.str("service"), req.str("port"))
-			reply = "cmd=publish_result info=ok rc=0 msg=success"
-		case "unpublish_name":
-			if s.kvs.unpublish(req.str("service")) {
-				reply = "cmd=unpublish_result info=ok rc=0 msg=success"
-			} else {
-				reply = "cmd=unpublish_result rc=1 msg=service_not_found"
-			}
-		case "lookup_name":
-			if port, ok := s.kvs.lookup(req.str("service")); ok {
-				reply = "cmd=lookup_result port=" + port + " info=ok rc=0 msg=success"
-			} else {
-				reply = "cmd=lookup_result rc=1 msg=service_not_found"
-			}
+		case "publish_name", "unpublish_name", "lookup_name":
+			// The job-wide name service answers from elsewhere (the
+			// launcher): wait off the reader, as a barrier does.
+			c.async(func() error { return c.writeLine(c.pmi1Name(cmd, req)) })
+			continue
 		default:
 			reply = "cmd=" + pmi1Token(cmd) + "_result rc=-1 msg=unknown_command"
 		}
@@ -227,6 +221,45 @@ func (c *conn) pmi1Get(req attrs) string {
 		return "cmd=get_result rc=-1 msg=value_too_long value=unknown"
 	}
 	return getResultPrefix + val
+}
+
+// pmi1Name answers publish_name, unpublish_name and lookup_name through
+// the job's name service, in Hydra's words (pmiserv_pmi_v1.c).
+func (c *conn) pmi1Name(cmd string, req attrs) string {
+	service := req.str("service")
+	result := "cmd=" + strings.TrimSuffix(cmd, "_name") + "_result"
+	if service == "" {
+		return result + " rc=-1 msg=missing_service"
+	}
+	names := c.s.names
+	switch cmd {
+	case "publish_name":
+		switch err := names.Publish(c.ctx, service, req.str("port")); {
+		case err == nil:
+			return result + " info=ok rc=0 msg=success"
+		case errors.Is(err, ErrNameExists):
+			return result + " info=ok rc=1 msg=key_already_present"
+		default:
+			return result + " rc=-1 msg=" + pmi1Token(err.Error())
+		}
+	case "unpublish_name":
+		switch err := names.Unpublish(c.ctx, service); {
+		case err == nil:
+			return result + " info=ok rc=0 msg=success"
+		case errors.Is(err, ErrNameNotFound):
+			return result + " info=ok rc=1 msg=service_not_found"
+		default:
+			return result + " rc=-1 msg=" + pmi1Token(err.Error())
+		}
+	}
+	switch port, err := names.Lookup(c.ctx, service); {
+	case err == nil:
+		return result + " port=" + port + " info=ok rc=0 msg=success"
+	case errors.Is(err, ErrNameNotFound):
+		return result + " rc=1 msg=service_not_found"
+	default:
+		return result + " rc=-1 msg=" + pmi1Token(err.Error())
+	}
 }
 
 // kvsnameOK accepts requests for this job's kvsname, or with none given.

@@ -189,15 +189,19 @@ func TestPMI1MiscCommands(t *testing.T) {
 	s := newTestServer(t, Job{KVSName: "kvs_9", Size: 1, AppNum: 2}, []int{0}, nil, Events{})
 	c := fdClient(t, s, 0)
 	for _, tt := range [][2]string{
-		{"cmd=get_universe_size", "cmd=universe_size size=1"},
+		{"cmd=get_universe_size", "cmd=universe_size size=-1"}, // unknown, as Hydra without -usize
 		{"cmd=get_appnum", "cmd=appnum appnum=2"},
 		{"cmd=get kvsname=kvs_9 key=PMI_dead_processes", "cmd=get_result rc=0 msg=success value="},
 		{"cmd=get kvsname=kvs_9 key=PMI_process_mapping", "cmd=get_result rc=-1 msg=key_PMI_process_mapping_not_found value=unknown"},
+		// The name service with no Names given: a table of the server's
+		// own, Hydra's replies (pmiserv_pmi_v1.c).
 		{"cmd=lookup_name service=svc", "cmd=lookup_result rc=1 msg=service_not_found"},
 		{"cmd=publish_name service=svc port=tag#0$port#5$", "cmd=publish_result info=ok rc=0 msg=success"},
+		{"cmd=publish_name service=svc port=other", "cmd=publish_result info=ok rc=1 msg=key_already_present"},
 		{"cmd=lookup_name service=svc", "cmd=lookup_result port=tag#0$port#5$ info=ok rc=0 msg=success"},
 		{"cmd=unpublish_name service=svc", "cmd=unpublish_result info=ok rc=0 msg=success"},
-		{"cmd=unpublish_name service=svc", "cmd=unpublish_result rc=1 msg=service_not_found"},
+		{"cmd=unpublish_name service=svc", "cmd=unpublish_result info=ok rc=1 msg=service_not_found"},
+		{"cmd=lookup_name", "cmd=lookup_result rc=-1 msg=missing_service"},
 		{"cmd=getbyidx kvsname=kvs_9 idx=0", "cmd=getbyidx_result rc=-1 msg=unknown_command"},
 		{"cmd=init pmi_version=3 pmi_subversion=0", "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1"},
 	} {
@@ -209,6 +213,9 @@ func TestPMI1MiscCommands(t *testing.T) {
 	c.send("endcmd")
 	c.expect("cmd=spawn_result rc=-1 msg=spawn_not_supported")
 	c.call("cmd=get_my_kvsname", "cmd=my_kvsname kvsname=kvs_9")
+
+	s = newTestServer(t, Job{KVSName: "kvs_u", Size: 1, UniverseSize: 8}, []int{0}, nil, Events{})
+	fdClient(t, s, 0).call("cmd=get_universe_size", "cmd=universe_size size=8")
 }
 
 func TestPMI1AbortAndEOF(t *testing.T) {

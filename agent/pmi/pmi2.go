@@ -213,21 +213,11 @@ func (c *conn) servePMI2() error {
 			if s.ev.Abort != nil {
 				s.ev.Abort(c.id(), code, req.str("msg"))
 			}
-		case "name-publish":
-			s.kvs.publish(req.str("name"), req.str("port"))
-			err = c.writePMI2(req, "name-publish-response", rcOK)
-		case "name-unpublish":
-			if s.kvs.unpublish(req.str("name")) {
-				err = c.writePMI2(req, "name-unpublish-response", rcOK)
-			} else {
-				err = c.pmi2Err(req, cmd, "service not found")
-			}
-		case "name-lookup":
-			if port, ok := s.kvs.lookup(req.str("name")); ok {
-				err = c.writePMI2(req, "name-lookup-response", attr{"port", port}, foundTrue, rcOK)
-			} else {
-				err = c.pmi2Err(req, cmd, "service not found")
-			}
+		case "name-publish", "name-unpublish", "name-lookup":
+			// Answered by the job-wide name service: off the reader.
+			c.async(func() error { return c.pmi2Name(cmd, req) })
+		case "spawn":
+			err = c.pmi2Err(req, cmd, "spawn_not_supported")
 		default:
 			err = c.pmi2Err(req, cmd, "unknown command %q", cmd)
 		}
@@ -235,6 +225,41 @@ func (c *conn) servePMI2() error {
 			return err
 		}
 	}
+}
+
+// pmi2Name answers name-publish, name-unpublish and name-lookup through
+// the job's name service, in Hydra's words (pmiserv_pmi_v2.c).
+func (c *conn) pmi2Name(cmd string, req attrs) error {
+	name := req.str("name")
+	resp := cmd + "-response"
+	if name == "" {
+		return c.pmi2Err(req, cmd, "missing name")
+	}
+	rc1 := attr{"rc", "1"}
+	names := c.s.names
+	var err error
+	switch cmd {
+	case "name-publish":
+		if err = names.Publish(c.ctx, name, req.str("port")); err == nil {
+			return c.writePMI2(req, resp, rcOK)
+		} else if errors.Is(err, ErrNameExists) {
+			return c.writePMI2(req, resp, rc1, attr{"errmsg", "duplicate_service_" + name})
+		}
+	case "name-unpublish":
+		if err = names.Unpublish(c.ctx, name); err == nil {
+			return c.writePMI2(req, resp, rcOK)
+		} else if errors.Is(err, ErrNameNotFound) {
+			return c.writePMI2(req, resp, rc1, attr{"errmsg", "service_" + name + "_not_found"})
+		}
+	default:
+		var port string
+		if port, err = names.Lookup(c.ctx, name); err == nil {
+			return c.writePMI2(req, resp, attr{"port", port}, foundTrue, rcOK)
+		} else if errors.Is(err, ErrNameNotFound) {
+			return c.writePMI2(req, resp, foundFalse, rc1)
+		}
+	}
+	return c.pmi2Err(req, cmd, "%v", err)
 }
 
 func (c *conn) pmi2Fullinit(req attrs) error {
@@ -264,7 +289,7 @@ func (c *conn) pmi2JobAttr(req attrs) error {
 	var ok bool
 	switch req.str("key") {
 	case keyUniverseSize:
-		v, ok = strconv.Itoa(c.s.job.Size), true
+		v, ok = strconv.Itoa(c.s.job.UniverseSize), c.s.job.UniverseSize > 0
 	case keyProcessMapping, keyDeadProcesses:
 		v, ok = c.s.kvs.get(req.str("key"))
 	}

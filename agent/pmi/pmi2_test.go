@@ -120,8 +120,8 @@ func TestPMI2Session(t *testing.T) {
 
 	r0.sendRaw([]byte("50    cmd=info-getjobattr;key=PMI_process_mapping;d;\x00\x00\x00\x00"))
 	r0.expectFrame("cmd=info-getjobattr-response;found=TRUE;value=(vector,(0,1,2));rc=0;")
-	r0.send2("cmd=info-getjobattr;key=universeSize;")
-	r0.expectFrame("cmd=info-getjobattr-response;found=TRUE;value=2;rc=0;")
+	r0.send2("cmd=info-getjobattr;key=universeSize;") // unknown, as from Hydra
+	r0.expectFrame("cmd=info-getjobattr-response;found=FALSE;rc=0;")
 	r0.send2("cmd=info-getjobattr;key=PMI_hwloc_xmlfile;")
 	r0.expectFrame("cmd=info-getjobattr-response;found=FALSE;rc=0;")
 	r0.send2("cmd=job-getid;")
@@ -191,4 +191,15 @@ func TestPMI2FullinitRank(t *testing.T) {
 	c.expectFrame("cmd=fullinit-response;pmi-version=2;pmi-subversion=0;rank=0;size=1;appnum=0;debugged=FALSE;pmiverbose=FALSE;rc=0;")
 	c.send2("cmd=job-getid;")
 	c.expectFrame("cmd=job-getid-response;jobid=kvs_0;rc=0;")
+}
+
+// TestPMI2UniverseSize: a universe size given (-usize) is found; none is
+// found=FALSE (TestPMI2Session).
+func TestPMI2UniverseSize(t *testing.T) {
+	s := newTestServer(t, Job{Size: 1, Mapping: "(vector,(0,1,1))", UniverseSize: 16}, []int{0}, nil, Events{})
+	c := fdClient(t, s, 0)
+	c.send2("cmd=fullinit;pmirank=0;threaded=FALSE;")
+	c.expectFrame("cmd=fullinit-response;pmi-version=2;pmi-subversion=0;rank=0;size=1;appnum=0;debugged=FALSE;pmiverbose=FALSE;rc=0;")
+	c.send2("cmd=info-getjobattr;key=universeSize;")
+	c.expectFrame("cmd=info-getjobattr-response;found=TRUE;value=16;rc=0;")
 }

@@ -29,6 +29,11 @@ type Job struct {
 	AppNum int
 	// JobID is the PMI-2 job id (job-getid). Empty means KVSName.
 	JobID string
+	// UniverseSize is the answer to PMI-1 get_universe_size and PMI-2
+	// info-getjobattr universeSize. 0 or less means unknown: PMI-1 gets
+	// -1 and PMI-2 found=FALSE, as from Hydra without -usize (MPICH then
+	// leaves MPI_UNIVERSE_SIZE unset).
+	UniverseSize int
 }
 
 // Fencer carries one host's barrier to the rest of the job.
@@ -53,9 +58,34 @@ func (f FenceFunc) Fence(ctx context.Context, seq int, puts map[string]string) (
 	return f(ctx, seq, puts)
 }
 
+// Names is the job-wide PMI name service behind PMI-1 publish_name,
+// unpublish_name and lookup_name and PMI-2 name-publish, name-unpublish
+// and name-lookup. Each call returns the service's answer, or an error
+// when ctx (the asking rank's connection) ends first. The server calls it
+// from a goroutine of the asking connection, so a pending answer holds up
+// no other PMI traffic, that rank's included (gets never block).
+//
+// Publish returns ErrNameExists for a name already published; Unpublish
+// and Lookup return ErrNameNotFound for a name not published, at once: a
+// lookup is not held until someone publishes the name (Hydra answers it
+// at once too). Other errors are refusals the rank gets as an error
+// reply.
+type Names interface {
+	Publish(ctx context.Context, service, port string) error
+	Unpublish(ctx context.Context, service string) error
+	Lookup(ctx context.Context, service string) (port string, err error)
+}
+
+// Name service answers that ranks get in Hydra's words (see Names).
+var (
+	ErrNameExists   = errors.New("pmi: service name already published")
+	ErrNameNotFound = errors.New("pmi: service name not published")
+)
+
 // Events are optional callbacks. They are called from server goroutines, so
 // they must not block for long, must be safe for concurrent use, and must not
-// call Close (Close waits for the goroutine that is calling them).
+// call Close (Close waits for the goroutine that is calling them). Names is
+// the exception: it is a service whose calls wait for their answers.
 type Events struct {
 	// Abort reports PMI-1 "cmd=abort exitcode=N" and PMI-2 "abort". code is
 	// the raw value the client sent (MPI_Abort's errorcode); PMI-2 carries
@@ -69,6 +99,10 @@ type Events struct {
 	Disconnect func(rank int, finalized bool)
 	// Debug, if set, receives one line per request and reply.
 	Debug func(format string, args ...any)
+	// Names is the job's name service (the agent forwards it to the
+	// launcher). nil means a table of this server's own, which is the
+	// job's when every rank is local.
+	Names Names
 }
 
 // ErrClosed is the cancellation cause once Close has been called.
@@ -83,6 +117,7 @@ type Server struct {
 	index map[int]int // rank → position in local (MPI_LOCALRANKID)
 	kvs   *kvs
 	ev    Events
+	names Names // ev.Names, or the local table
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -153,8 +188,12 @@ func NewServer(ctx context.Context, job Job, localRanks []int, f Fencer, ev Even
 		index: index,
 		kvs:   newKVS(job, len(localRanks), f),
 		ev:    ev,
+		names: ev.Names,
 		conns: make(map[*conn]struct{}),
 		ranks: ranks,
+	}
+	if s.names == nil {
+		s.names = newLocalNames()
 	}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	s.wg.Go(func() {

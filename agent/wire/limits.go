@@ -73,7 +73,8 @@ func Limit(k Kind) int {
 	case KindStdin:
 		return stdinHeader + MaxStdinData
 	case KindReady, KindGo, KindStarted, KindExit, KindSignal, KindStop, KindAbort, KindDone,
-		KindError, KindPrepare, KindPrepared, KindProbe, KindProbeResult, KindStdinAck, KindPing, KindDump:
+		KindError, KindPrepare, KindPrepared, KindProbe, KindProbeResult, KindStdinAck, KindPing, KindDump,
+		KindName, KindNameReply:
 		return MaxControl
 	}
 	return 0

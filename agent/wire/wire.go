@@ -17,7 +17,9 @@ import "time"
 
 // Version is the protocol version. Both sides refuse a peer whose Hello or
 // Facts carries another number, with a message naming both versions.
-const Version = 1
+// Version 2 added Name and NameReply (a version-1 launcher would take an
+// agent's Name for a protocol violation mid-job) and PMIJob.UniverseSize.
+const Version = 2
 
 // Subsystem is the SSH subsystem name the agent serves the protocol on.
 const Subsystem = "gangway"
@@ -51,6 +53,8 @@ const (
 	KindPing                        // L->A (no payload): the launcher is alive (heartbeat, every few seconds)
 	KindDump                        // L->A Dump: collect every local rank's stacks (hang diagnosis)
 	KindDumped                      // A->L Dumped: the stacks
+	KindName                        // A->L Name: a rank's PMI name-service request (publish, unpublish, lookup)
+	KindNameReply                   // L->A NameReply: the job-wide name table's answer
 )
 
 var kindNames = map[Kind]string{
@@ -60,6 +64,7 @@ var kindNames = map[Kind]string{
 	KindFenceDone: "fence-done", KindAbort: "abort", KindDone: "done", KindError: "error",
 	KindPrepare: "prepare", KindPrepared: "prepared", KindProbe: "probe", KindProbeResult: "probe-result",
 	KindStdinAck: "stdin-ack", KindPing: "ping", KindDump: "dump", KindDumped: "dumped",
+	KindName: "name", KindNameReply: "name-reply",
 }
 
 func (k Kind) String() string {
@@ -207,6 +212,10 @@ type PMIJob struct {
 	KVSName string `json:"kvs_name"`
 	Size    int    `json:"size"`
 	Mapping string `json:"mapping"` // PMI_process_mapping
+	// UniverseSize is what ranks are told the universe size is (PMI-1
+	// universe_size, PMI-2 universeSize); 0 or less means unknown: -1,
+	// and found=FALSE, as Hydra answers without -usize.
+	UniverseSize int `json:"universe_size,omitempty"`
 }
 
 // Ready answers StartJob.
@@ -266,6 +275,46 @@ type FenceDone struct {
 	Seq  int               `json:"seq"`
 	Puts map[string]string `json:"puts,omitempty"`
 }
+
+// Name is a PMI name-service request (MPI_Publish_name, MPI_Lookup_name,
+// MPI_Unpublish_name) from one of the agent's ranks. The launcher keeps
+// the job's one table of names, so a name published on one host is found
+// from every other, as under Hydra; it answers every request with a
+// NameReply carrying the same ID, at once (a lookup of an unknown name is
+// not waited for).
+type Name struct {
+	ID      uint64 `json:"id"` // the agent's, unique within its session
+	Op      string `json:"op"` // NamePublish, NameUnpublish or NameLookup
+	Service string `json:"service"`
+	Port    string `json:"port,omitempty"` // NamePublish only
+}
+
+// Name operations.
+const (
+	NamePublish   = "publish"
+	NameUnpublish = "unpublish"
+	NameLookup    = "lookup"
+)
+
+// MaxNameLen bounds a Name's Service and Port (PMI-2's PMI2_MAX_VALLEN);
+// an agent refuses longer ones itself, and a launcher takes them for a
+// protocol violation.
+const MaxNameLen = 1024
+
+// NameReply answers the Name with the same ID.
+type NameReply struct {
+	ID     uint64 `json:"id"`
+	Status string `json:"status"`         // NameOK, NameNotFound, NameExists or NameFull
+	Port   string `json:"port,omitempty"` // a NameLookup's answer
+}
+
+// Name statuses.
+const (
+	NameOK       = "ok"
+	NameNotFound = "not_found" // lookup or unpublish of a name not published
+	NameExists   = "exists"    // publish of a name already published
+	NameFull     = "full"      // publish refused: the job's table is full
+)
 
 // Abort is a rank's request to abort the whole job with Code.
 type Abort struct {

@@ -140,7 +140,7 @@ func (v *verifier) run(r io.Reader) error {
 	}
 }
 
-// check handles one line: a tag ("[R] " from gangway and Hydra's
+// check handles one line: a tag ("[R] " from gangway's and Hydra's
 // -prepend-rank, "[1,R]<stdout>:" from mpirun --tag-output) and the
 // generator's line.
 func (v *verifier) check(line []byte) {

@@ -44,6 +44,9 @@ func (j jobSpec) np() int { return j.Hosts * j.PerHost }
 func (e *netEnv) gangway(j jobSpec) []string {
 	a := []string{e.bins.launcher, "-i", e.keys.ClientKey, "--known-hosts", e.kh, "-p", strconv.Itoa(agentPort),
 		"-np", strconv.Itoa(j.np()), "-H", e.hostList(j.Hosts, j.PerHost, 0)}
+	if j.Tag {
+		a = append(a, "-l")
+	}
 	for _, kv := range j.Env {
 		a = append(a, "-x", kv)
 	}
@@ -63,6 +66,9 @@ func (e *netEnv) gangwayCold(j jobSpec) []string {
 	}
 	a := []string{e.bins.launcher, "--transport", "ssh", "--ssh", "/usr/bin/ssh " + strings.Join(opts, " "),
 		"--agent-path", e.bins.agent, "-np", strconv.Itoa(j.np()), "-H", e.hostList(j.Hosts, j.PerHost, sshdPort)}
+	if j.Tag {
+		a = append(a, "-l")
+	}
 	for _, kv := range j.Env {
 		a = append(a, "-x", kv)
 	}

@@ -36,7 +36,7 @@ func (b *bench) profiles(ctx context.Context) error {
 		if err := b.profileRuns(ctx, filepath.Join(dir, "launch16.pprof"), 20, args, io.Discard); err != nil {
 			return err
 		}
-		jo := jobSpec{Hosts: 4, PerHost: 4, Argv: []string{b.bins.self, "-gen", strconv.FormatInt(b.o.outBytes, 10)}}
+		jo := jobSpec{Hosts: 4, PerHost: 4, Argv: []string{b.bins.self, "-gen", strconv.FormatInt(b.o.outBytes, 10)}, Tag: true}
 		null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 		if err != nil {
 			return err

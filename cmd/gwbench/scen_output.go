@@ -24,7 +24,7 @@ func (b *bench) output(ctx context.Context) error {
 	j := jobSpec{Hosts: hosts, PerHost: ranks / hosts, Argv: gen, Tag: true}
 	thr := func(o outcome) (float64, error) { return totalMiB / o.Took.Seconds(), nil }
 	const timeout = 3 * time.Minute
-	cs := []contender{{name: lGangway, kind: Ours, argv: e.gangway(j), value: thr, timeout: timeout, note: "tags [R] (default)"}}
+	cs := []contender{{name: lGangway, kind: Ours, argv: e.gangway(j), value: thr, timeout: timeout, note: "-l: tags [R] "}}
 	if !b.o.quick {
 		// Diagnostic: the same without the throughput summary, whose
 		// recogniser sees every line.

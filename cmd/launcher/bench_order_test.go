@@ -49,7 +49,7 @@ func runCombined(t *testing.T, args ...string) (out string, code int) {
 func TestBenchSummaryAfterFailure(t *testing.T) {
 	t.Parallel()
 	syncDir := t.TempDir()
-	out, code := runCombined(t, "-np", "3", "--warmup-steps", "0", "--metric", rateMetric, "-x", "SYNC="+syncDir,
+	out, code := runCombined(t, "-l", "-np", "3", "--warmup-steps", "0", "--metric", rateMetric, "-x", "SYNC="+syncDir,
 		"sh", "-c", `echo "rate $((10 + RANK))"; echo "rate $((20 + RANK))"
 if [ "$RANK" = 1 ]; then
 	while [ ! -e "$SYNC/0" ] || [ ! -e "$SYNC/2" ]; do sleep 0.05; done

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"image/png"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -51,7 +52,7 @@ func buildSynthetic(t *testing.T, dir string) string {
 
 // TestBenchSynthetic runs 8 ranks of examples/synthetic with rank 5 slowed
 // by 20%: locally, then over two in-process agents, then --analyze over
-// the saved logs (default and mpirun tags). It does not run in parallel
+// the saved logs ([R] and mpirun tags). It does not run in parallel
 // with this package's other tests, so that they do not add noise between
 // ranks.
 func TestBenchSynthetic(t *testing.T) {
@@ -61,7 +62,7 @@ func TestBenchSynthetic(t *testing.T) {
 	t.Run("local", func(t *testing.T) {
 		dir := t.TempDir()
 		rj, pp := filepath.Join(dir, "r.json"), filepath.Join(dir, "p.png")
-		args := append([]string{"-np", "8", "--report", rj, "--plot", pp, bin}, synthArgs...)
+		args := append([]string{"-l", "-np", "8", "--report", rj, "--plot", pp, bin}, synthArgs...)
 		l := startLauncher(t, false, args...)
 		assertCode(t, l, 0)
 		localLog = l.stdout()
@@ -82,7 +83,7 @@ func TestBenchSynthetic(t *testing.T) {
 		h1, h2 := c.Hosts[0].Addr, c.Hosts[1].Addr
 		dir := t.TempDir()
 		rj, pp := filepath.Join(dir, "r.json"), filepath.Join(dir, "p.png")
-		args := append([]string{"-H", c.HostList(4), "-np", "8", "--report", rj, "--plot", pp, bin}, synthArgs...)
+		args := append([]string{"-l", "-H", c.HostList(4), "-np", "8", "--report", rj, "--plot", pp, bin}, synthArgs...)
 		stdout, stderr, code := c.RunLauncher(t, args...)
 		if code != 0 {
 			t.Fatalf("launcher exit code %d\nstdout:\n%s\nstderr:\n%s", code, e2e.Tail(stdout, 2000), stderr)
@@ -119,8 +120,8 @@ func TestBenchSynthetic(t *testing.T) {
 			t.Skip("the local run failed")
 		}
 		dir := t.TempDir()
-		// The local run's stdout, default "[R] " tags, summary included
-		// (as `launcher ... | tee run.log` saves it).
+		// The local run's stdout, "[R] " tags, summary included (as
+		// `launcher -l ... | tee run.log` saves it).
 		plain := filepath.Join(dir, "default.log")
 		if err := os.WriteFile(plain, []byte(localLog), 0o644); err != nil {
 			t.Fatal(err)
@@ -310,7 +311,7 @@ func TestBenchPyTorch(t *testing.T) {
 		t.Fatal(err)
 	}
 	rj := filepath.Join(t.TempDir(), "r.json")
-	l := startLauncher(t, false, "-np", "4", "--report", rj, python, script, "--no-cuda",
+	l := startLauncher(t, false, "-l", "-np", "4", "--report", rj, python, script, "--no-cuda",
 		"--num-iters", "3", "--num-batches-per-iter", "2", "--num-warmup-batches", "1", "--batch-size", "8", "--image-size", "16")
 	assertCode(t, l, 0)
 	out := l.stdout()
@@ -361,7 +362,7 @@ func TestBenchCustomMetric(t *testing.T) {
 		t.Run(fmt.Sprint(tc.scope), func(t *testing.T) {
 			t.Parallel()
 			rj := filepath.Join(t.TempDir(), "r.json")
-			args := append([]string{"-np", "4", "--warmup-steps", "0", "--metric", rateMetric, "--report", rj}, tc.scope...)
+			args := append([]string{"-l", "-np", "4", "--warmup-steps", "0", "--metric", rateMetric, "--report", rj}, tc.scope...)
 			l := startLauncher(t, false, append(args, rateRanks...)...)
 			assertCode(t, l, 0)
 			sum := summaryAfterRanks(t, l.stdout())
@@ -377,5 +378,53 @@ func TestBenchCustomMetric(t *testing.T) {
 				checkSum(t, mr)
 			}
 		})
+	}
+}
+
+// TestBenchSameWithoutTags: the summary and --report do not depend on the
+// console's tags (the collector attributes each line by the rank whose
+// output frame carried it). The same job runs untagged (the default into
+// a file), with -l and with --tag-output: every report has the same
+// per-rank means and total, and the untagged console holds exactly the
+// lines the ranks printed, then the summary.
+func TestBenchSameWithoutTags(t *testing.T) {
+	t.Parallel()
+	type run struct {
+		stdout string
+		rep    bench.Report
+	}
+	runs := map[string]run{}
+	for _, tags := range [][]string{nil, {"-l"}, {"--tag-output"}} {
+		rj := filepath.Join(t.TempDir(), "r.json")
+		args := append(append([]string{"-np", "4", "--warmup-steps", "0", "--metric", rateMetric, "--report", rj}, tags...), rateRanks...)
+		l := startLauncher(t, false, args...)
+		assertCode(t, l, 0)
+		runs[strings.Join(tags, " ")] = run{l.stdout(), readReport(t, rj)}
+	}
+	want := map[int]float64{0: 101, 1: 111, 2: 121, 3: 131}
+	for name, r := range runs {
+		mr := metric(t, r.rep, "myips")
+		got := map[int]float64{}
+		for _, rr := range mr.Ranks {
+			got[rr.Rank] = rr.Mean
+		}
+		if mr.Value != 464 || mr.RanksReporting != 4 || !maps.Equal(got, want) {
+			t.Errorf("tags %q: total %v on %d ranks, means %v; want 464 on 4, %v", name, mr.Value, mr.RanksReporting, got, want)
+		}
+	}
+	out := runs[""].stdout
+	i := strings.Index(out, "\nbench: ")
+	if i < 0 {
+		t.Fatalf("untagged run: no summary in stdout:\n%s", out)
+	}
+	ranks := lines(out[:i+1])
+	slices.Sort(ranks)
+	var wantLines []string
+	for r := range 4 {
+		wantLines = append(wantLines, fmt.Sprintf("rate %d", 100+10*r), fmt.Sprintf("rate %d", 102+10*r), "rate not a number")
+	}
+	slices.Sort(wantLines)
+	if !slices.Equal(ranks, wantLines) {
+		t.Errorf("untagged rank lines %q, want exactly %q", ranks, wantLines)
 	}
 }

@@ -63,9 +63,12 @@ func self(t *testing.T) string {
 }
 
 // fake returns launcher arguments that run n ranks of the test binary in
-// the given proctest mode, followed by extra launcher options.
+// the given proctest mode, followed by extra launcher options. It asks
+// for [R] tags (-l): the tests read ranks' lines ("ready PID", floods) by
+// them, and the launcher tags only a terminal by default; a later tag
+// option in opts wins.
 func fake(t *testing.T, n int, mode string, opts ...string) []string {
-	args := append([]string{"-np", strconv.Itoa(n), "-x", proctest.Env + "=" + mode}, opts...)
+	args := append([]string{"-l", "-np", strconv.Itoa(n), "-x", proctest.Env + "=" + mode}, opts...)
 	return append(args, self(t))
 }
 
@@ -86,6 +89,13 @@ type launch struct {
 // launcher's group and the groups of every rank pid seen in its output.
 func startLauncher(t *testing.T, withStdin bool, args ...string) *launch {
 	t.Helper()
+	return startLauncherEnv(t, nil, withStdin, args...)
+}
+
+// startLauncherEnv is startLauncher with env added to the launcher's
+// environment.
+func startLauncherEnv(t *testing.T, env []string, withStdin bool, args ...string) *launch {
+	t.Helper()
 	dir := t.TempDir()
 	l := &launch{t: t, outPath: filepath.Join(dir, "stdout"), errPath: filepath.Join(dir, "stderr"), done: make(chan struct{})}
 	stdout, err := os.Create(l.outPath)
@@ -100,6 +110,7 @@ func startLauncher(t *testing.T, withStdin bool, args ...string) *launch {
 	// Race-enabled binaries sleep a second at exit unless told not to;
 	// ranks inherit this from the launcher.
 	cmd.Env = append(os.Environ(), launcherEnv+"=1", "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -279,7 +290,7 @@ func lines(s string) []string {
 
 func TestRankEnvironment(t *testing.T) {
 	t.Parallel()
-	l := startLauncher(t, false, "-np", "4", "sh", "-c", "echo $RANK $LOCAL_RANK $WORLD_SIZE $OMPI_COMM_WORLD_RANK")
+	l := startLauncher(t, false, "-l", "-np", "4", "sh", "-c", "echo $RANK $LOCAL_RANK $WORLD_SIZE $OMPI_COMM_WORLD_RANK")
 	assertCode(t, l, 0)
 	got := lines(l.stdout())
 	slices.Sort(got)

@@ -1,13 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"gangway/cmd/internal/e2e"
 )
@@ -241,5 +248,130 @@ func TestTagOutput(t *testing.T) {
 	checkFlood(t, "stderr", l.stderr(), mpirunTag("stderr"), ranks, n, 10)
 	if out := l.stdout(); !strings.HasPrefix(out, "[1,") || !strings.Contains(out, "[1,2]<stdout>:r2 i0 xxx") {
 		t.Errorf("stdout lacks mpirun tags: %q", e2e.Tail(out, 200))
+	}
+}
+
+// noTag reads the rank from an untagged flood line's own payload
+// ("r<R> i<N> xxx..."), which checkFlood then checks whole.
+func noTag(line string) (int, string, bool) {
+	num, _, ok := strings.Cut(strings.TrimPrefix(line, "r"), " ")
+	r, err := strconv.Atoi(num)
+	return r, line, ok && err == nil && strings.HasPrefix(line, "r")
+}
+
+// TestOutputFloodUntagged: untagged (the default into a file, and --tags
+// none), 8 flooding ranks' lines still reach the console whole, exactly
+// once each, never two ranks' bytes in one line.
+func TestOutputFloodUntagged(t *testing.T) {
+	t.Parallel()
+	const ranks, n = 8, 20000
+	for _, tags := range []string{"auto", "none"} {
+		t.Run(tags, func(t *testing.T) {
+			t.Parallel()
+			l := startLauncher(t, false, fake(t, ranks, "flood:"+strconv.Itoa(n), "--tags", tags)...)
+			assertCode(t, l, 0)
+			checkFlood(t, "stdout", l.stdout(), noTag, ranks, n, 1)
+			checkFlood(t, "stderr", l.stderr(), noTag, ranks, n, 10)
+		})
+	}
+}
+
+// openPTY returns a pseudo-terminal pair: what is written to slave can be
+// read from master.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("no pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, s
+}
+
+// TestTagsByDefault: with no tag flag the launcher tags [R] on a terminal
+// and nothing into a file; explicit flags win either way.
+func TestTagsByDefault(t *testing.T) {
+	t.Parallel()
+	script := []string{"sh", "-c", `echo "hello from $RANK"; echo "err from $RANK" >&2`}
+	tagged := []string{"[0] hello from 0", "[1] hello from 1"}
+	plain := []string{"hello from 0", "hello from 1"}
+	for _, tc := range []struct {
+		name     string
+		terminal bool
+		flags    []string
+		want     []string
+		wantErr  []string
+	}{
+		{"terminal", true, nil, tagged, []string{"[0] err from 0", "[1] err from 1"}},
+		{"terminal --tags none", true, []string{"--tags", "none"}, plain, []string{"err from 0", "err from 1"}},
+		{"terminal --tag-output", true, []string{"--tag-output"}, []string{"[1,0]<stdout>:hello from 0", "[1,1]<stdout>:hello from 1"}, []string{"[1,0]<stderr>:err from 0", "[1,1]<stderr>:err from 1"}},
+		{"file", false, nil, plain, []string{"err from 0", "err from 1"}},
+		{"file -l", false, []string{"-l"}, tagged, []string{"[0] err from 0", "[1] err from 1"}},
+		{"file -prepend-rank", false, []string{"-prepend-rank"}, tagged, []string{"[0] err from 0", "[1] err from 1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			errPath := filepath.Join(dir, "stderr")
+			stderr, err := os.Create(errPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stderr.Close()
+			cmd := exec.CommandContext(t.Context(), self(t), append(append([]string{"-np", "2"}, tc.flags...), script...)...)
+			cmd.Env = append(os.Environ(), launcherEnv+"=1", "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+			cmd.Stderr = stderr
+			cmd.WaitDelay = deadline
+			var out bytes.Buffer
+			var copied chan struct{}
+			if tc.terminal {
+				master, slave := openPTY(t)
+				cmd.Stdout = slave
+				copied = make(chan struct{})
+				go func() { // ends at EIO, once the launcher (the last writer) is gone
+					defer close(copied)
+					_, _ = io.Copy(&out, master)
+				}()
+				defer slave.Close()
+			} else {
+				cmd.Stdout = &out
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if f, ok := cmd.Stdout.(*os.File); ok {
+				f.Close() // the launcher holds the terminal now
+			}
+			err = cmd.Wait()
+			if copied != nil {
+				select {
+				case <-copied:
+				case <-time.After(deadline):
+					t.Fatal("terminal output did not end")
+				}
+			}
+			if err != nil {
+				t.Fatalf("launcher: %v", err)
+			}
+			got := lines(strings.ReplaceAll(out.String(), "\r\n", "\n")) // the terminal writes \r\n
+			slices.Sort(got)
+			errb, _ := os.ReadFile(errPath)
+			gotErr := lines(string(errb))
+			slices.Sort(gotErr)
+			if !slices.Equal(got, tc.want) || !slices.Equal(gotErr, tc.wantErr) {
+				t.Errorf("stdout %q, stderr %q; want %q, %q", got, gotErr, tc.want, tc.wantErr)
+			}
+		})
 	}
 }

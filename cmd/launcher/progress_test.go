@@ -15,7 +15,7 @@ import (
 // none.
 func TestProgress(t *testing.T) {
 	bin := buildSynthetic(t, t.TempDir())
-	args := []string{"-np", "4", "--warmup-steps", "0", bin, "-steps", "300", "-display-every", "5", "-batch-size", "24", "-work", "1200",
+	args := []string{"-l", "-np", "4", "--warmup-steps", "0", bin, "-steps", "300", "-display-every", "5", "-batch-size", "24", "-work", "1200",
 		"-slow-ranks", "2", "-slowdown", "0.5"}
 	l := startLauncher(t, false, append([]string{"--progress", "--progress-every", "0.3"}, args...)...)
 	assertCode(t, l, 0)

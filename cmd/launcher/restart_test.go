@@ -20,7 +20,7 @@ func TestRestartWholeGang(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	report := filepath.Join(dir, "r.json")
-	l := startLauncher(t, false, "-np", "2", "--max-restarts", "1", "--restart-backoff", "0.1", "--run-id", "run42",
+	l := startLauncher(t, false, "-l", "-np", "2", "--max-restarts", "1", "--restart-backoff", "0.1", "--run-id", "run42",
 		"--report", report, "sh", "-c", restartScript)
 	assertCode(t, l, 0)
 	out, errOut := l.stdout(), l.stderr()

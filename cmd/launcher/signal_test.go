@@ -27,6 +27,35 @@ func TestTimeout(t *testing.T) {
 	assertGone(t, values(ready)...)
 }
 
+// TestTimeoutFromEnv: MPIEXEC_TIMEOUT, which scripts written for mpiexec
+// set, is --timeout when the command line gives none: the same message
+// and exit status 124. A --timeout on the command line wins.
+func TestTimeoutFromEnv(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, env string
+		flags     []string
+		want      string
+	}{
+		{"env", "2", nil, "--timeout 2s expired"},
+		{"flag wins", "3600", []string{"--timeout", "2"}, "--timeout 2s expired"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := startLauncherEnv(t, []string{"MPIEXEC_TIMEOUT=" + tc.env}, false, fake(t, 2, "sleep", tc.flags...)...)
+			assertCode(t, l, 124)
+			if errOut := l.stderr(); !strings.Contains(errOut, "launcher: "+tc.want+", stopping every rank") {
+				t.Errorf("stderr does not say %q:\n%s", tc.want, errOut)
+			}
+			ready := tagged(l.stdout(), "ready")
+			if len(ready) != 2 {
+				t.Fatalf("ready ranks %v, want 2", ready)
+			}
+			assertGone(t, values(ready)...)
+		})
+	}
+}
+
 // TestSignalEscalation: the first SIGINT sends SIGTERM to ranks that do
 // not die of it (and --kill-grace 1h would not kill them); the second
 // SIGINT kills them. Launcher exits 130.

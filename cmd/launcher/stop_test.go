@@ -111,7 +111,7 @@ func TestClosedStdoutLeavesNothing(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "-np", "2", "sh", "-c", "sleep 3600 & echo child $!; while :; do echo x; sleep 0.01; done")
+	cmd := exec.Command(bin, "-l", "-np", "2", "sh", "-c", "sleep 3600 & echo child $!; while :; do echo x; sleep 0.01; done")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {

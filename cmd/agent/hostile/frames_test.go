@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -111,7 +112,7 @@ func TestHostileFrames(t *testing.T) {
 		for range 32 {
 			ch := session(t, c)
 			write(t, ch, header(wire.KindHello, 16<<20))
-			write(t, ch, []byte(`{"version":1,"job_id":"big"`+strings.Repeat(" ", 1000)))
+			write(t, ch, []byte(`{"version":`+strconv.Itoa(wire.Version)+`,"job_id":"big"`+strings.Repeat(" ", 1000)))
 			chans = append(chans, ch)
 		}
 		time.Sleep(500 * time.Millisecond) // let the agent read what came

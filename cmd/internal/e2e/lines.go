@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// RankLines returns the launcher's stdout lines "[R] text" grouped by
-// rank, in order; other lines are left out.
+// RankLines returns the launcher's stdout lines "[R] text" (its -l tags)
+// grouped by rank, in order; other lines are left out.
 func RankLines(out string) map[int][]string {
 	m := map[int][]string{}
 	for line := range strings.Lines(out) {

@@ -40,9 +40,11 @@ func self(t testing.TB) string {
 }
 
 // fake returns launcher arguments running np ranks of the test binary in
-// a proctest mode over hosts, after extra launcher options.
+// a proctest mode over hosts, after extra launcher options. It asks for
+// [R] tags (-l): the tests find ranks' "ready PID" lines by them, and
+// the launcher tags only a terminal by default.
 func fake(t testing.TB, np int, hosts, mode string, opts ...string) []string {
-	args := append([]string{"-np", strconv.Itoa(np), "-H", hosts, "-x", proctest.Env + "=" + mode}, opts...)
+	args := append([]string{"-l", "-np", strconv.Itoa(np), "-H", hosts, "-x", proctest.Env + "=" + mode}, opts...)
 	return append(args, self(t))
 }
 

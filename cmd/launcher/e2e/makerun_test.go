@@ -11,12 +11,14 @@ import (
 )
 
 // TestMakeRun is `make run` on loopback: two agent processes with
-// throwaway keys, 8 ranks of a shell command through a launcher process.
+// throwaway keys, 8 ranks of a shell command through a launcher process,
+// with -l as examples/local-cluster.sh asks for tags (its output may be a
+// pipe).
 func TestMakeRun(t *testing.T) {
 	t.Parallel()
 	launcherBin, agentBin := e2e.BuildBinaries(t)
 	c := e2e.StartProcs(t, 2, agentBin)
-	args := append(c.SSHFlags(), "-np", "8", "-H", c.HostList(4), "sh", "-c", `echo "$RANK on $GANGWAY_HOST"`)
+	args := append(c.SSHFlags(), "-l", "-np", "8", "-H", c.HostList(4), "sh", "-c", `echo "$RANK on $GANGWAY_HOST"`)
 	t0 := time.Now()
 	l := e2e.StartProc(t, nil, launcherBin, args...)
 	if code := l.Wait(t); code != 0 {

@@ -25,7 +25,7 @@ func TestDataNIC(t *testing.T) {
 	h0, h1 := c.hosts[0], c.hosts[1]
 
 	t.Run("Env", func(t *testing.T) {
-		args := append(c.conn(c.hostList(2)), "-np", "4",
+		args := append(c.conn(c.hostList(2)), "-l", "-np", "4",
 			"sh", "-c", `echo "$NCCL_SOCKET_IFNAME $GLOO_SOCKET_IFNAME $HOROVOD_GLOO_IFACE $MASTER_ADDR"`)
 		l := runLauncher(t, args...)
 		if l.code != 0 {

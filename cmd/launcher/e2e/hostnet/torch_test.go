@@ -48,7 +48,7 @@ func TestTorchGloo(t *testing.T) {
 	agents := c.startAgents(t)
 	const perHost = 2
 	size := perHost * len(c.hosts)
-	job := append(c.conn(c.hostList(perHost)), "-np", fmt.Sprint(size))
+	job := append(c.conn(c.hostList(perHost)), "-l", "-np", fmt.Sprint(size))
 
 	t.Run("AllReduce", func(t *testing.T) {
 		l := runLauncher(t, append(job, debianPython, script)...)
@@ -84,7 +84,7 @@ func TestTorchGloo(t *testing.T) {
 		// failing Python hangs at exit in Gloo's threads and the job ends
 		// at --timeout (exit 124). Either way it never succeeds.
 		dead := c.hosts[0].DeadEndNIC
-		deadJob := append(c.conn(c.hostList(1)), "-np", "2", "-x", "GLOO_SOCKET_IFNAME="+dead)
+		deadJob := append(c.conn(c.hostList(1)), "-l", "-np", "2", "-x", "GLOO_SOCKET_IFNAME="+dead)
 		var l *launch
 		imported := 0
 		for _, timeout := range []string{"20", "60"} {

@@ -20,6 +20,12 @@ func helperMain(mode string) int {
 			return 1
 		}
 		return 0
+	case "pmiprobe":
+		if err := pmiProbe(); err != nil {
+			fmt.Fprintln(os.Stderr, "pmi probe:", err)
+			return 1
+		}
+		return 0
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 		return 2

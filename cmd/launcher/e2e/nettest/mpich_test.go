@@ -79,7 +79,7 @@ func TestMPICHLoopback(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tag := newTag(t)
-			args := append([]string{"-np", "16", "-x", tagEnv + "=" + tag}, mpichLoopEnv...)
+			args := append([]string{"-l", "-np", "16", "-x", tagEnv + "=" + tag}, mpichLoopEnv...)
 			args = append(append(args, tc.opts...), bin)
 			l := launchInProc(t, c, 4, args...)
 			if l.code != 0 {
@@ -152,7 +152,7 @@ func TestMPICHNetns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := []string{"-i", keys.ClientKey, "--known-hosts", kh, "-H", hosts[0].Addr + ":4," + hosts[1].Addr + ":4"}
+	conn := []string{"-i", keys.ClientKey, "--known-hosts", kh, "-H", hosts[0].Addr + ":4," + hosts[1].Addr + ":4", "-l"}
 
 	t.Run("TwoHosts", func(t *testing.T) {
 		tag := newTag(t)

@@ -45,7 +45,7 @@ func TestMasterAddrDeadEnd(t *testing.T) {
 	}
 	tag := newTag(t)
 	l := run(t, nil, launcherBin, "-i", keys.ClientKey, "--known-hosts", kh,
-		"-H", hosts[0].Addr+":2,"+hosts[1].Addr+":2", "-np", "4",
+		"-H", hosts[0].Addr+":2,"+hosts[1].Addr+":2", "-l", "-np", "4",
 		"-x", tagEnv+"="+tag, "-x", helperEnv+"=rendezvous", "-x", "GORACE=atexit_sleep_ms=0",
 		self)
 	if l.code != 0 {

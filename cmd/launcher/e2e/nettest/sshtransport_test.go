@@ -39,7 +39,7 @@ func TestTransportSSH(t *testing.T) {
 		return start(t, nil, launcherBin, append([]string{"--transport", "ssh",
 			"--ssh", "ssh -F /dev/null -o IdentitiesOnly=yes -o LogLevel=ERROR -o KexAlgorithms=curve25519-sha256",
 			"-i", keys.ClientKey, "--known-hosts", kh, "--agent-path", agentBin,
-			"-H", h.Addr + ":2:22", "-np", "2", "-x", tagEnv + "=" + tag}, args...)...)
+			"-H", h.Addr + ":2:22", "-l", "-np", "2", "-x", tagEnv + "=" + tag}, args...)...)
 	}
 
 	t.Run("Env", func(t *testing.T) {
