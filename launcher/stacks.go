@@ -156,7 +156,14 @@ func (j *job) reportStacks(a actStacks, started time.Time) {
 			}
 			j.out.say(fmt.Sprintf("odd one out: rank %d on %s: %s", r, j.sessions[j.st.hostOf[r]].host.Name, f))
 		}
-		j.out.say(fmt.Sprintf("the other %d ranks: %s", len(j.ranks)-len(odd), common))
+		if common == "??" {
+			common = "?? (a frame without symbols)"
+		}
+		if len(odd) == 0 {
+			j.out.say("every rank's innermost frame: " + common)
+		} else {
+			j.out.say(fmt.Sprintf("the other %d ranks: %s", len(j.ranks)-len(odd), common))
+		}
 	}
 	j.out.say("printed last the longest ago: " + strings.Join(quietest(j.quiet, started, j.quietAt, 3), ", "))
 }

@@ -6,6 +6,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"gangway/agent/proc"
 )
 
@@ -13,7 +15,42 @@ func main() {
 	if code, ok := proc.Supervise(os.Args); ok { // a local rank's supervisor: this binary re-executed
 		os.Exit(code)
 	}
+	raw := make(chan os.Signal, 4)
+	signal.Notify(raw, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGUSR1)
 	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGUSR1)
+	// The relay lives as long as the process; os.Exit ends it.
+	go relay(raw, sig, func() bool { return brokenOutput(1, 2) })
 	os.Exit(run(os.Args[1:], sig))
+}
+
+// relay passes the launcher's signals on, but SIGPIPE only when stdout or
+// stderr is broken (`launcher ... | head` closed it): with SIGPIPE
+// caught, Go also delivers the SIGPIPE of a write to a socket whose peer
+// has gone (an agent that ended the session), which is the job's
+// business, not a reason to stop it.
+func relay(raw <-chan os.Signal, sig chan<- os.Signal, broken func() bool) {
+	for s := range raw {
+		if s == syscall.SIGPIPE && !broken() {
+			continue
+		}
+		sig <- s
+	}
+}
+
+// brokenOutput reports whether any of fds is a pipe or socket whose
+// reading end has gone: poll says POLLERR (a pipe) or POLLHUP (a socket).
+func brokenOutput(fds ...int) bool {
+	p := make([]unix.PollFd, len(fds))
+	for i, fd := range fds {
+		p[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLOUT}
+	}
+	if _, err := unix.Poll(p, 0); err != nil {
+		return false
+	}
+	for _, q := range p {
+		if q.Revents&(unix.POLLERR|unix.POLLHUP) != 0 {
+			return true
+		}
+	}
+	return false
 }

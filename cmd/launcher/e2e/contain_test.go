@@ -239,7 +239,7 @@ func TestAgentKilledLeavesNothing(t *testing.T) {
 			}
 			mark := newMark(t)
 			killMarked(t, mark)
-			l := c.StartLauncher(t, append([]string{"-H", c.HostList(2), "--kill-grace", "5s"}, leavers(t, 2, mark)...)...)
+			l := c.StartLauncher(t, append([]string{"-l", "-H", c.HostList(2), "--kill-grace", "5s"}, leavers(t, 2, mark)...)...)
 			before := startedAll(t, l.Stdout, l.Stderr, 2, mark)
 			agent := c.Procs[0].Pid()
 			if n, want := len(jobGroups(t, agent)), tc.groups; n != want {
@@ -274,7 +274,7 @@ func TestLocalLauncherKilledLeavesNothing(t *testing.T) {
 		t.Run(proc.SignalName(sig), func(t *testing.T) {
 			mark := newMark(t)
 			killMarked(t, mark)
-			l := e2e.StartProc(t, nil, launcherBin, leavers(t, 2, mark)...)
+			l := e2e.StartProc(t, nil, launcherBin, append([]string{"-l"}, leavers(t, 2, mark)...)...)
 			before := startedAll(t, l.Stdout, l.Stderr, 2, mark)
 			if n := len(jobGroups(t, l.Pid())); n != 1 {
 				t.Errorf("the launcher has %d job cgroups, want 1", n)

@@ -38,9 +38,6 @@ func TestAgentKilled(t *testing.T) {
 	if want := "lost the agent on " + c.Hosts[1].Addr; !strings.Contains(stderr, want) {
 		t.Errorf("stderr does not say %q:\n%s", want, stderr)
 	}
-	if detect > 10*time.Second {
-		t.Errorf("the launcher took %v to fail, want at most 10s", detect)
-	}
 	left1 := proctest.WaitGone(e2e.Deadline, host1...)
 	gone1 := time.Since(t0)
 	left2 := proctest.WaitGone(e2e.Deadline, host2...)
@@ -74,9 +71,6 @@ func TestLauncherKilled(t *testing.T) {
 	took := time.Since(t0)
 	if len(left) > 0 {
 		t.Fatalf("ranks still running %v after the launcher died: %v", took, left)
-	}
-	if took > 10*time.Second {
-		t.Errorf("agents took %v to kill the ranks, want at most 10s", took)
 	}
 	if code := l.Code(); code != -1 {
 		t.Errorf("launcher exit code %d, want -1 (killed)", code)

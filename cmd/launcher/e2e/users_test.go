@@ -136,7 +136,7 @@ func TestJobRunsAsUser(t *testing.T) {
 	h := c.Hosts[0]
 	out := filepath.Join(t.TempDir(), "out")
 	cwd, _ := os.Getwd()
-	l := c.StartLauncher(t, append([]string{"-i", keys.ClientKey, "-np", "1", "-H", fmt.Sprintf("%s@%s:1:%d", u.Name, h.Addr, h.Port),
+	l := c.StartLauncher(t, append([]string{"-l", "-i", keys.ClientKey, "-np", "1", "-H", fmt.Sprintf("%s@%s:1:%d", u.Name, h.Addr, h.Port),
 		"--output-filename", out}, waitingRank...)...)
 	pid := checkRankRunsAs(t, l, u, cwd)
 
@@ -369,7 +369,7 @@ func TestNonRootAgent(t *testing.T) {
 		t.Errorf("root at %s's agent: exit %d\nstderr:\n%s\nwant exit 1 and %q", u.Name, code, stderr, want)
 	}
 	cwd, _ := os.Getwd()
-	l := c.StartLauncher(t, append([]string{"-i", keys.ClientKey, "-np", "1", "-H", fmt.Sprintf("%s@%s:1:%d", u.Name, h.Addr, h.Port)}, waitingRank...)...)
+	l := c.StartLauncher(t, append([]string{"-l", "-i", keys.ClientKey, "-np", "1", "-H", fmt.Sprintf("%s@%s:1:%d", u.Name, h.Addr, h.Port)}, waitingRank...)...)
 	checkRankRunsAs(t, l, u, cwd)
 }
 
