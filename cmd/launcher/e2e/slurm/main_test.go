@@ -200,7 +200,8 @@ func sallocLauncher(t *testing.T, salloc []string, args ...string) []string {
 	t.Helper()
 	launcherBin, agentBin := binaries(t)
 	argv := append([]string{"salloc"}, salloc...)
-	argv = append(argv, launcherBin, "--agent-path", agentBin)
+	// -l: the tests read each line's rank from its [R] tag.
+	argv = append(argv, launcherBin, "-l", "--agent-path", agentBin)
 	return append(argv, args...)
 }
 
