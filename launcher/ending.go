@@ -138,8 +138,10 @@ func (j *job) report(w io.Writer, cause error) {
 			fmt.Fprintf(w, "launcher: also failed while stopping: %v\n", f)
 		}
 	}
-	if stopped := len(j.ranks) - 1 - others; first != nil && stopped > 0 {
-		fmt.Fprintf(w, "launcher: %d other ranks were stopped\n", stopped)
+	// Ranks that failed after the first were running when it did, but
+	// are listed above, not counted as stopped.
+	if stopped := st.runningAtFirst - others; first != nil && stopped > 0 {
+		fmt.Fprintf(w, "launcher: %s stopped\n", plural(stopped, "other rank was", "other ranks were"))
 	}
 	for _, l := range st.lost {
 		fmt.Fprintf(w, "launcher: %s\n", l)
@@ -173,4 +175,12 @@ func (r *runner) summary(code int, attempts []bench.Attempt) int {
 		}
 	}
 	return code
+}
+
+// plural is "N one" or "N many", as n asks.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

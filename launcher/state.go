@@ -105,13 +105,15 @@ type state struct {
 	ndone    int
 	failures []*RankError
 	first    *RankError // the failure that stopped the job, if one did
-	stopping bool
-	ended    bool // the job's end is decided (its context has a cause, or a hang dump runs): nothing more is blamed
-	killed   bool
-	lost     []string
-	fences   map[int]*fence
-	dump     *dump             // the stacks being collected, nil when none are
-	names    map[string]string // the job's PMI name service: service -> port
+	// runningAtFirst is how many other ranks still ran when first failed.
+	runningAtFirst int
+	stopping       bool
+	ended          bool // the job's end is decided (its context has a cause, or a hang dump runs): nothing more is blamed
+	killed         bool
+	lost           []string
+	fences         map[int]*fence
+	dump           *dump             // the stacks being collected, nil when none are
+	names          map[string]string // the job's PMI name service: service -> port
 }
 
 // dump is one collection of every rank's stacks.
@@ -314,6 +316,11 @@ func (st *state) fail(e *RankError) []action {
 		return nil
 	}
 	st.first = e
+	for r, done := range st.exited {
+		if !done && r != e.Rank {
+			st.runningAtFirst++
+		}
+	}
 	return append([]action{actCancel{e}}, st.stop()...)
 }
 

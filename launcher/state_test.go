@@ -96,6 +96,16 @@ func TestApplyBlame(t *testing.T) {
 	}
 }
 
+// TestApplyRunningAtFirst: the ranks counted as stopped are those still
+// running when the first failure came, not those that had ended well.
+func TestApplyRunningAtFirst(t *testing.T) {
+	st := twoHosts()
+	runEvents(st, evExit{0, wire.Exit{Rank: 0}}, evExit{1, wire.Exit{Rank: 3, Code: 2}})
+	if st.first == nil || st.first.Rank != 3 || st.runningAtFirst != 2 {
+		t.Errorf("first %v, running at first %d; want rank 3 and 2 (ranks 1, 2)", st.first, st.runningAtFirst)
+	}
+}
+
 // TestApplyLostAgentSilent: an agent lost to keepalives is reported as
 // such, whatever the frame reader was in the middle of.
 func TestApplyLostAgentSilent(t *testing.T) {
