@@ -33,6 +33,12 @@ func (l *inProcLaunch) String() string {
 // fails.
 func launchInProc(t *testing.T, c *e2e.Cluster, slots int, args ...string) *inProcLaunch {
 	t.Helper()
+	return launchInProcArgs(t, append(append(c.SSHFlags(), "-H", c.HostList(slots)), args...)...)
+}
+
+// launchInProcArgs runs the launcher in-process with exactly args.
+func launchInProcArgs(t *testing.T, full ...string) *inProcLaunch {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), jobTimeout)
 	defer cancel()
 	cwd, _ := os.Getwd()
@@ -42,7 +48,6 @@ func launchInProc(t *testing.T, c *e2e.Cluster, slots int, args ...string) *inPr
 		Stdout: &l.stdout, Stderr: &l.stderr,
 		Version: "nettest", Cwd: cwd,
 	}
-	full := append(append(c.SSHFlags(), "-H", c.HostList(slots)), args...)
 	t0 := time.Now()
 	l.code = launcher.Main(ctx, full, d, nil)
 	l.took = time.Since(t0)
