@@ -21,7 +21,6 @@
 package slurm
 
 import (
-	"bytes"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -29,8 +28,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,6 +35,7 @@ import (
 	"time"
 
 	"gangway/cmd/internal/e2e"
+	"gangway/cmd/internal/procscan"
 	"gangway/cmd/internal/slurmbed"
 	"gangway/cmd/internal/slurmbed/slurmtest"
 )
@@ -233,93 +231,29 @@ func checkNothingLeft(t *testing.T, b *slurmbed.Bed, j *job) {
 	}
 }
 
-// procInfo is what the leftover checks report about a process.
-type procInfo struct {
-	Pid, PPid int
-	Comm      string
-	State     string
-	Start     uint64 // start time in clock ticks: tells a reused PID apart
-}
+// The /proc readers of cmd/internal/procscan, by the names these tests
+// use.
+type procInfo = procscan.Info
 
-func (p procInfo) String() string {
-	return fmt.Sprintf("pid %d (%s) state %s ppid %d", p.Pid, p.Comm, p.State, p.PPid)
-}
+var (
+	readProc  = procscan.Read
+	killProcs = procscan.Kill
+)
 
-// readProc parses /proc/PID/stat.
-func readProc(pid int) (procInfo, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procInfo{}, false
-	}
-	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-	if open < 0 || end < open {
-		return procInfo{}, false
-	}
-	f := strings.Fields(string(b[end+1:]))
-	if len(f) < 20 {
-		return procInfo{}, false
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	st, _ := strconv.ParseUint(f[19], 10, 64)
-	return procInfo{Pid: pid, PPid: ppid, Comm: string(b[open+1 : end]), State: f[0], Start: st}, true
-}
-
-func live(p procInfo) bool { return p.State != "Z" && p.State != "X" }
-
-func allPids() []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
+func live(p procInfo) bool { return p.Live() }
 
 // taggedProcs lists the live processes whose initial environment holds
 // tagEnv=tag.
-func taggedProcs(tag string) []procInfo {
-	want := []byte(tagEnv + "=" + tag)
-	var out []procInfo
-	for _, pid := range allPids() {
-		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-		if err != nil || !slices.ContainsFunc(bytes.Split(env, []byte{0}), func(kv []byte) bool { return bytes.Equal(kv, want) }) {
-			continue
-		}
-		if p, ok := readProc(pid); ok && live(p) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func taggedProcs(tag string) []procInfo { return procscan.Tagged(tagEnv + "=" + tag) }
 
 // netnsProcs lists the live processes in namespace ns.
 func netnsProcs(t *testing.T, ns string) []procInfo {
 	t.Helper()
-	out, err := exec.Command("ip", "netns", "pids", ns).CombinedOutput()
+	ps, err := procscan.InNetns(ns)
 	if err != nil {
-		t.Fatalf("ip netns pids %s: %v: %s", ns, err, out)
-	}
-	var ps []procInfo
-	for _, f := range strings.Fields(string(out)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			if p, ok := readProc(pid); ok && live(p) {
-				ps = append(ps, p)
-			}
-		}
+		t.Fatal(err)
 	}
 	return ps
-}
-
-// killProcs SIGKILLs each process by PID, unless its PID is now another
-// process's.
-func killProcs(ps []procInfo) {
-	for _, p := range ps {
-		if now, ok := readProc(p.Pid); ok && now.Start == p.Start && live(now) {
-			_ = syscall.Kill(p.Pid, syscall.SIGKILL)
-		}
-	}
 }
 
 // findProc returns the live process named comm among the tagged ones.
