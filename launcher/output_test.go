@@ -269,4 +269,16 @@ func TestTagStyleResolve(t *testing.T) {
 			t.Errorf("%v.Resolve(terminal) = %v, want %v", in, got, want)
 		}
 	}
+	// /dev/null is a character device, not a terminal.
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	if got := TagAuto.Resolve(null); got != TagNone {
+		t.Errorf("auto.Resolve(/dev/null) = %v, want %v", got, TagNone)
+	}
+	if isTerminal(null) {
+		t.Error("/dev/null reads as a terminal")
+	}
 }

@@ -40,12 +40,9 @@ func progressLine(rep bench.Report, attempt int, elapsed time.Duration) string {
 
 func num(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 
-// isTerminal reports whether w is a terminal (a character device).
+// isTerminal reports whether w is a terminal: a file that answers the
+// terminal's own ioctl (/dev/null is a character device, but no terminal).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && termios(f)
 }
