@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"gangway/cmd/internal/testbed"
 	"gangway/launcher"
 )
 
@@ -90,8 +91,8 @@ func (b *bench) profileRuns(ctx context.Context, path string, runs int, args []s
 	}
 	t0 := time.Now()
 	for i := range runs {
-		var errb tailBuffer
-		errb.max = 8 << 10
+		var errb testbed.Tail
+		errb.Max = 8 << 10
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		code := launcher.Main(rctx, args, launcher.Deps{Stdout: stdout, Stderr: &errb, Version: "gwbench", Cwd: b.dir},
 			func(string, bool) *zap.Logger { return zap.NewNop() })

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"gangway/agent/proc"
+	"gangway/cmd/internal/testbed"
 )
 
 // cmdSpec is one command to time.
@@ -50,7 +49,7 @@ func runTimed(ctx context.Context, s cmdSpec) outcome {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return proc.StopGroup(cmd.Process.Pid, 0, nil) } // no grace: SIGKILL
 	cmd.WaitDelay = 5 * time.Second
-	outTail := tailBuffer{max: 1 << 20}
+	outTail := testbed.Tail{Max: 1 << 20}
 	switch {
 	case s.stdout != nil:
 		cmd.Stdout = s.stdout
@@ -64,7 +63,7 @@ func runTimed(ctx context.Context, s cmdSpec) outcome {
 		defer null.Close()
 		cmd.Stdout = null
 	}
-	errTail := tailBuffer{max: 8 << 10}
+	errTail := testbed.Tail{Max: 8 << 10}
 	cmd.Stderr = &errTail
 	t0 := time.Now()
 	err := cmd.Start()
@@ -127,28 +126,3 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, " | ")
 }
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailBuffer) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, b...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(b), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
-}
-
-var _ io.Writer = (*tailBuffer)(nil)

@@ -88,7 +88,7 @@ type Proc struct {
 
 	cmd  *exec.Cmd
 	desc string // "<ns> <name>"
-	out  tailBuffer
+	out  Tail
 	done chan struct{}
 	err  error // from Wait; set before done is closed
 
@@ -278,25 +278,31 @@ func killPid(pid int) error {
 	return nil
 }
 
-// tailBuffer keeps the last tailMax bytes written to it.
-type tailBuffer struct {
+// Tail keeps the last Max bytes written to it (64 KiB when Max is 0);
+// it is safe for concurrent writers.
+type Tail struct {
+	Max int
 	mu  sync.Mutex
 	buf []byte
 }
 
 const tailMax = 64 << 10
 
-func (t *tailBuffer) Write(b []byte) (int, error) {
+func (t *Tail) Write(b []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	limit := t.Max
+	if limit <= 0 {
+		limit = tailMax
+	}
 	t.buf = append(t.buf, b...)
-	if over := len(t.buf) - tailMax; over > 0 {
+	if over := len(t.buf) - limit; over > 0 {
 		t.buf = append(t.buf[:0], t.buf[over:]...)
 	}
 	return len(b), nil
 }
 
-func (t *tailBuffer) String() string {
+func (t *Tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.buf)
