@@ -32,7 +32,7 @@ type Placement struct {
 	// HostfileVar is the variable that named Hostfile, when Source is
 	// HostsMPIOperator (OMPI_MCA_orte_default_hostfile...).
 	HostfileVar string
-	Hosts    []hostfile.Host
+	Hosts       []hostfile.Host
 
 	NP            int    // ranks; 0 means every slot
 	NPerNode      int    // ranks per host; 0 means by slots
@@ -143,12 +143,12 @@ type HostSource int
 
 // Host sources, in the order Parse tries them.
 const (
-	HostsLocal HostSource = iota // none given: this machine, through the in-process agent
-	HostsList                    // -H
-	HostsFile                    // -hostfile
-	HostsMPIOperator             // Kubeflow mpi-operator's hostfile ($OMPI_MCA_orte_default_hostfile...)
-	HostsSlurm                   // SLURM_JOB_NODELIST
-	HostsPBS                     // $PBS_NODEFILE
+	HostsLocal       HostSource = iota // none given: this machine, through the in-process agent
+	HostsList                          // -H
+	HostsFile                          // -hostfile
+	HostsMPIOperator                   // Kubeflow mpi-operator's hostfile ($OMPI_MCA_orte_default_hostfile...)
+	HostsSlurm                         // SLURM_JOB_NODELIST
+	HostsPBS                           // $PBS_NODEFILE
 )
 
 func (s HostSource) String() string {
