@@ -62,3 +62,37 @@ func FromPBS(getenv func(string) string) (hosts []Host, ok bool, err error) {
 	}
 	return hosts, true, nil
 }
+
+// MPIOperatorVars are the variables naming the hostfile that Kubeflow's
+// mpi-operator (MPIJob v2beta1) writes at /etc/mpi/hostfile, in the order
+// FromMPIOperator reads them: Open MPI 4's, Open MPI 5's (PRTE), Intel
+// MPI's and MPICH's (Hydra). The operator sets the one of its
+// mpiImplementation; Open MPI's file has "host slots=N" lines, the
+// others "host:N".
+var MPIOperatorVars = []string{
+	"OMPI_MCA_orte_default_hostfile",
+	"PRTE_MCA_prte_default_hostfile",
+	"I_MPI_HYDRA_HOST_FILE",
+	"HYDRA_HOST_FILE",
+}
+
+// FromMPIOperator reads the hostfile named by the first of
+// MPIOperatorVars that is set. getenv is usually os.Getenv. ok is false,
+// with no error, when none is set; name is the variable read and path
+// its value. Errors name the variable.
+func FromMPIOperator(getenv func(string) string) (hosts []Host, name, path string, ok bool, err error) {
+	for _, v := range MPIOperatorVars {
+		if path = getenv(v); path != "" {
+			name = v
+			break
+		}
+	}
+	if path == "" {
+		return nil, "", "", false, nil
+	}
+	hosts, err = ParseFile(path)
+	if err != nil {
+		return nil, name, path, true, fmt.Errorf("%s: %w", name, err)
+	}
+	return hosts, name, path, true, nil
+}

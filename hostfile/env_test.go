@@ -141,3 +141,57 @@ func TestFromPBS(t *testing.T) {
 		t.Errorf("missing node file: ok %v, %v; want ok and fs.ErrNotExist", ok, err)
 	}
 }
+
+func TestFromMPIOperator(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o444); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// The operator's newConfigMap, byte for byte: Open MPI lines, and the
+	// host:slots lines of Intel MPI and MPICH.
+	ompi := write("ompi", "pi-launcher.pi.default.svc slots=2\npi-worker-0.pi.default.svc slots=2\npi-worker-1.pi.default.svc slots=2\n")
+	hydra := write("hydra", "pi-worker-0.pi.default.svc:4\npi-worker-1.pi.default.svc:4\n")
+	bad := write("bad", "pi-worker-0.pi.default.svc slots=two\n")
+	ompiHosts := []Host{{Name: "pi-launcher.pi.default.svc", Slots: 2}, {Name: "pi-worker-0.pi.default.svc", Slots: 2}, {Name: "pi-worker-1.pi.default.svc", Slots: 2}}
+	hydraHosts := []Host{{Name: "pi-worker-0.pi.default.svc", Slots: 4}, {Name: "pi-worker-1.pi.default.svc", Slots: 4}}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    []Host
+		wantVar string
+		wantOK  bool
+		err     string
+	}{
+		{"not the operator", map[string]string{"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_set_default_slots": "2"}, nil, "", false, ""},
+		{"open mpi 4", map[string]string{"OMPI_MCA_orte_default_hostfile": ompi}, ompiHosts, "OMPI_MCA_orte_default_hostfile", true, ""},
+		{"open mpi 5", map[string]string{"PRTE_MCA_prte_default_hostfile": ompi}, ompiHosts, "PRTE_MCA_prte_default_hostfile", true, ""},
+		{"intel mpi", map[string]string{"I_MPI_HYDRA_HOST_FILE": hydra, "I_MPI_PERHOST": "4"}, hydraHosts, "I_MPI_HYDRA_HOST_FILE", true, ""},
+		{"mpich", map[string]string{"HYDRA_HOST_FILE": hydra}, hydraHosts, "HYDRA_HOST_FILE", true, ""},
+		{"open mpi 4 first", map[string]string{"OMPI_MCA_orte_default_hostfile": ompi, "HYDRA_HOST_FILE": hydra}, ompiHosts, "OMPI_MCA_orte_default_hostfile", true, ""},
+		{"bad slots", map[string]string{"HYDRA_HOST_FILE": bad}, nil, "HYDRA_HOST_FILE", true, "HYDRA_HOST_FILE: " + bad + `:1: bad slots "two"`},
+		{"missing file", map[string]string{"OMPI_MCA_orte_default_hostfile": filepath.Join(dir, "gone")}, nil, "OMPI_MCA_orte_default_hostfile", true,
+			"OMPI_MCA_orte_default_hostfile: cannot open hostfile: open " + filepath.Join(dir, "gone") + ": no such file or directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hosts, name, path, ok, err := FromMPIOperator(envFunc(tt.env))
+			if ok != tt.wantOK || name != tt.wantVar || (ok && path != tt.env[tt.wantVar]) {
+				t.Errorf("FromMPIOperator = ok %v, variable %q, path %q; want %v, %q, %q", ok, name, path, tt.wantOK, tt.wantVar, tt.env[tt.wantVar])
+			}
+			if tt.err != "" {
+				wantErr(t, err, tt.err)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(hosts, tt.want) {
+				t.Errorf("hosts = %+v, want %+v", hosts, tt.want)
+			}
+		})
+	}
+}

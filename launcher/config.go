@@ -28,8 +28,11 @@ type Config struct {
 // Placement says where ranks run.
 type Placement struct {
 	Source   HostSource
-	Hostfile string // the last hostfile read, when Source is HostsFile
-	Hosts    []hostfile.Host
+	Hostfile string // the last hostfile read, when Source is HostsFile or HostsMPIOperator
+	// HostfileVar is the variable that named Hostfile, when Source is
+	// HostsMPIOperator (OMPI_MCA_orte_default_hostfile...).
+	HostfileVar string
+	Hosts       []hostfile.Host
 
 	NP            int    // ranks; 0 means every slot
 	NPerNode      int    // ranks per host; 0 means by slots
@@ -92,6 +95,12 @@ type Transport struct {
 	KnownHosts     string
 	AcceptNewHosts bool
 	StartTimeout   time.Duration
+	// MPIOperator is set in an mpi-operator launcher pod whose hosts come
+	// from the operator's hostfile (K_MPI_JOB_ROLE=launcher): host keys
+	// not in known_hosts are then accepted, unrecorded and with a warning,
+	// as the operator's images configure ssh (StrictHostKeyChecking no,
+	// UserKnownHostsFile /dev/null). A mismatch is still refused.
+	MPIOperator bool
 }
 
 // Network is the node and network preparation before ranks start.
@@ -134,15 +143,16 @@ type HostSource int
 
 // Host sources, in the order Parse tries them.
 const (
-	HostsLocal HostSource = iota // none given: this machine, through the in-process agent
-	HostsList                    // -H
-	HostsFile                    // -hostfile
-	HostsSlurm                   // SLURM_JOB_NODELIST
-	HostsPBS                     // $PBS_NODEFILE
+	HostsLocal       HostSource = iota // none given: this machine, through the in-process agent
+	HostsList                          // -H
+	HostsFile                          // -hostfile
+	HostsMPIOperator                   // Kubeflow mpi-operator's hostfile ($OMPI_MCA_orte_default_hostfile...)
+	HostsSlurm                         // SLURM_JOB_NODELIST
+	HostsPBS                           // $PBS_NODEFILE
 )
 
 func (s HostSource) String() string {
-	return [...]string{"local", "-H", "hostfile", "slurm", "pbs"}[s]
+	return [...]string{"local", "-H", "hostfile", "mpi-operator", "slurm", "pbs"}[s]
 }
 
 // Mode is what the launcher does. When several mode flags are given, the

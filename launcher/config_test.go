@@ -89,6 +89,10 @@ func TestParse(t *testing.T) {
 	// agents are started with srun unless hosts or a transport are given.
 	alloc := map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "dgx[01-02]", "SLURM_TASKS_PER_NODE": "8(x2)"}
 	dgx := []hostfile.Host{{Name: "dgx01", Slots: 8}, {Name: "dgx02", Slots: 8}}
+	// mpi-operator's /etc/mpi/hostfile, as its newConfigMap writes it.
+	opHF := writeFile(t, "hostfile", "pi-worker-0.pi.default.svc slots=2\npi-worker-1.pi.default.svc slots=2\n")
+	opHydra := writeFile(t, "hostfile-hydra", "pi-worker-0.pi.default.svc:2\npi-worker-1.pi.default.svc:2\n")
+	opHosts := []hostfile.Host{{Name: "pi-worker-0.pi.default.svc", Slots: 2}, {Name: "pi-worker-1.pi.default.svc", Slots: 2}}
 
 	tests := []struct {
 		name string
@@ -163,6 +167,24 @@ func TestParse(t *testing.T) {
 		{"PBS node file", nil, map[string]string{"PBS_NODEFILE": pbs}, func(c *Config) {
 			c.Place.Hosts = []hostfile.Host{{Name: "n1", Slots: 2}, {Name: "n2", Slots: 1}}
 			c.Place.Source = HostsPBS
+		}},
+		{"mpi-operator launcher pod", nil, map[string]string{"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_default_hostfile": opHF, "OMPI_MCA_orte_set_default_slots": "2"}, func(c *Config) {
+			c.Place.Hosts, c.Place.Source, c.Place.Hostfile, c.Place.HostfileVar = opHosts, HostsMPIOperator, opHF, "OMPI_MCA_orte_default_hostfile"
+			c.Transport.MPIOperator = true
+		}},
+		{"mpi-operator: intel mpi", nil, map[string]string{"K_MPI_JOB_ROLE": "launcher", "I_MPI_HYDRA_HOST_FILE": opHydra, "I_MPI_PERHOST": "2"}, func(c *Config) {
+			c.Place.Hosts, c.Place.Source, c.Place.Hostfile, c.Place.HostfileVar = opHosts, HostsMPIOperator, opHydra, "I_MPI_HYDRA_HOST_FILE"
+			c.Transport.MPIOperator = true
+		}},
+		{"HYDRA_HOST_FILE outside a launcher pod: host keys still checked", nil, map[string]string{"HYDRA_HOST_FILE": opHydra}, func(c *Config) {
+			c.Place.Hosts, c.Place.Source, c.Place.Hostfile, c.Place.HostfileVar = opHosts, HostsMPIOperator, opHydra, "HYDRA_HOST_FILE"
+		}},
+		{"-H wins over mpi-operator", []string{"-H", "a:2"}, map[string]string{"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_default_hostfile": opHF}, func(c *Config) {
+			c.Place.Hosts, c.Place.Source = []hostfile.Host{{Name: "a", Slots: 2}}, HostsList
+		}},
+		{"mpi-operator wins over a slurm allocation", nil, map[string]string{"K_MPI_JOB_ROLE": "launcher", "PRTE_MCA_prte_default_hostfile": opHF, "SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "dgx[01-02]"}, func(c *Config) {
+			c.Place.Hosts, c.Place.Source, c.Place.Hostfile, c.Place.HostfileVar = opHosts, HostsMPIOperator, opHF, "PRTE_MCA_prte_default_hostfile"
+			c.Transport.MPIOperator = true
 		}},
 		{"slurm wins over PBS", nil, map[string]string{"PBS_NODEFILE": pbs, "SLURM_JOB_NODELIST": "dgx[01-02]", "SLURM_TASKS_PER_NODE": "8(x2)"}, func(c *Config) {
 			c.Place.Hosts = []hostfile.Host{{Name: "dgx01", Slots: 8}, {Name: "dgx02", Slots: 8}}

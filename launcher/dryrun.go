@@ -17,6 +17,7 @@ import (
 // touching the network. Format (stable; scripts read it):
 //
 //	# placement
+//	# hosts: mpi-operator, VAR=PATH     (only for mpi-operator's hostfile)
 //	RANK  HOST  LOCAL_RANK  LOCAL_SIZE  NODE  GPU
 //	0     a     0           8           0     -
 //	...
@@ -48,6 +49,9 @@ func DryRun(ctx context.Context, w io.Writer, cfg Config) error {
 	envs := newEnvBuilder(ranks, he, JobEnv{JobID: "dry-run", MasterAddr: hosts[ranks[0].Host].Name, MasterPort: 29500, Vars: cfg.Env.Vars, MCA: cfg.Env.MCA,
 		RunID: cmp.Or(cfg.Control.RunID, "dry-run"), MaxRestarts: cfg.Control.MaxRestarts})
 	fmt.Fprintf(w, "# placement: %d ranks on %d hosts (map-by %s), command: %s\n", len(ranks), len(hosts), cfg.Place.MapBy, strings.Join(cfg.Argv, " "))
+	if cfg.Place.Source == HostsMPIOperator {
+		fmt.Fprintf(w, "# hosts: %s, %s=%s\n", cfg.Place.Source, cfg.Place.HostfileVar, cfg.Place.Hostfile)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RANK\tHOST\tLOCAL_RANK\tLOCAL_SIZE\tNODE\tGPU")
 	for _, r := range ranks {

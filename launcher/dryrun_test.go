@@ -168,3 +168,31 @@ func TestDryRunNotEnoughSlots(t *testing.T) {
 		t.Errorf("DryRun printed %q before failing", out.String())
 	}
 }
+
+// TestDryRunMPIOperator: in an mpi-operator launcher pod with no -H, the
+// plan comes from the operator's hostfile, and the dry run says so.
+func TestDryRunMPIOperator(t *testing.T) {
+	hf := writeFile(t, "hostfile", "pi-worker-0.pi.default.svc slots=2\npi-worker-1.pi.default.svc slots=2\n")
+	env := map[string]string{"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_default_hostfile": hf}
+	cfg, err := Parse([]string{"--dry-run", "prog"}, func(k string) string { return env[k] }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := DryRun(t.Context(), &out, cfg); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out.String(), "\n")
+	want := []string{
+		"# placement: 4 ranks on 2 hosts (map-by slot), command: prog",
+		"# hosts: mpi-operator, OMPI_MCA_orte_default_hostfile=" + hf,
+		"RANK  HOST                        LOCAL_RANK  LOCAL_SIZE  NODE  GPU",
+		"0     pi-worker-0.pi.default.svc  0           2           0     -",
+		"1     pi-worker-0.pi.default.svc  1           2           0     -",
+		"2     pi-worker-1.pi.default.svc  0           2           1     -",
+		"3     pi-worker-1.pi.default.svc  1           2           1     -",
+	}
+	if len(lines) < len(want) || strings.Join(lines[:len(want)], "\n") != strings.Join(want, "\n") {
+		t.Errorf("dry run starts\n%s\nwant\n%s", strings.Join(lines[:min(len(lines), len(want))], "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -89,6 +89,11 @@ func (d *sshDialer) hostKeyCallback() ssh.HostKeyCallback {
 		if !errors.As(err, &ke) {
 			return err
 		}
+		if d.cfg.MPIOperator && !d.cfg.AcceptNewHosts {
+			// As the operator's images have ssh do (newSSHDialer warned).
+			d.log.Debug("accepting an unknown host key (mpi-operator)", zap.String("host", hostname), zap.String("fingerprint", fp))
+			return nil
+		}
 		if !d.cfg.AcceptNewHosts {
 			return permanent(&HostKeyError{Host: hostname, Fingerprint: fp, KnownHosts: d.khPath})
 		}

@@ -29,11 +29,14 @@ Hosts (default: this machine, -np defaulting to one rank per GPU, else per CPU):
   -H, -host LIST           [user@]host[:slots[:port]],...  (repeated hosts add slots)
   -hostfile, -machinefile, -f FILE
                            Open MPI (host slots=N [max_slots=M] [port=P]),
-                           MPICH (host:N) or PBS nodefile; Slurm's
-                           SLURM_JOB_NODELIST/SLURM_TASKS_PER_NODE and
-                           $PBS_NODEFILE are read when no hosts are given
-                           (inside a Slurm allocation the agents are then
-                           started with srun: -transport slurm)
+                           MPICH (host:N) or PBS nodefile; when no hosts are
+                           given, read in this order: mpi-operator's
+                           hostfile ($OMPI_MCA_orte_default_hostfile,
+                           $PRTE_MCA_prte_default_hostfile,
+                           $I_MPI_HYDRA_HOST_FILE, $HYDRA_HOST_FILE),
+                           Slurm's SLURM_JOB_NODELIST/SLURM_TASKS_PER_NODE
+                           (the agents are then started with srun:
+                           -transport slurm), $PBS_NODEFILE
   -np, -n N                number of ranks (default: every slot)
   -N, -npernode N          ranks per host
   -map-by slot|node        fill each host (default) or deal round robin
@@ -180,6 +183,10 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 	if d.Log == nil {
 		d.Log = newLogger(cfg.Out.LogFormat, cfg.Out.Verbose)
 		defer d.Log.Sync()
+	}
+	if cfg.Mode != ModeAnalyze {
+		d.Log.Debug("hosts", zap.Stringer("source", cfg.Place.Source), zap.String("hostfile", cfg.Place.Hostfile),
+			zap.String("variable", cfg.Place.HostfileVar), zap.Int("count", len(cfg.Place.Hosts)))
 	}
 	switch cfg.Mode {
 	case ModeAnalyze, ModeDryRun:

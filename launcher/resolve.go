@@ -11,8 +11,11 @@ import (
 	"gangway/hostfile"
 )
 
-// resolveHosts reads -H and hostfiles, else a Slurm or PBS allocation,
-// else leaves the job on this machine.
+// resolveHosts reads -H and hostfiles, else the hostfile Kubeflow's
+// mpi-operator names, else a Slurm or PBS allocation, else leaves the job
+// on this machine. The operator's variables come before Slurm's: they are
+// set only in its launcher pod, where a Slurm variable could only have
+// leaked from the image or the node.
 func (c *Config) resolveHosts(getenv func(string) string) error {
 	p := &c.Place
 	for _, l := range c.in.hostLists {
@@ -41,6 +44,13 @@ func (c *Config) resolveHosts(getenv func(string) string) error {
 	if len(p.Hosts) > 0 {
 		return nil
 	}
+	if hs, v, path, ok, err := hostfile.FromMPIOperator(getenv); err != nil {
+		return fmt.Errorf("mpi-operator hostfile: %w", err)
+	} else if ok {
+		p.Hosts, p.Source, p.Hostfile, p.HostfileVar = hs, HostsMPIOperator, path, v
+		c.Transport.MPIOperator = getenv(MPIOperatorRoleEnv) == "launcher"
+		return nil
+	}
 	if hs, ok, err := hostfile.FromSlurm(getenv); err != nil {
 		return fmt.Errorf("slurm allocation: %w", err)
 	} else if ok {
@@ -56,6 +66,10 @@ func (c *Config) resolveHosts(getenv func(string) string) error {
 	p.Source = HostsLocal
 	return nil
 }
+
+// MPIOperatorRoleEnv is the variable mpi-operator sets in its pods:
+// "launcher" or "worker".
+const MPIOperatorRoleEnv = "K_MPI_JOB_ROLE"
 
 // resolveInputs turns -x, --env-file, --stdin and --output-from into
 // their Config values.

@@ -59,6 +59,10 @@ func newSSHDialer(cfg Transport, log *zap.Logger) (*sshDialer, error) {
 	if d.khPath == "" {
 		d.khPath = filepath.Join(home, ".ssh", "known_hosts")
 	}
+	if cfg.MPIOperator && !cfg.AcceptNewHosts {
+		log.Warn("mpi-operator launcher pod: host keys not in known_hosts are accepted without being recorded, as the operator's images configure ssh (StrictHostKeyChecking no, UserKnownHostsFile /dev/null); a changed key is still refused",
+			zap.String("known_hosts", d.khPath))
+	}
 	if cfg.Identity != "" {
 		s, err := loadKey(cfg.Identity)
 		if err != nil {

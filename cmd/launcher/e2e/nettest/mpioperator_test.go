@@ -1,0 +1,222 @@
+package nettest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"gangway/cmd/internal/e2e"
+	"gangway/cmd/internal/testbed"
+	"gangway/cmd/internal/testbed/roottest"
+)
+
+// podScript makes a process look like a Kubeflow mpi-operator pod's main
+// container, in its own mount and UTS namespaces (unshare --mount --uts):
+// a home of its own (tmpfs on /root), the job's SSH Secret mounted
+// read-only at /root/.ssh (the operator's default sshAuthMountPath), a
+// generated hosts file over /etc/hosts standing in for the cluster DNS
+// of the job's headless Service, and the pod's hostname. Nothing outside
+// the namespaces changes.
+const podScript = `set -e
+mount -t tmpfs -o mode=0700 tmpfs /root
+mkdir /root/.ssh
+mount --bind "$1" /root/.ssh
+mount -o remount,ro,bind /root/.ssh
+mount --bind "$2" /etc/hosts
+hostname "$3"
+shift 3
+exec "$@"`
+
+// podCommand is argv run as podScript describes.
+func podCommand(secret, hosts, hostname string, argv ...string) []string {
+	return append([]string{"/usr/bin/unshare", "--mount", "--uts", "/bin/sh", "-c", podScript, "sh", secret, hosts, hostname}, argv...)
+}
+
+// writeOperatorSecret writes the SSH Secret the operator makes for a job
+// (newSSHAuthSecret: an ECDSA P-521 key as a PEM "EC PRIVATE KEY" and its
+// authorized_keys line) as the kubelet lays out a Secret volume with the
+// operator's items: a world-writable sticky directory, a timestamped
+// directory holding id_rsa, id_rsa.pub and authorized_keys (mode 0600, as
+// the operator asks for /root/.ssh), "..data" pointing at it, and a link
+// per file through "..data".
+func writeOperatorSecret(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P521(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ssh.NewPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+	authorized := ssh.MarshalAuthorizedKey(pub)
+	dir := filepath.Join(t.TempDir(), "ssh-auth")
+	stamp := "..2026_01_02_03_04_05.123456789"
+	if err := os.MkdirAll(filepath.Join(dir, stamp), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"id_rsa": priv, "id_rsa.pub": authorized, "authorized_keys": authorized}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, stamp, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(stamp, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestMPIOperator runs an MPIJob as mpi-operator (v2beta1) sets it up, on
+// two namespace hosts: each worker pod's command is the agent in place
+// of "/usr/sbin/sshd -De", and the launcher pod runs the launcher with no
+// -H, reading the hostfile the operator names in the variable of each
+// mpiImplementation (the file at a temporary path, not /etc/mpi), with
+// the operator's Secret as ~/.ssh and worker names that resolve as
+// <job>-worker-<i>.<job>.<namespace>.svc. Four ranks meet at MASTER_ADDR
+// (worker 0's address, which the launcher found under its DNS name); the
+// launcher exits 0 and nothing is left.
+func TestMPIOperator(t *testing.T) {
+	roottest.RequireRoot(t)
+	agentBin, launcherBin := binaries(t)
+	b := newBed(t, testbed.Options{Prefix: "gwo0", Hosts: 2, Subnet: 210})
+	hosts := b.Hosts()
+	secret := writeOperatorSecret(t)
+	dir := t.TempDir()
+	names := []string{"pi-worker-0.pi.default.svc", "pi-worker-1.pi.default.svc"}
+	etcHosts := filepath.Join(dir, "hosts")
+	hostsText := "127.0.0.1\tlocalhost\n"
+	for i, h := range hosts {
+		hostsText += fmt.Sprintf("%s\t%s\tpi-worker-%d\n", h.Addr, names[i], i)
+	}
+	if err := os.WriteFile(etcHosts, []byte(hostsText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// The worker pods: the agent as their command, with its defaults but
+	// for a host key outside the machine's /etc (a pod's /etc is its own).
+	agents := map[int]*testbed.Proc{}
+	for i := range hosts {
+		argv := podCommand(secret, etcHosts, fmt.Sprintf("pi-worker-%d", i),
+			agentBin, "--host-key", filepath.Join(dir, fmt.Sprintf("host_key_%d", i)))
+		cmd := b.Command(t.Context(), i, argv[0], argv[1:]...)
+		cmd.Env = append(os.Environ(), "HOME=/root", "K_MPI_JOB_ROLE=worker", "TMPDIR="+t.TempDir())
+		p, err := b.StartCmd(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents[i] = p
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("agent %s (%s) output:\n%s", names[i], p, e2e.Tail(p.Output(), 4000))
+			}
+		})
+	}
+	for i, h := range hosts {
+		waitBanner(t, fmt.Sprintf("%s:%d", h.Addr, agentPort), agents[i])
+	}
+
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The hostfile and variables of each mpiImplementation
+	// (newConfigMap, newLauncherPodTemplate).
+	impls := []struct {
+		name, file string
+		env        []string
+	}{
+		{"OpenMPI", "pi-worker-0.pi.default.svc slots=2\npi-worker-1.pi.default.svc slots=2\n", []string{
+			"OMPI_MCA_orte_keep_fqdn_hostnames=true", "OMPI_MCA_orte_default_hostfile=HOSTFILE",
+			"OMPI_MCA_plm_rsh_args=-o ConnectionAttempts=10", "OMPI_MCA_orte_set_default_slots=2"}},
+		{"Intel", "pi-worker-0.pi.default.svc:2\npi-worker-1.pi.default.svc:2\n", []string{
+			"I_MPI_HYDRA_HOST_FILE=HOSTFILE", "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS=-o ConnectionAttempts=10", "I_MPI_PERHOST=2"}},
+		{"MPICH", "pi-worker-0.pi.default.svc:2\npi-worker-1.pi.default.svc:2\n", []string{
+			"HYDRA_HOST_FILE=HOSTFILE", "HYDRA_LAUNCH_EXTRA_ARGS=-o ConnectionAttempts=10"}},
+	}
+	for _, impl := range impls {
+		t.Run(impl.name, func(t *testing.T) {
+			hf := filepath.Join(t.TempDir(), "hostfile")
+			if err := os.WriteFile(hf, []byte(impl.file), 0o444); err != nil {
+				t.Fatal(err)
+			}
+			env := []string{"HOME=/root", "SSH_AUTH_SOCK=", "K_MPI_JOB_ROLE=launcher", "NVIDIA_VISIBLE_DEVICES=", "NVIDIA_DRIVER_CAPABILITIES="}
+			for _, e := range impl.env {
+				env = append(env, strings.ReplaceAll(e, "HOSTFILE", hf))
+			}
+			tag := newTag(t)
+			argv := podCommand(secret, etcHosts, "pi-launcher", launcherBin, "-l",
+				"-x", tagEnv+"="+tag, "-x", helperEnv+"=rendezvous", "-x", "GORACE=atexit_sleep_ms=0", self)
+			l := run(t, env, argv[0], argv[1:]...)
+			if l.code != 0 {
+				t.Fatalf("launcher: %v", l)
+			}
+			if !strings.Contains(l.stderr.String(), "mpi-operator launcher pod: host keys not in known_hosts are accepted") {
+				t.Errorf("launcher did not warn that it accepts unknown host keys:\n%s", l.stderr.String())
+			}
+			lines := e2e.RankLines(l.stdout.String())
+			if len(lines) != 4 {
+				t.Fatalf("output of %d ranks, want 4 (2 slots on each of 2 workers): %v", len(lines), l)
+			}
+			var port string
+			for r := range 4 {
+				got := lines[r]
+				if len(got) != 2 {
+					t.Errorf("rank %d printed %q, want 2 lines", r, got)
+					continue
+				}
+				var gotHost, master string
+				if _, err := fmt.Sscanf(got[0], "rank %d host %s master %s", new(int), &gotHost, &master); err != nil {
+					t.Errorf("rank %d: %q: %v", r, got[0], err)
+					continue
+				}
+				addr, p, _ := strings.Cut(master, ":")
+				if gotHost != names[r/2] {
+					t.Errorf("rank %d: GANGWAY_HOST=%s, want %s", r, gotHost, names[r/2])
+				}
+				if addr != hosts[0].Addr { // the launcher resolved the name to worker 0's address
+					t.Errorf("rank %d: MASTER_ADDR=%s, want %s (%s)", r, addr, hosts[0].Addr, names[0])
+				}
+				if port == "" {
+					port = p
+				} else if p != port {
+					t.Errorf("rank %d: MASTER_PORT=%s, rank 0 has %s", r, p, port)
+				}
+				want := fmt.Sprintf("rank %d reached master", r)
+				if r == 0 {
+					want = "rank 0 heard from 3 ranks" // WORLD_SIZE=4
+				}
+				if got[1] != want {
+					t.Errorf("rank %d: %q, want %q", r, got[1], want)
+				}
+			}
+			left := waitNoTagged(t, tag, 10*time.Second)
+			for i, h := range hosts {
+				waitNetnsOnly(t, h.NS, 10*time.Second, agents[i].Pid)
+			}
+			t.Logf("%s: 4 ranks on %v, MASTER_ADDR %s:%s; launcher ran %v; no rank left (checked in %v)",
+				impl.name, names, hosts[0].Addr, port, l.took.Round(time.Millisecond), left.Round(time.Millisecond))
+		})
+	}
+}
