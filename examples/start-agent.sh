@@ -35,7 +35,7 @@
 set -eu
 secrets=${GANGWAY_SECRETS:-/etc/gangway/secrets}
 port=${GANGWAY_PORT:-22122}
-name=${GANGWAY_NAME:-$(hostname)}
+name=${GANGWAY_NAME:-$(cat /proc/sys/kernel/hostname)}
 agent=${GANGWAY_AGENT:-agent}
 state=${GANGWAY_STATE:-${HOME:-/root}/.gangway}
 
