@@ -191,7 +191,8 @@ func (c *container) stop(t *testing.T, bed *testbed.Bed) {
 // TestStartAgentAsPod: start-agent.sh with a read-only Secret in the
 // kubelet's layout runs the agent as the container's PID 1; a real job
 // runs through it (its ranks see the agent as PID 1 and the Secret
-// read-only); a rotated authorized_keys is honoured at the next login
+// read-only), also by DNS name with launcher-job.yaml's wildcard
+// known_hosts line; a rotated authorized_keys is honoured at the next login
 // without a restart; SIGTERM stops the container with nothing left; the
 // restarted container (fresh state directory) has the same host identity,
 // from the mounted key; without a mounted key the script says the
@@ -232,6 +233,25 @@ func TestStartAgentAsPod(t *testing.T) {
 				t.Errorf("job output lacks %q:\n%s", want, out)
 			}
 		}
+	}
+
+	// As launcher-job.yaml dials workers: by DNS name (a hosts file
+	// mounted over /etc/hosts in the launcher's mount namespace), with one
+	// wildcard known_hosts line for every worker.
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"+addr+" gangway-worker-0.gangway-worker\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wild := filepath.Join(t.TempDir(), "known_hosts")
+	pub := strings.Fields(string(readFile(t, k1.HostPub)))
+	if err := os.WriteFile(wild, []byte("[gangway-worker-*.gangway-worker]:22122 "+pub[0]+" "+pub[1]+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	launcherBin, _ := e2e.BuildBinaries(t)
+	out, stderr, code = runArgv(t, "unshare", "--mount", "/bin/sh", "-c", `mount --bind "$0" /etc/hosts && exec "$@"`, hosts,
+		launcherBin, "-i", k1.ClientKey, "--known-hosts", wild, "-H", "gangway-worker-0.gangway-worker:2", "-np", "2", "sh", "-c", `echo "rank $RANK on $GANGWAY_NAME"`)
+	if code != 0 || !strings.Contains(out, "rank 1 on w0") {
+		t.Errorf("job by DNS name with a wildcard known_hosts line: exit code %d\n%s\n%s", code, out, stderr)
 	}
 
 	// Rotation: the kubelet swaps ..data; the next login must see it.
@@ -288,22 +308,29 @@ func readFile(t *testing.T, path string) []byte {
 	return b
 }
 
-// runLauncher runs the real launcher in the root namespace, bounded by
-// two minutes.
+// runLauncher runs the real launcher in the root namespace.
 func runLauncher(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	launcherBin, _ := e2e.BuildBinaries(t)
+	return runArgv(t, append([]string{launcherBin}, args...)...)
+}
+
+// runArgv runs argv (the launcher, perhaps through a wrapper that execs
+// it) in its own process group, bounded by two minutes.
+func runArgv(t *testing.T, argv ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	args := argv[1:]
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	var o, e bytes.Buffer
-	cmd := exec.CommandContext(ctx, launcherBin, args...)
+	cmd := exec.CommandContext(ctx, argv[0], args...)
 	cmd.Stdout, cmd.Stderr = &o, &e
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	t0 := time.Now()
 	err := cmd.Run()
-	t.Logf("launcher %s: %v", strings.Join(args, " "), time.Since(t0).Round(time.Millisecond))
+	t.Logf("%s %s: %v", filepath.Base(argv[0]), strings.Join(args, " "), time.Since(t0).Round(time.Millisecond))
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
