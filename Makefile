@@ -12,7 +12,7 @@ TEST_PKGS := openssh-client openssh-server mpich libmpich-dev openmpi-bin libope
              python3-torch iproute2 procps gcc slurmctld slurmd slurm-client munge
 BENCH_PKGS := pdsh
 
-.PHONY: all build run test test-short deps bench bench-quick lint install clean
+.PHONY: all build run test test-short deps bench bench-quick lint install image clean
 
 all: build
 
@@ -48,9 +48,31 @@ bench-quick: build
 	@./.ci/install-packages.sh $(TEST_PKGS) $(BENCH_PKGS)
 	$(GO) run ./cmd/gwbench -quick -out bench/results
 
+# The binaries, and the agent's systemd unit with ExecStart in $(PREFIX)/bin
+# ($(PREFIX)/lib/systemd/system is on systemd's search path for /usr and
+# /usr/local; SYSTEMDDIR overrides it).
+SYSTEMDDIR ?= $(PREFIX)/lib/systemd/system
 install: build
-	install -d $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SYSTEMDDIR)
 	install -m 0755 bin/launcher bin/agent $(DESTDIR)$(PREFIX)/bin/
+	sed 's|/usr/local/bin/agent|$(PREFIX)/bin/agent|' examples/systemd/gangway-agent.service >$(DESTDIR)$(SYSTEMDDIR)/gangway-agent.service
+	chmod 0644 $(DESTDIR)$(SYSTEMDDIR)/gangway-agent.service
+
+# The container image (Dockerfile): BASE=nvcr.io/nvidia/pytorch:<tag> adds
+# gangway to a training image. Skipped, with exit 0, where neither docker
+# nor podman answers.
+IMAGE ?= gangway:$(VERSION)
+BASE  ?= debian:bookworm-slim
+image:
+	@engine=; for e in docker podman; do \
+		if command -v $$e >/dev/null 2>&1 && $$e info >/dev/null 2>&1; then engine=$$e; break; fi; \
+	done; \
+	if [ -z "$$engine" ]; then \
+		echo "make image: skipped: no docker or podman that answers here (build elsewhere: docker build --build-arg BASE=$(BASE) -t $(IMAGE) .)"; \
+		exit 0; \
+	fi; \
+	echo "$$engine build --build-arg BASE=$(BASE) --build-arg VERSION=$(VERSION) -t $(IMAGE) ."; \
+	$$engine build --build-arg BASE=$(BASE) --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 clean:
 	rm -rf bin
