@@ -101,6 +101,10 @@ type Transport struct {
 	// as the operator's images configure ssh (StrictHostKeyChecking no,
 	// UserKnownHostsFile /dev/null). A mismatch is still refused.
 	MPIOperator bool
+	// PortFrom names the ssh configuration the agents' port came from (an
+	// mpi-operator launcher pod's /etc/ssh/ssh_config) when no -p was
+	// given; "" otherwise.
+	PortFrom string
 }
 
 // Network is the node and network preparation before ranks start.

@@ -50,7 +50,11 @@ func DryRun(ctx context.Context, w io.Writer, cfg Config) error {
 		RunID: cmp.Or(cfg.Control.RunID, "dry-run"), MaxRestarts: cfg.Control.MaxRestarts})
 	fmt.Fprintf(w, "# placement: %d ranks on %d hosts (map-by %s), command: %s\n", len(ranks), len(hosts), cfg.Place.MapBy, strings.Join(cfg.Argv, " "))
 	if cfg.Place.Source == HostsMPIOperator {
-		fmt.Fprintf(w, "# hosts: %s, %s=%s\n", cfg.Place.Source, cfg.Place.HostfileVar, cfg.Place.Hostfile)
+		fmt.Fprintf(w, "# hosts: %s, %s=%s", cfg.Place.Source, cfg.Place.HostfileVar, cfg.Place.Hostfile)
+		if cfg.Transport.PortFrom != "" {
+			fmt.Fprintf(w, ", port %d from %s", cfg.Transport.Port, cfg.Transport.PortFrom)
+		}
+		fmt.Fprintln(w)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RANK\tHOST\tLOCAL_RANK\tLOCAL_SIZE\tNODE\tGPU")

@@ -196,3 +196,45 @@ func TestDryRunMPIOperator(t *testing.T) {
 		t.Errorf("dry run starts\n%s\nwant\n%s", strings.Join(lines[:min(len(lines), len(want))], "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestMPIOperatorPortFromSSHConfig: in an mpi-operator launcher pod, the
+// agents' port is the Port the pod's ssh configuration sets for every
+// host (the operator's images: 2222), unless -p says otherwise; outside
+// the launcher pod the configuration is not read.
+func TestMPIOperatorPortFromSSHConfig(t *testing.T) {
+	hf := writeFile(t, "hostfile", "pi-worker-0.pi.default.svc slots=2\n")
+	conf := writeFile(t, "ssh_config", "Host *\n    StrictHostKeyChecking no\n    Port 2222\n")
+	defer func(old string) { SSHClientConfig = old }(SSHClientConfig)
+	SSHClientConfig = conf
+	for _, tc := range []struct {
+		name string
+		args []string
+		role string
+		port int
+		from string
+	}{
+		{"launcher pod", nil, "launcher", 2222, conf},
+		{"-p wins", []string{"-p", "22"}, "launcher", 22, ""},
+		{"--port wins", []string{"--port", "22122"}, "launcher", 22122, ""},
+		{"not the launcher pod", nil, "", DefaultPort, ""},
+	} {
+		env := map[string]string{"K_MPI_JOB_ROLE": tc.role, "OMPI_MCA_orte_default_hostfile": hf}
+		cfg, err := Parse(append(tc.args, "--dry-run", "prog"), func(k string) string { return env[k] }, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if cfg.Transport.Port != tc.port || cfg.Transport.PortFrom != tc.from {
+			t.Errorf("%s: port %d from %q, want %d from %q", tc.name, cfg.Transport.Port, cfg.Transport.PortFrom, tc.port, tc.from)
+		}
+		if tc.from == "" {
+			continue
+		}
+		var out bytes.Buffer
+		if err := DryRun(t.Context(), &out, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if want := ", port 2222 from " + conf + "\n"; !strings.Contains(out.String(), want) {
+			t.Errorf("%s: the dry run does not say %q:\n%s", tc.name, want, out.String())
+		}
+	}
+}

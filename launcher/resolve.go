@@ -49,6 +49,9 @@ func (c *Config) resolveHosts(getenv func(string) string) error {
 	} else if ok {
 		p.Hosts, p.Source, p.Hostfile, p.HostfileVar = hs, HostsMPIOperator, path, v
 		c.Transport.MPIOperator = getenv(MPIOperatorRoleEnv) == "launcher"
+		if c.Transport.MPIOperator && !c.in.given["p"] && !c.in.given["port"] {
+			c.Transport.portFromSSHConfig(SSHClientConfig)
+		}
 		return nil
 	}
 	if hs, ok, err := hostfile.FromSlurm(getenv); err != nil {
@@ -65,6 +68,25 @@ func (c *Config) resolveHosts(getenv func(string) string) error {
 	}
 	p.Source = HostsLocal
 	return nil
+}
+
+// SSHClientConfig is the system ssh configuration mpirun's ssh reads in
+// an mpi-operator launcher pod; tests point it elsewhere.
+var SSHClientConfig = "/etc/ssh/ssh_config"
+
+// portFromSSHConfig takes the agents' port from the Port an ssh
+// configuration sets for every host, as mpirun's ssh would dial it
+// (mpi-operator's images set Port 2222 there, and in the workers'
+// sshd_config, which the agent reads in a worker pod).
+func (t *Transport) portFromSSHConfig(path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if port, ok := hostfile.SSHConfigPort(f); ok {
+		t.Port, t.PortFrom = port, path
+	}
 }
 
 // MPIOperatorRoleEnv is the variable mpi-operator sets in its pods:

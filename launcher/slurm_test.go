@@ -31,6 +31,8 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(fakeSrunEnv); mode != "" {
 		os.Exit(fakeSrun(mode, os.Args[1:]))
 	}
+	// Tests never read this machine's ssh configuration.
+	SSHClientConfig = "/nonexistent/ssh_config"
 	os.Exit(m.Run())
 }
 

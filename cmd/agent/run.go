@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
@@ -19,6 +20,7 @@ import (
 	"gangway/agent/proc"
 	"gangway/agent/wire"
 	"gangway/cmd/internal/logging"
+	"gangway/hostfile"
 )
 
 // version is stamped by the Makefile.
@@ -125,6 +127,12 @@ func run(ctx context.Context, args []string) int {
 	if _, err := os.Stat(*authKeys); err != nil {
 		log.Warn("no --authorized-keys file yet; only users' own ~/.ssh/authorized_keys and certificates let anyone in", zap.String("file", *authKeys))
 	}
+	listenGiven := false
+	fs.Visit(func(f *flag.Flag) { listenGiven = listenGiven || f.Name == "listen" })
+	if addr, from := operatorListen(listenGiven, os.Getenv("K_MPI_JOB_ROLE"), sshdConfig); from != "" {
+		*listen = addr
+		log.Info("listening on the port of the image's sshd_config (mpi-operator worker pod)", zap.String("addr", addr), zap.String("file", from))
+	}
 	l, err := net.Listen("tcp", *listen)
 	if err != nil {
 		log.Error("listen", zap.Error(err))
@@ -158,3 +166,28 @@ type stdioConn struct {
 }
 
 func (s stdioConn) Close() error { return s.WriteCloser.Close() }
+
+// sshdConfig is the sshd configuration an mpi-operator worker image would
+// have served with.
+const sshdConfig = "/etc/ssh/sshd_config"
+
+// operatorListen is the address to serve on in an mpi-operator worker pod
+// (K_MPI_JOB_ROLE=worker) where --listen was not given: the Port its
+// image's sshd configuration sets (the operator's base images: 2222),
+// which its launcher's ssh dials. from is the file it came from; "" keeps
+// --listen.
+func operatorListen(listenGiven bool, role, path string) (addr, from string) {
+	if listenGiven || role != "worker" {
+		return "", ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", ""
+	}
+	defer f.Close()
+	port, ok := hostfile.SSHConfigPort(f)
+	if !ok {
+		return "", ""
+	}
+	return ":" + strconv.Itoa(port), path
+}

@@ -69,3 +69,36 @@ func TestStartupRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestOperatorListen: in an mpi-operator worker pod without --listen, the
+// agent serves on the Port of the image's sshd_config; --listen, another
+// role, or no Port keep the default.
+func TestOperatorListen(t *testing.T) {
+	dir := t.TempDir()
+	withPort := filepath.Join(dir, "sshd_config")
+	if err := os.WriteFile(withPort, []byte("Port 2222\nPermitRootLogin yes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	without := filepath.Join(dir, "plain")
+	if err := os.WriteFile(without, []byte("#Port 22\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		given      bool
+		role, path string
+		addr, from string
+	}{
+		{"worker pod", false, "worker", withPort, ":2222", withPort},
+		{"--listen given", true, "worker", withPort, "", ""},
+		{"launcher pod", false, "launcher", withPort, "", ""},
+		{"no operator", false, "", withPort, "", ""},
+		{"no Port set", false, "worker", without, "", ""},
+		{"no file", false, "worker", filepath.Join(dir, "missing"), "", ""},
+	} {
+		addr, from := operatorListen(tc.given, tc.role, tc.path)
+		if addr != tc.addr || from != tc.from {
+			t.Errorf("%s: %q from %q, want %q from %q", tc.name, addr, from, tc.addr, tc.from)
+		}
+	}
+}
