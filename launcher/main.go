@@ -98,8 +98,12 @@ Throughput (summary printed at the end when ranks print known formats):
   -warmup-steps N          samples per rank left out as warm-up
   -straggler-threshold F   flag ranks F below the median (default 0.05)
   -baseline-ips X          single-GPU throughput, for scaling efficiency
-  -report FILE.json        write the full report
-  -plot FILE.png           draw per-rank throughput over time
+  -report FILE.json        write the full report (throughput, attempts and
+                           the failure report: each failed rank's host,
+                           exit code, signal, stderr tail, root cause)
+  -plot FILE.png           draw per-rank throughput: each rank's mean as
+                           a bar graded by its distance below the median,
+                           beside the series over time
   -no-summary              do not print the summary
   -analyze FILES...        analyse saved logs instead of running; lines
                            are attributed to ranks by their tags, so save
