@@ -55,8 +55,10 @@ Network and node preparation:
                            host's agent before ranks start (multi-host jobs)
   -drop-caches[=1|2|3]     sync and drop page caches on every host first (3)
   -drop-caches-best-effort go on when a host may not drop its caches
-  -inspect [-json]         print each host's facts and the environment the
-                           launcher would set, then exit
+  -inspect [-json] [-v]    print each host's facts and the environment the
+                           launcher would set, then exit (NICs that are
+                           down or have only link-local addresses are
+                           listed with -v or -json)
 
 Environment:
   -x NAME | NAME=VALUE | 'PREFIX*'   export to every rank (repeatable)
