@@ -146,6 +146,8 @@ Control:
   -allow-run-as-root       accepted for mpirun compatibility
   -v                       verbose logs;  -log-format console|json
   -version, -h, -help
+  -completion bash|zsh     print a shell completion script, then exit
+                           (first option only; source <(launcher -completion bash))
 
 Options take one or two dashes. Everything after PROGRAM belongs to PROGRAM.
 
@@ -163,6 +165,9 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 			d.Log = newLogger("console", false)
 		}
 		return Rsh(ctx, args[1:], d)
+	}
+	if len(args) > 0 && (args[0] == "--completion" || args[0] == "-completion") {
+		return printCompletion(args[1:], d)
 	}
 	cfg, err := Parse(args, os.Getenv, os.Environ())
 	switch {
