@@ -28,10 +28,10 @@ const maxOwnColour = 8
 // are counted in one entry.
 const maxLegendStragglers = 10
 
-// Plot geometry at 100 dpi: 1400 px wide, 45 px of caption, 450 px a row.
+// Plot geometry at 100 dpi: 1400 px wide, 60 px of caption, 450 px a row.
 const (
 	plotW    = 14 * vg.Inch
-	captionH = 0.45 * vg.Inch
+	captionH = 0.6 * vg.Inch
 	rowH     = 4.5 * vg.Inch
 )
 
@@ -337,7 +337,9 @@ func barsPlot(mr MetricReport, threshold float64, width vg.Length, legend *plot.
 		legend.Add(names[g], bc)
 	}
 	hb := hostBands(mr, bars, threshold, lo-band, lo)
-	p.Add(hb)
+	if len(hb.groups) > 1 {
+		p.Add(hb)
+	}
 	if mr.MedianRank > 0 {
 		for _, ref := range []struct {
 			y    float64
@@ -370,7 +372,9 @@ func barsPlot(mr MetricReport, threshold float64, width vg.Length, legend *plot.
 		lab.Offset = vg.Point{Y: 3}
 		p.Add(lab)
 	}
-	legend.Add("band: host vs median host", hb)
+	if len(hb.groups) > 1 {
+		legend.Add("band: host vs median host", hb)
+	}
 	p.X.Tick.Marker = hb.ticks()
 	p.X.Label.Text = hb.axisLabel()
 	// After the Adds: a bar chart's data range reaches down to 0.

@@ -77,8 +77,8 @@ func TestWritePlot(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if b := img.Bounds(); b.Dx() != 1400 || b.Dy() != 45+450*tc.rows {
-			t.Errorf("%s: %v, want 1400x%d", name, b, 45+450*tc.rows)
+		if b := img.Bounds(); b.Dx() != 1400 || b.Dy() != 60+450*tc.rows {
+			t.Errorf("%s: %v, want 1400x%d", name, b, 60+450*tc.rows)
 		}
 		// The straggler's line and the slowest host's bar are drawn in red.
 		if n := countColor(img, colorStraggle); n < 200 {

@@ -114,14 +114,15 @@ func fitRange(vals ...float64) (lo, hi float64) {
 	return lo, hi
 }
 
-// caption is the line above the plot: what ran, where, when and the total.
+// caption is the two lines above the plot: what ran where and when with
+// the total, then the command.
 func caption(rep Report, total MetricReport) string {
 	cmd := strings.Join(rep.Meta.Command, " ")
 	if cmd == "" {
-		cmd = "(command unknown)"
+		cmd = "(not recorded)"
 	}
-	if len(cmd) > 90 {
-		cmd = cmd[:87] + "..."
+	if len(cmd) > 170 {
+		cmd = cmd[:167] + "..."
 	}
 	hosts := len(rep.Meta.Hosts)
 	if hosts == 0 {
@@ -135,6 +136,13 @@ func caption(rep Report, total MetricReport) string {
 	if !rep.Meta.Start.IsZero() {
 		date = rep.Meta.Start.UTC().Format(time.DateTime + " UTC")
 	}
-	return fmt.Sprintf("%s  ·  %d hosts, %d ranks  ·  %s  ·  total %s: %s", cmd, hosts, ranks, date,
-		total.Name, valueCI(total.Value, total.CI95, total.Unit))
+	return fmt.Sprintf("%s on %s  ·  %s  ·  total %s: %s\ncommand: %s", count(ranks, "rank"), count(hosts, "host"), date,
+		total.Name, valueCI(total.Value, total.CI95, total.Unit), cmd)
+}
+
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
