@@ -76,3 +76,19 @@ image:
 
 clean:
 	rm -rf bin
+
+# Man pages and shell completions, written from the commands' own help by
+# cmd/internal/gendocs; `make install` installs them beside the binaries.
+.PHONY: docs install-docs
+docs: build
+	$(GO) run ./cmd/internal/gendocs -bin bin -out bin/share
+
+install-docs: docs
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+		$(DESTDIR)$(PREFIX)/share/zsh/site-functions
+	install -m 0644 bin/share/man/man1/launcher.1 bin/share/man/man1/agent.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 bin/share/bash-completion/completions/launcher $(DESTDIR)$(PREFIX)/share/bash-completion/completions/
+	install -m 0644 bin/share/zsh/site-functions/_launcher $(DESTDIR)$(PREFIX)/share/zsh/site-functions/
+
+install: install-docs

@@ -19,31 +19,49 @@ import (
 // maxPlotRows bounds how many metrics one PNG shows (one row each).
 const maxPlotRows = 3
 
-// maxLegendRanks: above this many ranks only stragglers and the slowest rank
-// get their own colour and legend entry; the others are drawn in grey.
-const maxLegendRanks = 12
+// maxOwnColour: jobs with at most this many ranks draw every rank in its own
+// colour; larger ones draw the ranks in grey and give colours only to the
+// stragglers (and the slowest rank).
+const maxOwnColour = 8
 
-var (
-	// Tableau 10 without its red (kept for stragglers) and grey (kept for
-	// "other ranks"), plus navy.
-	rankColors = []color.RGBA{
-		{0x1f, 0x77, 0xb4, 0xff}, {0xff, 0x7f, 0x0e, 0xff}, {0x2c, 0xa0, 0x2c, 0xff}, {0x94, 0x67, 0xbd, 0xff},
-		{0x8c, 0x56, 0x4b, 0xff}, {0xe3, 0x77, 0xc2, 0xff}, {0xbc, 0xbd, 0x22, 0xff}, {0x17, 0xbe, 0xcf, 0xff},
-		{0x39, 0x3b, 0x79, 0xff},
-	}
-	colorOther    = color.RGBA{0xbb, 0xbb, 0xbb, 0xff}
-	colorBar      = color.RGBA{0x1f, 0x77, 0xb4, 0xff}
-	colorSlowBar  = color.RGBA{0xd6, 0x27, 0x28, 0xff}
-	colorStraggle = color.RGBA{0xd6, 0x27, 0x28, 0xff}
+// maxLegendStragglers bounds the stragglers named in the legend; the rest
+// are counted in one entry.
+const maxLegendStragglers = 10
+
+// Plot geometry at 100 dpi: 1400 px wide, 60 px of caption, 450 px a row.
+const (
+	plotW    = 14 * vg.Inch
+	captionH = 0.6 * vg.Inch
+	rowH     = 4.5 * vg.Inch
 )
 
-// WritePlot writes a PNG of rep to path (atomically). Each metric with a
-// series (at most three; per-rank metrics first) gets a row: throughput over
-// time with one line per rank, stragglers thick red, the median rank dashed,
-// and beside it the per-host totals as bars, the slowest host red when
-// stragglers were found. Global metrics get the series of the ranks that
-// printed them and a dashed line at the reported value. Metrics with only an
-// end-of-run figure are left out; with none left WritePlot fails.
+var (
+	// Tableau 10 without its grey, red first: the colours a rank's line
+	// takes, one per rank in small jobs, one per straggler in large ones.
+	rankColors = []color.RGBA{
+		{0xd6, 0x27, 0x28, 0xff}, {0x1f, 0x77, 0xb4, 0xff}, {0xff, 0x7f, 0x0e, 0xff}, {0x2c, 0xa0, 0x2c, 0xff},
+		{0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff}, {0xe3, 0x77, 0xc2, 0xff}, {0xbc, 0xbd, 0x22, 0xff},
+		{0x17, 0xbe, 0xcf, 0xff},
+	}
+	colorOther = color.RGBA{0xc8, 0xc8, 0xc8, 0xff}
+	// gradeColors colour the bars by grade: blue-grey, yellow, orange, red.
+	gradeColors = [4]color.RGBA{
+		{0x6b, 0x8e, 0xb8, 0xff}, {0xf2, 0xc1, 0x4e, 0xff}, {0xf2, 0x8e, 0x2b, 0xff}, {0xd6, 0x27, 0x28, 0xff},
+	}
+	colorStraggle  = gradeColors[gradeStraggler]
+	colorThreshold = color.RGBA{0xd6, 0x27, 0x28, 0xff}
+)
+
+// WritePlot writes a PNG of rep to path (atomically). A caption names the
+// command, hosts, ranks, date and total. Each metric with a series (at most
+// three; per-rank metrics first) gets a row: on the left each rank's mean
+// as a bar in rank order, coloured by how far below the median it is, with
+// the median and the straggler threshold as lines and a band under each
+// host's ranks coloured the same way for the host; in the middle the series
+// over time, stragglers each in their own colour; on the right the legend.
+// Global metrics get the series of the ranks that printed them and a dashed
+// line at the reported value. Metrics with only an end-of-run figure are
+// left out; with none left WritePlot fails.
 func WritePlot(path string, rep Report) error {
 	var metrics []MetricReport
 	for _, mr := range rep.Metrics {
@@ -54,13 +72,18 @@ func WritePlot(path string, rep Report) error {
 	if len(metrics) == 0 {
 		return fmt.Errorf("plot %s: %w", path, errNothingToPlot)
 	}
+	threshold := rep.Options.StragglerThreshold
+	if threshold <= 0 {
+		threshold = DefaultStragglerThreshold
+	}
 	rows := min(len(metrics), maxPlotRows)
-	const w, rowH = 14 * vg.Inch, 4.5 * vg.Inch
-	img := vgimg.NewWith(vgimg.UseWH(w, rowH*vg.Length(rows)), vgimg.UseDPI(100))
+	img := vgimg.NewWith(vgimg.UseWH(plotW, captionH+rowH*vg.Length(rows)), vgimg.UseDPI(100))
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: rows, Cols: 1, PadTop: 8, PadBottom: 8, PadLeft: 8, PadRight: 8, PadY: 24}
+	drawCaption(draw.Crop(dc, 0, 0, rowH*vg.Length(rows), 0), caption(rep, metrics[0]))
+	body := draw.Crop(dc, 0, 0, 0, -captionH)
+	tiles := draw.Tiles{Rows: rows, Cols: 1, PadTop: 4, PadBottom: 8, PadLeft: 8, PadRight: 8, PadY: 24}
 	for i := range rows {
-		if err := plotRow(tiles.At(dc, 0, i), metrics[i]); err != nil {
+		if err := plotRow(tiles.At(body, 0, i), metrics[i], threshold); err != nil {
 			return fmt.Errorf("plot %s: %s: %w", path, metrics[i].Name, err)
 		}
 	}
@@ -72,6 +95,14 @@ func WritePlot(path string, rep Report) error {
 }
 
 var errNothingToPlot = errors.New("no metric has a series over time: nothing to plot")
+
+func drawCaption(c draw.Canvas, text string) {
+	c.FillPolygon(color.RGBA{0xf4, 0xf4, 0xf4, 0xff}, []vg.Point{c.Min, {X: c.Max.X, Y: c.Min.Y}, c.Max, {X: c.Min.X, Y: c.Max.Y}})
+	sty := draw.TextStyle{Color: color.Black, Font: font.From(plot.DefaultFont, 13), Handler: plot.DefaultTextHandler,
+		XAlign: draw.XLeft, YAlign: draw.YCenter}
+	sty.Font.Variant = "Sans"
+	c.FillText(sty, vg.Point{X: c.Min.X + 10, Y: (c.Min.Y + c.Max.Y) / 2}, text)
+}
 
 // hasSeries reports whether mr has a point after warm-up to draw.
 func hasSeries(mr MetricReport) bool {
@@ -85,31 +116,40 @@ func hasSeries(mr MetricReport) bool {
 	return false
 }
 
-// plotRow draws one metric: series (55%), legend strip, host bars.
-func plotRow(c draw.Canvas, mr MetricReport) error {
+// plotRow draws one metric: rank bars (left), series (middle) and the legend
+// in a column of its own on the right, below the titles' height, so it can
+// collide with neither.
+func plotRow(c draw.Canvas, mr MetricReport, threshold float64) error {
 	width := c.Max.X - c.Min.X
-	legendW := 2.3 * vg.Inch
-	seriesW := width * 0.55
+	legendW := 2.8 * vg.Inch
+	barsW := (width - legendW) * 0.47
 	if mr.Scope == "global" {
-		seriesW = width - legendW
+		barsW = 0
 	}
-	series, legend, err := seriesPlot(mr)
+	legend := newLegend()
+	if barsW > 0 {
+		bars, err := barsPlot(mr, threshold, barsW, &legend)
+		if err != nil {
+			return err
+		}
+		bars.Draw(draw.Crop(c, 0, barsW-width, 0, 0))
+	}
+	series, err := seriesPlot(mr, &legend)
 	if err != nil {
 		return err
 	}
-	series.Draw(draw.Crop(c, 0, seriesW-width, 0, 0))
-	legend.Top, legend.Left = true, true
-	legend.Draw(draw.Crop(c, seriesW+8, seriesW+legendW-width, 0, -24))
-	if mr.Scope == "global" {
-		return nil
-	}
-	bc := draw.Crop(c, seriesW+legendW+8, 0, 0, 0)
-	bars, err := hostPlot(mr, bc.Max.X-bc.Min.X)
-	if err != nil {
-		return err
-	}
-	bars.Draw(bc)
+	series.Draw(draw.Crop(c, barsW+12, -legendW, 0, 0))
+	legend.Draw(draw.Crop(c, width-legendW+10, 0, 0, -40))
 	return nil
+}
+
+func newLegend() plot.Legend {
+	l := plot.NewLegend()
+	l.TextStyle.Font.Size = 10.5
+	l.TextStyle.Font.Variant = "Sans"
+	l.Top, l.Left = true, true
+	l.ThumbnailWidth = vg.Points(18)
+	return l
 }
 
 // newPlot returns a plot with sans-serif text, which reads better small.
@@ -119,8 +159,8 @@ func newPlot() *plot.Plot {
 		&p.X.Tick.Label.Font, &p.Y.Tick.Label.Font, &p.Legend.TextStyle.Font} {
 		f.Variant = "Sans"
 	}
-	p.Title.TextStyle.Font.Size = 14
-	p.X.Tick.Label.Font.Size, p.Y.Tick.Label.Font.Size = 11, 11
+	p.Title.TextStyle.Font.Size = 13
+	p.X.Tick.Label.Font.Size, p.Y.Tick.Label.Font.Size = 10.5, 10.5
 	p.X.Tick.Marker, p.Y.Tick.Marker = plainTicks{}, plainTicks{}
 	return p
 }
@@ -132,35 +172,44 @@ func axisLabel(axis string) string {
 	return "time since start (s)"
 }
 
-// seriesPlot draws every rank's post-warm-up series and returns the legend
-// separately so it can sit outside the data area.
-func seriesPlot(mr MetricReport) (*plot.Plot, plot.Legend, error) {
+// seriesPlot draws every rank's post-warm-up series and adds its entries to
+// legend.
+func seriesPlot(mr MetricReport, legend *plot.Legend) (*plot.Plot, error) {
 	p := newPlot()
-	legend := plot.NewLegend()
-	legend.TextStyle.Font.Size = 11
-	legend.TextStyle.Font.Variant = "Sans"
 	if mr.Scope == "global" {
 		p.Title.Text = fmt.Sprintf("%s (global, %s): %s", mr.Name, mr.Coverage, valueCI(mr.Value, mr.CI95, mr.Unit))
 		p.Y.Label.Text = unitOr(mr.Unit) + " (job-wide)"
 	} else {
-		p.Title.Text = fmt.Sprintf("%s per rank, warm-up excluded (%s)", mr.Name, mr.Coverage)
+		p.Title.Text = fmt.Sprintf("%s per rank, warm-up excluded", mr.Name)
 		p.Y.Label.Text = unitOr(mr.Unit) + " per rank"
 	}
 	p.X.Label.Text = axisLabel(mr.TimeAxis)
 	p.Add(plotter.NewGrid())
-	slow := map[int]bool{}
-	for _, s := range mr.Stragglers {
-		slow[s.Rank] = true
+	slow := map[int]int{} // rank -> index among stragglers
+	for i, s := range mr.Stragglers {
+		slow[s.Rank] = i
 	}
-	many := len(mr.Ranks) > maxLegendRanks
-	otherShown := false
-	xmin, xmax, ymax := math.Inf(1), math.Inf(-1), 0.0
+	dev := map[int]float64{}
+	for _, s := range mr.Stragglers {
+		dev[s.Rank] = s.DeviationPct
+	}
+	few := len(mr.Ranks) <= maxOwnColour
+	type line struct {
+		l     *plotter.Line
+		pts   *plotter.Scatter
+		name  string
+		front bool
+	}
+	var lines []line
+	var ys []float64
+	xmin, xmax := math.Inf(1), math.Inf(-1)
 	for i, rr := range mr.Ranks {
 		xys := make(plotter.XYs, 0, len(rr.Series))
 		for _, pt := range rr.Series {
 			if !pt.Warmup {
 				xys = append(xys, plotter.XY{X: pt.T, Y: pt.Value})
-				xmin, xmax, ymax = math.Min(xmin, pt.T), math.Max(xmax, pt.T), math.Max(ymax, pt.Value)
+				xmin, xmax = math.Min(xmin, pt.T), math.Max(xmax, pt.T)
+				ys = append(ys, pt.Value)
 			}
 		}
 		if len(xys) == 0 {
@@ -168,31 +217,58 @@ func seriesPlot(mr MetricReport) (*plot.Plot, plot.Legend, error) {
 		}
 		l, pts, err := plotter.NewLinePoints(xys)
 		if err != nil {
-			return nil, legend, err
+			return nil, err
 		}
-		name := fmt.Sprintf("rank %d (%s)", rr.Rank, hostName(rr.Host))
-		col := color.Color(rankColors[i%len(rankColors)])
-		l.Width, pts.Radius = 1.5, 1.5
-		if i >= len(rankColors) {
-			l.Dashes = []vg.Length{6, 3}
+		name := fmt.Sprintf("rank %d %s", rr.Rank, hostName(rr.Host))
+		col, front := colorOther, false
+		l.Width, pts.Radius = 1, 1
+		k, isSlow := slow[rr.Rank]
+		isSlowest := mr.SlowestRank != nil && mr.SlowestRank.Rank == rr.Rank && len(mr.Ranks) > 1
+		switch {
+		case few:
+			col, l.Width, pts.Radius, front = rankColors[(i+1)%len(rankColors)], 1.5, 1.5, true
+			if isSlow {
+				col = rankColors[k%len(rankColors)]
+			}
+		case isSlow:
+			col, front = rankColors[k%len(rankColors)], true
+			if k >= len(rankColors) {
+				l.Dashes = []vg.Length{6, 3}
+			}
+		case isSlowest:
+			col, front = color.RGBA{0x33, 0x33, 0x33, 0xff}, true
+			name += " slowest"
 		}
-		if slow[rr.Rank] {
-			name += " straggler"
-			col, l.Width, l.Dashes = colorStraggle, 3, nil
-		}
-		isSlowest := mr.SlowestRank != nil && mr.SlowestRank.Rank == rr.Rank
-		if many && !slow[rr.Rank] && !isSlowest {
-			col, l.Dashes = colorOther, nil
+		if isSlow {
+			name += fmt.Sprintf(" %+.1f%%", dev[rr.Rank])
+			l.Width, pts.Radius = 2.5, 2
 		}
 		l.Color, pts.Color, pts.Shape = col, col, draw.CircleGlyph{}
-		p.Add(l, pts)
-		switch {
-		case !many || slow[rr.Rank] || isSlowest:
-			legend.Add(name, l, pts)
-		case !otherShown:
-			legend.Add("other ranks", l)
-			otherShown = true
+		lines = append(lines, line{l, pts, name, front})
+	}
+	// Grey ranks first, so the coloured ones are drawn on top.
+	otherShown, named := false, 0
+	for _, front := range []bool{false, true} {
+		for _, ln := range lines {
+			if ln.front != front {
+				continue
+			}
+			p.Add(ln.l, ln.pts)
+			switch {
+			case !front && !otherShown:
+				legend.Add("other ranks", ln.l)
+				otherShown = true
+			case front && named < maxLegendStragglers:
+				if named == 0 && !few {
+					legend.Add("slow ranks, vs median:")
+				}
+				legend.Add(ln.name, ln.l, ln.pts)
+				named++
+			}
 		}
+	}
+	if more := len(mr.Stragglers) - maxLegendStragglers; more > 0 && !few {
+		legend.Add(fmt.Sprintf("(+%d more stragglers)", more))
 	}
 	ref, refName := mr.MedianRank, "median rank"
 	if mr.Scope == "global" {
@@ -201,72 +277,109 @@ func seriesPlot(mr MetricReport) (*plot.Plot, plot.Legend, error) {
 	if (mr.Scope == "global" || mr.RanksReporting > 1) && xmax >= xmin {
 		med, err := plotter.NewLine(plotter.XYs{{X: xmin, Y: ref}, {X: xmax, Y: ref}})
 		if err != nil {
-			return nil, legend, err
+			return nil, err
 		}
 		med.Color, med.Width, med.Dashes = color.Black, 1, []vg.Length{4, 4}
 		p.Add(med)
-		legend.Add(fmt.Sprintf("%s %s", refName, num1(ref)), med)
-		ymax = math.Max(ymax, ref)
+		if mr.Scope == "global" {
+			legend.Add(fmt.Sprintf("%s %s", refName, num1(ref)), med)
+		}
+		ys = append(ys, ref)
 	}
-	p.Y.Min, p.Y.Max = 0, math.Max(ymax*1.08, 1)
-	return p, legend, nil
+	p.Y.Min, p.Y.Max = fitRange(ys...)
+	return p, nil
 }
 
-// hostPlot draws per-host totals as bars with their values on top; width is
-// the width of the canvas it will be drawn on.
-func hostPlot(mr MetricReport, width vg.Length) (*plot.Plot, error) {
+// barsPlot draws each rank's mean as a bar in rank order, coloured by grade,
+// with the median and the straggler threshold as lines and a band per host
+// at the bottom coloured by the host's grade; it adds its entries to legend.
+func barsPlot(mr MetricReport, threshold float64, width vg.Length, legend *plot.Legend) (*plot.Plot, error) {
 	p := newPlot()
-	p.Title.Text = fmt.Sprintf("total per host\njob total %s", valueCI(mr.Value, mr.CI95, mr.Unit))
-	p.Y.Label.Text = unitOr(mr.Unit) + " per host"
-	p.X.Label.Text = "host (ranks reporting)"
-	n := len(mr.Hosts)
-	normal, slow := make(plotter.Values, n), make(plotter.Values, n)
-	names := make([]string, n)
-	labels := plotter.XYLabels{XYs: make(plotter.XYs, n), Labels: make([]string, n)}
-	ymax := 0.0
-	for i, h := range mr.Hosts {
-		names[i] = fmt.Sprintf("%s (%d)", hostName(h.Host), len(h.Ranks))
-		if len(mr.Stragglers) > 0 && mr.SlowestHost != nil && mr.SlowestHost.Host == h.Host {
-			slow[i] = h.Total
-		} else {
-			normal[i] = h.Total
-		}
-		labels.XYs[i] = plotter.XY{X: float64(i), Y: h.Total}
-		labels.Labels[i] = num1(h.Total)
-		ymax = math.Max(ymax, h.Total)
+	p.Title.Text = fmt.Sprintf("mean per rank (%d of %d ranks)", mr.RanksReporting, mr.RanksTotal)
+	p.Y.Label.Text = unitOr(mr.Unit) + " per rank"
+	bars := rankBars(mr, threshold)
+	n := len(bars)
+	if n == 0 {
+		return p, nil
 	}
-	// Each host gets a slot 1 unit wide; bars fill 60% of a slot of the
-	// data area (about 70% of the canvas).
-	barW := min(60, width*0.7*0.6/vg.Length(n))
-	for _, b := range []struct {
-		v   plotter.Values
-		col color.Color
-	}{{normal, colorBar}, {slow, colorSlowBar}} {
-		bc, err := plotter.NewBarChart(b.v, barW)
+	byGrade := [4]plotter.Values{}
+	for g := range byGrade {
+		byGrade[g] = make(plotter.Values, n)
+	}
+	vals := []float64{}
+	var labels plotter.XYLabels
+	for i, b := range bars {
+		byGrade[b.Grade][i] = b.Mean
+		vals = append(vals, b.Mean)
+		if b.Straggler {
+			labels.XYs = append(labels.XYs, plotter.XY{X: float64(i), Y: b.Mean})
+			labels.Labels = append(labels.Labels, strconv.Itoa(b.Rank))
+		}
+	}
+	thr := mr.MedianRank * (1 - threshold)
+	if mr.MedianRank > 0 {
+		vals = append(vals, mr.MedianRank, thr)
+	}
+	lo, hi := fitRange(vals...)
+	band := (hi - lo) * 0.05
+	p.Add(plotter.NewGrid())
+	// Bars fill 75% of their slot of the data area (the panel less about
+	// an inch of y axis).
+	barW := max(1, min(40, (width-vg.Inch)*0.75/vg.Length(n)))
+	names := gradeLabels(threshold * 100)
+	for g, v := range byGrade {
+		bc, err := plotter.NewBarChart(v, barW)
 		if err != nil {
 			return nil, err
 		}
-		bc.Color, bc.LineStyle.Width = b.col, 0
+		bc.Color, bc.LineStyle.Width = gradeColors[g], 0
 		p.Add(bc)
+		legend.Add(names[g], bc)
 	}
-	lab, err := plotter.NewLabels(labels)
-	if err != nil {
-		return nil, err
+	hb := hostBands(mr, bars, threshold, lo-band, lo)
+	if len(hb.groups) > 1 {
+		p.Add(hb)
 	}
-	for i := range lab.TextStyle {
-		lab.TextStyle[i].XAlign = draw.XCenter
-		lab.TextStyle[i].Font.Size = 11
-		lab.TextStyle[i].Font.Variant = "Sans"
+	if mr.MedianRank > 0 {
+		for _, ref := range []struct {
+			y    float64
+			col  color.Color
+			dash []vg.Length
+			name string
+		}{
+			{mr.MedianRank, color.Black, []vg.Length{4, 4}, "median rank " + num1(mr.MedianRank)},
+			{thr, colorThreshold, nil, fmt.Sprintf("straggler threshold -%s%%", pctText(threshold*100))},
+		} {
+			l, err := plotter.NewLine(plotter.XYs{{X: -0.6, Y: ref.y}, {X: float64(n) - 0.4, Y: ref.y}})
+			if err != nil {
+				return nil, err
+			}
+			l.Color, l.Width, l.Dashes = ref.col, 1.2, ref.dash
+			p.Add(l)
+			legend.Add(ref.name, l)
+		}
 	}
-	lab.Offset = vg.Point{Y: 4}
-	p.Add(lab)
-	p.NominalX(names...)
-	p.X.Min, p.X.Max = -0.5, float64(n)-0.5
-	p.Y.Min, p.Y.Max = 0, math.Max(ymax*1.15, 1)
-	if len(mr.Stragglers) > 0 && mr.SlowestHost != nil {
-		// In the title: a wide axis label would narrow the data area.
-		p.Title.Text += fmt.Sprintf("\nred: slowest host, %+.2f%% per rank vs median", mr.SlowestHost.DeviationPct)
+	if len(labels.Labels) > 0 && len(labels.Labels) <= 16 {
+		lab, err := plotter.NewLabels(labels)
+		if err != nil {
+			return nil, err
+		}
+		for i := range lab.TextStyle {
+			lab.TextStyle[i].XAlign = draw.XCenter
+			lab.TextStyle[i].Font.Size = 9
+			lab.TextStyle[i].Font.Variant = "Sans"
+		}
+		lab.Offset = vg.Point{Y: 3}
+		p.Add(lab)
 	}
+	if len(hb.groups) > 1 {
+		legend.Add("band: host vs median host", hb)
+	}
+	p.X.Tick.Marker = hb.ticks()
+	p.X.Label.Text = hb.axisLabel()
+	// After the Adds: a bar chart's data range reaches down to 0.
+	p.Y.Min, p.Y.Max = lo-band, hi
+	p.X.Min, p.X.Max = -0.6, float64(n)-0.4
 	return p, nil
 }
 

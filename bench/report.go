@@ -35,6 +35,39 @@ type Report struct {
 	// Attempts are the job's whole-gang attempts (--max-restarts), in
 	// order; the metrics are the last attempt's. Empty for --analyze.
 	Attempts []Attempt `json:"attempts,omitempty"`
+	// Failures are the last attempt's failed ranks, the blamed one first,
+	// as the launcher's failure report prints them; absent when none
+	// failed and for --analyze.
+	Failures []Failure `json:"failures,omitempty"`
+	// Lost names the agents lost during the last attempt, and why.
+	Lost []string `json:"lost,omitempty"`
+}
+
+// Failure is one failed rank.
+type Failure struct {
+	Rank int    `json:"rank"`
+	Host string `json:"host"`
+	Pid  int    `json:"pid,omitempty"`
+	// Blamed marks the failure that ended the job (the first).
+	Blamed bool `json:"blamed"`
+	// Cause is the launcher's one-line account ("rank 3 on b (pid 12)
+	// exited with code 7").
+	Cause    string `json:"cause"`
+	ExitCode int    `json:"exit_code"`
+	// Signal is the signal that killed the rank, 0 when none did.
+	Signal     int    `json:"signal"`
+	SignalName string `json:"signal_name,omitempty"`
+	// StderrTail is the rank's last lines of stderr, oldest first.
+	StderrTail []string `json:"stderr_tail"`
+	// RootCause is what the rank's torch @record wrote to its
+	// TORCHELASTIC_ERROR_FILE, when it wrote something readable.
+	RootCause *RootCause `json:"root_cause,omitempty"`
+}
+
+// RootCause is a Python exception and the last frames of its traceback.
+type RootCause struct {
+	Exception string   `json:"exception"`
+	Traceback []string `json:"traceback"`
 }
 
 // Attempt is one start of the whole gang and how it ended.

@@ -54,6 +54,13 @@ func richReport(t *testing.T) Report {
 	rep.Meta = Meta{Command: []string{"python", "tf_cnn_benchmarks.py"}, Hosts: []string{"a", "b"}, Ranks: 4,
 		Start: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), End: time.Date(2025, 1, 1, 0, 1, 0, 0, time.UTC), Version: "test"}
 	rep.Lines.Dropped = 3
+	rep.Failures = []Failure{
+		{Rank: 1, Host: "a", Pid: 42, Blamed: true, Cause: "rank 1 on a (pid 42) exited with code 1", ExitCode: 1,
+			StderrTail: []string{"RuntimeError: boom"}, RootCause: &RootCause{Exception: "RuntimeError: boom", Traceback: []string{`  File "t.py", line 3`}}},
+		{Rank: 3, Host: "b", Pid: 43, Cause: "rank 3 on b (pid 43) was killed by signal 9 (SIGKILL), exit code 137", ExitCode: 137,
+			Signal: 9, SignalName: "SIGKILL", StderrTail: []string{}},
+	}
+	rep.Lost = []string{"lost the agent on c: EOF"}
 	return rep
 }
 

@@ -168,6 +168,11 @@ func (r *runner) summary(code int, attempts []bench.Attempt) int {
 	}
 	rep := j.coll.Report(meta)
 	rep.Attempts = attempts
+	blamed := -1
+	if a := attempts[len(attempts)-1]; a.Rank != nil {
+		blamed = *a.Rank
+	}
+	rep.Failures, rep.Lost = j.failureReport(blamed), j.st.lost
 	if err := writeBench(r.cfg.Bench, rep, r.d.Stdout); err != nil {
 		fmt.Fprintf(r.d.Stderr, "launcher: %v\n", err)
 		if code == 0 {

@@ -160,7 +160,7 @@ func (b *Bench) register(fs *flag.FlagSet) {
 	fs.Float64Var(&b.Straggler, "straggler-threshold", 0.05, "flag ranks this fraction below the median")
 	fs.Float64Var(&b.BaselineIPS, "baseline-ips", 0, "single-GPU throughput, for scaling efficiency")
 	fs.StringVar(&b.ReportFile, "report", "", "write the throughput report as JSON to FILE")
-	fs.StringVar(&b.PlotFile, "plot", "", "draw per-rank throughput over time to FILE.png")
+	fs.StringVar(&b.PlotFile, "plot", "", "draw per-rank throughput (bars by rank beside the series over time) to FILE.png")
 	fs.BoolVar(&b.NoSummary, "no-summary", false, "do not print the throughput summary")
 }
 

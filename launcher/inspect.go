@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -73,7 +75,7 @@ func Inspect(ctx context.Context, cfg Config, d Deps) int {
 			return ExitSetup
 		}
 	} else {
-		writeInspect(d.Stdout, out)
+		writeInspect(d.Stdout, out, cfg.Out.Verbose)
 	}
 	if cerr != nil {
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", cerr)
@@ -82,7 +84,10 @@ func Inspect(ctx context.Context, cfg Config, d Deps) int {
 	return 0
 }
 
-func writeInspect(w io.Writer, hosts []InspectHost) {
+// writeInspect prints the table and each host's section. Without verbose
+// the sections leave out the NICs no rank could use (shownNIC); --json
+// and -v list every one.
+func writeInspect(w io.Writer, hosts []InspectHost, verbose bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tREACHED\tCPUS\tNUMA\tGPUS\tDATA NIC\tADDR\tHCAS")
 	for _, h := range hosts {
@@ -99,7 +104,12 @@ func writeInspect(w io.Writer, hosts []InspectHost) {
 	tw.Flush()
 	for _, h := range hosts {
 		fmt.Fprintf(w, "\n# %s (%s, agent %s)\n", h.Host, h.Facts.Hostname, h.Facts.Agent)
+		hidden := 0
 		for _, n := range h.Facts.NICs {
+			if !verbose && !shownNIC(n, h.Interfaces) {
+				hidden++
+				continue
+			}
 			state := "down"
 			if n.Up {
 				state = "up"
@@ -109,6 +119,9 @@ func writeInspect(w io.Writer, hosts []InspectHost) {
 				speed = strconv.Itoa(n.SpeedMbps) + "Mb/s"
 			}
 			fmt.Fprintf(w, "nic   %-12s %-8s %-4s mtu %-5d %-9s %s\n", n.Name, n.Type, state, n.MTU, speed, strings.Join(n.Addrs, " "))
+		}
+		if hidden > 0 {
+			fmt.Fprintf(w, "nic   (%d more: down, or no address but link-local; -v lists them)\n", hidden)
 		}
 		for _, r := range h.Facts.Routes {
 			via := r.Iface
@@ -140,4 +153,26 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// shownNIC reports whether --inspect's section lists n without -v: it is
+// a chosen data interface, or it is up with an address that is not
+// link-local (169.254/16, fe80::/10).
+func shownNIC(n wire.NIC, chosen []string) bool {
+	if slices.Contains(chosen, n.Name) {
+		return true
+	}
+	if !n.Up {
+		return false
+	}
+	for _, a := range n.Addrs {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			return true // not ours to judge: show it
+		}
+		if !p.Addr().IsLinkLocalUnicast() {
+			return true
+		}
+	}
+	return false
 }

@@ -58,8 +58,10 @@ Network and node preparation:
                            host's agent before ranks start (multi-host jobs)
   -drop-caches[=1|2|3]     sync and drop page caches on every host first (3)
   -drop-caches-best-effort go on when a host may not drop its caches
-  -inspect [-json]         print each host's facts and the environment the
-                           launcher would set, then exit
+  -inspect [-json] [-v]    print each host's facts and the environment the
+                           launcher would set, then exit (NICs that are
+                           down or have only link-local addresses are
+                           listed with -v or -json)
 
 Environment:
   -x NAME | NAME=VALUE | 'PREFIX*'   export to every rank (repeatable)
@@ -101,8 +103,12 @@ Throughput (summary printed at the end when ranks print known formats):
   -warmup-steps N          samples per rank left out as warm-up
   -straggler-threshold F   flag ranks F below the median (default 0.05)
   -baseline-ips X          single-GPU throughput, for scaling efficiency
-  -report FILE.json        write the full report
-  -plot FILE.png           draw per-rank throughput over time
+  -report FILE.json        write the full report (throughput, attempts and
+                           the failure report: each failed rank's host,
+                           exit code, signal, stderr tail, root cause)
+  -plot FILE.png           draw per-rank throughput: each rank's mean as
+                           a bar graded by its distance below the median,
+                           beside the series over time
   -no-summary              do not print the summary
   -analyze FILES...        analyse saved logs instead of running; lines
                            are attributed to ranks by their tags, so save
@@ -143,6 +149,8 @@ Control:
   -allow-run-as-root       accepted for mpirun compatibility
   -v                       verbose logs;  -log-format console|json
   -version, -h, -help
+  -completion bash|zsh     print a shell completion script, then exit
+                           (first option only; source <(launcher -completion bash))
 
 Options take one or two dashes. Everything after PROGRAM belongs to PROGRAM.
 
@@ -160,6 +168,9 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 			d.Log = newLogger("console", false)
 		}
 		return Rsh(ctx, args[1:], d)
+	}
+	if len(args) > 0 && (args[0] == "--completion" || args[0] == "-completion") {
+		return printCompletion(args[1:], d)
 	}
 	cfg, err := Parse(args, os.Getenv, os.Environ())
 	switch {

@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string) int {
 	maxPerSource := fs.Int("max-startups-per-source", agent.DefaultMaxStartupsPerSource, "connections not yet authenticated from one address; more are closed at once")
 	maxSessions := fs.Int("max-sessions", agent.DefaultMaxSessions, "open sessions (commands, launcher sessions) on one connection; more are refused")
 	cgroup := fs.Bool("cgroup", true, "put each job in a cgroup2 group under the agent's own, where cgroup2 is writable\n(under systemd, give the service Delegate=yes)")
-	logFormat := fs.String("log-format", "json", "log format: json or console")
+	logFormat := fs.String("log-format", "", "log format: json or console (default: console, with human times, when stderr is a terminal; json otherwise)")
 	verbose := fs.Bool("v", false, "debug logs")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	launcherTimeout := fs.Duration("launcher-timeout", agent.DefaultLauncherTimeout, "stop a job's ranks when its launcher has sent nothing for this long (it sends a heartbeat every 5s); 0 disables")
@@ -94,7 +94,7 @@ func run(ctx context.Context, args []string) int {
 		fmt.Printf("agent %s (protocol %d)\n", version, wire.Version)
 		return 0
 	}
-	log := logging.New(*logFormat, logging.Level(*verbose, zapcore.InfoLevel), os.Stderr)
+	log := logging.New(logging.Format(*logFormat, logging.IsTerminal(os.Stderr)), logging.Level(*verbose, zapcore.InfoLevel), os.Stderr)
 	defer log.Sync()
 	a := &agent.Agent{Name: *name, Version: version, Log: log.Named("agent"), AllowDropCaches: *dropCaches,
 		LauncherTimeout: *launcherTimeout, Supervisor: proc.SupervisorExecutable(), NoCgroup: !*cgroup}

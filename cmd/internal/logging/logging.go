@@ -34,3 +34,17 @@ func Level(verbose bool, quiet zapcore.Level) zapcore.Level {
 	}
 	return quiet
 }
+
+// Format is the log format a command uses: given when -log-format was
+// given, else console lines (human times) for a person at a terminal and
+// JSON records for everything else (journald, files, pipes).
+func Format(given string, terminal bool) string {
+	switch {
+	case given != "":
+		return given
+	case terminal:
+		return Console
+	default:
+		return JSON
+	}
+}

@@ -3,6 +3,7 @@ package logging
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -57,5 +58,52 @@ func TestNewLevel(t *testing.T) {
 		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
 			t.Errorf("verbose %v, quiet %v: wrote %q, want %q", tc.verbose, tc.quiet, got, tc.want)
 		}
+	}
+}
+
+func TestFormat(t *testing.T) {
+	for _, tc := range []struct {
+		given    string
+		terminal bool
+		want     string
+	}{
+		{"", true, Console},
+		{"", false, JSON},
+		{JSON, true, JSON}, // -log-format wins
+		{Console, false, Console},
+		{"other", true, "other"}, // New reads anything else as JSON
+	} {
+		if got := Format(tc.given, tc.terminal); got != tc.want {
+			t.Errorf("Format(%q, %v) = %q, want %q", tc.given, tc.terminal, got, tc.want)
+		}
+	}
+}
+
+// TestIsTerminal: a pipe and a regular file are not terminals; /dev/tty is
+// when this process has one.
+func TestIsTerminal(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	f, err := os.CreateTemp(t.TempDir(), "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, nf := range []*os.File{r, w, f} {
+		if IsTerminal(nf) {
+			t.Errorf("%s is a terminal", nf.Name())
+		}
+	}
+	if tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0); err == nil {
+		defer tty.Close()
+		if !IsTerminal(tty) {
+			t.Error("/dev/tty is not a terminal")
+		}
+	} else {
+		t.Logf("no controlling terminal to check the positive case: %v", err)
 	}
 }

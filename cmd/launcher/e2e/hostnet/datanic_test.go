@@ -5,6 +5,7 @@ package hostnet
 import (
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -125,6 +126,41 @@ func TestDataNIC(t *testing.T) {
 			}
 			t.Logf("host 1 facts: NICs %s; routes %+v", nicSummary(f.NICs), f.Routes)
 		})
+	})
+
+	// A down interface with an address in host 1: --inspect's section
+	// leaves it out and counts it; with -v it is listed.
+	t.Run("InspectHidesDown", func(t *testing.T) {
+		ns := h1.NS
+		ip := func(args ...string) {
+			t.Helper()
+			if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
+				t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+			}
+		}
+		ip("link", "add", "gwpdown0", "type", "veth", "peer", "name", "gwpdown1")
+		t.Cleanup(func() { exec.Command("ip", "-n", ns, "link", "del", "gwpdown0").Run() })
+		ip("addr", "add", "198.19.218.250/32", "dev", "gwpdown0")
+		for _, tc := range []struct {
+			verbose bool
+			want    string
+		}{{false, "down, or no address but link-local; -v lists them"}, {true, "nic   gwpdown0 "}} {
+			args := append(c.conn(c.hostList(2)), "--inspect")
+			if tc.verbose {
+				args = append(args, "-v")
+			}
+			l := runLauncher(t, args...)
+			if l.code != 0 {
+				t.Fatalf("launcher %s: %v", strings.Join(args, " "), l)
+			}
+			sec := hostSection(l.stdout.String(), h1.Addr)
+			if !strings.Contains(sec, tc.want) || tc.verbose != strings.Contains(sec, "gwpdown0") {
+				t.Errorf("-v %v: host 1's section lacks %q or shows gwpdown0 wrongly:\n%s", tc.verbose, tc.want, sec)
+			}
+			if !strings.Contains(sec, "nic   "+h1.DataNIC+" ") {
+				t.Errorf("-v %v: host 1's section lacks its data NIC %s:\n%s", tc.verbose, h1.DataNIC, sec)
+			}
+		}
 	})
 }
 

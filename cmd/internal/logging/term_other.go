@@ -1,0 +1,12 @@
+//go:build !linux
+
+package logging
+
+import "os"
+
+// IsTerminal reports whether f is a character device, which outside Linux
+// is taken for a terminal.
+func IsTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

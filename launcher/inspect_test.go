@@ -1,0 +1,63 @@
+package launcher
+
+import (
+	"strings"
+	"testing"
+
+	"gangway/agent/wire"
+)
+
+func TestShownNIC(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		nic    wire.NIC
+		chosen []string
+		want   bool
+	}{
+		{"up with an address", wire.NIC{Name: "eth0", Up: true, Addrs: []string{"198.18.0.2/24", "fe80::1/64"}}, nil, true},
+		{"loopback", wire.NIC{Name: "lo", Up: true, Addrs: []string{"127.0.0.1/8", "::1/128"}}, nil, true},
+		{"down", wire.NIC{Name: "eth1", Addrs: []string{"10.0.0.1/24"}}, nil, false},
+		{"IPv6 link-local only", wire.NIC{Name: "veth1", Up: true, Addrs: []string{"fe80::a/64"}}, nil, false},
+		{"IPv4 link-local only", wire.NIC{Name: "eth2", Up: true, Addrs: []string{"169.254.3.1/16"}}, nil, false},
+		{"no address", wire.NIC{Name: "ib0", Up: true}, nil, false},
+		{"down but chosen", wire.NIC{Name: "eth1"}, []string{"eth0", "eth1"}, true},
+		{"unparsable address shown", wire.NIC{Name: "x", Up: true, Addrs: []string{"what"}}, nil, true},
+	} {
+		if got := shownNIC(tc.nic, tc.chosen); got != tc.want {
+			t.Errorf("%s: shownNIC = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestWriteInspectHidesNICs: without -v the section lists the usable NICs
+// and counts the others; with -v it lists every one.
+func TestWriteInspectHidesNICs(t *testing.T) {
+	hosts := []InspectHost{{Host: "a", Reached: "198.18.0.2:22122", Interfaces: []string{"eth0"}, Addr: "198.18.0.2",
+		Facts: wire.Facts{Hostname: "a", NICs: []wire.NIC{
+			{Name: "lo", Type: "loopback", Up: true, Addrs: []string{"127.0.0.1/8"}},
+			{Name: "eth0", Type: "ether", Up: true, Addrs: []string{"198.18.0.2/24", "fe80::1/64"}},
+			{Name: "eth1", Type: "ether", Addrs: []string{"10.9.0.2/24"}},
+			{Name: "veth7", Type: "veth", Up: true, Addrs: []string{"fe80::7/64"}},
+		}}}}
+	for _, tc := range []struct {
+		verbose     bool
+		shown, gone []string
+	}{
+		{false, []string{"nic   lo ", "nic   eth0 ", "nic   (2 more: down, or no address but link-local; -v lists them)"}, []string{"eth1", "veth7"}},
+		{true, []string{"nic   lo ", "nic   eth0 ", "nic   eth1 ", "nic   veth7 "}, []string{"more:"}},
+	} {
+		var b strings.Builder
+		writeInspect(&b, hosts, tc.verbose)
+		out := b.String()
+		for _, s := range tc.shown {
+			if !strings.Contains(out, s) {
+				t.Errorf("verbose %v: output lacks %q:\n%s", tc.verbose, s, out)
+			}
+		}
+		for _, s := range tc.gone {
+			if strings.Contains(out, s) {
+				t.Errorf("verbose %v: output has %q:\n%s", tc.verbose, s, out)
+			}
+		}
+	}
+}
