@@ -278,8 +278,9 @@ func filterHosts(hosts []hostfile.Host, include, exclude map[string][]int) ([]ho
 		case list == nil:
 			continue
 		default:
+			n := h.Slots
 			for _, g := range dedupe(list) {
-				if g < h.Slots {
+				if g >= 0 && g < n {
 					h.Slots--
 				}
 			}
