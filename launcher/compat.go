@@ -125,6 +125,9 @@ func (c *Config) resolveCompat() error {
 	default:
 		return fmt.Errorf("%w: -rank-by %q is not supported: use slot or node (ranks by core, socket or NUMA node follow from -map-by ppr:N:socket and -bind-to)", ErrUsage, p.RankBy)
 	}
+	if c.Mode == ModeOpenMPI && (p.PE > 0 || p.PerSocket > 0 || p.RankBy != "" || c.Out.DisplayMap || c.Out.MergeStderr) {
+		return fmt.Errorf("%w: --mpi=openmpi runs Open MPI's mpirun, which gets no -map-by PE or ppr:N:socket, -rank-by, --display-map or --merge-stderr-to-stdout from gangway: drop them, or drop --mpi=openmpi", ErrUsage)
+	}
 	if p.PE > 0 && p.BindTo != "none" && p.BindTo != "core" {
 		return fmt.Errorf("%w: PE=%d binds each rank to %d CPUs; it cannot be combined with -bind-to %s", ErrUsage, p.PE, p.PE, p.BindTo)
 	}

@@ -163,6 +163,7 @@ func TestParseCompatErrors(t *testing.T) {
 		{[]string{"--map-by", "ppr:2:node", "-N", "3"}, "-N 3 and -map-by ppr:2:node disagree"},
 		{[]string{"--map-by", "slot:PE=2", "-bind-to", "numa"}, "PE=2 binds each rank to 2 CPUs; it cannot be combined with -bind-to numa"},
 		{[]string{"--rank-by", "core"}, `-rank-by "core" is not supported: use slot or node`},
+		{[]string{"--mpi", "openmpi", "--map-by", "slot:PE=2"}, "drop them, or drop --mpi=openmpi"},
 		{[]string{"--master-port", "70000"}, "--master-port 70000 out of range"},
 		{[]string{"--include", "z", "-H", "a,b"}, "--include: host z is not among the hosts"},
 		{[]string{"--exclude", "z:1", "-H", "a,b"}, "--exclude: host z is not among the hosts"},
