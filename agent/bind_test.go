@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 
 	"gangway/agent/facts"
@@ -55,5 +57,52 @@ func TestBindCPUs(t *testing.T) {
 	}
 	if got, _ := a.bindCPUs("none", wire.RankSpec{}, f, nil); got != nil {
 		t.Fatalf("none: got %v", got)
+	}
+}
+
+// TestBindCPUsNewForms: pe=N gives N consecutive allowed CPUs per local
+// rank; socket deals sockets round robin and socket:N gives N
+// consecutive local ranks one socket; hwthread is one CPU per rank.
+func TestBindCPUsNewForms(t *testing.T) {
+	root := t.TempDir()
+	for c := range 8 {
+		d := filepath.Join(root, "sys/devices/system/cpu", "cpu"+strconv.Itoa(c), "topology")
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "physical_package_id"), []byte(strconv.Itoa(c/4)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := &Agent{Facts: facts.Options{SysRoot: root}}
+	allowed := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	for _, tc := range []struct {
+		mode  string
+		local int
+		want  []int
+		err   string
+	}{
+		{"pe=2", 0, []int{0, 1}, ""},
+		{"pe=2", 3, []int{6, 7}, ""},
+		{"pe=3", 2, nil, "PE=3 needs CPUs 6-8"},
+		{"hwthread", 5, []int{5}, ""},
+		{"socket", 0, []int{0, 1, 2, 3}, ""},
+		{"socket", 1, []int{4, 5, 6, 7}, ""},
+		{"socket", 2, []int{0, 1, 2, 3}, ""},
+		{"socket:2", 1, []int{0, 1, 2, 3}, ""},
+		{"socket:2", 2, []int{4, 5, 6, 7}, ""},
+		{"socket:2", 4, nil, "needs socket 2"},
+		{"pe=x", 0, nil, "want pe=N"},
+	} {
+		got, err := a.bindCPUs(tc.mode, wire.RankSpec{LocalRank: tc.local}, wire.Facts{}, allowed)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s local %d: err %v, want %q", tc.mode, tc.local, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s local %d: got %v %v, want %v", tc.mode, tc.local, got, err, tc.want)
+		}
 	}
 }

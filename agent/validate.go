@@ -21,10 +21,9 @@ func validateStartJob(j wire.StartJob, f wire.Facts, cpus []int) error {
 	if j.KillGrace < 0 {
 		return fmt.Errorf("kill grace %v: must not be negative", j.KillGrace)
 	}
-	switch j.Bind {
-	case "", "none", "numa", "core":
-	default:
-		return fmt.Errorf("-bind-to %q: want none, numa or core", short(j.Bind))
+	pe, err := parseBind(j.Bind)
+	if err != nil {
+		return err
 	}
 	size := -1 // the job's size, when the agent knows it (PMI)
 	if j.PMI != nil {
@@ -74,9 +73,13 @@ func validateStartJob(j wire.StartJob, f wire.Facts, cpus []int) error {
 				return fmt.Errorf("rank %d: GPU %d: this host has %s", r.Rank, g, gpuList(f.GPUs))
 			}
 		}
-		if j.Bind == "core" && r.LocalRank >= len(cpus) {
-			return fmt.Errorf("rank %d: -bind-to core: local rank %d needs a CPU of its own, and the agent may use %d CPUs (%s); use -bind-to none or numa, or fewer ranks on this host",
-				r.Rank, r.LocalRank, len(cpus), FormatCPUList(cpus))
+		if (j.Bind == "core" || j.Bind == "hwthread") && r.LocalRank >= len(cpus) {
+			return fmt.Errorf("rank %d: -bind-to %s: local rank %d needs a CPU of its own, and the agent may use %d CPUs (%s); use -bind-to none or numa, or fewer ranks on this host",
+				r.Rank, j.Bind, r.LocalRank, len(cpus), FormatCPUList(cpus))
+		}
+		if pe > 0 && (r.LocalRank+1)*pe > len(cpus) {
+			return fmt.Errorf("rank %d: PE=%d: local rank %d needs CPUs %d-%d of the %d the agent may use (%s); use a smaller PE or fewer ranks on this host",
+				r.Rank, pe, r.LocalRank, r.LocalRank*pe, (r.LocalRank+1)*pe-1, len(cpus), FormatCPUList(cpus))
 		}
 	}
 	return nil

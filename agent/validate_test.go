@@ -64,7 +64,9 @@ func TestValidateStartJob(t *testing.T) {
 		{"stdin rank -2", with(two, func(j *wire.StartJob) { j.StdinRank = -2 }), wire.Facts{}, "stdin rank -2: want -1 or a rank of the job"},
 		{"stdin rank past the PMI size", with(two, func(j *wire.StartJob) { j.PMI = pmi; j.StdinRank = 4 }), wire.Facts{}, "stdin rank 4"},
 		{"negative kill grace", with(two, func(j *wire.StartJob) { j.KillGrace = -time.Second }), wire.Facts{}, "kill grace -1s: must not be negative"},
-		{"unknown binding", with(two, func(j *wire.StartJob) { j.Bind = "socket" }), wire.Facts{}, `-bind-to "socket": want none, numa or core`},
+		{"unknown binding", with(two, func(j *wire.StartJob) { j.Bind = "board" }), wire.Facts{}, `-bind-to "board": want none, numa, core, hwthread, socket, socket:N or pe=N`},
+		{"bad pe", with(two, func(j *wire.StartJob) { j.Bind = "pe=0" }), wire.Facts{}, `-bind-to "pe=0": want pe=N`},
+		{"bad socket count", with(two, func(j *wire.StartJob) { j.Bind = "socket:x" }), wire.Facts{}, `-bind-to "socket:x": want socket:N`},
 		{"core binding with more local ranks than CPUs", wire.StartJob{StdinRank: -1, Bind: "core",
 			Ranks: []wire.RankSpec{okRank(0, 0), okRank(1, 1), okRank(2, 2), okRank(3, 3), okRank(4, 4)}}, wire.Facts{},
 			"rank 4: -bind-to core: local rank 4 needs a CPU of its own, and the agent may use 4 CPUs (0-3)"},
@@ -117,6 +119,10 @@ func FuzzValidateStartJob(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"ranks":[{"rank":0,"local_rank":-1,"argv":["x"]}],"bind":"core","stdin_rank":-1}`))
+	f.Add([]byte(`{"ranks":[{"rank":0,"local_rank":0,"argv":["x"]},{"rank":1,"local_rank":1,"argv":["x"]}],"bind":"pe=2","stdin_rank":-1}`))
+	f.Add([]byte(`{"ranks":[{"rank":0,"local_rank":1,"argv":["x"]},{"rank":1,"local_rank":0,"argv":["x"]}],"bind":"socket:1","stdin_rank":-1}`))
+	f.Add([]byte(`{"ranks":[{"rank":0,"local_rank":0,"argv":["x"]}],"bind":"socket","stdin_rank":-1}`))
+	f.Add([]byte(`{"ranks":[{"rank":0,"local_rank":0,"argv":["x"]}],"bind":"pe=99999999999999999999","stdin_rank":-1}`))
 	f.Add([]byte(`{"ranks":[{"rank":0,"local_rank":0,"argv":["x"],"gpus":[-3]}],"bind":"numa","stdin_rank":-1}`))
 
 	root := f.TempDir()
@@ -144,6 +150,9 @@ func FuzzValidateStartJob(f *testing.F) {
 			got, err := a.bindCPUs(j.Bind, r, fa, cpus)
 			if j.Bind == "core" && (err != nil || len(got) != 1 || got[0] != cpus[r.LocalRank]) {
 				t.Fatalf("rank %d, local rank %d bound to %v %v", r.Rank, r.LocalRank, got, err)
+			}
+			if pe, _ := parseBind(j.Bind); pe > 0 && (err != nil || !slices.Equal(got, cpus[r.LocalRank*pe:(r.LocalRank+1)*pe])) {
+				t.Fatalf("rank %d, local rank %d, %s bound to %v %v", r.Rank, r.LocalRank, j.Bind, got, err)
 			}
 			_ = mergeEnv([]string{"PATH=/bin"}, r.Env)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"time"
 
 	"gangway/hostfile"
@@ -36,9 +37,13 @@ type Placement struct {
 
 	NP            int    // ranks; 0 means every slot
 	NPerNode      int    // ranks per host; 0 means by slots
-	MapBy         string // slot | node
+	MapBy         string // slot | node (Parse resolves ppr and PE forms)
 	Oversubscribe bool
-	BindTo        string // none | numa | core
+	BindTo        string // none | numa | core | hwthread | socket
+	// PerSocket is N of -map-by ppr:N:socket: a host's slots are N per
+	// socket, known from its facts. PE is -map-by's PE=n: n CPUs per rank.
+	PerSocket, PE int
+	RankBy        string // slot | node | "" (as MapBy)
 	GPUsPer       int    // GPUs in each rank's CUDA_VISIBLE_DEVICES
 	GPUs          GPUFilter
 }
@@ -56,6 +61,10 @@ type Environment struct {
 	// unknown, as Hydra does; UniverseSystem is the slots of the hosts
 	// that run ranks; a positive number is itself.
 	Universe int
+	// MasterAddr and MasterPort (--master-addr, --master-port) replace the
+	// MASTER_ADDR and MASTER_PORT the launcher chooses; "" and 0: choose.
+	MasterAddr string
+	MasterPort int
 }
 
 // Special -usize values, Hydra's words.
@@ -74,6 +83,9 @@ type Output struct {
 	From           RankSet
 	Stdin          int // the rank that gets the launcher's stdin, or -1
 	ReportBindings bool
+	DisplayMap     bool // print the placement on stderr before running
+	MergeStderr    bool // rank stderr to the launcher's stdout
+	Quiet          bool // no informational launcher lines
 	// Progress prints a status line every ProgressEvery while ranks report
 	// throughput; ProgressAuto (no --progress given) turns it on when
 	// stderr is a terminal.
@@ -226,7 +238,9 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 	case c.Mode == ModeHelp || c.Mode == ModeVersion:
 		return c, nil
 	case len(c.Argv) == 0 && c.Mode == ModeInspect:
-		err = c.resolveHosts(getenv)
+		if err = c.resolveHosts(getenv); err == nil {
+			err = c.resolveCompat()
+		}
 	case len(c.Argv) == 0:
 		return c, fmt.Errorf("%w: no program given (launcher [options] PROGRAM [ARGS...])", ErrUsage)
 	case c.Mode == ModeAnalyze:
@@ -234,6 +248,10 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 		return c, c.Bench.validate()
 	default:
 		if err = c.resolveHosts(getenv); err == nil {
+			err = c.resolveCompat()
+		}
+		if err == nil {
+			c.in.envFiles = append(DeepSpeedEnvFiles(getenv), c.in.envFiles...)
 			err = c.resolveInputs(environ)
 		}
 		if err == nil {
@@ -278,8 +296,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.Place.MapBy != "slot" && c.Place.MapBy != "node":
 		return bad("-map-by %q is not supported (use slot or node)", c.Place.MapBy)
-	case c.Place.BindTo != "none" && c.Place.BindTo != "numa" && c.Place.BindTo != "core":
-		return bad("-bind-to %q is not supported (use none, numa or core)", c.Place.BindTo)
+	case !slices.Contains([]string{"none", "numa", "core", "hwthread", "socket"}, c.Place.BindTo):
+		return bad("-bind-to %q is not supported (use none, numa, core, hwthread or socket)", c.Place.BindTo)
 	case c.Place.GPUsPer < 1:
 		return bad("--gpus-per-rank %d: must be at least 1", c.Place.GPUsPer)
 	case c.Control.KillGrace < 0:
@@ -315,7 +333,7 @@ func (b *Bench) validate() error {
 // takes any -np (as torchrun's --nproc_per_node); its slots only set the
 // default.
 func (p Placement) planOptions() PlanOptions {
-	return PlanOptions{MapBy: p.MapBy, NPerNode: p.NPerNode, Oversubscribe: p.Oversubscribe || p.Source == HostsLocal}
+	return PlanOptions{MapBy: p.MapBy, RankBy: p.RankBy, NPerNode: p.NPerNode, Oversubscribe: p.Oversubscribe || p.Source == HostsLocal}
 }
 
 // validRunID accepts what a path element and a log field can carry.

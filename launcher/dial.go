@@ -128,7 +128,8 @@ func dial(ctx context.Context, cfg Config, d Deps, jobID string, plan bool) (*cl
 		hosts = []hostfile.Host{localHost(1)}
 	}
 	var ranks []Rank
-	if plan && !local {
+	perSocket := cfg.Place.PerSocket > 0
+	if plan && !local && !perSocket {
 		var err error
 		if ranks, err = Plan(hosts, cfg.Place.NP, cfg.Place.planOptions()); err != nil {
 			return nil, usageError{err}
@@ -147,7 +148,12 @@ func dial(ctx context.Context, cfg Config, d Deps, jobID string, plan bool) (*cl
 		return nil, err
 	}
 	c := &cluster{sessions: sessions, ranks: ranks}
-	if local {
+	if plan && perSocket {
+		if c.ranks, err = planPerSocket(cfg, sessions); err != nil {
+			c.close()
+			return nil, usageError{err}
+		}
+	} else if local {
 		sessions[0].host.Slots = localSlots(sessions[0].facts)
 		if plan {
 			if c.ranks, err = Plan([]hostfile.Host{sessions[0].host}, cfg.Place.NP, cfg.Place.planOptions()); err != nil {
@@ -331,4 +337,28 @@ func dialOne(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire.H
 		port = p.AgentPort()
 	}
 	return &session{idx: i, host: h, conn: conn, addr: addr, port: port, facts: f, stopBeat: heartbeat(conn, HeartbeatInterval)}, nil
+}
+
+// planPerSocket plans -map-by ppr:N:socket once the hosts' facts tell
+// their sockets: every host gets N slots per socket. Every dialled host
+// must run ranks.
+func planPerSocket(cfg Config, sessions []*session) ([]Rank, error) {
+	hosts := make([]hostfile.Host, len(sessions))
+	for i, s := range sessions {
+		if s.facts.Sockets < 1 {
+			return nil, fmt.Errorf("-map-by ppr:%d:socket: host %s does not report its sockets (an older agent, or no CPU topology in sysfs)", cfg.Place.PerSocket, s.host.Name)
+		}
+		s.host.Slots = cfg.Place.PerSocket * s.facts.Sockets
+		hosts[i] = s.host
+	}
+	o := cfg.Place.planOptions()
+	o.Oversubscribe = false
+	ranks, err := Plan(hosts, cfg.Place.NP, o)
+	if err != nil {
+		return nil, err
+	}
+	if used := usedHosts(hosts, ranks); len(used) != len(hosts) {
+		return nil, fmt.Errorf("-map-by ppr:%d:socket: -np %d leaves hosts without ranks; give fewer hosts", cfg.Place.PerSocket, len(ranks))
+	}
+	return ranks, nil
 }

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"gangway/hostfile"
+	"gangway/nccl"
 )
 
 // DryRun prints the placement table and every rank's environment without
@@ -34,6 +36,13 @@ func DryRun(ctx context.Context, w io.Writer, cfg Config) error {
 		// No facts without dialling: the local host has a slot per CPU.
 		hosts = []hostfile.Host{localHost(runtime.NumCPU())}
 	}
+	if cfg.Place.PerSocket > 0 {
+		// Sockets are known from the hosts' facts only: a dry run
+		// assumes one per host (the header says so).
+		for i := range hosts {
+			hosts[i].Slots = cfg.Place.PerSocket
+		}
+	}
 	ranks, err := Plan(hosts, cfg.Place.NP, cfg.Place.planOptions())
 	if err != nil {
 		return err
@@ -46,22 +55,13 @@ func DryRun(ctx context.Context, w io.Writer, cfg Config) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	defer bw.Flush()
 	w = bw
-	envs := newEnvBuilder(ranks, he, JobEnv{JobID: "dry-run", MasterAddr: hosts[ranks[0].Host].Name, MasterPort: 29500, Vars: cfg.Env.Vars, MCA: cfg.Env.MCA,
+	envs := newEnvBuilder(ranks, he, JobEnv{JobID: "dry-run", MasterAddr: cmp.Or(cfg.Env.MasterAddr, hosts[ranks[0].Host].Name), MasterPort: cmp.Or(cfg.Env.MasterPort, 29500), Vars: cfg.Env.Vars, MCA: cfg.Env.MCA,
 		RunID: cmp.Or(cfg.Control.RunID, "dry-run"), MaxRestarts: cfg.Control.MaxRestarts})
-	fmt.Fprintf(w, "# placement: %d ranks on %d hosts (map-by %s), command: %s\n", len(ranks), len(hosts), cfg.Place.MapBy, strings.Join(cfg.Argv, " "))
-	if cfg.Place.Source == HostsMPIOperator {
-		fmt.Fprintf(w, "# hosts: %s, %s=%s", cfg.Place.Source, cfg.Place.HostfileVar, cfg.Place.Hostfile)
-		if cfg.Transport.PortFrom != "" {
-			fmt.Fprintf(w, ", port %d from %s", cfg.Transport.Port, cfg.Transport.PortFrom)
-		}
-		fmt.Fprintln(w)
+	names := make([]string, len(hosts))
+	for i, h := range hosts {
+		names[i] = h.Name
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANK\tHOST\tLOCAL_RANK\tLOCAL_SIZE\tNODE\tGPU")
-	for _, r := range ranks {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t-\n", r.Rank, hosts[r.Host].Name, r.LocalRank, r.LocalSize, r.NodeRank)
-	}
-	tw.Flush()
+	writePlacement(w, cfg, names, ranks)
 	for _, r := range ranks {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -72,4 +72,44 @@ func DryRun(ctx context.Context, w io.Writer, cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// writePlacement writes the placement table of --dry-run and
+// --display-map: a header line, then one row per rank. GPU is "-" when
+// the ranks' GPUs are not known (a dry run).
+func writePlacement(w io.Writer, cfg Config, hosts []string, ranks []Rank) {
+	how := "map-by " + cfg.Place.MapBy
+	if cfg.Place.RankBy != "" {
+		how += ", rank-by " + cfg.Place.RankBy
+	}
+	if cfg.Place.NPerNode > 0 {
+		how += ", " + strconv.Itoa(cfg.Place.NPerNode) + " per node"
+	}
+	if cfg.Place.PerSocket > 0 {
+		how += ", " + strconv.Itoa(cfg.Place.PerSocket) + " per socket"
+		if cfg.Mode == ModeDryRun {
+			how += " (sockets unknown without the hosts' facts: 1 assumed)"
+		}
+	}
+	if b := cfg.Place.bindSpec(); b != "none" {
+		how += ", bind " + b
+	}
+	fmt.Fprintf(w, "# placement: %d ranks on %d hosts (%s), command: %s\n", len(ranks), len(hosts), how, strings.Join(cfg.Argv, " "))
+	if cfg.Place.Source == HostsMPIOperator {
+		fmt.Fprintf(w, "# hosts: %s, %s=%s", cfg.Place.Source, cfg.Place.HostfileVar, cfg.Place.Hostfile)
+		if cfg.Transport.PortFrom != "" {
+			fmt.Fprintf(w, ", port %d from %s", cfg.Transport.Port, cfg.Transport.PortFrom)
+		}
+		fmt.Fprintln(w)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RANK\tHOST\tLOCAL_RANK\tLOCAL_SIZE\tNODE\tGPU")
+	for _, r := range ranks {
+		gpu := "-"
+		if r.GPUs != nil {
+			gpu = nccl.CUDAVisibleDevices(r.GPUs)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%s\n", r.Rank, hosts[r.Host], r.LocalRank, r.LocalSize, r.NodeRank, gpu)
+	}
+	tw.Flush()
 }

@@ -19,6 +19,7 @@ type flagInputs struct {
 	stdin, outputFrom    string
 	mpi                  string
 	given                map[string]bool // the flags the command line set
+	compat               compatInputs    // other launchers' spellings (compat.go)
 }
 
 // flagSet registers every flag on the Config it fills, group by group.
@@ -34,6 +35,7 @@ func (c *Config) flagSet() *flag.FlagSet {
 	c.Control.register(fs)
 	c.Bench.register(fs)
 	c.Mode.register(fs)
+	c.registerCompat(fs)
 	fs.Bool("allow-run-as-root", false, "accepted for mpirun compatibility (gangway runs as root without it)")
 	return fs
 }
@@ -48,8 +50,8 @@ func (p *Placement) register(fs *flag.FlagSet, in *flagInputs) {
 	for _, n := range []string{"hostfile", "machinefile", "f"} {
 		fs.Var(listFlag{&in.hostfiles}, n, "hostfile (Open MPI, MPICH or PBS format)")
 	}
-	fs.StringVar(&p.BindTo, "bind-to", "none", "CPU binding: none, numa (the CPUs of the rank's GPU's NUMA node) or core")
-	fs.StringVar(&p.MapBy, "map-by", "slot", "rank placement: slot (fill each host) or node (round robin)")
+	fs.StringVar(&p.BindTo, "bind-to", "none", "CPU binding: none, numa (the CPUs of the rank's GPU's NUMA node), core or hwthread (one CPU per rank), or socket")
+	fs.StringVar(&p.MapBy, "map-by", "slot", "rank placement: slot (fill each host), node (round robin), ppr:N:node or ppr:N:socket (N ranks per host or socket); :PE=n binds each rank to n CPUs")
 	for _, n := range []string{"N", "npernode"} {
 		fs.IntVar(&p.NPerNode, n, 0, "ranks per host")
 	}

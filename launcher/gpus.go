@@ -12,8 +12,8 @@ import (
 // GPUFilter holds --gpus, --include and --exclude. --gpus applies to every
 // host; --include host:0,1@host2:2,3 (DeepSpeed's form) keeps only the
 // listed GPUs on the named hosts; --exclude removes the listed GPUs, or
-// every GPU of a host named without a list. Neither changes which hosts
-// run ranks: -H does that.
+// every GPU of a host named without a list. As in DeepSpeed, they also
+// choose the hosts and their slots (filterHosts, compat.go).
 type GPUFilter struct {
 	All     []int
 	Include map[string][]int // nil list: every GPU of that host

@@ -70,8 +70,15 @@ func newJob(bctx context.Context, cfg Config, d Deps, id string, attempt int, c 
 	for i, s := range c.sessions {
 		names[i] = s.host.Name
 	}
+	if cfg.Out.DisplayMap && attempt == 0 {
+		writePlacement(d.Stderr, cfg, names, c.ranks)
+	}
 	j.st = newState(names, c.ranks, cfg.Out.ReportBindings)
-	j.out = newConsole(cfg.Out, len(c.ranks), d.Stdout, d.Stderr, func(r int) string { return names[j.st.hostOf[r]] }, obs)
+	stderr := d.Stderr
+	if cfg.Out.MergeStderr {
+		stderr = d.Stdout
+	}
+	j.out = newConsole(cfg.Out, len(c.ranks), d.Stdout, stderr, func(r int) string { return names[j.st.hostOf[r]] }, obs)
 	for _, s := range c.sessions {
 		j.readers.Go(func() { j.read(s) })
 	}

@@ -39,18 +39,40 @@ Hosts (default: this machine, -np defaulting to one rank per GPU, else per CPU):
                            -transport slurm), $PBS_NODEFILE
   -np, -n N                number of ranks (default: every slot)
   -N, -npernode N          ranks per host
-  -map-by slot|node        fill each host (default) or deal round robin
+  -nproc-per-node, -nproc_per_node, -num_gpus N
+                           torchrun's and DeepSpeed's ranks per host: N slots
+                           on each host (locally: -np N)
+  -nnodes, -num_nodes N    use the first N hosts (error if fewer); torchrun's
+                           elastic MIN:MAX is refused (fixed size; see
+                           -max-restarts)
+  -standalone              this machine only (torchrun; ignores Slurm/PBS)
+  -map-by slot|node|ppr:N:node|ppr:N:socket[:PE=n]
+                           fill each host (default), deal round robin, or N
+                           ranks per host or per socket (sockets from the
+                           hosts' facts; binds each rank to its socket);
+                           :PE=n binds each rank to n consecutive CPUs
+                           (slot:PE=n, node:PE=n, ppr:N:node:PE=n)
+  -rank-by slot|node       number a host's ranks consecutively, or round
+                           robin over hosts (default: as -map-by deals them)
   -oversubscribe           allow more ranks than slots
+  -nooversubscribe         accepted for mpirun: the default
   -gpus-per-rank K         CUDA_VISIBLE_DEVICES gets K GPUs per rank (default 1)
   -gpus LIST               GPU indices to use on every host (0,2,...)
-  -include HOST:GPUS@...   only these GPUs on these hosts (host:0,1@host2:2,3)
-  -exclude HOST[:GPUS]@... not these GPUs (a host alone: none of its GPUs)
-  -bind-to none|numa|core  CPU binding: none, the CPUs of the rank's GPU's
-                           NUMA node, or one core per rank
+  -include HOST[:GPUS]@... DeepSpeed's: only these hosts run ranks, a host
+                           with GPUs gets only those, one rank each
+                           (host:0,1@host2); a host not among the hosts is
+                           an error
+  -exclude HOST[:GPUS]@... DeepSpeed's: drop a host named alone; a host with
+                           GPUs loses those GPUs and a slot for each
+  -bind-to none|numa|core|hwthread|socket
+                           CPU binding: none, the CPUs of the rank's GPU's
+                           NUMA node, one CPU per rank (core, hwthread), or
+                           the CPUs of one socket (round robin)
   -report-bindings         print each rank's CPU binding
 
 Network and node preparation:
-  -network-interface NAME[,NAME]  force the data interface on every host
+  -network-interface, -network-interfaces NAME[,NAME]
+                           force the data interface on every host
                            (default: per host, the interface its routes to
                            the other hosts use; sets NCCL_SOCKET_IFNAME,
                            GLOO_SOCKET_IFNAME, HOROVOD_GLOO_IFACE, NCCL_IB_HCA)
@@ -65,7 +87,14 @@ Network and node preparation:
 
 Environment:
   -x NAME | NAME=VALUE | 'PREFIX*'   export to every rank (repeatable)
-  -env-file FILE           KEY=VALUE lines exported to every rank
+  -env-file FILE           KEY=VALUE lines exported to every rank; as
+                           DeepSpeed, ~/.deepspeed_env and then
+                           ./.deepspeed_env ($DS_ENV_FILE names them) are
+                           read first: -env-file and -x win over them
+  -master-addr, -master_addr ADDR, -master-port, -master_port PORT
+                           MASTER_ADDR/MASTER_PORT of every rank, used as
+                           given (default: rank 0's data address and a port
+                           free on its host)
   -mca, -gmca KEY VALUE    OMPI_MCA_KEY=VALUE in every rank
   -wdir, -wd DIR           working directory of every rank
   -mpi auto|pmi|none|openmpi
@@ -92,6 +121,12 @@ Output (rank lines go to stdout/stderr whole, never mixed):
   -output-filename DIR     also write DIR/rank.R/stdout and stderr
   -output-from RANKS       console shows only these ranks (0,4-7)
   -stdin RANK|none         rank that gets the launcher's stdin (default 0)
+  -merge-stderr-to-stdout  rank stderr goes to the launcher's stdout
+  -display-map             print the placement table (as -dry-run's) on
+                           stderr, then run
+  -q, -quiet               no informational launcher lines: logs below
+                           warnings, restart notices, progress, summary
+                           (errors and rank output stay)
   -progress[=false]        a status line every -progress-every SECONDS (5)
                            while ranks report throughput: attempt, elapsed,
                            total so far, ranks reporting, slowest rank and
@@ -140,6 +175,8 @@ Control:
                            when no -H or hostfile is given)
   -p, -port N              agent port (default 22122)
   -agent-path PATH         agent binary on the hosts for -transport ssh, slurm
+  -prefix DIR              mpirun's install prefix: -agent-path DIR/bin/agent
+                           (unless -agent-path is given)
   -ssh COMMAND             ssh command line for -transport ssh (default ssh)
   -i FILE                  SSH identity, with FILE-cert.pub if there
                            (default: SSH_AUTH_SOCK, ~/.ssh/id_*)
@@ -193,6 +230,9 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 	}
 	if d.Log == nil {
 		d.Log = newLogger(cfg.Out.LogFormat, cfg.Out.Verbose)
+		if cfg.Out.Quiet {
+			d.Log = d.Log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
+		}
 		defer d.Log.Sync()
 	}
 	if cfg.Mode != ModeAnalyze {

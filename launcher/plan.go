@@ -3,6 +3,7 @@ package launcher
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,6 +25,7 @@ type Rank struct {
 // PlanOptions are the placement options.
 type PlanOptions struct {
 	MapBy         string // slot (default) or node
+	RankBy        string // slot or node; "" numbers ranks as MapBy deals them
 	NPerNode      int
 	Oversubscribe bool
 }
@@ -75,6 +77,11 @@ func Plan(hosts []hostfile.Host, np int, o PlanOptions) ([]Rank, error) {
 	assign, count, err := deal(hosts, slots, total, np, o.MapBy)
 	if err != nil {
 		return nil, err
+	}
+	if o.RankBy != "" {
+		if assign, err = rankBy(count, np, o.RankBy); err != nil {
+			return nil, err
+		}
 	}
 	nodeRank := make([]int, len(hosts))
 	n := 0
@@ -177,4 +184,32 @@ func deal(hosts []hostfile.Host, slots []int, total, np int, mapBy string) (assi
 		}
 	}
 	return assign, count, nil
+}
+
+// rankBy numbers the ranks of a placement (count[host] ranks on each
+// host) anew: slot gives a host's ranks consecutive numbers, node deals
+// the numbers round robin over the hosts (mpirun's -rank-by).
+func rankBy(count []int, np int, by string) ([]int, error) {
+	assign := make([]int, 0, np)
+	switch by {
+	case "slot":
+		for h, n := range count {
+			for range n {
+				assign = append(assign, h)
+			}
+		}
+	case "node":
+		left := slices.Clone(count)
+		for len(assign) < np {
+			for h := range left {
+				if left[h] > 0 {
+					assign = append(assign, h)
+					left[h]--
+				}
+			}
+		}
+	default:
+		return nil, fmt.Errorf("-rank-by %q is not supported (use slot or node)", by)
+	}
+	return assign, nil
 }

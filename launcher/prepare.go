@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,6 +61,9 @@ func (j *job) jobEnv(choices []*nccl.Choice) JobEnv {
 	if port == 0 {
 		port = 29500
 	}
+	// --master-addr and --master-port win, used as given.
+	master = cmp.Or(j.cfg.Env.MasterAddr, master)
+	port = cmp.Or(j.cfg.Env.MasterPort, port)
 	return JobEnv{JobID: j.id, MasterAddr: master, MasterPort: port, Vars: j.cfg.Env.Vars, MCA: j.cfg.Env.MCA,
 		RunID: j.cfg.Control.RunID, Restart: j.attempt, MaxRestarts: j.cfg.Control.MaxRestarts}
 }
@@ -75,7 +79,7 @@ func (j *job) start(ctx context.Context, envs [][]string) error {
 		byHost[r.Host] = append(byHost[r.Host], wire.RankSpec{Rank: r.Rank, LocalRank: r.LocalRank, Argv: j.cfg.Argv, Env: envs[r.Rank], Dir: j.cfg.Env.Dir, GPUs: r.GPUs})
 	}
 	for i, s := range j.sessions {
-		sj := wire.StartJob{JobID: j.id, KillGrace: j.cfg.Control.KillGrace, StdinRank: j.cfg.Out.Stdin, PMI: pmi, Bind: j.cfg.Place.BindTo, Ranks: byHost[i]}
+		sj := wire.StartJob{JobID: j.id, KillGrace: j.cfg.Control.KillGrace, StdinRank: j.cfg.Out.Stdin, PMI: pmi, Bind: j.cfg.Place.bindSpec(), Ranks: byHost[i]}
 		if err := s.conn.Send(wire.KindStart, sj); err != nil {
 			return &HostError{Host: s.host.Name, Err: fmt.Errorf("send job: %w", err)}
 		}

@@ -105,7 +105,9 @@ func Run(ctx context.Context, cfg Config, d Deps) int {
 // or the timeout meanwhile ends the launch with its status (ok false).
 func (r *runner) backoff(ctx context.Context, n int) (code int, ok bool) {
 	c := r.cfg.Control
-	fmt.Fprintf(r.d.Stderr, "launcher: restarting the whole gang in %v (restart %d of %d, run %s)\n", c.RestartBackoff, n+1, c.MaxRestarts, c.RunID)
+	if !r.cfg.Out.Quiet {
+		fmt.Fprintf(r.d.Stderr, "launcher: restarting the whole gang in %v (restart %d of %d, run %s)\n", c.RestartBackoff, n+1, c.MaxRestarts, c.RunID)
+	}
 	t := time.NewTimer(c.RestartBackoff)
 	defer t.Stop()
 	select {

@@ -80,6 +80,7 @@ func Gather(ctx context.Context, o Options) (wire.Facts, error) {
 	}
 	f.CPUs, err = countCPUs(o)
 	note(err)
+	f.Sockets = countSockets(o)
 
 	nics, problems, err := listNICs(o)
 	if err != nil {
@@ -177,6 +178,37 @@ func countNUMANodes(o Options) int {
 		}
 	}
 	return n
+}
+
+// countSockets counts the distinct physical_package_id of the CPUs in
+// <SysRoot>/sys/devices/system/cpu/online; 0 means unknown.
+func countSockets(o Options) int {
+	b, err := os.ReadFile(o.Path("sys", "devices", "system", "cpu", "online"))
+	if err != nil {
+		return 0
+	}
+	ids := map[string]bool{}
+	for part := range strings.SplitSeq(strings.TrimSpace(string(b)), ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return 0
+		}
+		z := a
+		if isRange {
+			if z, err = strconv.Atoi(hi); err != nil || z < a || z-a > 1<<16 {
+				return 0
+			}
+		}
+		for c := a; c <= z; c++ {
+			id, err := os.ReadFile(o.Path("sys", "devices", "system", "cpu", "cpu"+strconv.Itoa(c), "topology", "physical_package_id"))
+			if err != nil {
+				return 0
+			}
+			ids[strings.TrimSpace(string(id))] = true
+		}
+	}
+	return len(ids)
 }
 
 // canDropCaches reports whether this process could write drop_caches: it

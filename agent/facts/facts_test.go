@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +135,31 @@ func TestCachedNvidiaSMI(t *testing.T) {
 	expired(t.Context(), "-L")
 	if calls != 4 {
 		t.Fatalf("%d runs, want a fresh run once the ttl has passed", calls)
+	}
+}
+
+// TestCountSockets: sockets are the distinct physical_package_id of the
+// online CPUs; a CPU without topology makes the count unknown (0).
+func TestCountSockets(t *testing.T) {
+	root := t.TempDir()
+	files := map[string]string{"sys/devices/system/cpu/online": "0-3,8\n"}
+	for c, pkg := range map[string]string{"0": "0", "1": "0", "2": "1", "3": "1", "8": "3"} {
+		files["sys/devices/system/cpu/cpu"+c+"/topology/physical_package_id"] = pkg + "\n"
+	}
+	write(t, root, files)
+	if n := countSockets(Options{SysRoot: root}); n != 3 {
+		t.Errorf("sockets %d, want 3", n)
+	}
+	write(t, root, map[string]string{"sys/devices/system/cpu/online": "0-4\n"})
+	if n := countSockets(Options{SysRoot: root}); n != 0 {
+		t.Errorf("cpu4 has no topology: sockets %d, want 0 (unknown)", n)
+	}
+	f, err := Gather(t.Context(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("this machine: %d CPUs, %d sockets", f.CPUs, f.Sockets)
+	if _, err := os.Stat("/sys/devices/system/cpu/cpu0/topology/physical_package_id"); err == nil && f.Sockets < 1 {
+		t.Errorf("this machine has CPU topology in sysfs but Sockets is %d", f.Sockets)
 	}
 }

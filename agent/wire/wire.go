@@ -113,6 +113,9 @@ type Facts struct {
 	Hostname  string `json:"hostname"`
 	CPUs      int    `json:"cpus"`
 	NUMANodes int    `json:"numa_nodes"`
+	// Sockets counts the distinct physical_package_id of the online CPUs;
+	// 0 means unknown (an older agent, or no topology in sysfs).
+	Sockets int `json:"sockets,omitempty"`
 	// FreePort is a TCP port that was free on every address of this host
 	// when Facts was built (MASTER_PORT for rank 0's host).
 	FreePort      int      `json:"free_port,omitempty"`
@@ -190,7 +193,11 @@ type StartJob struct {
 	// StdinRank is the global rank that receives the launcher's stdin, or -1.
 	StdinRank int     `json:"stdin_rank"`
 	PMI       *PMIJob `json:"pmi,omitempty"`
-	Bind      string  `json:"bind,omitempty"` // none (default), numa, core
+	// Bind is the CPU binding: none (default), numa, core, hwthread,
+	// socket, socket:N (N consecutive local ranks per socket) or pe=N
+	// (N consecutive CPUs per local rank). Agents that predate a form
+	// refuse it as unknown.
+	Bind string `json:"bind,omitempty"`
 }
 
 // RankSpec is one rank to run.
