@@ -65,6 +65,10 @@ type Environment struct {
 	// MASTER_ADDR and MASTER_PORT the launcher chooses; "" and 0: choose.
 	MasterAddr string
 	MasterPort int
+	// TFPort, when not 0 (--tf-config), gives every rank TF_CONFIG as
+	// Kubeflow's TFJob writes it, each rank a worker listening on its
+	// host's data address at TFPort plus its local rank.
+	TFPort int
 }
 
 // Special -usize values, Hydra's words.

@@ -56,7 +56,7 @@ func DryRun(ctx context.Context, w io.Writer, cfg Config) error {
 	defer bw.Flush()
 	w = bw
 	envs := newEnvBuilder(ranks, he, JobEnv{JobID: "dry-run", MasterAddr: cmp.Or(cfg.Env.MasterAddr, hosts[ranks[0].Host].Name), MasterPort: cmp.Or(cfg.Env.MasterPort, 29500), Vars: cfg.Env.Vars, MCA: cfg.Env.MCA,
-		RunID: cmp.Or(cfg.Control.RunID, "dry-run"), MaxRestarts: cfg.Control.MaxRestarts})
+		RunID: cmp.Or(cfg.Control.RunID, "dry-run"), MaxRestarts: cfg.Control.MaxRestarts, TFPort: cfg.Env.TFPort})
 	names := make([]string, len(hosts))
 	for i, h := range hosts {
 		names[i] = h.Name

@@ -1,6 +1,9 @@
 package launcher
 
 import (
+	"cmp"
+	"encoding/json"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,6 +14,9 @@ import (
 // HostEnv is what the environment needs to know about one host.
 type HostEnv struct {
 	Name string // the name the launcher knows it by (HOROVOD_HOSTNAME)
+	// Addr is its address on the data network (MASTER_ADDR's choice for
+	// it), for TF_CONFIG's worker list; "" means Name.
+	Addr string
 	// Net is host-specific network environment (NCCL_SOCKET_IFNAME...).
 	Net []string
 }
@@ -27,6 +33,8 @@ type JobEnv struct {
 	RunID       string
 	Restart     int
 	MaxRestarts int
+	// TFPort, when not 0, sets TF_CONFIG (--tf-config).
+	TFPort int
 }
 
 // identityKeys are computed per rank and never overridden by -x. The
@@ -67,6 +75,8 @@ type envBuilder struct {
 	groups    int     // hosts that run ranks
 	cross     [][]int // host -> local rank -> its host's index among the hosts with that local rank
 	crossSize []int   // local rank -> hosts that have it
+	// tfCluster is TF_CONFIG up to the task's index, shared by every rank.
+	tfCluster string
 }
 
 func newEnvBuilder(ranks []Rank, hosts []HostEnv, j JobEnv) *envBuilder {
@@ -87,7 +97,25 @@ func newEnvBuilder(ranks []Rank, hosts []HostEnv, j JobEnv) *envBuilder {
 			b.crossSize[l]++
 		}
 	}
+	if j.TFPort > 0 {
+		b.tfCluster = tfCluster(ranks, hosts, j.TFPort)
+	}
 	return b
+}
+
+// tfCluster is the part of TF_CONFIG every rank shares, as Kubeflow's
+// TFJob writes it: {"cluster":{"worker":["ADDR:PORT",...]},"task":
+// {"type":"worker","index": - the rank's index and "},"environment":
+// "cloud"} follow. Worker i is rank i, on its host's data address at
+// port plus its local rank.
+func tfCluster(ranks []Rank, hosts []HostEnv, port int) string {
+	workers := make([]string, len(ranks))
+	for _, r := range ranks {
+		addr := cmp.Or(hosts[r.Host].Addr, hosts[r.Host].Name)
+		workers[r.Rank] = net.JoinHostPort(addr, strconv.Itoa(port+r.LocalRank))
+	}
+	cluster, _ := json.Marshal(map[string][]string{"worker": workers})
+	return `{"cluster":` + string(cluster) + `,"task":{"type":"worker","index":`
 }
 
 // rank is one rank's environment, sorted.
@@ -132,6 +160,10 @@ func (b *envBuilder) rank(r Rank) []string {
 		if !identityKeys[k] {
 			m[k] = v
 		}
+	}
+	if b.tfCluster != "" {
+		// --tf-config wins over -x TF_CONFIG: it asked for this one.
+		m["TF_CONFIG"] = b.tfCluster + itoa(r.Rank) + `},"environment":"cloud"}`
 	}
 	env := make([]string, 0, len(m))
 	for k, v := range m {

@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"encoding/json"
 	"reflect"
 	"slices"
 	"sort"
@@ -350,6 +351,43 @@ func TestAssignTooFewGPUs(t *testing.T) {
 		err := assignGPUs(Placement{GPUsPer: tt.gpusPer, GPUs: tt.filter}, ranks, []*session{gpuSession("gpu0", tt.gpus...)})
 		if err == nil || !strings.Contains(err.Error(), tt.wantMsg) {
 			t.Errorf("%s: assignGPUs error %v, want one containing %q", tt.name, err, tt.wantMsg)
+		}
+	}
+}
+
+// TestTFConfig: --tf-config gives every rank TFJob's TF_CONFIG: the same
+// worker list (rank order, each on its host's data address at the port
+// plus its local rank) and its own index; -x TF_CONFIG loses to it.
+func TestTFConfig(t *testing.T) {
+	ranks := []Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}
+	hosts := []HostEnv{{Name: "a", Addr: "10.0.0.1"}, {Name: "b"}}
+	envs := Environ(ranks, hosts, JobEnv{TFPort: 2222, Vars: map[string]string{"TF_CONFIG": "{}"}})
+	for r, env := range envs {
+		var got string
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, "TF_CONFIG="); ok {
+				got = v
+			}
+		}
+		var tf struct {
+			Cluster map[string][]string `json:"cluster"`
+			Task    struct {
+				Type  string `json:"type"`
+				Index int    `json:"index"`
+			} `json:"task"`
+			Environment string `json:"environment"`
+		}
+		if err := json.Unmarshal([]byte(got), &tf); err != nil {
+			t.Fatalf("rank %d: TF_CONFIG %q: %v", r, got, err)
+		}
+		want := []string{"10.0.0.1:2222", "10.0.0.1:2223", "b:2222", "b:2223"}
+		if !slices.Equal(tf.Cluster["worker"], want) || len(tf.Cluster) != 1 || tf.Task.Type != "worker" || tf.Task.Index != r || tf.Environment != "cloud" {
+			t.Errorf("rank %d: TF_CONFIG %s, want workers %v and index %d", r, got, want, r)
+		}
+	}
+	for _, kv := range Environ(ranks, hosts, JobEnv{})[0] {
+		if strings.HasPrefix(kv, "TF_CONFIG=") {
+			t.Errorf("TF_CONFIG set without --tf-config: %s", kv)
 		}
 	}
 }

@@ -97,6 +97,14 @@ func (e *Environment) register(fs *flag.FlagSet, in *flagInputs) {
 			return nil
 		})
 	}
+	fs.Func("tf-config", "give every rank TF_CONFIG as TFJob writes it (TensorFlow's MultiWorkerMirroredStrategy): every rank a worker on its host's data address, port PORT plus its local rank (TFJob's default 2222)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("want a port number, got %q", s)
+		}
+		e.TFPort = n
+		return nil
+	})
 	fs.StringVar(&in.mpi, "mpi", "auto", "MPI bootstrap: auto (serve PMI to every rank), pmi, none, or openmpi (run Open MPI's mpirun over the agents)")
 }
 

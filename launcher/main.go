@@ -107,6 +107,10 @@ Environment:
                            (MPI_UNIVERSE_SIZE): N, SYSTEM (the slots of the
                            hosts that run ranks) or INFINITE; default, as
                            Hydra: unknown (-1)
+  -tf-config PORT          TF_CONFIG for TensorFlow's MultiWorkerMirrored-
+                           Strategy, as Kubeflow's TFJob writes it: every
+                           rank a worker at its host's data address, port
+                           PORT plus its local rank (TFJob uses 2222)
 
 Output (rank lines go to stdout/stderr whole, never mixed):
   -tags auto|none|rank|mpirun

@@ -40,7 +40,7 @@ func (j *job) prepare(ctx context.Context) error {
 func (j *job) hostEnvs(choices []*nccl.Choice) []HostEnv {
 	he := make([]HostEnv, len(j.sessions))
 	for i, s := range j.sessions {
-		he[i] = HostEnv{Name: s.host.Name}
+		he[i] = HostEnv{Name: s.host.Name, Addr: masterAddr(s, choices[i])}
 		if c := choices[i]; c != nil {
 			he[i].Net = nccl.Env(*c, j.cfg.Env.Vars)
 		}
@@ -65,7 +65,7 @@ func (j *job) jobEnv(choices []*nccl.Choice) JobEnv {
 	master = cmp.Or(j.cfg.Env.MasterAddr, master)
 	port = cmp.Or(j.cfg.Env.MasterPort, port)
 	return JobEnv{JobID: j.id, MasterAddr: master, MasterPort: port, Vars: j.cfg.Env.Vars, MCA: j.cfg.Env.MCA,
-		RunID: j.cfg.Control.RunID, Restart: j.attempt, MaxRestarts: j.cfg.Control.MaxRestarts}
+		RunID: j.cfg.Control.RunID, Restart: j.attempt, MaxRestarts: j.cfg.Control.MaxRestarts, TFPort: j.cfg.Env.TFPort}
 }
 
 // start sends every host its ranks and waits until all are Ready.
