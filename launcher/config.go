@@ -53,6 +53,9 @@ type Environment struct {
 	// unknown, as Hydra does; UniverseSystem is the slots of the hosts
 	// that run ranks; a positive number is itself.
 	Universe int
+	// Warnings are -x entries that do nothing (unset, or a variable the
+	// launcher sets per rank); Main prints them before the job.
+	Warnings []string
 }
 
 // Special -usize values, Hydra's words.

@@ -177,6 +177,9 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
 		return exitCode(err, false)
 	}
+	for _, w := range cfg.Env.Warnings {
+		fmt.Fprintf(d.Stderr, "launcher: warning: %s\n", w)
+	}
 	if d.Log == nil {
 		d.Log = newLogger(cfg.Out.LogFormat, cfg.Out.Verbose)
 		defer d.Log.Sync()

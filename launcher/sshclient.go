@@ -24,6 +24,7 @@ import (
 
 	"gangway/agent/wire"
 	"gangway/hostfile"
+	"gangway/internal/textx"
 )
 
 // NewRemote builds the dialer for non-local hosts from the config.
@@ -326,7 +327,10 @@ type sshExec struct {
 }
 
 func (s *sshExec) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
-	args := strings.Fields(s.cfg.SSHCommand)
+	args, err := textx.SplitShell(s.cfg.SSHCommand) // never through a shell
+	if err != nil {
+		return nil, "", permanent(fmt.Errorf("--ssh %q: %w", s.cfg.SSHCommand, err))
+	}
 	if len(args) == 0 {
 		args = []string{"ssh"}
 	}

@@ -347,7 +347,7 @@ func TestProgramNotFound(t *testing.T) {
 	l := startLauncher(t, false, "-np", "2", "gangway-no-such-program")
 	assertCode(t, l, 127)
 	errOut := l.stderr()
-	for _, want := range []string{"rank 0 on localhost", "gangway-no-such-program: program not found", "exit code 127"} {
+	for _, want := range []string{"ranks 0-1 on localhost", "gangway-no-such-program: program not found", "2 of 2 ranks failed", "exit code 127"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}
