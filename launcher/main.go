@@ -59,7 +59,8 @@ Network and node preparation:
                            launcher would set, then exit
 
 Environment:
-  -x NAME | NAME=VALUE | 'PREFIX*'   export to every rank (repeatable)
+  -x NAME | NAME=VALUE | 'PREFIX*'   export to every rank (repeatable); an
+                           unset NAME or a rank identity (RANK...) warns
   -env-file FILE           KEY=VALUE lines exported to every rank
   -mca, -gmca KEY VALUE    OMPI_MCA_KEY=VALUE in every rank
   -wdir, -wd DIR           working directory of every rank
@@ -121,7 +122,8 @@ Control:
                            directory), name the odd ranks out, stop the job
                            and exit 124; -timeout and SIGUSR1 (which stops
                            nothing) collect them too
-  -start-timeout SECONDS   wait this long for every agent (default 60)
+  -start-timeout SECONDS   wait this long for every agent (default 60); a
+                           name that does not resolve fails at once
   -dry-run                 print the placement and environments, start nothing
   -transport agent|ssh|slurm
                            agents on -port (default); 'agent --stdio'
@@ -131,14 +133,16 @@ Control:
                            when no -H or hostfile is given)
   -p, -port N              agent port (default 22122)
   -agent-path PATH         agent binary on the hosts for -transport ssh, slurm
-  -ssh COMMAND             ssh command line for -transport ssh (default ssh)
+  -ssh COMMAND             ssh command line for -transport ssh (default ssh),
+                           split with sh quoting rules; no shell runs it
   -i FILE                  SSH identity, with FILE-cert.pub if there
                            (default: SSH_AUTH_SOCK, ~/.ssh/id_*)
   -known-hosts FILE        default ~/.ssh/known_hosts; @cert-authority
                            lines trust agents' host certificates
   -accept-new-host-keys    record host keys seen for the first time
   -allow-run-as-root       accepted for mpirun compatibility
-  -v                       verbose logs;  -log-format console|json
+  -v                       verbose logs (hosts, connect times, placement,
+                           network choice);  -log-format console|json
   -version, -h, -help
 
 Options take one or two dashes. Everything after PROGRAM belongs to PROGRAM.
