@@ -449,6 +449,9 @@ func dialOne(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire.H
 	m, err := conn.Recv()
 	if err != nil {
 		conn.Close()
+		if errors.Is(err, ErrPermanent) {
+			return nil, err // the transport says why (the system ssh's message)
+		}
 		return nil, fmt.Errorf("agent closed the session: %w", err)
 	}
 	switch m.Kind {

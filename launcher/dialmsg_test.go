@@ -75,7 +75,7 @@ func TestSSHExecError(t *testing.T) {
 	}{
 		{"bash: line 1: /opt/gw/agent: No such file or directory", "/opt/gw/agent", true, "no agent binary at --agent-path /opt/gw/agent on the host"},
 		{"sh: 1: /opt/gw/agent: not found", "/opt/gw/agent", true, "no agent binary at --agent-path /opt/gw/agent"},
-		{"ssh: Could not resolve hostname nope: Name or service not known", "agent", true, "no such host: ssh: ssh: Could not resolve hostname"},
+		{"ssh: Could not resolve hostname nope: Name or service not known", "agent", true, "no such host (ssh said: ssh: Could not resolve hostname nope: Name or service not known)"},
 		{"Host key verification failed.", "agent", true, "host key refused"},
 		{"root@h: Permission denied (publickey).", "agent", true, "authentication refused"},
 		{"ssh: connect to host h port 22: Connection refused", "agent", false, "ssh: ssh: connect to host h port 22: Connection refused"},

@@ -393,20 +393,20 @@ func (s *sshExec) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser
 // missing at --agent-path, authentication, the host key, a name that does
 // not resolve) are permanent.
 func sshExecError(msg, agentPath string) error {
-	err := fmt.Errorf("ssh: %s: %w", msg, io.ErrUnexpectedEOF)
 	low := strings.ToLower(msg)
+	said := strings.Join(strings.Fields(msg), " ")
 	switch {
 	case agentPath != "" && strings.Contains(msg, agentPath) &&
 		(strings.Contains(low, "no such file") || strings.Contains(low, "not found") || strings.Contains(low, "permission denied")):
-		return permanent(fmt.Errorf("no agent binary at --agent-path %s on the host (install it there, or give its path): %w", agentPath, err))
+		return permanent(fmt.Errorf("no agent binary at --agent-path %s on the host: install it there, or give its path (ssh said: %s)", agentPath, said))
 	case strings.Contains(low, "could not resolve hostname"):
-		return permanent(fmt.Errorf("no such host: %w", err))
+		return permanent(fmt.Errorf("no such host (ssh said: %s)", said))
 	case strings.Contains(low, "host key verification failed"), strings.Contains(low, "remote host identification has changed"):
-		return permanent(fmt.Errorf("host key refused (check --known-hosts, or -accept-new-host-keys for a new host): %w", err))
+		return permanent(fmt.Errorf("host key refused: check --known-hosts, or -accept-new-host-keys for a new host (ssh said: %s)", said))
 	case strings.Contains(low, "permission denied (publickey"):
-		return permanent(fmt.Errorf("authentication refused (give -i FILE, or add the key to the host's authorized_keys): %w", err))
+		return permanent(fmt.Errorf("authentication refused: give -i FILE, or add the key to the host's authorized_keys (ssh said: %s)", said))
 	}
-	return err
+	return fmt.Errorf("ssh: %s: %w", msg, io.ErrUnexpectedEOF)
 }
 
 func shellQuote(s string) string {
