@@ -226,8 +226,10 @@ func dialAll(ctx context.Context, log *zap.Logger, hosts []hostfile.Host, local,
 // until timeout, and while waiting keeps one status line on status (nil:
 // none) that changes only when something changes: how many hosts are
 // ready, and which are not and why. A permanent error (a name that does
-// not resolve, authentication, the host key) ends the wait at once. It
-// returns every session or an error naming each missing host and why.
+// not resolve, authentication, the host key) ends the wait at once: no
+// host is tried again, and attempts under way get permanentGrace to end
+// (so that hosts failing the same way are all named). It returns every
+// session or an error naming each missing host and why.
 func dialAllTo(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hostfile.Host, local, remote Dialer, hello func(i int) wire.Hello, timeout time.Duration) ([]*session, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -235,6 +237,21 @@ func dialAllTo(ctx context.Context, log *zap.Logger, status io.Writer, hosts []h
 	// the others.
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
+	giveUp := make(chan struct{})
+	var once sync.Once
+	var grace *time.Timer
+	defer func() {
+		once.Do(func() {}) // no timer starts from here on
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
+	failed := func(err error) {
+		once.Do(func() {
+			close(giveUp)
+			grace = time.AfterFunc(permanentGrace, func() { fail(err) })
+		})
+	}
 	sessions := make([]*session, len(hosts))
 	w := &waiting{hosts: hosts, lastErr: map[int]error{}}
 	var wg sync.WaitGroup
@@ -245,11 +262,11 @@ func dialAllTo(ctx context.Context, log *zap.Logger, status io.Writer, hosts []h
 		}
 		wg.Go(func() {
 			start := time.Now()
-			sessions[i] = dialRetry(ctx, d, i, h, hello(i), w.note)
+			sessions[i] = dialRetry(ctx, giveUp, d, i, h, hello(i), w.note)
 			if s := sessions[i]; s != nil {
 				log.Info("connected", zap.String("host", h.Name), zap.String("addr", s.addr), zap.Duration("took", time.Since(start).Round(time.Millisecond)))
 			} else if err := w.err(i); errors.Is(err, ErrPermanent) {
-				fail(err)
+				failed(err)
 			}
 		})
 	}
@@ -284,9 +301,14 @@ func dialAllTo(ctx context.Context, log *zap.Logger, status io.Writer, hosts []h
 	return nil, fmt.Errorf("cannot reach every host: %w", errors.Join(errs...))
 }
 
-// dialRetry dials one host until it answers, a permanent error, or ctx
-// ends; note hears every failed attempt (nil once connected).
-func dialRetry(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire.Hello, note func(i int, err error)) *session {
+// permanentGrace is how long attempts under way may still end after
+// another host failed for good.
+var permanentGrace = 2 * time.Second
+
+// dialRetry dials one host until it answers, a permanent error, ctx ends
+// or giveUp closes (after a failed attempt); note hears every failed
+// attempt (nil once connected).
+func dialRetry(ctx context.Context, giveUp <-chan struct{}, d Dialer, i int, h hostfile.Host, hello wire.Hello, note func(i int, err error)) *session {
 	backoff := 50 * time.Millisecond
 	for {
 		s, err := dialOne(ctx, d, i, h, hello)
@@ -308,6 +330,8 @@ func dialRetry(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire
 		}
 		select {
 		case <-ctx.Done():
+			return nil
+		case <-giveUp:
 			return nil
 		case <-time.After(backoff):
 		}
