@@ -561,6 +561,11 @@ func (s *session) spawn(ctx context.Context) error {
 			if s.pmi != nil && x.Code == 0 && s.pmi.Initialized(res.Rank) && !s.pmi.Finalized(res.Rank) {
 				x.Code, x.Err = 1, "exited without PMI finalize (MPI_Finalize not called)"
 			}
+			if res.Err != nil && x.Err == "" {
+				// A supervised program that could not start: a failure of
+				// its own, even when a stop reached its supervisor.
+				x.Err, x.Stopped = res.Err.Error(), false
+			}
 			if x.Code != 0 {
 				x.ErrorFile = s.readErrorFile(res.Rank)
 			}

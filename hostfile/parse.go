@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"gangway/internal/textx"
 )
 
 // maxLineLen bounds one hostfile line; longer lines are an error rather
@@ -93,7 +95,7 @@ func parseLine(text string) (h Host, ok bool, err error) {
 	default:
 		return Host{}, false, fmt.Errorf(`too many ":" fields in %q (MPICH form is host:slots)`, words[0])
 	}
-	seen := make(map[string]bool, 3)
+	seen := make(map[string]bool, len(hostKeys))
 	for _, w := range words[1:] {
 		key, val, found := strings.Cut(w, "=")
 		if !found {
@@ -112,6 +114,9 @@ func parseLine(text string) (h Host, ok bool, err error) {
 			h.Port, err = parseNum("port", val, 1, 65535)
 		default:
 			err = fmt.Errorf("unknown key %q", key)
+			if near := textx.Suggest(key, hostKeys); near != "" {
+				err = fmt.Errorf("unknown key %q: did you mean %s=%s?", key, near, val)
+			}
 		}
 		if err != nil {
 			return Host{}, false, err
@@ -122,3 +127,6 @@ func parseLine(text string) (h Host, ok bool, err error) {
 	}
 	return h, true, nil
 }
+
+// hostKeys are the keys an Open MPI hostfile line may give.
+var hostKeys = []string{"slots", "max_slots", "port"}

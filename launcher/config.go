@@ -69,6 +69,9 @@ type Environment struct {
 	// Kubeflow's TFJob writes it, each rank a worker listening on its
 	// host's data address at TFPort plus its local rank.
 	TFPort int
+	// Warnings are -x entries that do nothing (unset, or a variable the
+	// launcher sets per rank); Main prints them before the job.
+	Warnings []string
 }
 
 // Special -usize values, Hydra's words.

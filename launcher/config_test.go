@@ -367,7 +367,7 @@ func TestParseErrors(t *testing.T) {
 		{"empty argv", nil, nil, true, "no program given"},
 		{"no program", []string{"-np", "4"}, nil, true, "no program given"},
 		{"no program after --", []string{"-np", "4", "--"}, nil, true, "no program given"},
-		{"unknown option", []string{"--bogus", "prog"}, nil, true, "unknown option --bogus"},
+		{"unknown option", []string{"--bogus", "prog"}, nil, true, "unknown option --bogus (see launcher -h)"},
 		{"unknown single-dash option", []string{"-bogus=1", "prog"}, nil, true, "unknown option -bogus=1"},
 		{"pflag-style short cluster", []string{"-npx", "4", "prog"}, nil, true, "unknown option -npx"},
 		{"-np without value", []string{"-np"}, nil, true, "-np needs a value"},
@@ -379,7 +379,11 @@ func TestParseErrors(t *testing.T) {
 		{"-bind-to board", []string{"-bind-to", "board", "prog"}, nil, true, `-bind-to "board" is not supported (use none, numa, core, hwthread or socket)`},
 		{"-mca missing value", []string{"-mca", "btl"}, nil, true, "-mca needs KEY and VALUE"},
 		{"--mca=KEY without value", []string{"--mca=btl", "prog"}, nil, true, "want -mca KEY VALUE"},
-		{"-x unset", []string{"-x", "NOT_SET_ANYWHERE", "prog"}, nil, true, "-x NOT_SET_ANYWHERE: not set in the launcher's environment"},
+		{"unknown option near another", []string{"-nq", "2", "prog"}, nil, true, "unknown option -nq: did you mean -np?"},
+		{"unknown option hostfile typo", []string{"--hostfil", "h", "prog"}, nil, true, "unknown option --hostfil: did you mean -hostfile?"},
+		{"unknown option oversubscribe typo", []string{"--oversubscibe", "prog"}, nil, true, "did you mean -oversubscribe?"},
+		{"--ssh unterminated quote", []string{"--ssh", "ssh -o 'x", "prog"}, nil, true, `invalid value "ssh -o 'x" for flag -ssh: unterminated single quote`},
+		{"--ssh empty", []string{"--ssh", "  ", "prog"}, nil, true, "empty command"},
 		{"-x bad name", []string{"-x", "1BAD=v", "prog"}, nil, true, `-x "1BAD=v": bad variable name`},
 		{"-x bad pattern", []string{"-x", "A*B", "prog"}, nil, true, `-x "A*B": bad variable name`},
 		{"bad -H slots", []string{"-H", "a:x", "prog"}, nil, true, `-H entry 1 "a:x": bad slots "x"`},
@@ -473,5 +477,43 @@ func TestParseHostMaxSlots(t *testing.T) {
 				t.Errorf("%s: merged host is invalid: %v", tt.name, err)
 			}
 		}
+	}
+}
+
+// TestParseEnvWarnings: -x of a variable the launcher's environment lacks
+// warns and goes on (as Open MPI's mpirun); -x of a variable the launcher
+// sets per rank warns that it is ignored.
+func TestParseEnvWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		env      map[string]string
+		wantVars map[string]string
+		want     []string
+	}{
+		{"unset", []string{"-x", "NOT_SET_ANYWHERE", "prog"}, nil, map[string]string{},
+			[]string{"-x NOT_SET_ANYWHERE: not set in the launcher's environment; the ranks do not get it"}},
+		{"set", []string{"-x", "A", "prog"}, map[string]string{"A": "1"}, map[string]string{"A": "1"}, nil},
+		{"identity with value", []string{"-x", "RANK=99", "prog"}, nil, map[string]string{"RANK": "99"},
+			[]string{"-x RANK is ignored: the launcher sets RANK for each rank"}},
+		{"identity by name", []string{"-x", "OMPI_COMM_WORLD_RANK", "-x", "HOROVOD_RANK", "prog"}, map[string]string{"OMPI_COMM_WORLD_RANK": "3"}, map[string]string{},
+			[]string{"-x OMPI_COMM_WORLD_RANK is ignored: the launcher sets OMPI_COMM_WORLD_RANK for each rank",
+				"-x HOROVOD_RANK is ignored: the launcher sets HOROVOD_RANK for each rank"}},
+		{"pattern matching identity is quiet", []string{"-x", "OMPI_*", "prog"}, map[string]string{"OMPI_COMM_WORLD_RANK": "3"},
+			map[string]string{"OMPI_COMM_WORLD_RANK": "3"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv, environ := fakeEnv(tc.env)
+			c, err := Parse(tc.args, getenv, environ)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(c.Env.Warnings, tc.want) {
+				t.Errorf("warnings %q, want %q", c.Env.Warnings, tc.want)
+			}
+			if !reflect.DeepEqual(c.Env.Vars, tc.wantVars) {
+				t.Errorf("vars %v, want %v", c.Env.Vars, tc.wantVars)
+			}
+		})
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -143,7 +145,8 @@ func dial(ctx context.Context, cfg Config, d Deps, jobID string, plan bool) (*cl
 	hello := func(i int) wire.Hello {
 		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: routePeers(names, i)}
 	}
-	sessions, err := dialAll(ctx, d.Log, hosts, d.Local, d.Remote, hello, cfg.Transport.StartTimeout)
+	logHosts(d.Log, cfg.Place, hosts)
+	sessions, err := dialAllTo(ctx, d.Log, d.Stderr, hosts, d.Local, d.Remote, hello, cfg.Transport.StartTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +165,42 @@ func dial(ctx context.Context, cfg Config, d Deps, jobID string, plan bool) (*cl
 			}
 		}
 	}
+	if plan {
+		d.Log.Info("placement", zap.Int("ranks", len(c.ranks)), zap.String("map-by", cfg.Place.MapBy), zap.String("ranks on hosts", placementSummary(names, c.ranks)))
+	}
 	return c, nil
+}
+
+// logHosts says at -v where the hosts came from and, when the plan is
+// known, where the ranks go.
+func logHosts(log *zap.Logger, p Placement, hosts []hostfile.Host) {
+	names := make([]string, len(hosts))
+	for i, h := range hosts {
+		names[i] = h.Name
+		if h.Port != 0 {
+			names[i] += ":" + strconv.Itoa(h.Port)
+		}
+	}
+	fields := []zap.Field{zap.String("source", p.Source.String()), zap.Int("n", len(hosts)), zap.String("hosts", strings.Join(names, ","))}
+	if p.Source == HostsFile {
+		fields = append(fields, zap.String("hostfile", p.Hostfile))
+	}
+	log.Info("hosts", fields...)
+}
+
+// placementSummary is where ranks run, per host: "a: 0-7; b: 8-15".
+func placementSummary(hosts []string, ranks []Rank) string {
+	per := make([][]int, len(hosts))
+	for _, r := range ranks {
+		per[r.Host] = append(per[r.Host], r.Rank)
+	}
+	parts := make([]string, 0, len(hosts))
+	for i, h := range hosts {
+		if len(per[i]) > 0 {
+			parts = append(parts, h+": "+rankRanges(per[i]))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // usedHosts keeps the hosts that run ranks and renumbers the plan.
@@ -185,13 +223,41 @@ func usedHosts(hosts []hostfile.Host, ranks []Rank) []hostfile.Host {
 	return out
 }
 
-// dialAll connects to every host concurrently, retrying with backoff until
-// timeout, and says while waiting which hosts are still missing. It
-// returns every session or, at the deadline, an error naming each missing
-// host and why.
+// dialAll is dialAllTo without the status line.
 func dialAll(ctx context.Context, log *zap.Logger, hosts []hostfile.Host, local, remote Dialer, hello func(i int) wire.Hello, timeout time.Duration) ([]*session, error) {
+	return dialAllTo(ctx, log, nil, hosts, local, remote, hello, timeout)
+}
+
+// dialAllTo connects to every host concurrently, retrying with backoff
+// until timeout, and while waiting keeps one status line on status (nil:
+// none) that changes only when something changes: how many hosts are
+// ready, and which are not and why. A permanent error (a name that does
+// not resolve, authentication, the host key) ends the wait at once: no
+// host is tried again, and attempts under way get permanentGrace to end
+// (so that hosts failing the same way are all named). It returns every
+// session or an error naming each missing host and why.
+func dialAllTo(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hostfile.Host, local, remote Dialer, hello func(i int) wire.Hello, timeout time.Duration) ([]*session, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// A permanent failure of one host fails the job: stop waiting for
+	// the others.
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	giveUp := make(chan struct{})
+	var once sync.Once
+	var grace *time.Timer
+	defer func() {
+		once.Do(func() {}) // no timer starts from here on
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
+	failed := func(err error) {
+		once.Do(func() {
+			close(giveUp)
+			grace = time.AfterFunc(permanentGrace, func() { fail(err) })
+		})
+	}
 	sessions := make([]*session, len(hosts))
 	w := &waiting{hosts: hosts, lastErr: map[int]error{}}
 	var wg sync.WaitGroup
@@ -200,20 +266,31 @@ func dialAll(ctx context.Context, log *zap.Logger, hosts []hostfile.Host, local,
 		if isLocal(h) {
 			d = local
 		}
-		wg.Go(func() { sessions[i] = dialRetry(ctx, d, i, h, hello(i), w.note) })
+		wg.Go(func() {
+			start := time.Now()
+			sessions[i] = dialRetry(ctx, giveUp, d, i, h, hello(i), w.note)
+			if s := sessions[i]; s != nil {
+				log.Info("connected", zap.String("host", h.Name), zap.String("addr", s.addr), zap.Duration("took", time.Since(start).Round(time.Millisecond)))
+			} else if err := w.err(i); errors.Is(err, ErrPermanent) {
+				failed(err)
+			}
+		})
 	}
-	w.report(log, syncx.Done(wg.Wait)) // returns when every dial has ended
+	w.report(status, syncx.Done(wg.Wait)) // returns when every dial has ended
 	var errs []error
 	for i := range hosts {
 		if sessions[i] == nil {
-			err := w.lastErr[i]
+			err := w.err(i)
+			if err == nil && errors.Is(context.Cause(ctx), ErrPermanent) {
+				continue // stopped because another host failed for good
+			}
 			if err == nil {
-				err = ctx.Err()
+				err = context.Cause(ctx)
 			}
 			errs = append(errs, &HostError{Host: hosts[i].Name, Err: err})
 		}
 	}
-	if len(errs) == 0 {
+	if len(errs) == 0 && !slices.Contains(sessions, nil) {
 		return sessions, nil
 	}
 	for _, s := range sessions {
@@ -221,18 +298,35 @@ func dialAll(ctx context.Context, log *zap.Logger, hosts []hostfile.Host, local,
 			s.close()
 		}
 	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if len(errs) == 0 {
+		return nil, context.Cause(ctx) // the launcher's own context ended
+	}
+	if context.Cause(ctx) == context.DeadlineExceeded {
 		return nil, fmt.Errorf("hosts not reachable within --start-timeout %v: %w", timeout, errors.Join(errs...))
 	}
 	return nil, fmt.Errorf("cannot reach every host: %w", errors.Join(errs...))
 }
 
-// dialRetry dials one host until it answers, a permanent error, or ctx
-// ends; note hears every failed attempt (nil once connected).
-func dialRetry(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire.Hello, note func(i int, err error)) *session {
+// permanentGrace is how long attempts under way may still end after
+// another host failed for good.
+var permanentGrace = 2 * time.Second
+
+// dialRetry dials one host until it answers, a permanent error, ctx ends
+// or giveUp closes (after a failed attempt); note hears every failed
+// attempt (nil once connected).
+func dialRetry(ctx context.Context, giveUp <-chan struct{}, d Dialer, i int, h hostfile.Host, hello wire.Hello, note func(i int, err error)) *session {
 	backoff := 50 * time.Millisecond
 	for {
 		s, err := dialOne(ctx, d, i, h, hello)
+		if err != nil && ctx.Err() != nil {
+			// The attempt was cut short: by another host's permanent
+			// failure (nothing to say about this one), or by the start
+			// timeout (keep the last full attempt's error, if any).
+			if !errors.Is(context.Cause(ctx), ErrPermanent) {
+				note(i, cutShort{err})
+			}
+			return nil
+		}
 		note(i, err)
 		if err == nil {
 			return s
@@ -243,33 +337,58 @@ func dialRetry(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-giveUp:
+			return nil
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 2*time.Second)
 	}
 }
 
-// waiting tracks the hosts not reached yet and why.
+// waiting tracks the hosts reached, those not reached yet, and why.
 type waiting struct {
 	hosts   []hostfile.Host
 	mu      sync.Mutex
 	lastErr map[int]error
+	ready   int
 }
 
 func (w *waiting) note(i int, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err == nil {
+	var cut cutShort
+	switch {
+	case err == nil:
 		delete(w.lastErr, i)
-	} else {
+		w.ready++
+	case errors.As(err, &cut):
+		if w.lastErr[i] == nil {
+			w.lastErr[i] = cut.error
+		}
+	default:
 		w.lastErr[i] = err
 	}
 }
 
-// report says every 3 s which hosts are still missing, until done.
-func (w *waiting) report(log *zap.Logger, done <-chan struct{}) {
-	tick := time.NewTicker(3 * time.Second)
+// cutShort is the error of an attempt that the end of the wait cut
+// short; it replaces no earlier attempt's error.
+type cutShort struct{ error }
+
+func (w *waiting) err(i int) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastErr[i]
+}
+
+// statusEvery is how often the status line is checked for a change.
+var statusEvery = time.Second
+
+// report keeps the status line on out until done: checked every
+// statusEvery, printed when it differs from the last one printed.
+func (w *waiting) report(out io.Writer, done <-chan struct{}) {
+	tick := time.NewTicker(statusEvery)
 	defer tick.Stop()
+	last := ""
 	for {
 		select {
 		case <-done:
@@ -277,18 +396,68 @@ func (w *waiting) report(log *zap.Logger, done <-chan struct{}) {
 		case <-tick.C:
 		}
 		w.mu.Lock()
-		var missing []string
-		for i, err := range w.lastErr {
-			missing = append(missing, fmt.Sprintf("%s (%v)", w.hosts[i].Name, err))
-		}
+		line := waitingLine(w.hosts, w.ready, w.lastErr)
 		w.mu.Unlock()
-		sort.Strings(missing)
-		if len(missing) > 0 {
-			// Warn, not Info: the launcher logs warnings by default, and
-			// users must see which hosts they are waiting for.
-			log.Warn("waiting for hosts", zap.Int("missing", len(missing)), zap.String("hosts", strings.Join(missing, ", ")))
+		if line != "" && line != last && out != nil {
+			fmt.Fprintf(out, "launcher: %s\n", line)
+			last = line
 		}
 	}
+}
+
+// waitingLine is the status while hosts are missing: "ready 3/4; waiting
+// for a:22122: connection refused (...)"; hosts that failed the same way
+// share one reason, and past three reasons the rest are counted. "" when
+// no host has failed an attempt yet.
+func waitingLine(hosts []hostfile.Host, ready int, lastErr map[int]error) string {
+	if len(lastErr) == 0 {
+		return ""
+	}
+	idx := make([]int, 0, len(lastErr))
+	for i := range lastErr {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	type reason struct {
+		names []string
+		why   string
+	}
+	var reasons []*reason
+	by := map[string]*reason{}
+	for _, i := range idx {
+		name, why := hosts[i].Name, lastErr[i].Error()
+		// An error that names the address (host:port: ...) says where
+		// itself; group on what follows.
+		if rest, ok := strings.CutPrefix(why, name+":"); ok {
+			if p, r, ok := strings.Cut(rest, ": "); ok && p != "" && !strings.ContainsAny(p, " ") {
+				name, why = name+":"+p, r
+			}
+		}
+		r := by[why]
+		if r == nil {
+			r = &reason{why: why}
+			by[why] = r
+			reasons = append(reasons, r)
+		}
+		r.names = append(r.names, name)
+	}
+	var parts []string
+	for k, r := range reasons {
+		if k == 3 {
+			n := 0
+			for _, r := range reasons[3:] {
+				n += len(r.names)
+			}
+			parts = append(parts, fmt.Sprintf("%d more hosts", n))
+			break
+		}
+		names := r.names
+		if len(names) > 3 {
+			names = append(names[:3:3], fmt.Sprintf("%d more", len(r.names)-3))
+		}
+		parts = append(parts, strings.Join(names, ", ")+": "+r.why)
+	}
+	return fmt.Sprintf("ready %d/%d; waiting for %s", ready, len(hosts), strings.Join(parts, "; "))
 }
 
 // dialOne opens one session: transport, Hello, Facts.
@@ -310,6 +479,9 @@ func dialOne(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire.H
 	m, err := conn.Recv()
 	if err != nil {
 		conn.Close()
+		if errors.Is(err, ErrPermanent) {
+			return nil, err // the transport says why (the system ssh's message)
+		}
 		return nil, fmt.Errorf("agent closed the session: %w", err)
 	}
 	switch m.Kind {

@@ -115,8 +115,21 @@ func (j *job) report(w io.Writer, cause error) {
 	st := j.st
 	var first *RankError
 	errors.As(cause, &first)
+	groups := groupFailures(st.failures)
+	var firstGroup *failureGroup
+	for _, g := range groups {
+		for _, e := range g.errs {
+			if e == first {
+				firstGroup = g
+			}
+		}
+	}
 	if first != nil {
-		fmt.Fprintf(w, "launcher: job failed: %v\n", first)
+		line := first.Error()
+		if firstGroup != nil {
+			line = firstGroup.String()
+		}
+		fmt.Fprintf(w, "launcher: job failed: %s\n", line)
 		if exc, frames, ok := rootCause(first.ErrorFile, 8); ok {
 			fmt.Fprintf(w, "launcher:   rank %d on %s raised %s (from its TORCHELASTIC_ERROR_FILE)\n", first.Rank, first.Host, exc)
 			for _, f := range frames {
@@ -127,19 +140,21 @@ func (j *job) report(w io.Writer, cause error) {
 			fmt.Fprintf(w, "launcher:   rank %d stderr: %s\n", first.Rank, l)
 		}
 	}
-	others := 0
-	for _, f := range st.failures {
+	for _, g := range groups {
 		switch {
-		case f == first:
+		case g == firstGroup:
 		case first != nil:
-			others++
-			fmt.Fprintf(w, "launcher: also failed: %v\n", f)
+			fmt.Fprintf(w, "launcher: also failed: %s\n", g)
 		default:
-			fmt.Fprintf(w, "launcher: also failed while stopping: %v\n", f)
+			fmt.Fprintf(w, "launcher: also failed while stopping: %s\n", g)
 		}
 	}
 	// Ranks that failed after the first were running when it did, but
 	// are listed above, not counted as stopped.
+	others := len(st.failures) - 1
+	if n := len(st.failures); n > 1 {
+		fmt.Fprintf(w, "launcher: %d of %d ranks failed\n", n, len(j.ranks))
+	}
 	if stopped := st.runningAtFirst - others; first != nil && stopped > 0 {
 		fmt.Fprintf(w, "launcher: %s stopped\n", plural(stopped, "other rank was", "other ranks were"))
 	}

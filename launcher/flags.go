@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -8,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gangway/internal/textx"
 )
 
 // flagInputs are flag values that need the environment or files to mean
@@ -138,7 +141,8 @@ func (t *Transport) register(fs *flag.FlagSet) {
 		fs.IntVar(&t.Port, n, DefaultPort, "agent SSH port (per-host ports: host:slots:port or port= in a hostfile)")
 	}
 	fs.StringVar(&t.AgentPath, "agent-path", "agent", "path of the agent binary on the hosts, for --transport ssh and slurm")
-	fs.StringVar(&t.SSHCommand, "ssh", "ssh", "ssh command line for --transport ssh (e.g. \"ssh -F /dev/null -o StrictHostKeyChecking=no\")")
+	t.SSHCommand = "ssh"
+	fs.Var(sshCommandFlag{&t.SSHCommand}, "ssh", "ssh command line for --transport ssh, split into words as sh would with no shell run: quotes and backslashes work, $VAR and ~ are not expanded (e.g. \"ssh -F /dev/null -o 'UserKnownHostsFile=/tmp/my hosts'\")")
 	fs.StringVar(&t.Identity, "i", "", "SSH identity file, and its user certificate FILE-cert.pub if there (default: SSH_AUTH_SOCK, then ~/.ssh/id_ed25519, id_ecdsa, id_rsa)")
 	fs.StringVar(&t.KnownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
 	fs.BoolVar(&t.AcceptNewHosts, "accept-new-host-keys", false, "trust and record host keys seen for the first time")
@@ -327,6 +331,29 @@ func (d dropCachesFlag) Set(s string) error {
 	return nil
 }
 
+// sshCommandFlag is --ssh: a command line whose quoting must split (see
+// textx.SplitShell) into at least one word.
+type sshCommandFlag struct{ v *string }
+
+func (f sshCommandFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return *f.v
+}
+
+func (f sshCommandFlag) Set(s string) error {
+	words, err := textx.SplitShell(s)
+	if err != nil {
+		return err
+	}
+	if len(words) == 0 {
+		return errors.New("empty command")
+	}
+	*f.v = s
+	return nil
+}
+
 // twoWordFlags take two words (mpirun's -mca KEY VALUE).
 var twoWordFlags = map[string]bool{"mca": true, "gmca": true}
 
@@ -354,6 +381,9 @@ func splitArgs(fs *flag.FlagSet, args []string) (opts, prog []string, err error)
 		opts = append(opts, a)
 		f := fs.Lookup(name)
 		if f == nil {
+			if near := textx.Suggest(name, flagNames(fs)); near != "" {
+				return nil, nil, fmt.Errorf("%w: unknown option %s: did you mean -%s? (see launcher -h)", ErrUsage, a, near)
+			}
 			return nil, nil, fmt.Errorf("%w: unknown option %s (see launcher -h)", ErrUsage, a)
 		}
 		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {

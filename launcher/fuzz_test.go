@@ -41,6 +41,11 @@ func FuzzParseArgs(f *testing.F) {
 		{"-H", "a:1048576", "-H", "a:1", "prog"},
 		{"--analyze", "-np", "-3", "run.log"},
 		{"---np", "2", "prog"},
+		{"-nq", "2", "prog"},
+		{"--hostfil", "h", "prog"},
+		{"-x", "UNSET_HERE", "-x", "RANK=9", "-x", "OMPI_COMM_WORLD_RANK", "prog"},
+		{"--transport", "ssh", "--ssh", "ssh -o 'UserKnownHostsFile=/a b' -p\\ 2", "prog"},
+		{"--ssh", "ssh 'unterminated", "prog"},
 		{"-", "x"},
 		{},
 	} {

@@ -86,7 +86,8 @@ Network and node preparation:
                            listed with -v or -json)
 
 Environment:
-  -x NAME | NAME=VALUE | 'PREFIX*'   export to every rank (repeatable)
+  -x NAME | NAME=VALUE | 'PREFIX*'   export to every rank (repeatable); an
+                           unset NAME or a rank identity (RANK...) warns
   -env-file FILE           KEY=VALUE lines exported to every rank; as
                            DeepSpeed, ~/.deepspeed_env and then
                            ./.deepspeed_env ($DS_ENV_FILE names them) are
@@ -169,7 +170,8 @@ Control:
                            directory), name the odd ranks out, stop the job
                            and exit 124; -timeout and SIGUSR1 (which stops
                            nothing) collect them too
-  -start-timeout SECONDS   wait this long for every agent (default 60)
+  -start-timeout SECONDS   wait this long for every agent (default 60); a
+                           name that does not resolve fails at once
   -dry-run                 print the placement and environments, start nothing
   -transport agent|ssh|slurm
                            agents on -port (default); 'agent --stdio'
@@ -181,14 +183,16 @@ Control:
   -agent-path PATH         agent binary on the hosts for -transport ssh, slurm
   -prefix DIR              mpirun's install prefix: -agent-path DIR/bin/agent
                            (unless -agent-path is given)
-  -ssh COMMAND             ssh command line for -transport ssh (default ssh)
+  -ssh COMMAND             ssh command line for -transport ssh (default ssh),
+                           split with sh quoting rules; no shell runs it
   -i FILE                  SSH identity, with FILE-cert.pub if there
                            (default: SSH_AUTH_SOCK, ~/.ssh/id_*)
   -known-hosts FILE        default ~/.ssh/known_hosts; @cert-authority
                            lines trust agents' host certificates
   -accept-new-host-keys    record host keys seen for the first time
   -allow-run-as-root       accepted for mpirun compatibility
-  -v                       verbose logs;  -log-format console|json
+  -v                       verbose logs (hosts, connect times, placement,
+                           network choice);  -log-format console|json
   -version, -h, -help
   -completion bash|zsh     print a shell completion script, then exit
                            (first option only; source <(launcher -completion bash))
@@ -231,6 +235,9 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 	if err != nil {
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
 		return exitCode(err, false)
+	}
+	for _, w := range cfg.Env.Warnings {
+		fmt.Fprintf(d.Stderr, "launcher: warning: %s\n", w)
 	}
 	if d.Log == nil {
 		d.Log = newLogger(cfg.Out.LogFormat, cfg.Out.Verbose)

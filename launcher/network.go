@@ -6,6 +6,8 @@ import (
 	"net"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"gangway/nccl"
 )
 
@@ -54,6 +56,23 @@ func chooseNetworks(cfg Config, sessions []*session) ([]*nccl.Choice, error) {
 		return nil, fmt.Errorf("network interface choice: %w", errors.Join(errs...))
 	}
 	return out, nil
+}
+
+// logNetworks says at -v each host's network choice (NCCL_SOCKET_IFNAME
+// and the rest), or that a single-host job keeps the libraries' defaults.
+func logNetworks(log *zap.Logger, sessions []*session, choices []*nccl.Choice) {
+	for i, c := range choices {
+		if c == nil {
+			log.Info("network", zap.String("host", sessions[i].host.Name), zap.String("NCCL_SOCKET_IFNAME", "unset (single host: NCCL's own choice)"))
+			continue
+		}
+		how := "routes to the other hosts"
+		if c.Forced {
+			how = "--network-interface"
+		}
+		log.Info("network", zap.String("host", c.Host), zap.String("NCCL_SOCKET_IFNAME", strings.Join(c.Ifaces, ",")),
+			zap.String("addr", c.Addr), zap.Strings("NCCL_IB_HCA", c.HCAs), zap.String("chosen by", how))
+	}
 }
 
 // maxRoutePeers bounds how many peers each agent looks up routes to, so

@@ -23,6 +23,7 @@ func (j *job) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	logNetworks(j.log, j.sessions, choices)
 	if err := assignGPUs(j.cfg.Place, j.ranks, j.sessions); err != nil {
 		return err
 	}

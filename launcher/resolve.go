@@ -97,7 +97,7 @@ const MPIOperatorRoleEnv = "K_MPI_JOB_ROLE"
 // their Config values.
 func (c *Config) resolveInputs(environ []string) error {
 	var err error
-	if c.Env.Vars, err = resolveEnv(c.in.exports, c.in.envFiles, environ); err != nil {
+	if c.Env.Vars, c.Env.Warnings, err = resolveEnv(c.in.exports, c.in.envFiles, environ); err != nil {
 		return err
 	}
 	if c.Out.Stdin, err = parseStdin(c.in.stdin); err != nil {
@@ -155,13 +155,20 @@ func mergeHosts(a, b []hostfile.Host) []hostfile.Host {
 }
 
 // resolveEnv expands --env-file and then -x into one map of the values
-// every rank gets; a later entry for the same name wins.
-func resolveEnv(xs, files []string, environ []string) (map[string]string, error) {
+// every rank gets; a later entry for the same name wins. As Open MPI's
+// mpirun, -x NAME for a variable the launcher's environment lacks is a
+// warning, not an error; so is -x on a variable the launcher sets per rank
+// (RANK, OMPI_COMM_WORLD_RANK, ...), which is ignored.
+func resolveEnv(xs, files []string, environ []string) (map[string]string, []string, error) {
+	var warns []string
+	ignored := func(k string) {
+		warns = append(warns, fmt.Sprintf("-x %s is ignored: the launcher sets %s for each rank", k, k))
+	}
 	vals := map[string]string{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return nil, fmt.Errorf("cannot read env file: %w", err)
+			return nil, nil, fmt.Errorf("cannot read env file: %w", err)
 		}
 		for i, line := range strings.Split(string(b), "\n") {
 			line = strings.TrimSpace(line)
@@ -171,7 +178,7 @@ func resolveEnv(xs, files []string, environ []string) (map[string]string, error)
 			line = strings.TrimPrefix(line, "export ")
 			k, v, ok := strings.Cut(line, "=")
 			if !ok || !wire.ValidEnvName(k) {
-				return nil, fmt.Errorf("%w: %s:%d: want KEY=VALUE, got %q", ErrUsage, f, i+1, line)
+				return nil, nil, fmt.Errorf("%w: %s:%d: want KEY=VALUE, got %q", ErrUsage, f, i+1, line)
 			}
 			vals[k] = unquote(v)
 		}
@@ -181,7 +188,10 @@ func resolveEnv(xs, files []string, environ []string) (map[string]string, error)
 		switch {
 		case hasVal:
 			if !wire.ValidEnvName(k) {
-				return nil, fmt.Errorf("%w: -x %q: bad variable name", ErrUsage, x)
+				return nil, nil, fmt.Errorf("%w: -x %q: bad variable name", ErrUsage, x)
+			}
+			if identityKeys[k] {
+				ignored(k)
 			}
 			vals[k] = v
 		case strings.HasSuffix(k, "*"):
@@ -193,7 +203,11 @@ func resolveEnv(xs, files []string, environ []string) (map[string]string, error)
 			}
 		default:
 			if !wire.ValidEnvName(k) {
-				return nil, fmt.Errorf("%w: -x %q: bad variable name", ErrUsage, x)
+				return nil, nil, fmt.Errorf("%w: -x %q: bad variable name", ErrUsage, x)
+			}
+			if identityKeys[k] {
+				ignored(k)
+				continue
 			}
 			found := false
 			for _, e := range environ {
@@ -203,11 +217,11 @@ func resolveEnv(xs, files []string, environ []string) (map[string]string, error)
 				}
 			}
 			if !found {
-				return nil, fmt.Errorf("%w: -x %s: not set in the launcher's environment", ErrUsage, k)
+				warns = append(warns, fmt.Sprintf("-x %s: not set in the launcher's environment; the ranks do not get it", k))
 			}
 		}
 	}
-	return vals, nil
+	return vals, warns, nil
 }
 
 // sortedVars lists vars as sorted KEY=VALUE entries.

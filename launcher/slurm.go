@@ -307,7 +307,7 @@ func (d *srunDialer) dialAgent(ctx context.Context, r wire.SrunReady) (*srunConn
 	var nd net.Dialer
 	c, err := nd.DialContext(ctx, "tcp", r.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", r.Addr, classify(err))
+		return nil, classify(r.Addr, err)
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	_ = c.SetDeadline(time.Now().Add(HandshakeTimeout))

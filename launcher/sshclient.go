@@ -24,6 +24,7 @@ import (
 
 	"gangway/agent/wire"
 	"gangway/hostfile"
+	"gangway/internal/textx"
 )
 
 // NewRemote builds the dialer for non-local hosts from the config.
@@ -166,7 +167,7 @@ func (d *sshDialer) client(ctx context.Context, h hostfile.Host) (*ssh.Client, s
 	var nd net.Dialer
 	c, err := nd.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, "", classify(err)
+		return nil, "", classify(addr, err)
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	// A peer that accepts and never answers must not hold the launcher:
@@ -201,7 +202,7 @@ func (d *sshDialer) client(ctx context.Context, h hostfile.Host) (*ssh.Client, s
 			}
 			return nil, "", permanent(fmt.Errorf("authentication refused for user %s (is the public key in ~%s/.ssh/authorized_keys on the host, or in the agent's --authorized-keys?)", u, u))
 		}
-		return nil, "", err
+		return nil, "", fmt.Errorf("%s: ssh handshake: %w", addr, err)
 	}
 	ip := ""
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
@@ -272,14 +273,28 @@ func every(interval time.Duration, tick func(quit <-chan struct{}) bool) (stop f
 	return func() { once.Do(func() { close(quit); wg.Wait() }) }
 }
 
-func classify(err error) error {
+// classify words a failed TCP connection to addr for a user: the address
+// always, what it means, and whether retrying can help (a name that does
+// not resolve cannot: it fails at once).
+func classify(addr string, err error) error {
+	var dns *net.DNSError
 	switch {
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return permanent(fmt.Errorf("%s: no such host (%q does not resolve)", addr, dns.Name))
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Errorf("connection refused (no agent listening)")
-	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("timeout")
+		return fmt.Errorf("%s: connection refused (is the agent running, and on this port? -p/--port, or host:slots:port)", addr)
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return fmt.Errorf("%s: no route to host (host down, or a firewall drops the port)", addr)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("%s: no answer (host down, or a firewall drops the port)", addr)
+	case errors.As(err, &dns):
+		return fmt.Errorf("%s: cannot resolve %q: %v", addr, dns.Name, dns.Err)
 	}
-	return err
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		err = op.Err
+	}
+	return fmt.Errorf("%s: %w", addr, err)
 }
 
 // chanConn closes the SSH client with the channel, and says so when it
@@ -330,7 +345,10 @@ type sshExec struct {
 }
 
 func (s *sshExec) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
-	args := strings.Fields(s.cfg.SSHCommand)
+	args, err := textx.SplitShell(s.cfg.SSHCommand) // never through a shell
+	if err != nil {
+		return nil, "", permanent(fmt.Errorf("--ssh %q: %w", s.cfg.SSHCommand, err))
+	}
 	if len(args) == 0 {
 		args = []string{"ssh"}
 	}
@@ -371,7 +389,28 @@ func (s *sshExec) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser
 	if addrs, err := net.DefaultResolver.LookupHost(ctx, h.Name); err == nil && len(addrs) > 0 {
 		ip = addrs[0]
 	}
-	return &procConn{cmd: cmd, in: in, out: out, stderr: stderr}, ip, nil
+	return &procConn{cmd: cmd, in: in, out: out, stderr: stderr, agentPath: s.cfg.AgentPath}, ip, nil
+}
+
+// sshExecError words what the system ssh said when the stream ended
+// before the agent spoke; failures retrying cannot fix (the agent binary
+// missing at --agent-path, authentication, the host key, a name that does
+// not resolve) are permanent.
+func sshExecError(msg, agentPath string) error {
+	low := strings.ToLower(msg)
+	said := strings.Join(strings.Fields(msg), " ")
+	switch {
+	case agentPath != "" && strings.Contains(msg, agentPath) &&
+		(strings.Contains(low, "no such file") || strings.Contains(low, "not found") || strings.Contains(low, "permission denied")):
+		return permanent(fmt.Errorf("no agent binary at --agent-path %s on the host: install it there, or give its path (ssh said: %s)", agentPath, said))
+	case strings.Contains(low, "could not resolve hostname"):
+		return permanent(fmt.Errorf("no such host (ssh said: %s)", said))
+	case strings.Contains(low, "host key verification failed"), strings.Contains(low, "remote host identification has changed"):
+		return permanent(fmt.Errorf("host key refused: check --known-hosts, or -accept-new-host-keys for a new host (ssh said: %s)", said))
+	case strings.Contains(low, "permission denied (publickey"):
+		return permanent(fmt.Errorf("authentication refused: give -i FILE, or add the key to the host's authorized_keys (ssh said: %s)", said))
+	}
+	return fmt.Errorf("ssh: %s: %w", msg, io.ErrUnexpectedEOF)
 }
 
 func shellQuote(s string) string {
@@ -385,13 +424,15 @@ type procConn struct {
 	out    io.ReadCloser
 	stderr *limitedWriter
 	once   sync.Once
+	// agentPath is --agent-path, which ssh's message may name.
+	agentPath string
 }
 
 func (p *procConn) Read(b []byte) (int, error) {
 	n, err := p.out.Read(b)
 	if err == io.EOF && n == 0 {
 		if msg := strings.TrimSpace(p.stderr.String()); msg != "" {
-			return 0, fmt.Errorf("ssh: %s: %w", msg, io.ErrUnexpectedEOF)
+			return 0, sshExecError(msg, p.agentPath)
 		}
 	}
 	return n, err

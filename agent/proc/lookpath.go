@@ -11,7 +11,10 @@ import (
 )
 
 // lookPath finds file the way a shell would, but in the rank's PATH rather
-// than the agent's. A name with a slash is used as is (relative to dir).
+// than the agent's, and then, as Open MPI's mpirun does, in the working
+// directory dir (a program beside the job runs without "./"). A name with
+// a slash is used as is (relative to dir). Errors say what is wrong and
+// how to fix it.
 func lookPath(file, path, dir string) (string, error) {
 	if strings.Contains(file, "/") {
 		p := file
@@ -19,7 +22,7 @@ func lookPath(file, path, dir string) (string, error) {
 			p = filepath.Join(dir, p)
 		}
 		if err := executable(p); err != nil {
-			return "", fmt.Errorf("%s: %w", file, err)
+			return "", notExecutable(file, p, err)
 		}
 		return file, nil
 	}
@@ -27,27 +30,43 @@ func lookPath(file, path, dir string) (string, error) {
 		path = "/usr/local/bin:/usr/bin:/bin"
 	}
 	var denied error
-	for _, d := range filepath.SplitList(path) {
-		if d == "" {
+	for _, d := range append(filepath.SplitList(path), cwdMark) {
+		if d == "" || d == cwdMark {
 			d = "."
 		}
 		p := filepath.Join(d, file)
+		if !filepath.IsAbs(p) {
+			if dir != "" {
+				p = filepath.Join(dir, p)
+			} else {
+				p = "./" + p // exec.Cmd would search PATH again for a bare name
+			}
+		}
 		err := executable(p)
 		if err == nil {
-			if !filepath.IsAbs(p) && dir != "" {
-				return filepath.Join(dir, p), nil
-			}
 			return p, nil
 		}
 		if !errors.Is(err, ErrNotFound) && denied == nil {
-			denied = err
+			denied = notExecutable(file, p, err)
 		}
 	}
 	if denied != nil {
-		return "", fmt.Errorf("%s: %w", file, denied)
+		return "", denied
 	}
-	return "", fmt.Errorf("%s: %w in PATH %q", file, ErrNotFound, path)
+	where := dir
+	if where == "" {
+		where = "."
+	}
+	return "", fmt.Errorf("%s: %w in PATH or the working directory %s (PATH=%s)", file, ErrNotFound, where, path)
 }
+
+// cwdMark ends lookPath's search list: the working directory, searched
+// after PATH.
+const cwdMark = "\x00cwd"
+
+// errNoExecBit is executable's error for a regular file without an
+// execute bit.
+var errNoExecBit = fmt.Errorf("not executable: %w", syscall.EACCES)
 
 func executable(p string) error {
 	st, err := os.Stat(p)
@@ -61,7 +80,22 @@ func executable(p string) error {
 		return fmt.Errorf("is a directory: %w", syscall.EACCES)
 	}
 	if st.Mode()&0o111 == 0 {
-		return fmt.Errorf("permission denied: %w", syscall.EACCES)
+		return errNoExecBit
 	}
 	return nil
+}
+
+// notExecutable words executable's error for file (found at p).
+func notExecutable(file, p string, err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%s: %w (%s)", file, ErrNotFound, p)
+	}
+	if !errors.Is(err, errNoExecBit) {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	fix := "chmod +x " + file
+	if interp := interpreter(p); interp != "" {
+		fix += " (or run " + interp + " " + file + ")"
+	}
+	return fmt.Errorf("%s: %w; fix: %s", file, err, fix)
 }

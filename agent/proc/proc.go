@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -207,7 +208,11 @@ func Start(ctx context.Context, spec Spec, out Sink) (*Proc, error) {
 	if err := startWithAffinity(cmd, spec.CPUs); err != nil {
 		ctl.close()
 		closeFile(stdinW, outR, errR)
-		return nil, fmt.Errorf("rank %d: start %s: %w", spec.Rank, spec.Argv[0], err)
+		abs := path
+		if !filepath.IsAbs(abs) && spec.Dir != "" {
+			abs = filepath.Join(spec.Dir, abs)
+		}
+		return nil, execError(spec.Argv[0], abs, err)
 	}
 	p := &Proc{spec: spec, cmd: cmd, pid: cmd.Process.Pid, stdin: stdinW, ctl: ctl, done: make(chan struct{}), reaped: make(chan struct{})}
 	if ctl != nil {
@@ -360,7 +365,7 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 		select {
 		case <-p.ctl.known:
 			if p.ctl.err != nil {
-				p.res.Err = fmt.Errorf("rank %d: start %s: %w", p.spec.Rank, p.spec.Argv[0], p.ctl.err)
+				p.res.Err = p.ctl.err // worded by execError in the supervisor
 			}
 		default:
 		}

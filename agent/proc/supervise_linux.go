@@ -135,7 +135,7 @@ func (s *supervisor) run(c supervisorCmd) int {
 	}
 	p, err := os.StartProcess(c.path, c.argv, attr)
 	if err != nil {
-		report(ctl, 0, err)
+		report(ctl, 0, execError(c.argv[0], c.path, err))
 		if errors.Is(err, fs.ErrNotExist) {
 			return 127
 		}

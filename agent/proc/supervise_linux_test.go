@@ -345,7 +345,7 @@ func TestSupervisorStartError(t *testing.T) {
 	}
 	p := start(t, t.Context(), Spec{Rank: 5, Argv: []string{bad}, Supervisor: supervisorExe(t)}, newCapture())
 	r := p.Wait()
-	if r.Code != 126 || r.Err == nil || r.Err.Error() != "rank 5: start "+bad+": fork/exec "+bad+": exec format error" {
+	if r.Code != 126 || r.Err == nil || r.Err.Error() != bad+": cannot start: not a program for this machine and no #! line (exec format error)" {
 		t.Fatalf("supervised: result %+v (err %v), want code 126 and the start error", r, r.Err)
 	}
 }

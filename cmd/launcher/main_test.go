@@ -342,18 +342,6 @@ func TestRankKilledBySignal(t *testing.T) {
 	}
 }
 
-func TestProgramNotFound(t *testing.T) {
-	t.Parallel()
-	l := startLauncher(t, false, "-np", "2", "gangway-no-such-program")
-	assertCode(t, l, 127)
-	errOut := l.stderr()
-	for _, want := range []string{"rank 0 on localhost", "gangway-no-such-program: program not found", "exit code 127"} {
-		if !strings.Contains(errOut, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, errOut)
-		}
-	}
-}
-
 // TestGrandchildCleanup: ranks 0 and 1 sleep with a sleeping grandchild,
 // rank 2 exits 0 at once leaving its grandchild behind, rank 3 fails; after
 // the launcher exits every rank and grandchild is gone.

@@ -151,8 +151,10 @@ func TestStartTimeout(t *testing.T) {
 	t.Logf("failed after %v:\n%s", took.Round(time.Millisecond), stderr)
 }
 
-// TestStartWaitShowsMissing: while waiting for hosts, the launcher says
-// which are still missing (without -v).
+// TestStartWaitShowsMissing: while waiting for hosts, the launcher keeps
+// one status line (without -v) that says how many are ready and names the
+// missing one as host:port with a hint, and prints it again only when it
+// changes; the final error names host:port too.
 func TestStartWaitShowsMissing(t *testing.T) {
 	t.Parallel()
 	c := e2e.StartLocal(t, 1)
@@ -162,9 +164,46 @@ func TestStartWaitShowsMissing(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit code %d, want 1\nstderr:\n%s", code, stderr)
 	}
-	before, _, _ := strings.Cut(stderr, "launcher: hosts not reachable")
-	if !strings.Contains(before, "waiting for hosts") || !strings.Contains(before, addr) {
-		t.Errorf("no progress naming %s before the failure:\n%s", addr, stderr)
+	hostPort := fmt.Sprintf("%s:%d", addr, port)
+	before, after, _ := strings.Cut(stderr, "launcher: hosts not reachable within --start-timeout 4s")
+	want := "launcher: ready 1/2; waiting for " + hostPort + ": connection refused (is the agent running, and on this port?"
+	if !strings.Contains(before, want) {
+		t.Errorf("no status line %q before the failure:\n%s", want, stderr)
+	}
+	var status []string
+	for _, l := range strings.Split(before, "\n") {
+		if strings.HasPrefix(l, "launcher: ready ") {
+			if len(status) > 0 && status[len(status)-1] == l {
+				t.Errorf("status line repeated without a change: %q", l)
+			}
+			status = append(status, l)
+		}
+	}
+	if !strings.Contains(after, hostPort+": connection refused") {
+		t.Errorf("the failure does not name %s:\n%s", hostPort, stderr)
 	}
 	t.Logf("stderr:\n%s", stderr)
+}
+
+// TestStartNoSuchHostFailsAtOnce: a host name that does not resolve
+// (.invalid never does) fails the launch at once with its own message,
+// not after --start-timeout: the message says so (a timeout would say
+// "not reachable within --start-timeout").
+func TestStartNoSuchHostFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	c := e2e.StartLocal(t, 1)
+	hosts := c.HostList(1) + ",gw-no-such-host.invalid:1"
+	start := time.Now()
+	_, stderr, code := c.RunLauncher(t, fake(t, 2, hosts, "exit:0", "--start-timeout", "60s")...)
+	t.Logf("failed after %v:\n%s", time.Since(start).Round(time.Millisecond), stderr)
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1", code)
+	}
+	if !strings.Contains(stderr, `launcher: cannot reach every host: host gw-no-such-host.invalid: gw-no-such-host.invalid:`) ||
+		!strings.Contains(stderr, `no such host ("gw-no-such-host.invalid" does not resolve)`) {
+		t.Errorf("stderr lacks the no-such-host failure")
+	}
+	if strings.Contains(stderr, "--start-timeout") {
+		t.Errorf("waited for --start-timeout on a name that does not resolve")
+	}
 }

@@ -1,6 +1,8 @@
 package nettest
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,6 +86,58 @@ func TestTransportSSH(t *testing.T) {
 		clean := waitNetnsOnly(t, h.NS, 10*time.Second, sshd.Pid)
 		t.Logf("2 ranks through sshd + agent --stdio: launcher ran %v; no rank left (checked in %v); namespace back to sshd alone after %v",
 			l.took.Round(time.Millisecond), left.Round(time.Millisecond), clean.Round(time.Millisecond))
+	})
+
+	// --ssh is split with shell quoting: a known_hosts path with a space,
+	// given only inside a quoted ssh option, reaches ssh as one word with
+	// its double quotes (which ssh needs: it splits UserKnownHostsFile on
+	// spaces itself); split on spaces, ssh in BatchMode would refuse the
+	// host key.
+	t.Run("QuotedSSHOption", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "known hosts")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(kh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spaced := filepath.Join(dir, "known hosts")
+		if err := os.WriteFile(spaced, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		tag := newTag(t)
+		l := start(t, nil, launcherBin, "--transport", "ssh",
+			"--ssh", `ssh -F /dev/null -o IdentitiesOnly=yes -o "LogLevel=ERROR" -o 'UserKnownHostsFile="`+spaced+`"' -o StrictHostKeyChecking=yes`,
+			"-i", keys.ClientKey, "--agent-path", agentBin, "-H", h.Addr+":2:22", "-l", "-np", "2", "-x", tagEnv+"="+tag, "true")
+		if !l.wait(jobTimeout) {
+			l.kill()
+			t.Fatalf("launcher still running after %v: %v", jobTimeout, l)
+		}
+		if l.code != 0 {
+			t.Fatalf("launcher: %v", l)
+		}
+	})
+
+	// A missing --agent-path binary fails at once with its own message,
+	// not after --start-timeout (whose message would name it).
+	t.Run("AgentPathMissing", func(t *testing.T) {
+		l := start(t, nil, launcherBin, "--transport", "ssh",
+			"--ssh", "ssh -F /dev/null -o IdentitiesOnly=yes -o LogLevel=ERROR",
+			"-i", keys.ClientKey, "--known-hosts", kh, "--agent-path", "/gw/no/such/agent",
+			"--start-timeout", "60s", "-H", h.Addr+":2:22", "-np", "2", "true")
+		if !l.wait(jobTimeout) {
+			l.kill()
+			t.Fatalf("launcher still running after %v: %v", jobTimeout, l)
+		}
+		stderr := l.stderr.String()
+		t.Logf("failed after %v:\n%s", l.took.Round(time.Millisecond), stderr)
+		if l.code != 1 || !strings.Contains(stderr, "no agent binary at --agent-path /gw/no/such/agent on the host") {
+			t.Errorf("exit code %d, want 1 and the missing agent named: %v", l.code, l)
+		}
+		if strings.Contains(stderr, "--start-timeout") {
+			t.Errorf("waited for --start-timeout on a missing agent binary")
+		}
 	})
 
 	// The launcher killed with SIGKILL mid-job: its ssh client sees EOF on

@@ -1,0 +1,104 @@
+package launcher
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// failureGroup is the ranks that failed the same way: the same message
+// (a start error, an exit code, a signal), on one host or several.
+type failureGroup struct {
+	what  string // the failure without rank, host and pid
+	ranks []int
+	hosts []string // in order of first appearance
+	errs  []*RankError
+}
+
+// what is e without the rank, host and pid, so identical failures of
+// many ranks read the same.
+func (e *RankError) what() string {
+	switch {
+	case e.Err != "":
+		return fmt.Sprintf("%s (exit code %d)", e.Err, e.ExitCode)
+	case e.Signal != 0:
+		name := e.SignalName
+		if name == "" {
+			name = "signal " + strconv.Itoa(e.Signal)
+		}
+		return fmt.Sprintf("killed by signal %d (%s), exit code %d", e.Signal, name, e.ExitCode)
+	default:
+		return fmt.Sprintf("exited with code %d", e.ExitCode)
+	}
+}
+
+// groupFailures groups failures by what went wrong, in order of each
+// group's first failure.
+func groupFailures(fs []*RankError) []*failureGroup {
+	var out []*failureGroup
+	by := map[string]*failureGroup{}
+	for _, f := range fs {
+		w := f.what()
+		g := by[w]
+		if g == nil {
+			g = &failureGroup{what: w}
+			by[w] = g
+			out = append(out, g)
+		}
+		g.ranks = append(g.ranks, f.Rank)
+		g.errs = append(g.errs, f)
+		found := false
+		for _, h := range g.hosts {
+			found = found || h == f.Host
+		}
+		if !found {
+			g.hosts = append(g.hosts, f.Host)
+		}
+	}
+	return out
+}
+
+// String is the group as one line: one rank reads as RankError does
+// (with its pid); several as "ranks 0-3,6 on 2 hosts (a, b): what".
+func (g *failureGroup) String() string {
+	if len(g.errs) == 1 {
+		return g.errs[0].Error()
+	}
+	return fmt.Sprintf("ranks %s on %s: %s", rankRanges(g.ranks), hostList(g.hosts), g.what)
+}
+
+// rankRanges writes ranks as sorted ranges: 0-3,5,7-9.
+func rankRanges(ranks []int) string {
+	rs := append([]int(nil), ranks...)
+	sort.Ints(rs)
+	var b strings.Builder
+	for i := 0; i < len(rs); {
+		j := i
+		for j+1 < len(rs) && rs[j+1] <= rs[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(rs[i]))
+		if rs[j] != rs[i] {
+			b.WriteString("-" + strconv.Itoa(rs[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
+// hostList is "a", "2 hosts (a, b)", or past four names "9 hosts (a, b, c, d, ...)".
+func hostList(hosts []string) string {
+	if len(hosts) == 1 {
+		return hosts[0]
+	}
+	names := hosts
+	more := ""
+	if len(names) > 4 {
+		names, more = names[:4], ", ..."
+	}
+	return fmt.Sprintf("%d hosts (%s%s)", len(hosts), strings.Join(names, ", "), more)
+}
