@@ -11,6 +11,7 @@ import (
 const (
 	lGangway     = "gangway"
 	lGangwayCold = "gangway cold (--transport ssh)"
+	lGangwayRaw  = "gangway untagged (--tags auto)"
 	lMpirun      = "mpirun (tree)"
 	lMpirunFlat  = "mpirun (no tree)"
 	lHydra       = "mpiexec.hydra"

@@ -12,9 +12,10 @@ import (
 const mib = 1 << 20
 
 // output is scenario 2: 16 ranks on 4 hosts each write outBytes of
-// 100-byte lines; throughput with the launcher's stdout on /dev/null, then
-// one run of each launcher through the verifier (every line whole, tagged
-// with its rank, in order, none missing).
+// 100-byte lines; throughput with the launcher's stdout on /dev/null
+// (gangway tagged with -l and untagged, Hydra with -prepend-rank and
+// without), then one run of each launcher through the verifier (every
+// line whole, from its rank, in order, none missing).
 func (b *bench) output(ctx context.Context) error {
 	e := b.net
 	const ranks, hosts = 16, 4
@@ -24,16 +25,22 @@ func (b *bench) output(ctx context.Context) error {
 	j := jobSpec{Hosts: hosts, PerHost: ranks / hosts, Argv: gen, Tag: true}
 	thr := func(o outcome) (float64, error) { return totalMiB / o.Took.Seconds(), nil }
 	const timeout = 3 * time.Minute
-	cs := []contender{{name: lGangway, kind: Ours, argv: e.gangway(j), value: thr, timeout: timeout, note: "-l: tags [R] "}}
+	raw := j
+	raw.Tag = false
+	// Tagged (-l) is the pair the target compares with Hydra
+	// -prepend-rank; untagged is the launcher's default into a pipe
+	// (--tags auto), beside Hydra's default.
+	cs := []contender{
+		{name: lGangway, kind: Ours, argv: e.gangway(j), value: thr, timeout: timeout, note: "-l: tags [R] "},
+		{name: lGangwayRaw, kind: Ours, argv: e.gangway(raw), value: thr, timeout: timeout, note: "default: no tags into a pipe"},
+	}
+	untagged := map[string]bool{lGangwayRaw: true}
 	if !b.o.quick {
 		// Diagnostic: the same without the throughput summary, whose
 		// recogniser sees every line.
 		cs = append(cs, contender{name: lGangway + " --no-summary", kind: Ours, argv: withFlag(e.gangway(j), "--no-summary"), value: thr, timeout: timeout})
 	}
-	untagged := map[string]bool{}
 	if b.peer(hydraBin) {
-		raw := j
-		raw.Tag = false
 		h, err := e.hydra(raw)
 		if err != nil {
 			return err
