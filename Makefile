@@ -8,10 +8,11 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 # Packages the tests use: real OpenSSH on both ends, MPICH and Open MPI
 # programs, PyTorch (CPU, gloo), iproute2 for network-namespace hosts, and
 # Slurm 22.05 with munge for a real cluster on those hosts (cmd/internal/slurmbed),
-# gdb for the stacks of hung ranks, groff to render the man pages.
+# gdb and python3-dbg (py-bt, and the interpreter's debug symbols) for the
+# stacks of hung ranks, groff to render the man pages.
 TEST_PKGS := openssh-client openssh-server mpich libmpich-dev openmpi-bin libopenmpi-dev \
              python3-torch iproute2 procps gcc slurmctld slurmd slurm-client munge \
-             gdb groff-base
+             gdb python3-dbg groff-base
 BENCH_PKGS := pdsh
 
 .PHONY: all build run test test-short deps bench bench-quick lint install image clean

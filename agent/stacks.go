@@ -21,7 +21,9 @@ import (
 
 // Stack collection for hang diagnosis (wire.Dump). Every process of every
 // local rank (its process group) is attached with gdb, where gdb is
-// installed, for native stacks of every thread. With Abort (the job is
+// installed, for native stacks of every thread, and for a Python
+// process its Python stacks too (py-bt) where gdb has the interpreter's
+// extension. With Abort (the job is
 // stopped next) Python processes then get SIGABRT, which makes Python's
 // faulthandler (PYTHONFAULTHANDLER=1, set by the launcher) print every
 // thread's Python stack on stderr, and Go programs get SIGQUIT, which
@@ -113,15 +115,20 @@ func (s *session) dump(ctx context.Context, d wire.Dump) wire.Dumped {
 	for r, p := range procs {
 		members[r] = proc.GroupMembers(p.Pid())
 	}
+	pyBT := false
 	for r := range procs {
 		wg.Go(func() {
 			text := nativeStacks(ctx, gdb, members[r])
 			mu.Lock()
 			out.Stacks[r] = text
+			pyBT = pyBT || strings.Contains(text, pyBTHeader)
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
+	if pyBT {
+		out.Tools = append(out.Tools, "gdb py-bt")
+	}
 	if !d.Abort {
 		return out
 	}
@@ -185,6 +192,9 @@ wait:
 	return out
 }
 
+// pyBTHeader starts each thread's Python stack in gdb's py-bt output.
+const pyBTHeader = "Traceback (most recent call first):"
+
 // nativeStacks runs gdb on each process, one after the other, and joins
 // their outputs under headers; without gdb it lists the processes.
 func nativeStacks(ctx context.Context, gdb string, pids []int) string {
@@ -196,8 +206,16 @@ func nativeStacks(ctx context.Context, gdb string, pids []int) string {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, gdbTimeout)
-		cmd := exec.CommandContext(cctx, gdb, "-batch", "-nx", "-p", strconv.Itoa(pid),
-			"-ex", "set pagination off", "-ex", "thread apply all bt")
+		args := []string{"-batch", "-nx", "-p", strconv.Itoa(pid), "-ex", "set pagination off", "-ex", "thread apply all bt"}
+		if isPython(pid) {
+			// Python's own frames, where gdb has the interpreter's
+			// extension (Debian: python3-dbg, which also brings the
+			// interpreter's debug symbols); elsewhere gdb says the
+			// command is undefined, and only faulthandler (when the job
+			// is stopped) shows them.
+			args = append(args, "-ex", "thread apply all py-bt")
+		}
+		cmd := exec.CommandContext(cctx, gdb, args...)
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
 		text, err := cmd.CombinedOutput()
 		cancel()

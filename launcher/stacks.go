@@ -12,7 +12,7 @@ import (
 // innermost is the innermost frame of a rank's stacks, the frame it is
 // waiting in: from Python's faulthandler dump ("Current thread ... (most
 // recent call first):" then `File "x.py", line N in f`), else the first
-// Python thread, else gdb's first frame of thread 1 ("#0  0x... in f (...)
+// Python thread, else gdb's py-bt of the first thread, else gdb's first frame of thread 1 ("#0  0x... in f (...)
 // at file:line"). "" when there is none.
 func innermost(stacks string) string {
 	lines := strings.Split(stacks, "\n")
@@ -41,6 +41,11 @@ func innermost(stacks string) string {
 	if f := first(func(l string) bool {
 		return strings.HasPrefix(l, "Thread 0x") && strings.HasSuffix(l, "(most recent call first):")
 	}, pyFrame); f != "" {
+		return f
+	}
+	// gdb's py-bt: "Traceback (most recent call first):", maybe a
+	// built-in's line, then `File "x.py", line N, in f`.
+	if f := first(func(l string) bool { return strings.TrimSpace(l) == "Traceback (most recent call first):" }, pyFrame); f != "" {
 		return f
 	}
 	return first(func(l string) bool { return strings.HasPrefix(l, "Thread 1 ") }, func(l string) (string, bool) {

@@ -37,6 +37,8 @@ func TestInnermost(t *testing.T) {
 		{"python before gdb", gdbSleep + "\n" + pySleep, `File "/job/hang.py", line 15 in <module>`},
 		{"gdb only: thread 1", gdbSleep, "__GI___clock_nanosleep at ../sysdeps/unix/sysv/linux/clock_nanosleep.c:78"},
 		{"python without a current thread", "Thread 0x00007f (most recent call first):\n  File \"a.py\", line 3 in f\n", `File "a.py", line 3 in f`},
+		{"gdb py-bt", gdbSleep + "\nThread 1 (Thread 0x7fea (LWP 23953) \"python3\"):\nTraceback (most recent call first):\n  <built-in method sleep of module object at remote 0x7fea>\n  File \"<string>\", line 2, in load_batch\n  File \"<string>\", line 3, in <module>\n", `File "<string>", line 2, in load_batch`},
+		{"faulthandler before py-bt", pySleep + "\nTraceback (most recent call first):\n  File \"x.py\", line 1, in f\n", `File "/job/hang.py", line 15 in <module>`},
 		{"nothing", "gdb: ptrace: Operation not permitted.\n", ""},
 	} {
 		if got := innermost(tt.stacks); got != tt.want {

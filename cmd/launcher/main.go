@@ -15,12 +15,19 @@ func main() {
 	if code, ok := proc.Supervise(os.Args); ok { // a local rank's supervisor: this binary re-executed
 		os.Exit(code)
 	}
+	os.Exit(run(os.Args[1:], launcherSignals()))
+}
+
+// launcherSignals are the signals the launcher acts on: SIGINT, SIGTERM
+// and SIGHUP stop the job, SIGUSR1 dumps every rank's stacks, SIGPIPE
+// stops it when stdout or stderr is broken. The relay lives as long as
+// the process; os.Exit ends it.
+func launcherSignals() <-chan os.Signal {
 	raw := make(chan os.Signal, 4)
 	signal.Notify(raw, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGUSR1)
 	sig := make(chan os.Signal, 2)
-	// The relay lives as long as the process; os.Exit ends it.
 	go relay(raw, sig, func() bool { return brokenOutput(1, 2) })
-	os.Exit(run(os.Args[1:], sig))
+	return sig
 }
 
 // relay passes the launcher's signals on, but SIGPIPE only when stdout or

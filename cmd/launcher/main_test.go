@@ -19,7 +19,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -45,9 +44,7 @@ func TestMain(m *testing.M) {
 	}
 	proctest.HelperMain()
 	if os.Getenv(launcherEnv) == "1" {
-		sig := make(chan os.Signal, 2)
-		signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
-		os.Exit(run(os.Args[1:], sig))
+		os.Exit(run(os.Args[1:], launcherSignals())) // main's own wiring
 	}
 	os.Exit(m.Run())
 }
