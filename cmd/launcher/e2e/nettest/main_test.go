@@ -162,6 +162,37 @@ func newBed(t *testing.T, o testbed.Options) *testbed.Bed {
 // agentPort is where netns agents listen, as in production.
 const agentPort = 22122
 
+// agentBed is a bed whose every host runs an agent, with a client key
+// they trust and a known_hosts file that knows them.
+type agentBed struct {
+	*testbed.Bed
+	hosts      []testbed.Host
+	agents     map[int]*testbed.Proc
+	keys       sshtest.Keys
+	knownHosts string
+}
+
+// newAgentBed builds a bed of o.Hosts hosts and starts an agent on each.
+func newAgentBed(t *testing.T, o testbed.Options) *agentBed {
+	t.Helper()
+	b := newBed(t, o)
+	keys, err := sshtest.GenKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ab := &agentBed{Bed: b, hosts: b.Hosts(), keys: keys}
+	idx := make([]int, len(ab.hosts))
+	addrs := make([]string, len(ab.hosts))
+	for i, h := range ab.hosts {
+		idx[i], addrs[i] = i, h.Addr
+	}
+	ab.agents = startAgents(t, b, keys, idx...)
+	if ab.knownHosts, err = keys.WriteKnownHosts(addrs, agentPort); err != nil {
+		t.Fatal(err)
+	}
+	return ab
+}
+
 // startAgents runs a real agent in each given host of b, listening on the
 // host's data address, named h<i>, and waits until each answers with an
 // SSH banner. It returns the agents' processes by host index.

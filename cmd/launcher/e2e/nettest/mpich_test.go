@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest/sshtest"
 	"gangway/cmd/internal/e2e"
 	"gangway/cmd/internal/testbed"
 	"gangway/cmd/internal/testbed/roottest"
@@ -141,17 +140,8 @@ func TestMPICHNetns(t *testing.T) {
 	roottest.RequireRoot(t)
 	bin := compileMPI(t, &mpichTest, "mpicc.mpich", mpitestSrc, "mpitest")
 	_, launcherBin := binaries(t)
-	b := newBed(t, testbed.Options{Prefix: "gwn0", Hosts: 2, Subnet: 180})
-	keys, err := sshtest.GenKeys(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	hosts := b.Hosts()
-	agents := startAgents(t, b, keys, 0, 1)
-	kh, err := keys.WriteKnownHosts([]string{hosts[0].Addr, hosts[1].Addr}, agentPort)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := newAgentBed(t, testbed.Options{Prefix: "gwn0", Hosts: 2, Subnet: 180})
+	hosts, agents, keys, kh := b.hosts, b.agents, b.keys, b.knownHosts
 	conn := []string{"-i", keys.ClientKey, "--known-hosts", kh, "-H", hosts[0].Addr + ":4," + hosts[1].Addr + ":4", "-l"}
 
 	t.Run("TwoHosts", func(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest/sshtest"
 	"gangway/cmd/internal/testbed"
 	"gangway/cmd/internal/testbed/roottest"
 )
@@ -37,17 +36,8 @@ func TestMPICHNameService(t *testing.T) {
 	t.Run("TwoHosts", func(t *testing.T) {
 		roottest.RequireRoot(t)
 		_, launcherBin := binaries(t)
-		b := newBed(t, testbed.Options{Prefix: "gwm1", Hosts: 2, Subnet: 201})
-		keys, err := sshtest.GenKeys(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		hosts := b.Hosts()
-		agents := startAgents(t, b, keys, 0, 1)
-		kh, err := keys.WriteKnownHosts([]string{hosts[0].Addr, hosts[1].Addr}, agentPort)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := newAgentBed(t, testbed.Options{Prefix: "gwm1", Hosts: 2, Subnet: 201})
+		hosts, agents, keys, kh := b.hosts, b.agents, b.keys, b.knownHosts
 		tag := newTag(t)
 		args := append([]string{"-i", keys.ClientKey, "--known-hosts", kh, "-H", hosts[0].Addr + ":1," + hosts[1].Addr + ":1",
 			"-l", "-np", "2", "-x", tagEnv + "=" + tag}, mpichNetEnv(testbed.DefaultDataNIC)...)

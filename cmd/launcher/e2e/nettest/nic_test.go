@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest/sshtest"
 	"gangway/cmd/internal/e2e"
 	"gangway/cmd/internal/testbed"
 	"gangway/cmd/internal/testbed/roottest"
@@ -22,23 +21,14 @@ import (
 func TestMasterAddrDeadEnd(t *testing.T) {
 	roottest.RequireRoot(t)
 	_, launcherBin := binaries(t)
-	b := newBed(t, testbed.Options{Prefix: "gwn4", Hosts: 2, Subnet: 184, DeadEnd: true,
+	b := newAgentBed(t, testbed.Options{Prefix: "gwn4", Hosts: 2, Subnet: 184, DeadEnd: true,
 		DataNIC: func(i int) string {
 			if i == 1 {
 				return "eth2"
 			}
 			return testbed.DefaultDataNIC
 		}})
-	keys, err := sshtest.GenKeys(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	hosts := b.Hosts()
-	agents := startAgents(t, b, keys, 0, 1)
-	kh, err := keys.WriteKnownHosts([]string{hosts[0].Addr, hosts[1].Addr}, agentPort)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hosts, agents, keys, kh := b.hosts, b.agents, b.keys, b.knownHosts
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest/sshtest"
 	"gangway/cmd/internal/testbed"
 	"gangway/cmd/internal/testbed/roottest"
 )
@@ -255,17 +254,8 @@ func TestPMIDifferential(t *testing.T) {
 
 	t.Run("TwoHosts", func(t *testing.T) {
 		roottest.RequireRoot(t)
-		b := newBed(t, testbed.Options{Prefix: "gwm0", Hosts: 2, Subnet: 200})
-		keys, err := sshtest.GenKeys(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		hosts := b.Hosts()
-		agents := startAgents(t, b, keys, 0, 1)
-		kh, err := keys.WriteKnownHosts([]string{hosts[0].Addr, hosts[1].Addr}, agentPort)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := newAgentBed(t, testbed.Options{Prefix: "gwm0", Hosts: 2, Subnet: 200})
+		hosts, agents, keys, kh := b.hosts, b.agents, b.keys, b.knownHosts
 		for _, proto := range []string{"1", "2"} {
 			t.Run("PMI-"+proto, func(t *testing.T) {
 				// Hydra's fork launcher starts one proxy per host name:
