@@ -105,18 +105,15 @@ func TestLauncherRefusesOtherVersion(t *testing.T) {
 		}()
 		return ours, "127.0.0.9", nil
 	})
-	t0 := time.Now()
-	_, stderr, code := e2e.Run(t, launcher.Deps{Remote: remote}, fake(t, 1, "oldagent:1", "exit:0", "--start-timeout", "60s")...)
-	took := time.Since(t0)
+	// A launcher that retried the mismatch would outlast the harness's
+	// deadline, well short of this start timeout, and fail the test.
+	_, stderr, code := e2e.Run(t, launcher.Deps{Remote: remote}, fake(t, 1, "oldagent:1", "exit:0", "--start-timeout", "10m")...)
 	if code != 1 {
 		t.Fatalf("exit code %d, want 1\nstderr:\n%s", code, stderr)
 	}
 	want := "host oldagent: " + (&wire.VersionError{Ours: wire.Version, Theirs: 99}).Error()
 	if !strings.Contains(stderr, want) {
 		t.Errorf("stderr lacks %q:\n%s", want, stderr)
-	}
-	if took > 30*time.Second {
-		t.Errorf("refused after %v: the launcher retried a version mismatch", took)
 	}
 	select {
 	case err := <-fakes:

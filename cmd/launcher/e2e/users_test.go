@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"gangway/agent"
 	"gangway/agent/agenttest"
@@ -296,18 +295,16 @@ func TestLauncherHostCertificate(t *testing.T) {
 		return kh
 	}
 	run := func(kh string) (string, string, int) {
-		return c.RunLauncher(t, fake(t, 2, c.HostList(1), "exit:0", "--known-hosts", kh, "--start-timeout", "60s")...)
+		return c.RunLauncher(t, fake(t, 2, c.HostList(1), "exit:0", "--known-hosts", kh, "--start-timeout", "10m")...)
 	}
 	if _, stderr, code := run(knownHosts(ca)); code != 0 {
 		t.Errorf("@cert-authority of the agents' CA: exit %d\nstderr:\n%s", code, stderr)
 	}
-	t0 := time.Now()
+	// A launcher that retried the refusal would outlast the harness's
+	// deadline, well short of the 10m start timeout, and fail the test.
 	_, stderr, code := run(knownHosts(other))
 	if code != 1 || !strings.Contains(stderr, "untrusted host certificate for "+c.Hosts[0].HostPort()) || !strings.Contains(stderr, "@cert-authority") {
 		t.Errorf("@cert-authority of another CA: exit %d\nstderr:\n%s\nwant exit 1 and an untrusted certificate named", code, stderr)
-	}
-	if took := time.Since(t0); took > 30*time.Second {
-		t.Errorf("refused after %v: the launcher retried a permanent failure", took)
 	}
 	t.Logf("another CA:\n%s", stderr)
 	if _, stderr, code := run(c.KnownHosts); code != 0 {
