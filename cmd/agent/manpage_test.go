@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"io"
-	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -15,21 +13,9 @@ import (
 // TestManPage: the agent's man page, written from its -h, renders with
 // groff without warnings and names every flag -h lists.
 func TestManPage(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := os.Stderr
-	os.Stderr = w
-	code := run(t.Context(), []string{"-h"})
-	os.Stderr = stderr
-	w.Close()
-	help, _ := io.ReadAll(r)
-	if code != 0 {
-		t.Fatalf("agent -h: exit %d", code)
-	}
+	help := agentHelp(t)
 	var page bytes.Buffer
-	if err := manpage.Write(&page, manpage.Page{Name: "agent", Summary: "gangway's per-node agent", Version: "test"}, string(help)); err != nil {
+	if err := manpage.Write(&page, manpage.Page{Name: "agent", Summary: "gangway's per-node agent", Version: "test"}, help); err != nil {
 		t.Fatal(err)
 	}
 	groff, err := exec.LookPath("groff")
@@ -44,7 +30,7 @@ func TestManPage(t *testing.T) {
 		t.Fatalf("groff: %v\n%s", err, errb.String())
 	}
 	text := regexp.MustCompile(".\b").ReplaceAllString(out.String(), "")
-	flags := regexp.MustCompile(`(?m)^  (-[a-z][a-z0-9-]*)`).FindAllStringSubmatch(string(help), -1)
+	flags := regexp.MustCompile(`(?m)^  (-[a-z][a-z0-9-]*)`).FindAllStringSubmatch(help, -1)
 	if len(flags) < 10 {
 		t.Fatalf("agent -h lists %d flags:\n%s", len(flags), help)
 	}

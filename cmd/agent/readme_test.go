@@ -23,6 +23,25 @@ func TestREADMEFlagReference(t *testing.T) {
 	}
 	ref := string(m[1])
 
+	help := agentHelp(t)
+	flags := 0
+	for _, line := range strings.Split(help, "\n") {
+		text, _, _ := strings.Cut(line, " (default ")
+		if strings.HasPrefix(strings.TrimSpace(line), "-") {
+			flags++
+		}
+		if !strings.Contains(ref, text) {
+			t.Errorf("README.md's agent flag reference lacks %q (run .ci/sync-readme.sh)", text)
+		}
+	}
+	if flags < 10 {
+		t.Errorf("agent -h lists %d flags:\n%s", flags, help)
+	}
+}
+
+// agentHelp is what `agent -h` writes (to stderr, as flag does).
+func agentHelp(t *testing.T) string {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -36,17 +55,5 @@ func TestREADMEFlagReference(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("agent -h: exit %d", code)
 	}
-	flags := 0
-	for _, line := range strings.Split(string(help), "\n") {
-		text, _, _ := strings.Cut(line, " (default ")
-		if strings.HasPrefix(strings.TrimSpace(line), "-") {
-			flags++
-		}
-		if !strings.Contains(ref, text) {
-			t.Errorf("README.md's agent flag reference lacks %q (run .ci/sync-readme.sh)", text)
-		}
-	}
-	if flags < 10 {
-		t.Errorf("agent -h lists %d flags:\n%s", flags, help)
-	}
+	return string(help)
 }

@@ -175,42 +175,9 @@ func TestMPIOperator(t *testing.T) {
 			if !strings.Contains(l.stderr.String(), "mpi-operator launcher pod: host keys not in known_hosts are accepted") {
 				t.Errorf("launcher did not warn that it accepts unknown host keys:\n%s", l.stderr.String())
 			}
-			lines := e2e.RankLines(l.stdout.String())
-			if len(lines) != 4 {
-				t.Fatalf("output of %d ranks, want 4 (2 slots on each of 2 workers): %v", len(lines), l)
-			}
-			var port string
-			for r := range 4 {
-				got := lines[r]
-				if len(got) != 2 {
-					t.Errorf("rank %d printed %q, want 2 lines", r, got)
-					continue
-				}
-				var gotHost, master string
-				if _, err := fmt.Sscanf(got[0], "rank %d host %s master %s", new(int), &gotHost, &master); err != nil {
-					t.Errorf("rank %d: %q: %v", r, got[0], err)
-					continue
-				}
-				addr, p, _ := strings.Cut(master, ":")
-				if gotHost != names[r/2] {
-					t.Errorf("rank %d: GANGWAY_HOST=%s, want %s", r, gotHost, names[r/2])
-				}
-				if addr != hosts[0].Addr { // the launcher resolved the name to worker 0's address
-					t.Errorf("rank %d: MASTER_ADDR=%s, want %s (%s)", r, addr, hosts[0].Addr, names[0])
-				}
-				if port == "" {
-					port = p
-				} else if p != port {
-					t.Errorf("rank %d: MASTER_PORT=%s, rank 0 has %s", r, p, port)
-				}
-				want := fmt.Sprintf("rank %d reached master", r)
-				if r == 0 {
-					want = "rank 0 heard from 3 ranks" // WORLD_SIZE=4
-				}
-				if got[1] != want {
-					t.Errorf("rank %d: %q, want %q", r, got[1], want)
-				}
-			}
+			// MASTER_ADDR: the launcher resolved worker 0's name to its
+			// address.
+			port := checkRendezvous(t, l.stdout.String(), func(r int) string { return names[r/2] }, hosts[0].Addr)
 			left := waitNoTagged(t, tag, 10*time.Second)
 			for i, h := range hosts {
 				waitNetnsOnly(t, h.NS, 10*time.Second, agents[i].Pid)

@@ -41,27 +41,45 @@ func TestMasterAddrDeadEnd(t *testing.T) {
 	if l.code != 0 {
 		t.Fatalf("launcher: %v", l)
 	}
-	lines := e2e.RankLines(l.stdout.String())
+	t.Logf("dead-end address of host 0: %s", hosts[0].DeadEndAddr)
+	port := checkRendezvous(t, l.stdout.String(), func(r int) string { return hosts[r/2].Addr }, hosts[0].Addr)
+	left := waitNoTagged(t, tag, 10*time.Second)
+	for i, h := range hosts {
+		waitNetnsOnly(t, h.NS, 10*time.Second, agents[i].Pid)
+	}
+	t.Logf("4 ranks on 2 hosts with dead-end NICs: MASTER_ADDR %s:%s reached from both hosts; launcher ran %v; no rank left (checked in %v)",
+		hosts[0].Addr, port, l.took.Round(time.Millisecond), left.Round(time.Millisecond))
+}
+
+// checkRendezvous checks the output of 4 ranks of the rendezvous helper
+// (2 per host): each says its GANGWAY_HOST (wantHost) and MASTER_ADDR
+// (master) with the one MASTER_PORT, every rank reached rank 0 and rank
+// 0 heard from the 3 others (WORLD_SIZE=4). It returns the port.
+func checkRendezvous(t *testing.T, out string, wantHost func(rank int) string, master string) string {
+	t.Helper()
+	lines := e2e.RankLines(out)
 	t.Logf("rank lines: %v", lines)
+	if len(lines) != 4 {
+		t.Fatalf("output of %d ranks, want 4:\n%s", len(lines), out)
+	}
 	var port string
 	for r := range 4 {
-		host := hosts[r/2].Addr
 		got := lines[r]
 		if len(got) != 2 {
 			t.Errorf("rank %d printed %q, want 2 lines", r, got)
 			continue
 		}
-		var gotHost, master string
-		if _, err := fmt.Sscanf(got[0], "rank %d host %s master %s", new(int), &gotHost, &master); err != nil {
+		var gotHost, gotMaster string
+		if _, err := fmt.Sscanf(got[0], "rank %d host %s master %s", new(int), &gotHost, &gotMaster); err != nil {
 			t.Errorf("rank %d: %q: %v", r, got[0], err)
 			continue
 		}
-		addr, p, _ := strings.Cut(master, ":")
-		if gotHost != host {
-			t.Errorf("rank %d: GANGWAY_HOST=%s, want %s", r, gotHost, host)
+		addr, p, _ := strings.Cut(gotMaster, ":")
+		if want := wantHost(r); gotHost != want {
+			t.Errorf("rank %d: GANGWAY_HOST=%s, want %s", r, gotHost, want)
 		}
-		if addr != hosts[0].Addr {
-			t.Errorf("rank %d: MASTER_ADDR=%s, want host 0's data address %s (dead-end address is %s)", r, addr, hosts[0].Addr, hosts[0].DeadEndAddr)
+		if addr != master {
+			t.Errorf("rank %d: MASTER_ADDR=%s, want %s", r, addr, master)
 		}
 		if port == "" {
 			port = p
@@ -76,10 +94,5 @@ func TestMasterAddrDeadEnd(t *testing.T) {
 			t.Errorf("rank %d: %q, want %q", r, got[1], want)
 		}
 	}
-	left := waitNoTagged(t, tag, 10*time.Second)
-	for i, h := range hosts {
-		waitNetnsOnly(t, h.NS, 10*time.Second, agents[i].Pid)
-	}
-	t.Logf("4 ranks on 2 hosts with dead-end NICs: MASTER_ADDR %s:%s reached from both hosts; launcher ran %v; no rank left (checked in %v)",
-		hosts[0].Addr, port, l.took.Round(time.Millisecond), left.Round(time.Millisecond))
+	return port
 }
