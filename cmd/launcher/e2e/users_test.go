@@ -70,6 +70,11 @@ func environOf(t *testing.T, pid int) map[string]string {
 	return m
 }
 
+// asUser is a -H entry that logs in to h as user, with slots slots.
+func asUser(user string, h *agenttest.Host, slots int) string {
+	return fmt.Sprintf("%s@%s:%d:%d", user, h.Addr, slots, h.Port)
+}
+
 // waitingRank is a rank program that says its pid and waits to be
 // stopped. It does not exec after saying so: /proc/PID/environ reads
 // empty while a process is between two programs.
@@ -135,7 +140,7 @@ func TestJobRunsAsUser(t *testing.T) {
 	h := c.Hosts[0]
 	out := filepath.Join(t.TempDir(), "out")
 	cwd, _ := os.Getwd()
-	l := c.StartLauncher(t, append([]string{"-l", "-i", keys.ClientKey, "-np", "1", "-H", fmt.Sprintf("%s@%s:1:%d", u.Name, h.Addr, h.Port),
+	l := c.StartLauncher(t, append([]string{"-l", "-i", keys.ClientKey, "-np", "1", "-H", asUser(u.Name, h, 1),
 		"--output-filename", out}, waitingRank...)...)
 	pid := checkRankRunsAs(t, l, u, cwd)
 
@@ -179,7 +184,7 @@ func TestUserRankRootCause(t *testing.T) {
 		{"link to root's file", "ln -s " + secret + " \"$TORCHELASTIC_ERROR_FILE\"; exit 3", "", "SecretError"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			stdout, stderr, code := c.RunLauncher(t, "-i", keys.ClientKey, "-np", "2", "-H", fmt.Sprintf("%s@%s:2:%d", u.Name, h.Addr, h.Port),
+			stdout, stderr, code := c.RunLauncher(t, "-i", keys.ClientKey, "-np", "2", "-H", asUser(u.Name, h, 2),
 				"sh", "-c", `if [ "$RANK" = 1 ]; then `+tc.script+`; fi; sleep 30`)
 			if code != 3 || !strings.Contains(stderr, tc.want) || tc.notWant != "" && strings.Contains(stderr, tc.notWant) {
 				t.Errorf("exit %d, want 3; stderr should show %q and not %q:\n%s\nstdout:\n%s", code, tc.want, tc.notWant, stderr, stdout)
@@ -198,7 +203,7 @@ func TestJobWorkdirNotReachable(t *testing.T) {
 	c := e2e.StartLocal(t, 1)
 	h := c.Hosts[0]
 	private := t.TempDir() // 0700, root's
-	stdout, stderr, code := c.RunLauncher(t, append([]string{"-i", keys.ClientKey, "-np", "1", "-H", fmt.Sprintf("%s@%s:1:%d", u.Name, h.Addr, h.Port),
+	stdout, stderr, code := c.RunLauncher(t, append([]string{"-i", keys.ClientKey, "-np", "1", "-H", asUser(u.Name, h, 1),
 		"-wdir", private}, "echo", "should-not-run")...)
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "not accessible to user "+u.Name) {
 		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 1 naming the directory and %s", code, stdout, stderr, u.Name)
@@ -230,7 +235,7 @@ func TestDropCachesByUser(t *testing.T) {
 				agenttest.WithAgent(func(_ int, a *agent.Agent) { a.AllowDropCaches, a.Facts.SysRoot = true, root }),
 				agenttest.WithServer(func(_ int, s *agent.Server) { s.DropCachesUsers = tc.users }))
 			h := c.Hosts[0]
-			args := []string{"-np", "1", "-H", fmt.Sprintf("%s@%s:1:%d", tc.login, h.Addr, h.Port), "--drop-caches", "true"}
+			args := []string{"-np", "1", "-H", asUser(tc.login, h, 1), "--drop-caches", "true"}
 			if tc.keys.ClientKey != "" {
 				args = append([]string{"-i", tc.keys.ClientKey}, args...)
 			}
@@ -366,7 +371,7 @@ func TestNonRootAgent(t *testing.T) {
 		t.Errorf("root at %s's agent: exit %d\nstderr:\n%s\nwant exit 1 and %q", u.Name, code, stderr, want)
 	}
 	cwd, _ := os.Getwd()
-	l := c.StartLauncher(t, append([]string{"-l", "-i", keys.ClientKey, "-np", "1", "-H", fmt.Sprintf("%s@%s:1:%d", u.Name, h.Addr, h.Port)}, waitingRank...)...)
+	l := c.StartLauncher(t, append([]string{"-l", "-i", keys.ClientKey, "-np", "1", "-H", asUser(u.Name, h, 1)}, waitingRank...)...)
 	checkRankRunsAs(t, l, u, cwd)
 }
 
