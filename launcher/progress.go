@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"fmt"
+	"gangway/internal/term"
 	"io"
 	"os"
 	"slices"
@@ -44,5 +45,5 @@ func num(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 // terminal's own ioctl (/dev/null is a character device, but no terminal).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	return ok && termios(f)
+	return ok && term.IsTerminal(f)
 }

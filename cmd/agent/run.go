@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"gangway/internal/term"
 	"io"
 	"net"
 	"os"
@@ -94,7 +95,7 @@ func run(ctx context.Context, args []string) int {
 		fmt.Printf("agent %s (protocol %d)\n", version, wire.Version)
 		return 0
 	}
-	log := logging.New(logging.Format(*logFormat, logging.IsTerminal(os.Stderr)), logging.Level(*verbose, zapcore.InfoLevel), os.Stderr)
+	log := logging.New(logging.Format(*logFormat, term.IsTerminal(os.Stderr)), logging.Level(*verbose, zapcore.InfoLevel), os.Stderr)
 	defer log.Sync()
 	a := &agent.Agent{Name: *name, Version: version, Log: log.Named("agent"), AllowDropCaches: *dropCaches,
 		LauncherTimeout: *launcherTimeout, Supervisor: proc.SupervisorExecutable(), NoCgroup: !*cgroup}

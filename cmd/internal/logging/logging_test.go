@@ -3,7 +3,6 @@ package logging
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
@@ -76,34 +75,5 @@ func TestFormat(t *testing.T) {
 		if got := Format(tc.given, tc.terminal); got != tc.want {
 			t.Errorf("Format(%q, %v) = %q, want %q", tc.given, tc.terminal, got, tc.want)
 		}
-	}
-}
-
-// TestIsTerminal: a pipe and a regular file are not terminals; /dev/tty is
-// when this process has one.
-func TestIsTerminal(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
-	f, err := os.CreateTemp(t.TempDir(), "log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, nf := range []*os.File{r, w, f} {
-		if IsTerminal(nf) {
-			t.Errorf("%s is a terminal", nf.Name())
-		}
-	}
-	if tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0); err == nil {
-		defer tty.Close()
-		if !IsTerminal(tty) {
-			t.Error("/dev/tty is not a terminal")
-		}
-	} else {
-		t.Logf("no controlling terminal to check the positive case: %v", err)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package logging
+package term
 
 import "os"
 

@@ -1,0 +1,41 @@
+package term
+
+import (
+	"os"
+	"syscall"
+	"testing"
+)
+
+// TestIsTerminal: a pipe, a regular file and /dev/null (a character
+// device) are not terminals; a pseudo-terminal is.
+func TestIsTerminal(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	f, err := os.CreateTemp(t.TempDir(), "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	for _, nf := range []*os.File{r, w, f, null} {
+		if IsTerminal(nf) {
+			t.Errorf("%s is a terminal", nf.Name())
+		}
+	}
+	tty, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("no pseudo-terminal to test with: %v", err)
+	}
+	defer tty.Close()
+	if !IsTerminal(tty) {
+		t.Error("a pseudo-terminal is not a terminal")
+	}
+}
