@@ -57,10 +57,6 @@ func splitKeyword(line string) (key, val string) {
 	if i < 0 {
 		return line, ""
 	}
-	key, val = line[:i], strings.TrimSpace(line[i:])
-	val = strings.TrimSpace(strings.TrimPrefix(val, "="))
-	if val == "" {
-		val = "-"
-	}
-	return key, val
+	val = strings.TrimSpace(line[i:])
+	return line[:i], strings.TrimSpace(strings.TrimPrefix(val, "="))
 }
