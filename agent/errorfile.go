@@ -22,43 +22,44 @@ const MaxErrorFile = 64 << 10
 
 const errorFileVar = "TORCHELASTIC_ERROR_FILE"
 
-// errorFileEnv makes rank's error file directory and returns the variable
-// that names the file; nothing when the launcher's environment for the
-// rank already sets it (-x).
+// errorFileEnv returns the variable that names rank's error file, and
+// makes the job's directory for them on the first call; nothing when the
+// launcher's environment for the rank already sets it (-x).
 //
-// The job's directory has a random name and belongs to the agent's user;
-// each rank's directory in it belongs to the rank's user, who may write
-// there and nowhere else in the tree.
+// The job's directory has a random name. Ranks running as the agent's own
+// user write in it directly; ranks running as another user get one
+// directory of theirs inside it, which belongs to them, in a job
+// directory they may only pass through. Either way one or two mkdirs per
+// job, not one per rank: all of a session's ranks are one user's.
 func (s *session) errorFileEnv(r wire.RankSpec) []string {
 	for _, kv := range r.Env {
 		if strings.HasPrefix(kv, errorFileVar+"=") {
 			return nil
 		}
 	}
-	cred := s.login.Account.credential()
 	s.errMu.Lock()
 	defer s.errMu.Unlock()
-	if s.errorRoot == "" {
+	if s.errorDir == "" {
+		if s.errorRoot != "" {
+			return nil // making it failed for an earlier rank
+		}
 		root, err := os.MkdirTemp("", "gangway-"+s.jobID+"-errors-")
 		if err != nil {
+			s.errorRoot = os.DevNull
 			return nil
-		}
-		if cred != nil {
-			// Others may pass through to their own rank directory.
-			_ = os.Chmod(root, 0o711)
 		}
 		s.errorRoot = root
-	}
-	dir := filepath.Join(s.errorRoot, "rank."+strconv.Itoa(r.Rank))
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil
-	}
-	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			return nil
+		dir := root
+		if cred := s.login.Account.credential(); cred != nil {
+			// Others may pass through to their own directory.
+			dir = filepath.Join(root, "ranks")
+			if os.Chmod(root, 0o711) != nil || os.Mkdir(dir, 0o700) != nil || os.Chown(dir, int(cred.Uid), int(cred.Gid)) != nil {
+				return nil
+			}
 		}
+		s.errorDir = dir
 	}
-	path := filepath.Join(dir, "error.json")
+	path := filepath.Join(s.errorDir, "rank."+strconv.Itoa(r.Rank)+".json")
 	if s.errorFiles == nil {
 		s.errorFiles = map[int]string{}
 	}
@@ -106,7 +107,7 @@ func (s *session) removeErrorFiles() {
 	s.errMu.Lock()
 	root := s.errorRoot
 	s.errMu.Unlock()
-	if root != "" {
+	if root != "" && root != os.DevNull {
 		_ = os.RemoveAll(root)
 	}
 }

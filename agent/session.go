@@ -43,7 +43,7 @@ type Agent struct {
 	// every few seconds): a stopped launcher or a silent network partition
 	// does not hold the job forever. 0 disables it.
 	LauncherTimeout time.Duration
-	// Supervisor is the binary re-executed as each rank's supervisor
+	// Supervisor is the binary re-executed as each job's supervisor
 	// (proc.SupervisorExecutable()), so that what a rank starts dies even
 	// when the agent is killed; "" starts ranks directly.
 	Supervisor string
@@ -240,8 +240,9 @@ func freePort() int {
 // session is one launcher's job on this host.
 type session struct {
 	capture    capture        // ranks' stderr while a dump waits for their stacks
-	errMu      sync.Mutex     // guards errorFiles and errorRoot (spawn holds mu while it fills them)
-	errorRoot  string         // the job's directory of error files, once made
+	errMu      sync.Mutex     // guards errorFiles, errorRoot and errorDir (spawn holds mu while it fills them)
+	errorRoot  string         // the job's directory of error files, once made (os.DevNull: could not be)
+	errorDir   string         // where the ranks' error files are: errorRoot or a directory of the ranks' user in it
 	errorFiles map[int]string // rank -> TORCHELASTIC_ERROR_FILE
 	dumping    sync.Mutex     // held while a dump runs
 	a          *Agent
@@ -527,6 +528,7 @@ func (s *session) spawn(ctx context.Context) error {
 	if a := s.login.Account; a != nil {
 		identity = a.identity()
 	}
+	var specs []proc.Spec
 	for _, r := range j.Ranks {
 		env := mergeEnv(base, identity, r.Env, s.pmiEnv[r.Rank], s.errorFileEnv(r))
 		spec := proc.Spec{Rank: r.Rank, Argv: r.Argv, Env: env, Dir: r.Dir, Stdin: r.Rank == j.StdinRank, Grace: j.KillGrace,
@@ -543,16 +545,32 @@ func (s *session) spawn(ctx context.Context) error {
 		if cpus != nil {
 			bindings[r.Rank] = FormatCPUList(cpus)
 		}
-		p, err := proc.Start(ctx, spec, sink)
-		if f := s.pmiFDs[r.Rank]; f != nil {
-			f.Close()
+		specs = append(specs, spec)
+	}
+	// One supervisor for all of this host's ranks: one re-execution of the
+	// agent per job, not per rank.
+	var procs []*proc.Proc
+	var errs []error
+	if s.a.Supervisor != "" {
+		procs, errs = proc.StartGroup(ctx, specs, sink)
+	} else {
+		procs, errs = make([]*proc.Proc, len(specs)), make([]error, len(specs))
+		for i, spec := range specs {
+			procs[i], errs[i] = proc.Start(ctx, spec, sink)
 		}
-		if err != nil {
-			res := proc.StartResult(r.Rank, err)
-			_ = s.conn.Send(wire.KindExit, wire.Exit{Rank: r.Rank, Code: res.Code, Err: err.Error()})
+	}
+	// The programs (or their supervisor) have their own copies.
+	for _, f := range s.pmiFDs {
+		f.Close()
+	}
+	for i, p := range procs {
+		rank := specs[i].Rank
+		if err := errs[i]; err != nil {
+			res := proc.StartResult(rank, err)
+			_ = s.conn.Send(wire.KindExit, wire.Exit{Rank: rank, Code: res.Code, Err: err.Error()})
 			continue
 		}
-		s.procs[r.Rank] = p
+		s.procs[rank] = p
 		all.Add(1)
 		s.waiters.Go(func() {
 			defer all.Done()

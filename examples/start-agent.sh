@@ -72,7 +72,7 @@ fi
 # exec: the agent becomes the container's PID 1 and does an init's duties
 # itself (it reaps orphans and forwards SIGTERM to the real agent, its
 # child), so no tini is needed. Where cgroup2 is mounted read-only, as
-# containers often have it, each rank's supervisor contains it alone.
+# containers often have it, the job's supervisor contains it alone.
 
 # shellcheck disable=SC2086
 exec "$agent" --listen ":$port" --name "$name" --host-key "$hostkey" \

@@ -105,7 +105,7 @@ func (p *CgroupParent) New(job string) (*Cgroup, error) {
 
 // Sweep removes the job groups under p whose agents died (no one holds
 // their lock), killing what is left in them first: what escaped both the
-// agent and the rank's supervisor. It returns the groups it removed.
+// agent and the job's supervisor. It returns the groups it removed.
 func (p *CgroupParent) Sweep(timeout time.Duration) ([]string, error) {
 	ents, err := os.ReadDir(p.dir)
 	if err != nil {

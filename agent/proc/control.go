@@ -2,30 +2,50 @@ package proc
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
 
-// control is the agent's end of a supervisor's control socket. The agent
-// writes one byte per signal to deliver (SIGKILL: kill everything below
-// the supervisor); the supervisor writes one report line once it has
-// started the program, "pid N", or could not, "err MESSAGE". Its EOF is,
-// for the supervisor, the agent's death.
-type control struct {
-	f     *os.File
-	known chan struct{} // closed once the report is in, or the supervisor is gone
+// superGroup is the agent's side of one supervisor and the programs it
+// runs (StartGroup). The agent writes the job (superSpec) and then one
+// line per signal to deliver, "sig I N" (SIGKILL: kill program I's
+// group); the supervisor writes one line per program when it has started
+// it or could not ("pid I N", "err I CODE MESSAGE") and one when it has
+// ended ("exit I STATUS"). The socket's EOF is, for the supervisor, the
+// agent's death, and for the agent, the supervisor's end.
+type superGroup struct {
+	cmd   *exec.Cmd
+	f     *os.File // the agent's end, non-blocking so that writes can have a deadline
+	wmu   sync.Mutex
+	procs []*Proc       // by index in the job
+	ended atomic.Int32  // programs whose end is known
+	gone  chan struct{} // closed once the supervisor has been reaped
+}
+
+// supervised is a Proc's part in its group.
+type supervised struct {
+	g     *superGroup
+	index int
+	known chan struct{} // closed once the start report is in, or the supervisor is gone
 	pid   int           // the program's pid, from the report
 	err   error         // why the supervisor could not start the program
+	code  int           // the exit code that goes with err
+	end   chan struct{} // closed once the program's end is known
+	ws    syscall.WaitStatus
+	lost  bool // the supervisor ended before it reported the program's end
 }
 
 // newControl makes a control socket: the agent's end, non-blocking so
 // that writes can have a deadline, and the supervisor's (its ExtraFiles).
-func newControl() (*control, *os.File, error) {
+func newControl() (*os.File, *os.File, error) {
 	// Close-on-exec before any other fork can copy them: a copy of the
 	// supervisor's end in another child would hide the supervisor's EOF.
 	syscall.ForkLock.RLock()
@@ -43,48 +63,136 @@ func newControl() (*control, *os.File, error) {
 		syscall.Close(fds[1])
 		return nil, nil, err
 	}
-	c := &control{f: os.NewFile(uintptr(fds[0]), "supervisor control"), known: make(chan struct{})}
-	return c, os.NewFile(uintptr(fds[1]), "supervisor control"), nil
+	return os.NewFile(uintptr(fds[0]), "supervisor control"), os.NewFile(uintptr(fds[1]), "supervisor control"), nil
 }
 
-// readReport reads the supervisor's report line; it returns at the line,
-// at EOF (the supervisor is gone) or when the socket is closed.
-func (c *control) readReport() {
-	defer close(c.known)
-	line, err := bufio.NewReaderSize(c.f, 4096).ReadString('\n')
+// writeSpec sends the job. The supervisor reads it first thing; the
+// deadline only bounds one stopped by someone else.
+func (g *superGroup) writeSpec(spec superSpec) error {
+	b, err := json.Marshal(spec)
 	if err != nil {
-		return
+		return err
 	}
-	line = strings.TrimSuffix(line, "\n")
-	if v, ok := strings.CutPrefix(line, "pid "); ok {
-		c.pid, _ = strconv.Atoi(v)
-	} else if v, ok := strings.CutPrefix(line, "err "); ok {
-		c.err = errors.New(v)
-	}
+	return g.write(append(b, '\n'), 10*time.Second)
 }
 
-// signal asks the supervisor to deliver sig. A supervisor reads its
-// socket at once; the deadline only bounds one stopped by someone else.
-func (c *control) signal(sig syscall.Signal) error {
-	_ = c.f.SetWriteDeadline(time.Now().Add(time.Second))
-	_, err := c.f.Write([]byte{byte(sig)})
+func (g *superGroup) write(b []byte, d time.Duration) error {
+	g.wmu.Lock()
+	defer g.wmu.Unlock()
+	_ = g.f.SetWriteDeadline(time.Now().Add(d))
+	_, err := g.f.Write(b)
 	return err
 }
 
-// report is the supervisor's side of readReport.
-func report(f *os.File, pid int, err error) {
-	msg := fmt.Sprintf("pid %d\n", pid)
-	if err != nil {
-		msg = "err " + strings.ReplaceAll(err.Error(), "\n", " ") + "\n"
+// signal asks the supervisor to deliver sig to program i.
+func (g *superGroup) signal(i int, sig syscall.Signal) error {
+	return g.write([]byte("sig "+strconv.Itoa(i)+" "+strconv.Itoa(int(sig))+"\n"), time.Second)
+}
+
+// read takes the supervisor's reports until its end, then reaps it and
+// settles every program whose end it did not report: the supervisor was
+// killed, and took them with it. It closes gone last.
+func (g *superGroup) read() {
+	defer close(g.gone)
+	br := bufio.NewReaderSize(g.f, 4096)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			break
+		}
+		g.report(strings.TrimSuffix(line, "\n"))
 	}
-	if _, werr := f.WriteString(msg); werr != nil && err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", supervisorArgv0, err)
+	_ = g.cmd.Wait()
+	g.f.Close()
+	for _, p := range g.procs {
+		if p == nil {
+			continue
+		}
+		s := p.sup
+		select {
+		case <-s.known:
+		default:
+			close(s.known)
+		}
+		select {
+		case <-s.end:
+		default:
+			s.lost = true
+			close(s.end)
+		}
 	}
 }
 
-// close closes the agent's end; a nil control is fine.
-func (c *control) close() {
-	if c != nil {
-		c.f.Close()
+// report handles one line of the supervisor's.
+func (g *superGroup) report(line string) {
+	kind, rest, _ := strings.Cut(line, " ")
+	is, rest, _ := strings.Cut(rest, " ")
+	i, err := strconv.Atoi(is)
+	if err != nil || i < 0 || i >= len(g.procs) || g.procs[i] == nil {
+		return
 	}
+	s := g.procs[i].sup
+	switch kind {
+	case "pid":
+		if s.pid == 0 && s.err == nil {
+			s.pid, _ = strconv.Atoi(rest)
+			close(s.known)
+		}
+	case "err":
+		if s.pid == 0 && s.err == nil {
+			cs, msg, _ := strings.Cut(rest, " ")
+			s.code, _ = strconv.Atoi(cs)
+			s.err = errors.New(msg)
+			if s.code == 127 {
+				s.err = notFound{s.err}
+			} else {
+				s.code = 126
+			}
+			close(s.known)
+			g.ended.Add(1)
+			close(s.end)
+		}
+	case "exit":
+		if s.pid != 0 && !s.ended() {
+			ws, _ := strconv.ParseUint(rest, 10, 32)
+			s.ws = syscall.WaitStatus(ws)
+			g.ended.Add(1)
+			close(s.end)
+		}
+	}
+}
+
+func (s *supervised) ended() bool {
+	select {
+	case <-s.end:
+		return true
+	default:
+		return false
+	}
+}
+
+// last reports whether every program of the group has ended (or never
+// started).
+func (g *superGroup) last() bool {
+	n := 0
+	for _, p := range g.procs {
+		if p != nil {
+			n++
+		}
+	}
+	return int(g.ended.Load()) >= n
+}
+
+// result is the program's exit code and signal, as exitCode gives them
+// for a child of the agent.
+func (s *supervised) result() (int, syscall.Signal) {
+	switch {
+	case s.err != nil:
+		return s.code, 0
+	case s.lost:
+		return 128 + int(syscall.SIGKILL), syscall.SIGKILL
+	case s.ws.Signaled():
+		return 128 + int(s.ws.Signal()), s.ws.Signal()
+	}
+	return s.ws.ExitStatus(), 0
 }

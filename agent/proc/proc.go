@@ -2,8 +2,9 @@
 // rank, output pumped as whole lines, shell-style exit codes, and a stop
 // that escalates from SIGTERM to SIGKILL and reaches grandchildren. So
 // that a rank's containment does not depend on the agent staying alive,
-// each rank can run under a supervisor (the agent's binary re-executed:
-// Supervise, SupervisorMain) and in its job's cgroup (Cgroup).
+// a job's ranks on a host can run under one supervisor (the agent's
+// binary re-executed: StartGroup, Supervise, SupervisorMain) and in the
+// job's cgroup (Cgroup).
 //
 // The same code runs ranks for the in-process local agent and for remote
 // agents; there is no second code path.
@@ -63,13 +64,13 @@ type Spec struct {
 	// Grace is the time between SIGTERM and SIGKILL when ctx is cancelled
 	// or Stop is called without an explicit grace. Zero means 5s.
 	Grace time.Duration
-	// Supervisor, when set, is the binary re-executed as the rank's
-	// supervisor (SupervisorExecutable()), which runs the program as its
-	// child (SupervisorMain) and kills everything below it when the
-	// program ends or the agent dies. Signals reach the program's group
-	// through it; Pid and Result are still the program's. "" runs the
-	// program directly, contained by its process group and Pdeathsig
-	// alone.
+	// Supervisor, when set, is the binary re-executed as the supervisor
+	// (SupervisorExecutable()) of the ranks started together (StartGroup;
+	// Start makes a group of one), which runs the programs as its children
+	// (SupervisorMain) and kills everything below it when the last one
+	// ends or the agent dies. Signals reach a program's group through it;
+	// Pid and Result are still the program's. "" runs the program
+	// directly, contained by its process group and Pdeathsig alone.
 	Supervisor string
 	// Cgroup, when set, is the job's group the rank starts in
 	// (CLONE_INTO_CGROUP), supervisor and all.
@@ -118,9 +119,9 @@ type Proc struct {
 	cmd   *exec.Cmd
 	pid   int
 	stdin *os.File
-	// ctl is the supervisor's control socket; nil without a supervisor,
-	// when pid is the program's.
-	ctl *control
+	// sup is the program's part in its supervisor's group; nil without a
+	// supervisor, when pid is the program's and cmd its process.
+	sup *supervised
 
 	done   chan struct{}
 	res    Result
@@ -147,6 +148,10 @@ func Start(ctx context.Context, spec Spec, out Sink) (*Proc, error) {
 	if spec.Grace <= 0 {
 		spec.Grace = 5 * time.Second
 	}
+	if spec.Supervisor != "" {
+		procs, errs := StartGroup(ctx, []Spec{spec}, out)
+		return procs[0], errs[0]
+	}
 	path, err := lookPath(spec.Argv[0], envValue(spec.Env, "PATH"), spec.Dir)
 	if err != nil {
 		return nil, err
@@ -154,72 +159,170 @@ func Start(ctx context.Context, spec Spec, out Sink) (*Proc, error) {
 	cmd := &exec.Cmd{Path: path, Args: spec.Argv, Env: spec.Env, Dir: spec.Dir, ExtraFiles: spec.ExtraFiles}
 	cmd.SysProcAttr = sysProcAttr()
 	cmd.SysProcAttr.Credential = spec.Credential
-
-	var closeAfter []*os.File
-	defer func() {
-		for _, f := range closeAfter {
-			f.Close()
-		}
-	}()
-	var ctl *control
-	if spec.Supervisor != "" {
-		c, theirs, err := newControl()
-		if err != nil {
-			return nil, fmt.Errorf("rank %d: supervisor socket: %w", spec.Rank, err)
-		}
-		closeAfter = append(closeAfter, theirs)
-		ctl = c
-		// The control socket comes after the rank's own extra files, so
-		// PMI_FD is the same number in the program.
-		cmd.Path = supervisorPath(spec.Supervisor)
-		cmd.Args = supervisorArgs(3+len(spec.ExtraFiles), os.Getpid(), spec.Credential, path, spec.Argv)
-		cmd.SysProcAttr.Credential = nil // the supervisor applies it to the program
-		cmd.ExtraFiles = append(append([]*os.File(nil), spec.ExtraFiles...), theirs)
-		setPdeathsig(cmd.SysProcAttr, parentDeathSignal)
-	}
 	if spec.Cgroup != nil {
 		applyCgroup(cmd.SysProcAttr, spec.Cgroup)
 	}
-	var stdinW *os.File
-	if spec.Stdin {
-		r, w, err := os.Pipe()
-		if err != nil {
-			ctl.close()
-			return nil, fmt.Errorf("rank %d: stdin pipe: %w", spec.Rank, err)
-		}
-		cmd.Stdin, stdinW = r, w
-		closeAfter = append(closeAfter, r)
-	}
-	outR, outW, err := os.Pipe()
+	rp, err := newRankPipes(spec)
 	if err != nil {
-		ctl.close()
-		closeFile(stdinW)
-		return nil, fmt.Errorf("rank %d: stdout pipe: %w", spec.Rank, err)
+		return nil, err
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		ctl.close()
-		closeFile(stdinW, outR, outW)
-		return nil, fmt.Errorf("rank %d: stderr pipe: %w", spec.Rank, err)
+	defer rp.closeTheirs()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = rp.stdinR, rp.outW, rp.errW
+	if rp.stdinR == nil {
+		cmd.Stdin = nil
 	}
-	closeAfter = append(closeAfter, outW, errW)
-	cmd.Stdout, cmd.Stderr = outW, errW
-
 	if err := startWithAffinity(cmd, spec.CPUs); err != nil {
-		ctl.close()
-		closeFile(stdinW, outR, errR)
+		rp.closeOurs()
 		abs := path
 		if !filepath.IsAbs(abs) && spec.Dir != "" {
 			abs = filepath.Join(spec.Dir, abs)
 		}
 		return nil, execError(spec.Argv[0], abs, err)
 	}
-	p := &Proc{spec: spec, cmd: cmd, pid: cmd.Process.Pid, stdin: stdinW, ctl: ctl, done: make(chan struct{}), reaped: make(chan struct{})}
-	if ctl != nil {
-		go ctl.readReport()
-	}
-	go p.supervise(ctx, out, outR, errR)
+	p := &Proc{spec: spec, cmd: cmd, pid: cmd.Process.Pid, stdin: rp.stdinW, done: make(chan struct{}), reaped: make(chan struct{})}
+	go p.supervise(ctx, out, rp.outR, rp.errR)
 	return p, nil
+}
+
+// rankPipes are a rank's stdio pipes: the agent's ends (stdinW, outR,
+// errR) and the program's.
+type rankPipes struct {
+	stdinR, stdinW *os.File // nil without Spec.Stdin
+	outR, outW     *os.File
+	errR, errW     *os.File
+}
+
+func newRankPipes(spec Spec) (*rankPipes, error) {
+	rp := &rankPipes{}
+	var err error
+	if spec.Stdin {
+		if rp.stdinR, rp.stdinW, err = os.Pipe(); err != nil {
+			return nil, fmt.Errorf("rank %d: stdin pipe: %w", spec.Rank, err)
+		}
+	}
+	if rp.outR, rp.outW, err = os.Pipe(); err != nil {
+		closeFile(rp.stdinR, rp.stdinW)
+		return nil, fmt.Errorf("rank %d: stdout pipe: %w", spec.Rank, err)
+	}
+	if rp.errR, rp.errW, err = os.Pipe(); err != nil {
+		closeFile(rp.stdinR, rp.stdinW, rp.outR, rp.outW)
+		return nil, fmt.Errorf("rank %d: stderr pipe: %w", spec.Rank, err)
+	}
+	return rp, nil
+}
+
+// closeTheirs closes the program's ends, which the child has copies of.
+func (rp *rankPipes) closeTheirs() { closeFile(rp.stdinR, rp.outW, rp.errW) }
+
+// closeOurs closes the agent's ends, when no program was started.
+func (rp *rankPipes) closeOurs() { closeFile(rp.stdinW, rp.outR, rp.errR) }
+
+// StartGroup starts the programs of specs under one supervisor (their
+// Supervisor, Cgroup and Credential must be the same, Supervisor not
+// ""): a job's ranks on one host. Each Proc behaves as a rank under its
+// own supervisor would, except that what a program leaves outside its
+// process group (a setsid'd daemon) dies when the last of the group's
+// programs has ended, not with its own program. The Done of the last
+// one is closed only once the supervisor has killed everything below it
+// and exited. errs[i] is set when specs[i] could not be started at all
+// (then procs[i] is nil); a program the supervisor could not start has
+// a Proc whose Result carries the error.
+func StartGroup(ctx context.Context, specs []Spec, out Sink) (procs []*Proc, errs []error) {
+	procs, errs = make([]*Proc, len(specs)), make([]error, len(specs))
+	if len(specs) == 0 {
+		return procs, errs
+	}
+	first := specs[0]
+	mine, theirs, err := newControl()
+	if err != nil {
+		for i, spec := range specs {
+			errs[i] = fmt.Errorf("rank %d: supervisor socket: %w", spec.Rank, err)
+		}
+		return procs, errs
+	}
+	g := &superGroup{f: mine, gone: make(chan struct{})}
+	files := []*os.File{theirs} // the supervisor's fd 3 on
+	defer closeFile(theirs)
+	fd := func(f *os.File) int {
+		if f == nil {
+			return -1
+		}
+		files = append(files, f)
+		return 2 + len(files)
+	}
+	var spec superSpec
+	pipes := map[int]*rankPipes{}
+	for i, s := range specs {
+		if len(s.Argv) == 0 {
+			errs[i] = fmt.Errorf("rank %d: empty command", s.Rank)
+			continue
+		}
+		if s.Grace <= 0 {
+			s.Grace = 5 * time.Second
+		}
+		path, err := lookPath(s.Argv[0], envValue(s.Env, "PATH"), s.Dir)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		rp, err := newRankPipes(s)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		defer rp.closeTheirs()
+		pipes[i] = rp
+		r := superRank{Path: path, Argv: s.Argv, Env: s.Env, Dir: s.Dir, CPUs: s.CPUs,
+			Files: []int{fd(rp.stdinR), fd(rp.outW), fd(rp.errW)}}
+		for _, f := range s.ExtraFiles {
+			r.Files = append(r.Files, fd(f))
+		}
+		p := &Proc{spec: s, stdin: rp.stdinW, done: make(chan struct{}), reaped: make(chan struct{}),
+			sup: &supervised{g: g, index: len(spec.Ranks), known: make(chan struct{}), end: make(chan struct{})}}
+		spec.Ranks = append(spec.Ranks, r)
+		g.procs = append(g.procs, p)
+		procs[i] = p
+	}
+	fail := func(err error) {
+		for i, p := range procs {
+			if p != nil {
+				errs[i] = fmt.Errorf("rank %d: %w", p.spec.Rank, err)
+				procs[i] = nil
+				pipes[i].closeOurs()
+			}
+		}
+		mine.Close()
+	}
+	if len(spec.Ranks) == 0 {
+		mine.Close()
+		return procs, errs
+	}
+	cmd := &exec.Cmd{Path: supervisorPath(first.Supervisor), Args: supervisorArgs(3, os.Getpid(), first.Credential),
+		Env: []string{}, ExtraFiles: files, Stderr: os.Stderr}
+	cmd.SysProcAttr = sysProcAttr()
+	setPdeathsig(cmd.SysProcAttr, parentDeathSignal)
+	if first.Cgroup != nil {
+		applyCgroup(cmd.SysProcAttr, first.Cgroup)
+	}
+	if err := cmd.Start(); err != nil {
+		fail(fmt.Errorf("supervisor %s: %w", first.Supervisor, err))
+		return procs, errs
+	}
+	g.cmd = cmd
+	if err := g.writeSpec(spec); err != nil {
+		// The supervisor reads its job first thing; one that cannot is
+		// stopped by someone else, and dies with its programs unstarted.
+		_ = cmd.Process.Kill()
+	}
+	go g.read()
+	for i, p := range procs {
+		if p == nil {
+			continue
+		}
+		p.pid = cmd.Process.Pid
+		go p.supervise(ctx, out, pipes[i].outR, pipes[i].errR)
+	}
+	return procs, errs
 }
 
 // StartResult turns a Start error into the Result a failed start reports.
@@ -236,15 +339,15 @@ func StartResult(rank int, err error) Result {
 // which Pid waits for (milliseconds; at most reportWait); it is the
 // supervisor's own if the program could not be started.
 func (p *Proc) Pid() int {
-	if p.ctl == nil {
+	if p.sup == nil {
 		return p.pid
 	}
 	t := time.NewTimer(reportWait)
 	defer t.Stop()
 	select {
-	case <-p.ctl.known:
-		if p.ctl.pid > 0 {
-			return p.ctl.pid
+	case <-p.sup.known:
+		if p.sup.pid > 0 {
+			return p.sup.pid
 		}
 	case <-t.C: // a supervisor stopped by someone else
 	}
@@ -285,8 +388,8 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 	if sig == syscall.SIGTERM || sig == syscall.SIGKILL || sig == syscall.SIGINT {
 		p.stopd = true
 	}
-	if p.ctl != nil {
-		if err := p.ctl.signal(sig); err != nil {
+	if p.sup != nil {
+		if err := p.sup.g.signal(p.sup.index, sig); err != nil {
 			return fmt.Errorf("signal %d to rank %d's supervisor (pid %d): %w", int(sig), p.spec.Rank, p.pid, err)
 		}
 		return nil
@@ -322,7 +425,15 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 	pumps.Go(func() { pump(errR, func(b []byte) { out(p.spec.Rank, Stderr, b) }) })
 
 	stopCtx := context.AfterFunc(ctx, func() { p.Stop(0) })
-	err := p.cmd.Wait()
+	var code int
+	var sig syscall.Signal
+	if p.sup != nil {
+		<-p.sup.end
+		code, sig = p.sup.result()
+	} else {
+		err := p.cmd.Wait()
+		code, sig = exitCode(err, p.cmd.ProcessState)
+	}
 	stopCtx()
 
 	p.stopMu.Lock()
@@ -330,12 +441,15 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 	stopped := p.stopd
 	p.stopMu.Unlock()
 	close(p.reaped)
-	if p.ctl == nil {
+	if p.sup == nil {
 		// The leader is gone; anything left in its group (dataloader
 		// workers, a shell's background jobs) dies with it. A supervisor
-		// has done that, and more, before it exited; its own group held
-		// only itself.
+		// has done that before it reported the end.
 		_ = killGroup(p.pid, syscall.SIGKILL)
+	} else if p.sup.g.last() {
+		// The job's last program on this host: its supervisor is killing
+		// everything below it, and is done when it exits.
+		<-p.sup.g.gone
 	}
 	if p.stdin != nil {
 		p.stdin.Close()
@@ -356,24 +470,17 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 	errR.Close()
 	p.stoppers.Wait()
 
-	p.res = Result{Rank: p.spec.Rank, Pid: p.pid, Stopped: stopped}
-	p.res.Code, p.res.Signal = exitCode(p.cmd.ProcessState, err)
-	if p.ctl != nil {
-		// The report is in, or the socket reached EOF when the supervisor
-		// exited; no Signal writes to it any more.
+	p.res = Result{Rank: p.spec.Rank, Pid: p.pid, Stopped: stopped, Code: code, Signal: sig}
+	if p.sup != nil {
 		p.res.Pid = p.Pid()
-		select {
-		case <-p.ctl.known:
-			if p.ctl.err != nil {
-				p.res.Err = p.ctl.err // worded by execError in the supervisor
-			}
-		default:
+		if p.sup.err != nil {
+			p.res.Err = p.sup.err // worded by execError in the supervisor
 		}
-		p.ctl.close()
 	}
 }
 
-func exitCode(ps *os.ProcessState, err error) (int, syscall.Signal) {
+// exitCode is the result of exec.Cmd's Wait, with the process state.
+func exitCode(err error, ps *os.ProcessState) (int, syscall.Signal) {
 	if ps == nil {
 		return 1, 0
 	}

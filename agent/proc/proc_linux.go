@@ -22,12 +22,18 @@ func sysProcAttr() *syscall.SysProcAttr {
 // it exits.
 func setPdeathsig(attr *syscall.SysProcAttr, sig syscall.Signal) { attr.Pdeathsig = sig }
 
-// startWithAffinity starts cmd with the given CPU set. A child inherits the
-// affinity of the thread that forks it, so the mask is set on a locked OS
-// thread around Start and restored afterwards.
+// startWithAffinity starts cmd with the given CPU set.
 func startWithAffinity(cmd *exec.Cmd, cpus []int) error {
+	return withAffinity(cpus, cmd.Start)
+}
+
+// withAffinity calls start, which forks, with the given CPU set (all CPUs
+// when empty). A child inherits the affinity of the thread that forks it,
+// so the mask is set on a locked OS thread around start and restored
+// afterwards.
+func withAffinity(cpus []int, start func() error) error {
 	if len(cpus) == 0 {
-		return cmd.Start()
+		return start()
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -42,5 +48,5 @@ func startWithAffinity(cmd *exec.Cmd, cpus []int) error {
 		return err
 	}
 	defer unix.SchedSetaffinity(0, &old)
-	return cmd.Start()
+	return start()
 }

@@ -9,12 +9,14 @@ import (
 	"syscall"
 )
 
-// A rank's supervisor is the agent's own binary re-executed in a hidden
-// mode (Supervise), standing between the agent and the rank's program so
-// that the rank's containment does not depend on the agent staying alive:
-// the agent may be killed with SIGKILL, or by the OOM killer, and what the
-// rank started still dies. Spec.Supervisor turns it on; its contract is
-// SupervisorMain's.
+// A job's supervisor is the agent's own binary re-executed in a hidden
+// mode (Supervise), standing between the agent and the programs of the
+// job's ranks on this host so that their containment does not depend on
+// the agent staying alive: the agent may be killed with SIGKILL, or by
+// the OOM killer, and what the ranks started still dies. One supervisor
+// runs every rank of a StartGroup call (a job's ranks on one host), so a
+// launch costs one re-execution per host, not one per rank.
+// Spec.Supervisor turns it on; its contract is SupervisorMain's.
 
 // superviseArg is argv[1] of a supervisor. Nobody types it: the agent
 // writes it, and main dispatches on it before anything else.
@@ -37,7 +39,7 @@ const parentDeathSignal = syscall.Signal(40)
 // re-executed as one.
 var dispatches atomic.Bool
 
-// Supervise runs this process as a rank's supervisor when args (os.Args)
+// Supervise runs this process as a job's supervisor when args (os.Args)
 // ask for one, and returns SupervisorMain's exit status and true;
 // otherwise it returns false at once. cmd/agent and cmd/launcher call it
 // first thing in main, and test binaries that run ranks through agents
@@ -64,11 +66,11 @@ func SupervisorExecutable() string {
 }
 
 // supervisorArgs is a supervisor's command line: the fd of its control
-// pipe, the agent's pid (its expected parent), the credential the program
-// runs with (nil: the supervisor's own), the program's path and the
-// program's argv.
-func supervisorArgs(ctlFD, parent int, cred *syscall.Credential, path string, argv []string) []string {
-	return append([]string{supervisorArgv0, superviseArg, strconv.Itoa(ctlFD), strconv.Itoa(parent), formatCred(cred), path}, argv...)
+// socket, the agent's pid (its expected parent) and the credential its
+// programs run with (nil: the supervisor's own). What to run comes over
+// the control socket (superSpec).
+func supervisorArgs(ctlFD, parent int, cred *syscall.Credential) []string {
+	return []string{supervisorArgv0, superviseArg, strconv.Itoa(ctlFD), strconv.Itoa(parent), formatCred(cred)}
 }
 
 // formatCred writes a credential as "UID:GID:G1,G2,..." ("UID:GID:" with
@@ -127,14 +129,12 @@ type supervisorCmd struct {
 	ctlFD  int
 	parent int
 	cred   *syscall.Credential
-	path   string
-	argv   []string
 }
 
-var errSupervisorUsage = errors.New("usage: " + supervisorArgv0 + " " + superviseArg + " CTLFD PARENT CRED PATH ARGV0 [ARGS...]")
+var errSupervisorUsage = errors.New("usage: " + supervisorArgv0 + " " + superviseArg + " CTLFD PARENT CRED")
 
 func parseSupervisorArgs(args []string) (supervisorCmd, error) {
-	if len(args) < 5 {
+	if len(args) != 3 {
 		return supervisorCmd{}, errSupervisorUsage
 	}
 	fd, err := strconv.Atoi(args[0])
@@ -149,8 +149,23 @@ func parseSupervisorArgs(args []string) (supervisorCmd, error) {
 	if err != nil {
 		return supervisorCmd{}, fmt.Errorf("%w: %w", errSupervisorUsage, err)
 	}
-	if args[3] == "" {
-		return supervisorCmd{}, fmt.Errorf("%w: empty path", errSupervisorUsage)
-	}
-	return supervisorCmd{ctlFD: fd, parent: parent, cred: cred, path: args[3], argv: args[4:]}, nil
+	return supervisorCmd{ctlFD: fd, parent: parent, cred: cred}, nil
+}
+
+// superSpec is what a supervisor runs: the first line the agent writes to
+// its control socket, in JSON.
+type superSpec struct {
+	Ranks []superRank `json:"ranks"`
+}
+
+// superRank is one program of a superSpec.
+type superRank struct {
+	Path string   `json:"path"`
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir,omitempty"`
+	// Files are the supervisor's fds that become the program's fds 0, 1,
+	// 2, 3, ...; -1 is /dev/null.
+	Files []int `json:"files"`
+	CPUs  []int `json:"cpus,omitempty"`
 }

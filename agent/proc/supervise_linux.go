@@ -3,12 +3,13 @@
 package proc
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/signal"
-	"runtime"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,37 +40,37 @@ var forwarded = []os.Signal{
 	syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL,
 }
 
-// SupervisorMain is a rank's supervisor (see Supervise). args are
-// "CTLFD PARENT CRED PATH ARGV0 [ARGS...]": CTLFD is its end of the control
-// socket to the agent, PARENT the agent's pid. The supervisor:
+// SupervisorMain is a job's supervisor (see Supervise). args are
+// "CTLFD PARENT CRED": CTLFD is its end of the control socket to the
+// agent, PARENT the agent's pid, CRED the user its programs run as
+// (UID:GID:GROUPS; "-" for its own). The supervisor:
 //
 //   - makes itself a child subreaper, so every process below it that is
 //     orphaned (a setsid'd, double-forked daemon included) reparents to it
 //     and is reaped by it, never by init;
-//   - starts PATH with ARGV as its only child, leading a new process group,
-//     with SIGKILL as its parent-death signal, as CRED's user when CRED is
-//     not "-" (UID:GID:GROUPS, the supervisor itself staying root, so the
-//     program can neither signal it nor escape it), and everything else inherited
-//     from the supervisor: environment, working directory, CPU affinity,
-//     cgroup, stdio and the fds from 3 up to CTLFD (PMI_FD). The
-//     supervisor itself then closes those fds (not stdio), and CTLFD is
-//     close-on-exec;
-//   - writes "pid N" (the program's pid) or "err MESSAGE" (it could not
-//     start the program) and a newline to CTLFD;
-//   - forwards to the program's process group every catchable signal it
-//     receives, and every signal number (one byte each, SIGSTOP included)
-//     the agent writes to CTLFD, while the program lives;
+//   - reads the job (superSpec, one JSON line) from CTLFD and starts each
+//     program, each leading a new process group, with SIGKILL as its
+//     parent-death signal, as CRED's user (the supervisor itself staying
+//     root, so no program can signal it or escape it), in its working
+//     directory (entered as that user), with its environment, CPU
+//     affinity and fds (stdio, PMI_FD) and the supervisor's cgroup; it
+//     then closes its own copies of those fds, and CTLFD is close-on-exec;
+//   - writes, for program I, "pid I N" once started or "err I CODE
+//     MESSAGE" (code 127: not found, 126: cannot execute), and "exit I
+//     STATUS" (the raw wait status) when it has ended; its process group
+//     (what it left behind: a shell's background jobs, dataloader
+//     workers) is killed before its pid is reaped;
+//   - forwards to every live program's process group each catchable
+//     signal it receives, and to program I's group the signals the agent
+//     writes ("sig I N", SIGSTOP included);
 //   - kills everything below it with SIGKILL, again and again until no
-//     child is left (wait reports ECHILD), when the program exits, when the
-//     agent writes SIGKILL, or when the agent goes: CTLFD reaches EOF, or
-//     the parent-death signal arrives and its parent is no longer PARENT;
-//   - then exits with the program's status: its exit code, or death by the
-//     signal that killed the program (re-raised, without a core dump), so
-//     "killed by signal N" still reads right to the agent.
+//     child is left (wait reports ECHILD), once every program has ended,
+//     or when the agent goes: CTLFD reaches EOF, or the parent-death
+//     signal arrives and its parent is no longer PARENT;
+//   - then exits 0.
 //
-// It returns 2 for a bad command line (with a message on stderr), 127
-// (not found) or 126 when the program cannot be started, and 1 without
-// starting anything when PARENT is already gone.
+// It returns 2 for a bad command line or job (with a message on stderr),
+// and 1 without starting anything when PARENT is already gone.
 func SupervisorMain(args []string) int {
 	c, err := parseSupervisorArgs(args)
 	if err != nil {
@@ -82,9 +83,9 @@ func SupervisorMain(args []string) int {
 
 type supervisor struct {
 	parent int
-	prog   int  // the program's pid, which is also its process group id
-	exited bool // the program has been reaped
-	status syscall.WaitStatus
+	ctl    int // the control socket's fd
+	ranks  []superProc
+	left   int // programs started and not yet reaped
 	// killing is set once everything below must die; killFrom is when.
 	killing  bool
 	killFrom time.Time
@@ -92,12 +93,25 @@ type supervisor struct {
 	none     bool // no child is left
 }
 
+// superProc is one program: pid 0 when it never started.
+type superProc struct {
+	pid    int // also its process group id
+	exited bool
+}
+
+// supervisorCmdLine is a command from the agent: signal sig to program
+// rank; rank < 0 when the agent is gone.
+type supervisorCmdLine struct {
+	rank int
+	sig  syscall.Signal
+}
+
 func (s *supervisor) run(c supervisorCmd) int {
 	sigs := make(chan os.Signal, 32)
 	catch := []os.Signal{syscall.SIGCHLD, parentDeathSignal}
 	for _, sig := range forwarded {
 		// A signal the agent ignores (SIGHUP under nohup) stays ignored,
-		// so the program inherits that as it would without a supervisor.
+		// so the programs inherit that as they would without a supervisor.
 		if !signal.Ignored(sig) {
 			catch = append(catch, sig)
 		}
@@ -105,7 +119,7 @@ func (s *supervisor) run(c supervisorCmd) int {
 	signal.Notify(sigs, catch...)
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: cannot become a subreaper: %v\n", supervisorArgv0, err)
-		return 126
+		return 2
 	}
 	// The parent-death signal arriving before Notify was ignored by the Go
 	// runtime: look at the parent now that it is caught.
@@ -113,43 +127,27 @@ func (s *supervisor) run(c supervisorCmd) int {
 		return 1
 	}
 	syscall.CloseOnExec(c.ctlFD)
+	s.ctl = c.ctlFD
 	ctl := os.NewFile(uintptr(c.ctlFD), "control")
 	self, _ := os.Readlink("/proc/self")
 	s.procOK = self == strconv.Itoa(os.Getpid())
 
-	attr := &os.ProcAttr{
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: c.cred},
-	}
-	if c.cred != nil {
-		// Enter the working directory again as the program's user, so
-		// that a directory the user may not enter is refused as it would
-		// be without a supervisor (the child changes directory after it
-		// changes credentials).
-		dir, err := os.Getwd()
-		if err != nil {
-			report(ctl, 0, err)
-			return 126
-		}
-		attr.Dir = dir
-	}
-	p, err := os.StartProcess(c.path, c.argv, attr)
+	br := bufio.NewReaderSize(ctl, 64<<10)
+	line, err := br.ReadBytes('\n')
 	if err != nil {
-		report(ctl, 0, execError(c.argv[0], c.path, err))
-		if errors.Is(err, fs.ErrNotExist) {
-			return 127
-		}
-		return 126
+		return 1 // the agent went before it said what to run
 	}
-	s.prog = p.Pid
-	report(ctl, s.prog, nil)
-	// The program holds its own copies now; the supervisor keeps only
-	// stdio (for its own messages) and the control socket.
-	for fd := 3; fd < c.ctlFD; fd++ {
-		syscall.Close(fd)
+	var spec superSpec
+	if err := json.Unmarshal(line, &spec); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: job: %v\n", supervisorArgv0, err)
+		return 2
 	}
-	cmds := make(chan byte, 16)
-	go readControl(ctl, cmds)
+	s.startAll(spec, c.cred)
+	if s.left == 0 {
+		s.kill()
+	}
+	cmds := make(chan supervisorCmdLine, 16)
+	go readControl(br, cmds)
 
 	var tick *time.Ticker
 	var tickC <-chan time.Time
@@ -163,17 +161,22 @@ func (s *supervisor) run(c supervisorCmd) int {
 					s.kill()
 				}
 			default:
-				s.forward(sig.(syscall.Signal))
+				for i := range s.ranks {
+					s.forward(i, sig.(syscall.Signal))
+				}
 			}
-		case b, ok := <-cmds:
+		case cmd, ok := <-cmds:
 			switch {
-			case !ok: // the agent closed the socket, or died
+			case !ok || cmd.rank < 0: // the agent closed the socket, or died
 				s.kill()
 				cmds = nil
-			case syscall.Signal(b) == syscall.SIGKILL:
-				s.kill()
+			case cmd.rank >= len(s.ranks):
+			case cmd.sig == syscall.SIGKILL:
+				if p := s.ranks[cmd.rank]; p.pid > 0 && !p.exited {
+					_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+				}
 			default:
-				s.forward(syscall.Signal(b))
+				s.forward(cmd.rank, cmd.sig)
 			}
 		case <-tickC:
 		}
@@ -189,43 +192,150 @@ func (s *supervisor) run(c supervisorCmd) int {
 				tickC = tick.C
 			}
 		}
-		if s.none || s.killing && time.Since(s.killFrom) > killBelowFor {
+		if s.killing && (s.none || time.Since(s.killFrom) > killBelowFor) {
 			break
 		}
 	}
-	if !s.exited {
-		return 128 + int(syscall.SIGKILL)
-	}
-	return exitAs(s.status)
+	return 0
 }
 
-// readControl turns the control socket into commands, and closes cmds at
-// EOF or on any error.
-func readControl(f *os.File, cmds chan<- byte) {
-	defer close(cmds)
-	buf := make([]byte, 64)
-	for {
-		n, err := f.Read(buf)
-		for _, b := range buf[:n] {
-			cmds <- b
+// startAll starts every program of spec and reports each start, then
+// closes the supervisor's copies of their fds.
+func (s *supervisor) startAll(spec superSpec, cred *syscall.Credential) {
+	s.ranks = make([]superProc, len(spec.Ranks))
+	null := -1
+	for i, r := range spec.Ranks {
+		files := make([]uintptr, len(r.Files))
+		for k, fd := range r.Files {
+			if fd < 0 {
+				if null < 0 {
+					var err error
+					if null, err = syscall.Open(os.DevNull, syscall.O_RDWR|syscall.O_CLOEXEC, 0); err != nil {
+						s.send(fmt.Sprintf("err %d 126 %s: cannot start: %v\n", i, argv0(r), err))
+						continue
+					}
+				}
+				fd = null
+			}
+			files[k] = uintptr(fd)
+		}
+		pid, err := startOne(r, files, cred)
+		if err != nil {
+			code := 126
+			if errors.Is(err, ErrNotFound) {
+				code = 127
+			}
+			s.send(fmt.Sprintf("err %d %d %s\n", i, code, strings.ReplaceAll(err.Error(), "\n", " ")))
+			continue
+		}
+		s.ranks[i].pid = pid
+		s.left++
+		s.send(fmt.Sprintf("pid %d %d\n", i, pid))
+	}
+	// The programs hold their own copies now; the supervisor keeps its
+	// stdio (for its own messages) and the control socket.
+	for _, r := range spec.Ranks {
+		for _, fd := range r.Files {
+			if fd > 2 && fd != s.ctl {
+				syscall.Close(fd)
+			}
+		}
+	}
+	if null >= 0 {
+		syscall.Close(null)
+	}
+}
+
+func argv0(r superRank) string {
+	if len(r.Argv) > 0 {
+		return r.Argv[0]
+	}
+	return r.Path
+}
+
+// startOne forks and executes one program: syscall.ForkExec rather than
+// os.StartProcess, which would hold a pidfd per program and probe for
+// pidfd support first; the supervisor reaps by pid.
+func startOne(r superRank, files []uintptr, cred *syscall.Credential) (int, error) {
+	if len(r.Argv) == 0 || r.Path == "" {
+		return 0, fmt.Errorf("%s: cannot start: empty command", argv0(r))
+	}
+	attr := &syscall.ProcAttr{Dir: r.Dir, Env: r.Env, Files: files,
+		// The child changes credentials before it changes directory, so a
+		// directory the user may not enter is refused as it would be
+		// without a supervisor.
+		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}}
+	var pid int
+	err := withAffinity(r.CPUs, func() (err error) {
+		pid, err = syscall.ForkExec(r.Path, r.Argv, attr)
+		return err
+	})
+	if err != nil {
+		abs := r.Path
+		if !filepath.IsAbs(abs) && r.Dir != "" {
+			abs = filepath.Join(r.Dir, abs)
+		}
+		var errno syscall.Errno
+		if r.Dir != "" && errors.As(err, &errno) && errno == syscall.ENOENT {
+			if _, serr := os.Stat(r.Dir); serr != nil {
+				return 0, fmt.Errorf("%s: cannot start: working directory %s: %w", argv0(r), r.Dir, serr)
+			}
+		}
+		return 0, execError(argv0(r), abs, err)
+	}
+	return pid, nil
+}
+
+// send writes one report line to the agent; MSG_NOSIGNAL, so an agent
+// that is gone makes no SIGPIPE (which would be forwarded).
+func (s *supervisor) send(line string) {
+	b := []byte(line)
+	for len(b) > 0 {
+		n, err := unix.SendmsgN(s.ctl, b, nil, nil, unix.MSG_NOSIGNAL)
+		if errors.Is(err, syscall.EINTR) {
+			continue
 		}
 		if err != nil {
 			return
 		}
+		b = b[n:]
+	}
+}
+
+// readControl turns the control socket's lines ("sig I N") into commands,
+// and closes cmds at EOF or on any error.
+func readControl(br *bufio.Reader, cmds chan<- supervisorCmdLine) {
+	defer close(cmds)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		f := strings.Fields(line)
+		if len(f) != 3 || f[0] != "sig" {
+			continue
+		}
+		rank, err1 := strconv.Atoi(f[1])
+		sig, err2 := strconv.Atoi(f[2])
+		if err1 != nil || err2 != nil || rank < 0 || sig <= 0 || sig > 64 {
+			continue
+		}
+		cmds <- supervisorCmdLine{rank: rank, sig: syscall.Signal(sig)}
 	}
 }
 
 func (s *supervisor) parentGone() bool { return os.Getppid() != s.parent }
 
-// forward delivers sig to the program's group while the program lives
-// (unreaped, its pid is still its group's), or to the program alone when
-// it left its group.
-func (s *supervisor) forward(sig syscall.Signal) {
-	if s.exited || s.killing || sig <= 0 || sig > 64 {
+// forward delivers sig to program i's group while it lives (unreaped, its
+// pid is still its group's), or to the program alone when it left its
+// group.
+func (s *supervisor) forward(i int, sig syscall.Signal) {
+	p := s.ranks[i]
+	if p.pid == 0 || p.exited || s.killing || sig <= 0 || sig > 64 {
 		return
 	}
-	if err := syscall.Kill(-s.prog, sig); errors.Is(err, syscall.ESRCH) {
-		_ = syscall.Kill(s.prog, sig)
+	if err := syscall.Kill(-p.pid, sig); errors.Is(err, syscall.ESRCH) {
+		_ = syscall.Kill(p.pid, sig)
 	}
 }
 
@@ -235,12 +345,14 @@ func (s *supervisor) kill() {
 	}
 }
 
-// killBelow sends SIGKILL to the program's group (only while its pid is
-// pinned by the unreaped program) and to every process below the
+// killBelow sends SIGKILL to each live program's group (only while its
+// pid is pinned by the unreaped program) and to every process below the
 // supervisor.
 func (s *supervisor) killBelow() {
-	if !s.exited {
-		_ = syscall.Kill(-s.prog, syscall.SIGKILL)
+	for _, p := range s.ranks {
+		if p.pid > 0 && !p.exited {
+			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		}
 	}
 	if !s.procOK {
 		return
@@ -250,10 +362,21 @@ func (s *supervisor) killBelow() {
 	}
 }
 
-// reap reaps every child that has exited, without blocking. The program
-// is looked at before it is reaped: its group (whatever it left behind, a
+// rankOf is the index of the live program with pid, or -1.
+func (s *supervisor) rankOf(pid int) int {
+	for i, p := range s.ranks {
+		if p.pid == pid && !p.exited {
+			return i
+		}
+	}
+	return -1
+}
+
+// reap reaps every child that has exited, without blocking. A program is
+// looked at before it is reaped: its group (whatever it left behind, a
 // shell's background jobs, dataloader workers) is killed while the
-// program's unreaped pid keeps the group id from being reused.
+// program's unreaped pid keeps the group id from being reused. Its end is
+// reported, and once every program has ended everything below dies.
 func (s *supervisor) reap() {
 	for {
 		var info unix.Siginfo
@@ -269,9 +392,9 @@ func (s *supervisor) reap() {
 		if err != nil || pid == 0 {
 			return
 		}
-		if pid == s.prog && !s.exited {
-			_ = syscall.Kill(-s.prog, syscall.SIGKILL)
-			s.kill()
+		i := s.rankOf(pid)
+		if i >= 0 {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		}
 		var ws syscall.WaitStatus
 		for {
@@ -280,8 +403,13 @@ func (s *supervisor) reap() {
 				break
 			}
 		}
-		if pid == s.prog && !s.exited {
-			s.exited, s.status = true, ws
+		if i >= 0 {
+			s.ranks[i].exited = true
+			s.left--
+			s.send(fmt.Sprintf("exit %d %d\n", i, uint32(ws)))
+			if s.left == 0 {
+				s.kill()
+			}
 		}
 	}
 }
@@ -365,29 +493,6 @@ func GroupMembers(pgid int) []int {
 		}
 	}
 	return out
-}
-
-// exitAs returns ws's exit code, or dies of ws's signal: the default
-// action is restored and the signal raised on this thread, with core
-// dumps off (the program may have dumped its own core; the supervisor's
-// is of no use). 128+N is returned only if the signal did not kill.
-func exitAs(ws syscall.WaitStatus) int {
-	if !ws.Signaled() {
-		return ws.ExitStatus()
-	}
-	sig := ws.Signal()
-	runtime.LockOSThread()
-	_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
-	signal.Reset(sig)
-	var dfl [4]uint64 // struct sigaction: SIG_DFL, no flags, empty mask
-	_, _, _ = unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
-	var set unix.Sigset_t
-	n, w := uint(sig)-1, uint(unsafe.Sizeof(set.Val[0]))*8
-	set.Val[n/w] |= 1 << (n % w)
-	_ = unix.PthreadSigmask(unix.SIG_UNBLOCK, &set, nil)
-	_ = unix.Tgkill(os.Getpid(), unix.Gettid(), unix.Signal(sig))
-	time.Sleep(100 * time.Millisecond)
-	return 128 + int(sig)
 }
 
 // supervisorPath is the file to execute for Spec.Supervisor. selfExe

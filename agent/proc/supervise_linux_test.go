@@ -3,6 +3,8 @@
 package proc
 
 import (
+	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -257,19 +259,22 @@ func TestSupervisorParentDeath(t *testing.T) {
 
 // TestSupervisorParentAlreadyGone: a supervisor whose parent is not the
 // one named on its command line (the agent died before the supervisor
-// could watch it) starts nothing and exits 1.
+// could watch it) starts nothing and exits 1, its job unread.
 func TestSupervisorParentAlreadyGone(t *testing.T) {
 	self, _ := os.Executable()
 	mark := filepath.Join(t.TempDir(), "started")
-	r, w, err := os.Pipe()
+	mine, theirs, err := newControl()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
-	args := supervisorArgs(3, 1, nil, "/bin/sh", []string{"sh", "-c", "touch " + mark})
-	cmd := &exec.Cmd{Path: self, Args: args, ExtraFiles: []*os.File{r}}
+	defer mine.Close()
+	job, _ := json.Marshal(superSpec{Ranks: []superRank{{Path: "/bin/sh", Argv: []string{"sh", "-c", "touch " + mark}, Files: []int{-1, -1, -1}}}})
+	if _, err := mine.Write(append(job, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	cmd := &exec.Cmd{Path: self, Args: supervisorArgs(3, 1, nil), ExtraFiles: []*os.File{theirs}}
 	err = cmd.Run()
-	r.Close()
+	theirs.Close()
 	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 {
 		t.Fatalf("supervisor: %v, want exit code 1", err)
 	}
@@ -279,25 +284,25 @@ func TestSupervisorParentAlreadyGone(t *testing.T) {
 }
 
 func TestSupervisorArgs(t *testing.T) {
-	args := supervisorArgs(4, 99, nil, "/usr/bin/python3", []string{"python3", "-c", "x"})
+	args := supervisorArgs(4, 99, nil)
 	if args[0] != supervisorArgv0 || args[1] != superviseArg {
 		t.Fatalf("argv %q", args)
 	}
 	c, err := parseSupervisorArgs(args[2:])
-	if err != nil || c.ctlFD != 4 || c.parent != 99 || c.cred != nil || c.path != "/usr/bin/python3" || !slices.Equal(c.argv, []string{"python3", "-c", "x"}) {
+	if err != nil || c.ctlFD != 4 || c.parent != 99 || c.cred != nil {
 		t.Fatalf("parsed %+v, %v", c, err)
 	}
 	for _, cred := range []*syscall.Credential{
 		{Uid: 1000, Gid: 1000, Groups: []uint32{}},
 		{Uid: 4294967295, Gid: 0, Groups: []uint32{27, 100, 1000}},
 	} {
-		c, err := parseSupervisorArgs(supervisorArgs(4, 99, cred, "/p", []string{"p"})[2:])
+		c, err := parseSupervisorArgs(supervisorArgs(4, 99, cred)[2:])
 		if err != nil || c.cred == nil || c.cred.Uid != cred.Uid || c.cred.Gid != cred.Gid || !slices.Equal(c.cred.Groups, cred.Groups) {
 			t.Errorf("credential %+v parsed as %+v, %v", cred, c.cred, err)
 		}
 	}
-	for _, bad := range [][]string{nil, {"4", "99", "-", "/p"}, {"x", "99", "-", "/p", "p"}, {"2", "99", "-", "/p", "p"}, {"4", "0", "-", "/p", "p"}, {"4", "99", "-", "", "p"},
-		{"4", "99", "1000", "/p", "p"}, {"4", "99", "1000:x:", "/p", "p"}, {"4", "99", "1:1:2,", "/p", "p"}, {"4", "99", "-1:1:", "/p", "p"}, {"4", "99", "1:4294967296:", "/p", "p"}} {
+	for _, bad := range [][]string{nil, {"4", "99"}, {"4", "99", "-", "/p"}, {"x", "99", "-"}, {"2", "99", "-"}, {"4", "0", "-"},
+		{"4", "99", "1000"}, {"4", "99", "1000:x:"}, {"4", "99", "1:1:2,"}, {"4", "99", "-1:1:"}, {"4", "99", "1:4294967296:"}} {
 		if _, err := parseSupervisorArgs(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -369,5 +374,73 @@ func TestSupervisorKeepsIgnoredSignals(t *testing.T) {
 		if err != nil || mask&(1<<(syscall.SIGHUP-1)) == 0 {
 			t.Errorf("%s: rank's SigIgn %s, want SIGHUP ignored", mode, f[1])
 		}
+	}
+}
+
+// TestSupervisorGroup: one supervisor runs a job's ranks on a host. Every
+// program is its child; a program that ends is reported while the others
+// run; a start that fails in the agent (not found) or in the supervisor
+// (no #! line) fails that rank alone; signals reach the program they were
+// sent to; and once the last program has ended, what an earlier one left
+// outside its group (a setsid'd daemon) and the supervisor are gone.
+func TestSupervisorGroup(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "garbage")
+	if err := os.WriteFile(bad, []byte("\x00\x01\x02 not a program\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	caps := map[int]*capture{0: newCapture(), 1: newCapture(), 2: newCapture(), 3: newCapture()}
+	sink := func(rank int, s Stream, data []byte) { caps[rank].sink(rank, s, data) }
+	sup := supervisorExe(t)
+	specs := []Spec{fake(t, "daemon:1"), fake(t, "trapterm"), {Argv: []string{"no-such-program-here"}, Env: []string{"PATH=/nonexistent"}}, {Argv: []string{bad}}}
+	for i := range specs {
+		specs[i].Rank, specs[i].Supervisor = i, sup
+	}
+	procs, errs := StartGroup(t.Context(), specs, sink)
+	t.Cleanup(func() {
+		for _, p := range procs {
+			if p != nil {
+				p.Kill()
+				p.Wait()
+			}
+		}
+	})
+	if errs[0] != nil || errs[1] != nil || errs[3] != nil || procs[2] != nil || !errors.Is(errs[2], ErrNotFound) {
+		t.Fatalf("errs %v, procs %v: want rank 2 not found and the others started", errs, procs)
+	}
+	if procs[0].pid != procs[1].pid || procs[1].pid != procs[3].pid {
+		t.Fatalf("supervisors %d, %d, %d: want one", procs[0].pid, procs[1].pid, procs[3].pid)
+	}
+	supPid := procs[0].pid
+
+	r0 := procs[0].Wait()
+	if r0.Code != 0 || r0.Err != nil {
+		t.Fatalf("rank 0: %+v, want exit code 0", r0)
+	}
+	daemon := daemonPid(t, caps[0])
+	r3 := procs[3].Wait()
+	if r3.Code != 126 || r3.Err == nil || !strings.Contains(r3.Err.Error(), "no #! line") {
+		t.Fatalf("rank 3: %+v (err %v), want code 126 and the start error", r3, r3.Err)
+	}
+
+	waitFor(t, caps[1], Stdout, "ready ")
+	prog := field(t, strings.Split(caps[1].String(Stdout), "\n"), "ready")
+	if procs[1].Pid() != prog || ppid(prog) != supPid || ppid(r0.Pid) == os.Getpid() {
+		t.Fatalf("rank 1's program %d (parent %d), Pid %d, supervisor %d: want the program's pid, a child of the supervisor", prog, ppid(prog), procs[1].Pid(), supPid)
+	}
+	if err := procs[1].Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, caps[1], Stdout, "term "+strconv.Itoa(prog)+"\n")
+	if proctest.Gone(supPid) {
+		t.Fatal("the supervisor ended while a program ran")
+	}
+
+	procs[1].Kill()
+	r1 := procs[1].Wait()
+	if r1.Signal != syscall.SIGKILL || !r1.Stopped {
+		t.Fatalf("rank 1: %+v, want killed by SIGKILL", r1)
+	}
+	if left := proctest.WaitGone(10*time.Second, prog, daemon, supPid); len(left) > 0 {
+		t.Fatalf("still there after the last program ended: %v (program, rank 0's daemon, supervisor: %d, %d, %d)", left, prog, daemon, supPid)
 	}
 }

@@ -232,9 +232,9 @@ type Ready struct {
 
 // Started reports spawned ranks.
 type Started struct {
-	// Pids maps rank to the pid the agent started: the rank's supervisor,
-	// which forwards signals to the rank's process group, where the agent
-	// runs one (Facts.Containment).
+	// Pids maps rank to its program's pid (also its process group's id),
+	// under the job's supervisor where the agent runs one
+	// (Facts.Containment).
 	Pids map[int]int `json:"pids"`
 	// Bindings are the CPUs each bound rank may run on ("0-3,8").
 	Bindings map[int]string `json:"bindings,omitempty"`

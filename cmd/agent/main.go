@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	if code, ok := proc.Supervise(os.Args); ok { // a rank's supervisor: this binary re-executed
+	if code, ok := proc.Supervise(os.Args); ok { // a job's supervisor: this binary re-executed
 		os.Exit(code)
 	}
 	if code, ok := proc.PID1(os.Args); ok { // a container's init: reap, run the agent as its child

@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	if code, ok := proc.Supervise(os.Args); ok { // a local rank's supervisor: this binary re-executed
+	if code, ok := proc.Supervise(os.Args); ok { // a local job's supervisor: this binary re-executed
 		os.Exit(code)
 	}
 	os.Exit(run(os.Args[1:], launcherSignals()))

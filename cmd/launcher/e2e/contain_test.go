@@ -110,12 +110,17 @@ func under(pid int) map[int]byte {
 	return out
 }
 
-// waitUnmarked waits up to d until no process carries mark, and returns
-// the ones that still do.
-func waitUnmarked(mark string, d time.Duration) []int {
+// waitUnmarked waits up to d until no process carries mark and none of
+// also lives, and returns the ones that still do.
+func waitUnmarked(mark string, d time.Duration, also ...int) []int {
 	deadline := time.Now().Add(d)
 	for {
 		left := marked(mark)
+		for _, pid := range also {
+			if !proctest.Gone(pid) && !slices.Contains(left, pid) {
+				left = append(left, pid)
+			}
+		}
 		if len(left) == 0 || time.Now().After(deadline) {
 			return left
 		}
@@ -149,7 +154,9 @@ func leavers(t *testing.T, np int, mark string) []string {
 }
 
 // startedAll waits for np ready lines and checks that every rank left its
-// two processes: np × (supervisor, program, sleep, daemon) carry mark.
+// processes: np × (program, sleep, daemon) carry mark, and one supervisor
+// (the agent re-executed, which carries no rank's environment) is the
+// parent of every program. It returns them all, the supervisor last.
 func startedAll(t *testing.T, out *e2e.Output, stderr fmt.Stringer, np int, mark string) []int {
 	t.Helper()
 	s, ok := out.WaitFor(e2e.Deadline, e2e.HasReady(np))
@@ -158,13 +165,23 @@ func startedAll(t *testing.T, out *e2e.Output, stderr fmt.Stringer, np int, mark
 	}
 	var pids []int
 	deadline := time.Now().Add(e2e.Deadline)
-	for pids = marked(mark); len(pids) < 4*np && time.Now().Before(deadline); pids = marked(mark) {
+	for pids = marked(mark); len(pids) < 3*np && time.Now().Before(deadline); pids = marked(mark) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if len(pids) < 4*np {
-		t.Fatalf("%d processes carry the marker, want %d (supervisor, program, sleep, daemon per rank):%s", len(pids), 4*np, describe(pids))
+	if len(pids) < 3*np {
+		t.Fatalf("%d processes carry the marker, want %d (program, sleep, daemon per rank):%s", len(pids), 3*np, describe(pids))
 	}
-	return pids
+	var sups []int
+	for _, pid := range pids {
+		pp := parentOf(pid)
+		if cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pp) + "/cmdline"); bytes.HasPrefix(cmd, []byte("gangway-supervisor\x00")) && !slices.Contains(sups, pp) {
+			sups = append(sups, pp)
+		}
+	}
+	if len(sups) != 1 {
+		t.Fatalf("the job's processes have supervisors %v, want one (one host):%s", sups, describe(pids))
+	}
+	return append(pids, sups...)
 }
 
 // cgroup2Mount is the mount point of the cgroup2 hierarchy this test
@@ -213,7 +230,7 @@ func jobGroups(t *testing.T, pid int) []string {
 
 // TestAgentKilledLeavesNothing: SIGKILL a real agent mid-job while its
 // ranks have a background sleep in their group and a setsid'd daemon
-// outside it: every process of the job is gone, by each rank's supervisor
+// outside it: every process of the job is gone, by the job's supervisor
 // alone. With cgroup2 writable the job also had a cgroup, which the next
 // agent on the host removes; with cgroup2 read-only (a container's mount)
 // the agent says it runs on supervisors alone, and they are enough.
@@ -251,7 +268,7 @@ func TestAgentKilledLeavesNothing(t *testing.T) {
 			if code := l.Wait(t); code != 255 {
 				t.Errorf("launcher exit code %d, want 255 (agent lost)\n%s", code, l.Stderr)
 			}
-			if left := waitUnmarked(mark, 30*time.Second); len(left) > 0 {
+			if left := waitUnmarked(mark, 30*time.Second, before...); len(left) > 0 {
 				t.Fatalf("30s after the agent's SIGKILL, %d of the job's %d processes live:%s", len(left), len(before), describe(left))
 			}
 			sweepDead(t)
@@ -291,7 +308,7 @@ func TestLocalLauncherKilledLeavesNothing(t *testing.T) {
 			if code := l.Wait(t); code != want {
 				t.Errorf("launcher exit code %d, want %d after %s", code, want, proc.SignalName(sig))
 			}
-			if left := waitUnmarked(mark, 30*time.Second); len(left) > 0 {
+			if left := waitUnmarked(mark, 30*time.Second, before...); len(left) > 0 {
 				t.Fatalf("30s after the launcher's %s, %d of the job's %d processes live:%s", proc.SignalName(sig), len(left), len(before), describe(left))
 			}
 			sweepDead(t)
