@@ -272,7 +272,7 @@ func StartGroup(ctx context.Context, specs []Spec, out Sink) (procs []*Proc, err
 		}
 		defer rp.closeTheirs()
 		pipes[i] = rp
-		r := superRank{Path: path, Argv: s.Argv, Env: s.Env, Dir: s.Dir, CPUs: s.CPUs,
+		r := superRank{Path: path, Argv: s.Argv, Env: dedupEnv(s.Env), Dir: s.Dir, CPUs: s.CPUs,
 			Files: []int{fd(rp.stdinR), fd(rp.outW), fd(rp.errW)}}
 		for _, f := range s.ExtraFiles {
 			r.Files = append(r.Files, fd(f))
@@ -296,6 +296,15 @@ func StartGroup(ctx context.Context, specs []Spec, out Sink) (procs []*Proc, err
 	if len(spec.Ranks) == 0 {
 		mine.Close()
 		return procs, errs
+	}
+	envs := make([][]string, len(spec.Ranks))
+	for i, r := range spec.Ranks {
+		envs[i] = r.Env
+	}
+	common, rest := splitEnv(envs)
+	spec.Env = common
+	for i := range spec.Ranks {
+		spec.Ranks[i].Env = rest[i]
 	}
 	cmd := &exec.Cmd{Path: supervisorPath(first.Supervisor), Args: supervisorArgs(3, os.Getpid(), first.Credential),
 		Env: []string{}, ExtraFiles: files, Stderr: os.Stderr}
@@ -547,6 +556,28 @@ func closeFile(fs ...*os.File) {
 			f.Close()
 		}
 	}
+}
+
+// dedupEnv keeps the last of each variable set more than once, as
+// exec.Cmd does (syscall.ForkExec, which the supervisor uses, would pass
+// them all, and getenv finds the first).
+func dedupEnv(env []string) []string {
+	last := make(map[string]int, len(env))
+	for i, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		last[k] = i
+	}
+	if len(last) == len(env) {
+		return env
+	}
+	out := make([]string, 0, len(last))
+	for i, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if last[k] == i {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func envValue(env []string, key string) string {

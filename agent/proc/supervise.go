@@ -155,7 +155,45 @@ func parseSupervisorArgs(args []string) (supervisorCmd, error) {
 // superSpec is what a supervisor runs: the first line the agent writes to
 // its control socket, in JSON.
 type superSpec struct {
+	// Env is what every program's environment has; each program's Env
+	// adds the rest (a job's ranks differ in a few variables: RANK,
+	// LOCAL_RANK, PMI_FD, ...), so the line stays short to write and read.
+	Env   []string    `json:"env,omitempty"`
 	Ranks []superRank `json:"ranks"`
+}
+
+// splitEnv returns the KEY=VALUE entries every one of envs has, and for
+// each env the rest, in their order.
+func splitEnv(envs [][]string) (common []string, rest [][]string) {
+	rest = make([][]string, len(envs))
+	if len(envs) < 2 {
+		copy(rest, envs)
+		return nil, rest
+	}
+	count := map[string]int{}
+	for _, env := range envs {
+		seen := map[string]bool{}
+		for _, kv := range env {
+			if !seen[kv] {
+				seen[kv] = true
+				count[kv]++
+			}
+		}
+	}
+	for _, kv := range envs[0] {
+		if count[kv] == len(envs) {
+			common = append(common, kv)
+			count[kv] = -1 // once
+		}
+	}
+	for i, env := range envs {
+		for _, kv := range env {
+			if count[kv] != -1 {
+				rest[i] = append(rest[i], kv)
+			}
+		}
+	}
+	return common, rest
 }
 
 // superRank is one program of a superSpec.

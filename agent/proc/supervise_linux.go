@@ -142,6 +142,9 @@ func (s *supervisor) run(c supervisorCmd) int {
 		fmt.Fprintf(os.Stderr, "%s: job: %v\n", supervisorArgv0, err)
 		return 2
 	}
+	for i, r := range spec.Ranks {
+		spec.Ranks[i].Env = append(spec.Env[:len(spec.Env):len(spec.Env)], r.Env...)
+	}
 	s.startAll(spec, c.cred)
 	if s.left == 0 {
 		s.kill()
