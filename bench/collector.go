@@ -75,6 +75,11 @@ func (c *Collector) Observe(rank int, host string, t time.Time, line []byte) {
 			return
 		}
 	}
+	c.enqueue(rank, host, t, line)
+}
+
+// enqueue queues a line that passed the filter.
+func (c *Collector) enqueue(rank int, host string, t time.Time, line []byte) {
 	if c.stopped.Load() {
 		c.dropped.Add(1)
 		return

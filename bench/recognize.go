@@ -132,8 +132,12 @@ func mayMatchBuiltin(line []byte) bool {
 }
 
 func startsWithDigit(line []byte) bool {
-	t := bytes.TrimLeft(line, " \t")
-	return len(t) > 0 && t[0] >= '0' && t[0] <= '9'
+	for _, b := range line {
+		if b != ' ' && b != '\t' {
+			return b >= '0' && b <= '9'
+		}
+	}
+	return false
 }
 
 // Built-in metrics.
