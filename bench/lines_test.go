@@ -42,15 +42,15 @@ func TestEachCandidate(t *testing.T) {
 		{"", nil},
 		{"\n\n", nil},
 		{"r00003 l0000000042 qqqq\nr00003 l0000000043 rrrr\n", nil},
-		{"step 10 1234 img/sec\n", []string{"step 10 1234 img/sec"}},
-		{"x\nstep 10 1234 img/sec", []string{"step 10 1234 img/sec"}},
-		{"a/sec\nb\nc/sec\n", []string{"a/sec", "c/sec"}},
-		{"/se\nc\n", nil},
-		{"x\n# Avg bus bandwidth    : 30.25\ny\n", []string{"# Avg bus bandwidth    : 30.25"}},
+		{"step 10 1234 img/sec\n", nil}, // no built-in figure starts so
+		{"x\nTotal img/sec on 4 GPU(s): 1 +-2", []string{"Total img/sec on 4 GPU(s): 1 +-2"}},
+		{"a/sec\nIter #1: 2 img/sec per GPU\ntotal images/sec: 3\n", []string{"Iter #1: 2 img/sec per GPU", "total images/sec: 3"}},
+		{"T/se\nc\n", nil},
+		{"x\n# Avg bus bandwidth    : 30.25\ny bandwidth\n", []string{"# Avg bus bandwidth    : 30.25"}},
 		{"DLL 2021 total_ips : 5\nDLX\n", []string{"DLL 2021 total_ips : 5"}},
 		{"  1 2 3\n\t4\n x\n5\r\n", []string{"  1 2 3", "\t4", "5\r"}},
 		{"[3] 100\timages/sec: 1\n[3] loss\n[1,2]<stdout>: 7\n", []string{"[3] 100\timages/sec: 1", "[1,2]<stdout>: 7"}},
-		{"bandwidth/sec", []string{"bandwidth/sec"}},
+		{"#bandwidth/sec", []string{"#bandwidth/sec"}},
 	}
 	for _, tt := range tests {
 		got := filteredBatch([]byte(tt.data))
