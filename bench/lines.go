@@ -23,20 +23,14 @@ func (c *Collector) ObserveLines(rank int, host string, t time.Time, data []byte
 		}
 		return
 	}
-	n := bytes.Count(data, nl)
-	if data[len(data)-1] != '\n' {
-		n++
-	}
-	c.observed.Add(int64(n))
-	eachCandidate(data, func(line []byte) {
+	n := eachCandidate(data, func(line []byte) {
 		_, rest, _ := StripTag(trimEOL(line))
 		if mayMatchBuiltin(rest) {
 			c.enqueue(rank, host, t, line)
 		}
 	})
+	c.observed.Add(int64(n))
 }
-
-var nl = []byte("\n")
 
 // cutLine splits the first line (without its newline) off data.
 func cutLine(data []byte) (line, rest []byte) {
@@ -49,9 +43,10 @@ func cutLine(data []byte) (line, rest []byte) {
 // eachCandidate calls f with every line of data (as cutLine splits them)
 // for which mayMatchBuiltin(StripTag(trimEOL(line))) can be true: those
 // that start with a tag or with a byte a built-in figure can start with
-// (StripTag only removes a prefix that starts with '[').
-func eachCandidate(data []byte, f func(line []byte)) {
-	for off := 0; off < len(data); {
+// (StripTag only removes a prefix that starts with '['). It returns the
+// number of lines in data.
+func eachCandidate(data []byte, f func(line []byte)) (lines int) {
+	for off := 0; off < len(data); lines++ {
 		end := len(data)
 		if i := bytes.IndexByte(data[off:], '\n'); i >= 0 {
 			end = off + i
@@ -61,4 +56,5 @@ func eachCandidate(data []byte, f func(line []byte)) {
 		}
 		off = end + 1
 	}
+	return lines
 }

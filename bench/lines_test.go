@@ -34,6 +34,14 @@ func filteredBatch(data []byte) []string {
 	return out
 }
 
+func TestEachCandidateCountsLines(t *testing.T) {
+	for data, want := range map[string]int{"": 0, "\n": 1, "a": 1, "a\n": 1, "a\nb": 2, "\n\n\n": 3, "[1] x\n2\n\nT": 4} {
+		if got := eachCandidate([]byte(data), func([]byte) {}); got != want {
+			t.Errorf("%q: %d lines, want %d", data, got, want)
+		}
+	}
+}
+
 func TestEachCandidate(t *testing.T) {
 	tests := []struct {
 		data string
