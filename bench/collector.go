@@ -19,6 +19,7 @@ var ErrRunning = errors.New("bench: Collector.Run called twice")
 //	done := make(chan error, 1)
 //	go func() { done <- c.Run(ctx) }()
 //	// output path, for every whole line: c.Observe(rank, host, time.Now(), line)
+//	// (or for a chunk of whole lines: c.ObserveLines(rank, host, now, chunk))
 //	// when every rank's output is drained:
 //	c.Close()
 //	<-done
