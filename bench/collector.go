@@ -19,6 +19,7 @@ var ErrRunning = errors.New("bench: Collector.Run called twice")
 //	done := make(chan error, 1)
 //	go func() { done <- c.Run(ctx) }()
 //	// output path, for every whole line: c.Observe(rank, host, time.Now(), line)
+//	// (or for a chunk of whole lines: c.ObserveLines(rank, host, now, chunk))
 //	// when every rank's output is drained:
 //	c.Close()
 //	<-done
@@ -75,6 +76,11 @@ func (c *Collector) Observe(rank int, host string, t time.Time, line []byte) {
 			return
 		}
 	}
+	c.enqueue(rank, host, t, line)
+}
+
+// enqueue queues a line that passed the filter.
+func (c *Collector) enqueue(rank int, host string, t time.Time, line []byte) {
 	if c.stopped.Load() {
 		c.dropped.Add(1)
 		return

@@ -24,6 +24,7 @@
 //	done := make(chan error, 1)
 //	go func() { done <- c.Run(ctx) }()
 //	c.Observe(rank, host, time.Now(), line) // from the output path, per line
+//	c.ObserveLines(rank, host, now, frame)  // or a chunk of whole lines at once
 //	c.Close()                              // after all output is drained
 //	err = <-done
 //	rep := c.Report(meta)

@@ -55,6 +55,14 @@ func FuzzRecognize(f *testing.F) {
 		if !bytes.Equal(line, orig) {
 			t.Fatal("a recogniser modified its input")
 		}
+		// The prefilter never refuses a line a built-in recognises.
+		if !mayMatchBuiltin(line) {
+			for _, r := range Builtin() {
+				if s, ok := r.Recognize(line); ok {
+					t.Fatalf("%q: mayMatchBuiltin refuses it, %s recognises %+v", line, s.Metric.Name, s)
+				}
+			}
+		}
 		// The whole path: tags, prefilter, aggregation, summary.
 		o, _ := DefaultOptions().normalize()
 		acc := newAccum(o)

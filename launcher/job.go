@@ -120,6 +120,7 @@ func (j *job) read(s *session) {
 			rank, st, data, err := m.Output()
 			if err == nil && j.st.owns(s.idx, rank) {
 				j.out.write(&sc, rank, st, data)
+				m.Release() // the console keeps nothing of data
 				continue
 			}
 			what := fmt.Sprintf("output for rank %d, which it does not run", rank)

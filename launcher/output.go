@@ -24,9 +24,11 @@ const (
 	tailLineBytes = 4 << 10
 )
 
-// Observer sees every whole line (the bench collector). It must not block.
+// Observer sees every whole line (the bench collector), a frame at a
+// time: data is whole lines, each ended by '\n' except perhaps the last.
+// It must not block, nor keep data.
 type Observer interface {
-	Observe(rank int, host string, t time.Time, line []byte)
+	ObserveLines(rank int, host string, t time.Time, data []byte)
 }
 
 // TagStyle is how the console marks each rank line with its rank.
@@ -151,13 +153,21 @@ func (c *console) write(sc *scratch, rank int, s wire.Stream, data []byte) {
 	}
 	// Every line, stdout and stderr, feeds the throughput collector (Python
 	// logging writes to stderr); stderr also feeds the failure report.
-	if s == wire.Stderr || c.obs != nil {
+	if c.obs != nil {
 		host := ""
 		if c.hostOf != nil {
 			host = c.hostOf(rank)
 		}
-		rest := data
-		for len(rest) > 0 {
+		c.obs.ObserveLines(rank, host, now, data)
+	}
+	if s == wire.Stderr {
+		c.fmu.Lock()
+		t := c.tails[rank]
+		if t == nil {
+			t = &ring{}
+			c.tails[rank] = t
+		}
+		for rest := data; len(rest) > 0; {
 			i := bytes.IndexByte(rest, '\n')
 			line := rest
 			if i >= 0 {
@@ -165,20 +175,9 @@ func (c *console) write(sc *scratch, rank int, s wire.Stream, data []byte) {
 			} else {
 				rest = nil
 			}
-			if s == wire.Stderr {
-				c.fmu.Lock()
-				t := c.tails[rank]
-				if t == nil {
-					t = &ring{}
-					c.tails[rank] = t
-				}
-				t.add(clip(line))
-				c.fmu.Unlock()
-			}
-			if c.obs != nil {
-				c.obs.Observe(rank, host, now, line)
-			}
+			t.add(clip(line))
 		}
+		c.fmu.Unlock()
 	}
 	if !c.from.Has(rank) {
 		return

@@ -162,10 +162,14 @@ type lineObserver struct {
 	lines []string
 }
 
-func (o *lineObserver) Observe(rank int, host string, _ time.Time, line []byte) {
+func (o *lineObserver) ObserveLines(rank int, host string, _ time.Time, data []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.lines = append(o.lines, fmt.Sprintf("%d@%s %s", rank, host, line))
+	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+		if len(line) > 0 {
+			o.lines = append(o.lines, fmt.Sprintf("%d@%s %s", rank, host, bytes.TrimSuffix(line, []byte("\n"))))
+		}
+	}
 }
 
 // TestConsoleTags: each tag style's console bytes, exact; untagged lines

@@ -62,20 +62,28 @@ func (c *Conn) write(k Kind, sub, p []byte) error {
 	if err := checkFrame(k, int64(n)); err != nil {
 		return err
 	}
+	// One Write per frame where it is cheap to build: the frame is
+	// copied into one pooled buffer, so an SSH channel sends it in as few
+	// packets as its size needs (each Write is at least one packet, each
+	// packet one encryption and one TCP send) and nothing is allocated
+	// per frame. Only frames of very long lines are written in pieces.
+	if 5+n <= pooledMax {
+		bp := getBuf(5 + n)
+		buf := append(*bp, byte(k), 0, 0, 0, 0)
+		binary.BigEndian.PutUint32(buf[1:], uint32(n))
+		buf = append(buf, sub...)
+		buf = append(buf, p...)
+		c.mu.Lock()
+		_, err := c.rwc.Write(buf)
+		c.mu.Unlock()
+		*bp = buf
+		putBuf(bp)
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.hdr[0] = byte(k)
 	binary.BigEndian.PutUint32(c.hdr[1:], uint32(n))
-	// One Write per frame where it is cheap to build: small frames are
-	// copied into one buffer so a stream transport sends one packet.
-	if n <= 4096 {
-		buf := make([]byte, 0, 5+n)
-		buf = append(buf, c.hdr[:]...)
-		buf = append(buf, sub...)
-		buf = append(buf, p...)
-		_, err := c.rwc.Write(buf)
-		return err
-	}
 	if _, err := c.rwc.Write(c.hdr[:]); err != nil {
 		return err
 	}
@@ -92,9 +100,50 @@ func (c *Conn) write(k Kind, sub, p []byte) error {
 type Msg struct {
 	Kind    Kind
 	Payload []byte
+
+	buf *[]byte // the pooled buffer Payload lies in, for Release
 }
 
-// Recv reads the next frame. The payload is a fresh slice the caller owns.
+// Release hands an output frame's buffer back for a later Recv to reuse:
+// after it, neither Payload nor anything Output returned from it may be
+// used. Calling it is optional (without it the buffer is garbage, as for
+// any other frame), and at most once per received frame; the launcher
+// calls it after each output frame, which saves an allocation of up to
+// 64 KiB per frame.
+func (m *Msg) Release() {
+	if m.buf != nil {
+		putBuf(m.buf)
+		m.buf, m.Payload = nil, nil
+	}
+}
+
+// pooledMax is the largest frame (header included) written from a pooled
+// buffer, and the largest output payload received into one: an output
+// pump's frame is at most 64 KiB of lines, and a frame built in one
+// buffer goes out in one Write.
+const pooledMax = 256 << 10
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10+16); return &b }}
+
+// getBuf returns an empty pooled buffer with room for n bytes.
+func getBuf(n int) *[]byte {
+	bp := bufPool.Get().(*[]byte)
+	if cap(*bp) < n {
+		*bp = make([]byte, 0, n)
+	}
+	*bp = (*bp)[:0]
+	return bp
+}
+
+func putBuf(bp *[]byte) {
+	if cap(*bp) <= pooledMax {
+		bufPool.Put(bp)
+	}
+}
+
+// Recv reads the next frame. The payload is a fresh slice the caller
+// owns, except that an output frame's may lie in a pooled buffer that the
+// caller may hand back with Release once done with it.
 //
 // A frame of an unknown kind or longer than its kind's Limit is a
 // *FrameError: Recv answers it with an Error frame naming the kind and
@@ -114,6 +163,16 @@ func (c *Conn) Recv() (Msg, error) {
 		c.rerr = err
 		_ = c.Send(KindError, Error{Msg: err.Error()})
 		return Msg{}, err
+	}
+	if k == KindOutput && n <= pooledMax {
+		bp := getBuf(int(n))
+		p := (*bp)[:n]
+		if m, err := io.ReadFull(c.r, p); err != nil {
+			putBuf(bp)
+			return Msg{}, fmt.Errorf("wire: short %s frame (%d of %d bytes): %w", k, m, n, err)
+		}
+		*bp = p
+		return Msg{Kind: k, Payload: p, buf: bp}, nil
 	}
 	p, err := readPayload(c.r, int(n))
 	if err != nil {

@@ -165,10 +165,10 @@ func TestOutputStdinDecode(t *testing.T) {
 		m    Msg
 		want string
 	}{
-		{Msg{KindOutput, []byte{0, 0, 0, 1}}, "malformed output frame (output, 4 bytes)"},
-		{Msg{KindOutput, []byte{0, 0, 0, 1, 3}}, "malformed output frame: stream(3)"},
-		{Msg{KindStdin, []byte{0, 0, 1}}, "malformed stdin frame (stdin, 3 bytes)"},
-		{Msg{KindExit, []byte{0, 0, 0, 1, 1}}, "malformed output frame (exit, 5 bytes)"},
+		{Msg{Kind: KindOutput, Payload: []byte{0, 0, 0, 1}}, "malformed output frame (output, 4 bytes)"},
+		{Msg{Kind: KindOutput, Payload: []byte{0, 0, 0, 1, 3}}, "malformed output frame: stream(3)"},
+		{Msg{Kind: KindStdin, Payload: []byte{0, 0, 1}}, "malformed stdin frame (stdin, 3 bytes)"},
+		{Msg{Kind: KindExit, Payload: []byte{0, 0, 0, 1, 1}}, "malformed output frame (exit, 5 bytes)"},
 	} {
 		var err error
 		if tc.m.Kind == KindStdin {
@@ -180,4 +180,69 @@ func TestOutputStdinDecode(t *testing.T) {
 			t.Errorf("%s %v: %v, want %q", tc.m.Kind, tc.m.Payload, err, tc.want)
 		}
 	}
+}
+
+// countingWriter records the size of every Write.
+type countingWriter struct {
+	bytes.Buffer
+	writes []int
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	w.writes = append(w.writes, len(b))
+	return w.Buffer.Write(b)
+}
+
+// TestFrameOneWrite: a frame up to pooledMax goes to the stream in one
+// Write (an SSH channel sends each Write as its own packets), a larger
+// one in pieces; every frame reads back intact, output frames through
+// pooled buffers that Release hands back for the next frames to reuse.
+func TestFrameOneWrite(t *testing.T) {
+	var w countingWriter
+	c := NewConn(pipeConn{Reader: strings.NewReader(""), w: &w})
+	sizes := []int{0, 1, 4096, 4097, 64 << 10, pooledMax - 10, pooledMax - 9, 1 << 20}
+	var sent [][]byte
+	for i, n := range sizes {
+		data := bytes.Repeat([]byte{byte('a' + i)}, n)
+		sent = append(sent, data)
+		w.writes = nil
+		if err := c.SendOutput(i, Stdout, data); err != nil {
+			t.Fatal(err)
+		}
+		want := 1
+		if 5+outputHeader+n > pooledMax {
+			want = 3
+		}
+		if len(w.writes) != want {
+			t.Errorf("output frame of %d bytes: %d writes %v, want %d", n, len(w.writes), w.writes, want)
+		}
+	}
+	if err := c.Send(KindExit, Exit{Rank: 7, Code: 3}); err != nil {
+		t.Fatal(err)
+	}
+	r := NewConn(pipeConn{Reader: &w.Buffer, w: io.Discard})
+	for i, data := range sent {
+		m, err := r.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rank, s, got, err := m.Output()
+		if err != nil || rank != i || s != Stdout || !bytes.Equal(got, data) {
+			t.Fatalf("frame %d: rank %d %s %d bytes (%v), want rank %d stdout %d bytes", i, rank, s, len(got), err, i, len(data))
+		}
+		pooled := m.buf != nil
+		if want := outputHeader+len(data) <= pooledMax; pooled != want {
+			t.Errorf("frame %d (%d bytes): pooled %v, want %v", i, len(data), pooled, want)
+		}
+		m.Release()
+		if pooled && (m.Payload != nil || m.buf != nil) {
+			t.Errorf("frame %d: Release left the payload", i)
+		}
+	}
+	m, err := r.Recv()
+	var x Exit
+	if err != nil || m.buf != nil || m.Decode(&x) != nil || x.Rank != 7 || x.Code != 3 {
+		t.Errorf("exit frame after output: %+v %v (pooled %v)", x, err, m.buf != nil)
+	}
+	m.Release() // not pooled: a no-op
 }
