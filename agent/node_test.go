@@ -3,7 +3,9 @@ package agent
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"gangway/agent/facts"
@@ -57,4 +59,26 @@ func TestPrepareNodeDropCaches(t *testing.T) {
 	if got := written(); got != "3" {
 		t.Errorf("%s holds %q, want 3", file, got)
 	}
+}
+
+// TestOnTmpfs: /dev/shm is a tmpfs on Linux hosts with one; a directory
+// on the test's file system is whatever statfs says, and a file is never.
+func TestOnTmpfs(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("Linux only")
+	}
+	f := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if onTmpfs(f) || onTmpfs("/nonexistent-dir") {
+		t.Error("a file or a missing directory counted as a tmpfs directory")
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs("/dev/shm", &fs); err == nil && fs.Type == 0x01021994 && syscall.Access("/dev/shm", 0o3) == nil {
+		if !onTmpfs("/dev/shm") {
+			t.Error("/dev/shm is a writable tmpfs, onTmpfs says no")
+		}
+	}
+	t.Logf("error files under %s", errorFileBase())
 }
