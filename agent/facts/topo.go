@@ -6,18 +6,22 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gangway/agent/wire"
 )
 
+// The patterns are compiled at first use, not at package init: every
+// start of the agent's binary (a job's supervisor among them) would pay
+// for them, and only GPU hosts use them.
 var (
 	// csi matches ANSI escape sequences (newer nvidia-smi underlines the
 	// header when it thinks it writes to a terminal).
-	csi = regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]")
+	csi = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]") })
 	// gpuLabel matches a GPU row or column label.
-	gpuLabel = regexp.MustCompile(`^GPU([0-9]+)$`)
+	gpuLabel = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^GPU([0-9]+)$`) })
 	// nvLink matches NV# (a bonded set of # NVLinks).
-	nvLink = regexp.MustCompile(`^NV[1-9][0-9]*$`)
+	nvLink = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^NV[1-9][0-9]*$`) })
 )
 
 // linkKinds are the connection types `nvidia-smi topo -m` prints besides
@@ -30,7 +34,7 @@ var linkKinds = map[string]bool{"SYS": true, "SOC": true, "NODE": true, "PHB": t
 // other cell a known connection type (NV#, PIX, PXB, PHB, NODE, SYS, SOC),
 // and symmetric.
 func ParseTopo(out []byte) (*wire.Topo, error) {
-	lines := strings.Split(csi.ReplaceAllString(string(out), ""), "\n")
+	lines := strings.Split(csi().ReplaceAllString(string(out), ""), "\n")
 	n, hdr := -1, 0
 	for i, line := range lines {
 		f := strings.Fields(line)
@@ -42,7 +46,7 @@ func ParseTopo(out []byte) (*wire.Topo, error) {
 		}
 		n = 0
 		for _, c := range f {
-			m := gpuLabel.FindStringSubmatch(c)
+			m := gpuLabel().FindStringSubmatch(c)
 			if m == nil {
 				break
 			}
@@ -78,7 +82,7 @@ func ParseTopo(out []byte) (*wire.Topo, error) {
 			switch {
 			case c == r && cell != "X":
 				return nil, fmt.Errorf("topo:%d: GPU%d to itself is %q, want X", i+1, r, cell)
-			case c != r && !linkKinds[cell] && !nvLink.MatchString(cell):
+			case c != r && !linkKinds[cell] && !nvLink().MatchString(cell):
 				return nil, fmt.Errorf("topo:%d: GPU%d to GPU%d: unknown connection %q", i+1, r, c, cell)
 			}
 			row[c] = cell
