@@ -38,7 +38,7 @@ func newReader(rd io.Reader) *reader {
 }
 
 // Read reads up to len(p) bytes: from the buffer when it holds some, else
-// straight into p when p is at least as large as the buffer, else
+// straight into p when p is at least as large as the small buffer, else
 // through one fill of the buffer.
 func (b *reader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
@@ -49,9 +49,10 @@ func (b *reader) Read(p []byte) (int, error) {
 		if b.err != nil {
 			return 0, b.err
 		}
-		if len(p) >= b.next() {
-			// A read that filled p says nothing of what is left: the
-			// next fill starts small.
+		if len(p) >= smallReadBuf {
+			// Straight into p, whatever the last fill said: a payload
+			// needs no large buffer. A read that filled p says nothing
+			// of what is left, so the next fill starts small.
 			n, err := b.rd.Read(p)
 			b.full = false
 			b.err = err
@@ -67,14 +68,6 @@ func (b *reader) Read(p []byte) (int, error) {
 		b.release()
 	}
 	return n, nil
-}
-
-// next is the size of the buffer the next fill uses.
-func (b *reader) next() int {
-	if b.full {
-		return largeReadBuf
-	}
-	return smallReadBuf
 }
 
 // fill reads once into an empty buffer: the large one when the last read

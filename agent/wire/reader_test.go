@@ -110,8 +110,16 @@ func TestReaderLargeBufferOnlyWhileBusy(t *testing.T) {
 	if r.large != nil {
 		t.Error("large buffer kept after it was drained")
 	}
-	// A payload read straight into the caller's slice says nothing of
-	// what follows: the next header waits in the small buffer.
+	// A payload of at least the small buffer's size goes straight into
+	// the caller's slice even right after a full fill, and says nothing
+	// of what follows: the next header waits in the small buffer.
+	r = newReader(&chunked{data: pattern(2*smallReadBuf + 100)})
+	if _, err := io.ReadFull(r, make([]byte, smallReadBuf)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(r, make([]byte, smallReadBuf)); err != nil || r.large != nil {
+		t.Fatalf("payload read after a full fill: %v, large buffer taken: %v", err, r.large != nil)
+	}
 	r = newReader(&chunked{data: pattern(smallReadBuf + 100)})
 	if _, err := io.ReadFull(r, make([]byte, smallReadBuf)); err != nil {
 		t.Fatal(err)
