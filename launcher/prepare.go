@@ -37,6 +37,18 @@ func (j *job) prepare(ctx context.Context) error {
 	return j.start(ctx, envs)
 }
 
+// forgetFacts drops what the hosts' facts said once the job is prepared:
+// the network choice, GPU assignment and environments are made, and from
+// here on only the agent's name is read (label). A job holds its sessions
+// for as long as it runs, and at a thousand hosts their decoded facts
+// (NICs, routes, GPU topology) were several MB that the GC's headroom
+// doubled.
+func (j *job) forgetFacts() {
+	for _, s := range j.sessions {
+		s.facts = wire.Facts{Version: s.facts.Version, Agent: s.facts.Agent, Name: s.facts.Name, Hostname: s.facts.Hostname}
+	}
+}
+
 // hostEnvs are the host-specific parts of the ranks' environment.
 func (j *job) hostEnvs(choices []*nccl.Choice) []HostEnv {
 	he := make([]HostEnv, len(j.sessions))

@@ -331,21 +331,13 @@ func (d *srunDialer) dialAgent(ctx context.Context, r wire.SrunReady) (*srunConn
 		}
 		return nil, fmt.Errorf("ssh %s: %w", r.Addr, err)
 	}
-	client := ssh.NewClient(cc, chans, reqs)
-	ch, in, err := client.OpenChannel("session", nil)
-	if err != nil {
-		client.Close()
-		return nil, fmt.Errorf("open session: %w", err)
-	}
-	go ssh.DiscardRequests(in)
-	ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{wire.Subsystem}))
-	if err != nil || !ok {
-		ch.Close()
-		client.Close()
+	conn, err := openSubsystem(cc, chans, reqs)
+	if errors.Is(err, errNoSubsystem) {
 		return nil, permanent(fmt.Errorf("the agent on %s refused the gangway session (it serves one)", r.Node))
 	}
-	conn := &chanConn{Channel: ch, client: client}
-	conn.stopKeepalive = keepalive(client, conn.silent)
+	if err != nil {
+		return nil, err
+	}
 	_, port, _ := net.SplitHostPort(r.Addr)
 	p, _ := strconv.Atoi(port)
 	return &srunConn{chanConn: conn, port: p}, nil

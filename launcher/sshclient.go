@@ -129,31 +129,113 @@ func withCert(path string, s ssh.Signer, log *zap.Logger) []ssh.Signer {
 }
 
 func (d *sshDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
-	client, ip, err := d.client(ctx, h)
+	conn, chans, reqs, ip, err := d.handshake(ctx, h)
 	if err != nil {
 		return nil, "", err
 	}
-	ch, in, err := client.OpenChannel("session", nil)
-	if err != nil {
-		client.Close()
-		return nil, "", fmt.Errorf("open session: %w", err)
-	}
-	go ssh.DiscardRequests(in)
-	ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{wire.Subsystem}))
-	if err != nil || !ok {
-		ch.Close()
-		client.Close()
+	cc, err := openSubsystem(conn, chans, reqs)
+	if errors.Is(err, errNoSubsystem) {
 		return nil, "", permanent(fmt.Errorf("the SSH server on %s has no %q subsystem (is it a gangway agent? for a stock sshd use --transport ssh)", h.Name, wire.Subsystem))
 	}
-	cc := &chanConn{Channel: ch, client: client}
-	cc.stopKeepalive = keepalive(client, cc.silent)
+	if err != nil {
+		return nil, "", err
+	}
 	return cc, ip, nil
+}
+
+// errNoSubsystem is a server's refusal of the subsystem request.
+var errNoSubsystem = errors.New("subsystem request refused")
+
+// openSubsystem opens a session channel on a new connection and starts
+// the gangway subsystem on it, with keepalives. What the server may send
+// unasked (global requests, channel opens, requests on the channel) is
+// refused by one goroutine, as ssh.NewClient's handlers and
+// ssh.DiscardRequests would in four: at a thousand hosts every goroutine
+// per connection is a thousand stacks. It closes conn on failure; the
+// error says whether opening the channel failed or the subsystem was
+// refused (errNoSubsystem).
+func openSubsystem(conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) (*chanConn, error) {
+	inc := make(chan (<-chan *ssh.Request), 1)
+	refused := make(chan struct{})
+	go func() {
+		defer close(refused)
+		refuseIncoming(chans, reqs, inc)
+	}()
+	ch, in, err := conn.OpenChannel("session", nil)
+	if err != nil {
+		close(inc)
+		conn.Close()
+		<-refused
+		return nil, fmt.Errorf("open session: %w", err)
+	}
+	inc <- in
+	close(inc)
+	ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{wire.Subsystem}))
+	if err != nil || !ok {
+		err = errors.Join(errNoSubsystem, err)
+		ch.Close()
+		conn.Close()
+		<-refused
+		return nil, err
+	}
+	cc := &chanConn{Channel: ch, client: conn, refused: refused}
+	cc.stopKeepalive = keepalive(conn, cc.silent)
+	return cc, nil
+}
+
+// refuseIncoming answers everything the server sends unasked with a
+// refusal until the connection ends: channel opens, global requests, and
+// requests on the session channel, which arrives on inc once open (inc
+// closes without one when opening failed).
+func refuseIncoming(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, inc <-chan (<-chan *ssh.Request)) {
+	var in <-chan *ssh.Request
+	for chans != nil || reqs != nil || in != nil || inc != nil {
+		select {
+		case nc, ok := <-chans:
+			if !ok {
+				chans = nil
+				continue
+			}
+			_ = nc.Reject(ssh.UnknownChannelType, fmt.Sprintf("unknown channel type: %v", nc.ChannelType()))
+		case r, ok := <-reqs:
+			if !ok {
+				reqs = nil
+				continue
+			}
+			_ = r.Reply(false, nil)
+		case r, ok := <-in:
+			if !ok {
+				in = nil
+				continue
+			}
+			if r.WantReply {
+				_ = r.Reply(false, nil)
+			}
+		case c, ok := <-inc:
+			inc = nil
+			if ok {
+				in = c
+			}
+		}
+	}
 }
 
 // client opens an authenticated SSH connection to h's agent.
 func (d *sshDialer) client(ctx context.Context, h hostfile.Host) (*ssh.Client, string, error) {
+	conn, chans, reqs, ip, err := d.handshake(ctx, h)
+	if err != nil {
+		return nil, "", err
+	}
+	return ssh.NewClient(conn, chans, reqs), ip, nil
+}
+
+// handshake opens an authenticated SSH connection to h's agent.
+func (d *sshDialer) handshake(ctx context.Context, h hostfile.Host) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request, string, error) {
+	fail := func(err error) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request, string, error) {
+		return nil, nil, nil, "", err
+	}
 	if d.authErr != nil {
-		return nil, "", permanent(d.authErr)
+		return fail(permanent(d.authErr))
 	}
 	port := h.Port
 	if port == 0 {
@@ -167,7 +249,7 @@ func (d *sshDialer) client(ctx context.Context, h hostfile.Host) (*ssh.Client, s
 	var nd net.Dialer
 	c, err := nd.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, "", classify(addr, err)
+		return fail(classify(addr, err))
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	// A peer that accepts and never answers must not hold the launcher:
@@ -192,23 +274,23 @@ func (d *sshDialer) client(ctx context.Context, h hostfile.Host) (*ssh.Client, s
 			cc.Close()
 		}
 		c.Close()
-		return nil, "", ctx.Err()
+		return fail(ctx.Err())
 	}
 	if err != nil {
 		c.Close()
 		if strings.Contains(err.Error(), "unable to authenticate") {
 			if b := bannerText(banner.String()); b != "" {
-				return nil, "", permanent(fmt.Errorf("authentication refused for user %s: %s", u, b))
+				return fail(permanent(fmt.Errorf("authentication refused for user %s: %s", u, b)))
 			}
-			return nil, "", permanent(fmt.Errorf("authentication refused for user %s (is the public key in ~%s/.ssh/authorized_keys on the host, or in the agent's --authorized-keys?)", u, u))
+			return fail(permanent(fmt.Errorf("authentication refused for user %s (is the public key in ~%s/.ssh/authorized_keys on the host, or in the agent's --authorized-keys?)", u, u)))
 		}
-		return nil, "", fmt.Errorf("%s: ssh handshake: %w", addr, err)
+		return fail(fmt.Errorf("%s: ssh handshake: %w", addr, err))
 	}
 	ip := ""
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		ip = ta.IP.String()
 	}
-	return ssh.NewClient(cc, chans, reqs), ip, nil
+	return cc, chans, reqs, ip, nil
 }
 
 // Keepalive timing: an agent that stops answering (host hung, agent
@@ -225,7 +307,7 @@ var (
 // keepalive closes c when it stops answering keepalive requests, after
 // calling silent (which may be nil); the returned function stops it and
 // waits for its goroutines.
-func keepalive(c *ssh.Client, silent func()) (stop func()) {
+func keepalive(c ssh.Conn, silent func()) (stop func()) {
 	return every(KeepaliveInterval, func(quit <-chan struct{}) bool {
 		reply := make(chan error, 1)
 		var req sync.WaitGroup
@@ -249,28 +331,50 @@ func keepalive(c *ssh.Client, silent func()) (stop func()) {
 	})
 }
 
-// every calls tick every interval, from one goroutine, until tick returns
-// false or the returned stop is called; tick sees quit close at stop.
-// stop waits for the goroutine and may be called more than once.
+// every calls tick every interval until tick returns false or the
+// returned stop is called; tick sees quit close at stop. Ticks never
+// overlap: the next is scheduled when one returns. No goroutine waits
+// between ticks (each runs in its own, from a timer), since the launcher
+// keeps two of these per host. stop waits for a tick under way and may
+// be called more than once.
 func every(interval time.Duration, tick func(quit <-chan struct{}) bool) (stop func()) {
 	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-t.C:
-				if !tick(quit) {
-					return
-				}
-			}
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+		running sync.WaitGroup // the scheduled or running tick
+	)
+	var run func()
+	run = func() {
+		defer running.Done()
+		if !tick(quit) {
+			return
 		}
-	})
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			running.Add(1)
+			t.Reset(interval)
+		}
+	}
+	mu.Lock()
+	running.Add(1)
+	t = time.AfterFunc(interval, run)
+	mu.Unlock()
 	var once sync.Once
-	return func() { once.Do(func() { close(quit); wg.Wait() }) }
+	return func() {
+		once.Do(func() {
+			mu.Lock()
+			stopped = true
+			if t.Stop() {
+				running.Done() // it will not run
+			}
+			mu.Unlock()
+			close(quit)
+			running.Wait()
+		})
+	}
 }
 
 // classify words a failed TCP connection to addr for a user: the address
@@ -301,8 +405,9 @@ func classify(addr string, err error) error {
 // was the keepalives that ended it.
 type chanConn struct {
 	ssh.Channel
-	client        *ssh.Client
+	client        ssh.Conn
 	stopKeepalive func()
+	refused       <-chan struct{} // closed when refuseIncoming has returned; nil: none runs
 	wasSilent     atomic.Bool
 }
 
@@ -334,6 +439,9 @@ func (c *chanConn) Close() error {
 	c.Channel.Close()
 	err := c.client.Close()
 	c.stopKeepalive()
+	if c.refused != nil {
+		<-c.refused // the connection has ended, so its channels have closed
+	}
 	return err
 }
 

@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,7 @@ import (
 // Recv must be called from one goroutine.
 type Conn struct {
 	rwc io.ReadWriteCloser
-	r   *bufio.Reader
+	r   *reader
 
 	mu  sync.Mutex // serialises writes so frames never interleave
 	hdr [5]byte
@@ -23,7 +22,7 @@ type Conn struct {
 
 // NewConn wraps a stream (an SSH channel, stdin/stdout, a socket).
 func NewConn(rwc io.ReadWriteCloser) *Conn {
-	return &Conn{rwc: rwc, r: bufio.NewReaderSize(rwc, 64<<10)}
+	return &Conn{rwc: rwc, r: newReader(rwc)}
 }
 
 // Close closes the underlying stream.
