@@ -181,13 +181,15 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login Lo
 	wctx, wcancel := context.WithCancel(ctx)
 	writer.Go(func() { s.stdinWriter(wctx) })
 	err = s.loop(ctx)
-	s.failFences()
 	wcancel()
 	// Stop first: a writer blocked on a full pipe returns once its rank dies.
 	s.stopAll(LostGrace)
 	writer.Wait()
 	// Whatever ended the session, no rank outlives it.
 	s.stopAll(LostGrace)
+	// No FenceDone can come now; the ranks were stopped first, so none
+	// sees its barrier fail.
+	s.failFences()
 	s.wait()
 	s.removeErrorFiles()
 	return err
