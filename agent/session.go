@@ -173,7 +173,7 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login Lo
 		defer w.stop()
 		heard = w.heard
 	}
-	s := &session{heard: heard, a: a, login: login, conn: conn, log: log, jobID: h.JobID, facts: f, fences: map[int]chan map[string]string{}, stdin: make(chan stdinChunk, 4),
+	s := &session{heard: heard, a: a, login: login, conn: conn, log: log, jobID: h.JobID, facts: f, fences: map[int]func(map[string]string, error){}, stdin: make(chan stdinChunk, 4),
 		names: &launcherNames{conn: conn, wait: map[uint64]chan wire.NameReply{}}}
 	a.track(h.JobID, 1)
 	defer a.track(h.JobID, -1)
@@ -187,6 +187,9 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login Lo
 	writer.Wait()
 	// Whatever ended the session, no rank outlives it.
 	s.stopAll(LostGrace)
+	// No FenceDone can come now; the ranks were stopped first, so none
+	// sees its barrier fail.
+	s.failFences()
 	s.wait()
 	s.removeErrorFiles()
 	return err
@@ -262,7 +265,7 @@ type session struct {
 	waiters sync.WaitGroup
 
 	fmu    sync.Mutex
-	fences map[int]chan map[string]string
+	fences map[int]func(map[string]string, error) // seq -> the PMI server's done, until FenceDone
 
 	names *launcherNames // the job's PMI name service, at the launcher
 
@@ -390,11 +393,14 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 			return err
 		}
 		s.fmu.Lock()
-		ch := s.fences[fd.Seq]
+		done := s.fences[fd.Seq]
 		delete(s.fences, fd.Seq)
 		s.fmu.Unlock()
-		if ch != nil {
-			ch <- fd.Puts
+		if done != nil {
+			// Releases the local ranks from here: the PMI server's
+			// replies do not wait, so no goroutine sits between the
+			// launcher's answer and the ranks.
+			done(fd.Puts, nil)
 		}
 	case wire.KindNameReply:
 		var r wire.NameReply
@@ -453,7 +459,7 @@ func (s *session) prepare(ctx context.Context, j *wire.StartJob) error {
 		}
 		var fencer pmi.Fencer
 		if len(local) < j.PMI.Size {
-			fencer = pmi.FenceFunc(s.fence)
+			fencer = sessionFencer{s}
 		}
 		srv, err := pmi.NewServer(ctx, pmi.Job{KVSName: j.PMI.KVSName, Size: j.PMI.Size, Mapping: j.PMI.Mapping, JobID: j.JobID, UniverseSize: j.PMI.UniverseSize}, local, fencer, pmi.Events{
 			Abort: func(rank, code int, msg string) {
@@ -482,21 +488,63 @@ func (s *session) prepare(ctx context.Context, j *wire.StartJob) error {
 	return nil
 }
 
-// fence forwards a completed local barrier to the launcher and waits for
-// every host.
-func (s *session) fence(ctx context.Context, seq int, puts map[string]string) (map[string]string, error) {
-	ch := make(chan map[string]string, 1)
+// sessionFencer carries the PMI server's barriers to the launcher.
+type sessionFencer struct{ s *session }
+
+var _ pmi.AsyncFencer = sessionFencer{}
+
+// FenceAsync forwards a completed local barrier to the launcher; the
+// session loop calls done with FenceDone's puts. The loop's end fails the
+// barriers still open (failFences).
+func (f sessionFencer) FenceAsync(seq int, puts map[string]string, done func(map[string]string, error)) {
+	s := f.s
 	s.fmu.Lock()
-	s.fences[seq] = ch
+	if s.fences == nil {
+		s.fmu.Unlock()
+		done(nil, errSessionOver)
+		return
+	}
+	s.fences[seq] = done
 	s.fmu.Unlock()
 	if err := s.conn.Send(wire.KindFence, wire.Fence{Seq: seq, Puts: puts}); err != nil {
-		return nil, err
+		s.fmu.Lock()
+		d := s.fences[seq]
+		delete(s.fences, seq)
+		s.fmu.Unlock()
+		if d != nil {
+			d(nil, err)
+		}
 	}
+}
+
+// Fence is FenceAsync, waiting for its answer.
+func (f sessionFencer) Fence(ctx context.Context, seq int, puts map[string]string) (map[string]string, error) {
+	type answer struct {
+		all map[string]string
+		err error
+	}
+	ch := make(chan answer, 1)
+	f.FenceAsync(seq, puts, func(all map[string]string, err error) { ch <- answer{all, err} })
 	select {
-	case all := <-ch:
-		return all, nil
+	case a := <-ch:
+		return a.all, a.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+// errSessionOver fails the barriers open when the launcher's session ends.
+var errSessionOver = errors.New("the launcher's session ended")
+
+// failFences fails every barrier still waiting for the launcher, and any
+// later one, once the session loop (the only reader of FenceDone) ended.
+func (s *session) failFences() {
+	s.fmu.Lock()
+	open := s.fences
+	s.fences = nil
+	s.fmu.Unlock()
+	for _, done := range open {
+		done(nil, errSessionOver)
 	}
 }
 

@@ -162,7 +162,7 @@ func FuzzValidateStartJob(f *testing.F) {
 		for i := range j.Ranks {
 			j.Ranks[i].Dir = "" // prepare stats it: not this target's business
 		}
-		s := &session{a: a, log: a.Log, facts: fa, fences: map[int]chan map[string]string{}}
+		s := &session{a: a, log: a.Log, facts: fa, fences: map[int]func(map[string]string, error){}}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		_ = s.prepare(ctx, &j)

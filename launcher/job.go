@@ -191,11 +191,16 @@ func decode(host int, m wire.Msg) (any, error) {
 
 // broadcast sends a message to every host still running.
 func (j *job) broadcast(k wire.Kind, v any) {
+	e, err := wire.Encode(k, v) // once, not once per host
+	if err != nil {
+		j.log.Warn("cannot encode a message for the agents", zap.Stringer("kind", k), zap.Error(err))
+		return
+	}
 	for i, s := range j.sessions {
 		if j.st.done[i] {
 			continue
 		}
-		if err := s.conn.Send(k, v); err != nil {
+		if err := s.conn.SendEncoded(e); err != nil {
 			j.log.Debug("send failed", zap.String("host", s.host.Name), zap.Stringer("kind", k), zap.Error(err))
 		}
 	}

@@ -8,6 +8,9 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxMessage bounds one PMI-1 line or PMI-2 command (PMI-2 allows 64 KiB).
@@ -17,9 +20,11 @@ const maxMessage = 64 << 10
 var errConnDone = errors.New("pmi: connection ended")
 
 // conn is one rank's PMI connection. Its reader goroutine (serve) handles
-// requests in order; requests that wait (barrier, kvs-fence, getnodeattr with
-// wait=TRUE) run in goroutines owned by wg, so the reader keeps reading and
-// sees EOF when the rank dies.
+// requests in order; requests that wait (getnodeattr with wait=TRUE, the
+// name service) run in goroutines owned by wg, so the reader keeps reading
+// and sees EOF when the rank dies. A barrier (barrier_in, kvs-fence) needs
+// no goroutine: the rank is registered with it, and whoever completes it
+// writes the reply (writeNow).
 type conn struct {
 	s    *Server
 	nc   net.Conn
@@ -30,11 +35,15 @@ type conn struct {
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup
 	wmu    sync.Mutex
+	raw    syscall.RawConn // nc's descriptor, for writes that must not wait; nil if none
 }
 
 func newConn(s *Server, nc net.Conn, rank int) *conn {
 	c := &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, maxMessage), rank: rank}
 	c.ctx, c.cancel = context.WithCancelCause(s.ctx)
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.raw, _ = sc.SyscallConn()
+	}
 	return c
 }
 
@@ -72,6 +81,81 @@ func (c *conn) write(b []byte) error {
 		return fmt.Errorf("write to rank %d: %w", c.id(), err)
 	}
 	return nil
+}
+
+// writeNow sends one complete reply from a goroutine that must not wait
+// for the rank (the one completing a barrier: the agent's session loop, or
+// another rank's reader). It writes what the socket takes at once and hands
+// the rest, in order, to a goroutine the server owns. A write that fails
+// closes the connection, as a failed reply does elsewhere.
+func (c *conn) writeNow(b []byte) {
+	if !c.wmu.TryLock() {
+		c.writeLater(b, false)
+		return
+	}
+	n, err := c.tryWrite(b)
+	switch {
+	case err != nil:
+		c.wmu.Unlock()
+		c.s.debugf("pmi conn rank %d: write: %v", c.id(), err)
+		c.nc.Close()
+	case n == len(b):
+		c.wmu.Unlock()
+	default:
+		c.writeLater(b[n:], true) // wmu goes with it: nothing may come between
+	}
+}
+
+// tryWrite writes what the socket takes without waiting.
+func (c *conn) tryWrite(b []byte) (int, error) {
+	if c.raw == nil {
+		return 0, nil
+	}
+	n := 0
+	var werr error
+	err := c.raw.Write(func(fd uintptr) bool {
+		for n < len(b) {
+			m, err := unix.Write(int(fd), b[n:])
+			if m > 0 {
+				n += m
+			}
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err == unix.EAGAIN:
+				return true
+			case err != nil:
+				werr = err
+				return true
+			case m <= 0:
+				return true
+			}
+		}
+		return true
+	})
+	if err == nil {
+		err = werr
+	}
+	return n, err
+}
+
+// writeLater writes b in a goroutine of the server's; locked says the
+// caller holds wmu and hands it over.
+func (c *conn) writeLater(b []byte, locked bool) {
+	started := c.s.goIfOpen(func() {
+		if !locked {
+			c.wmu.Lock()
+		}
+		_, err := c.nc.Write(b)
+		c.wmu.Unlock()
+		if err != nil {
+			c.s.debugf("pmi conn rank %d: write: %v", c.id(), err)
+			c.nc.Close()
+		}
+	})
+	if !started && locked {
+		c.wmu.Unlock()
+	}
 }
 
 // async runs a waiting request; a failed reply closes the connection so the

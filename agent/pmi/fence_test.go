@@ -16,15 +16,28 @@ import (
 // in-test coordinator, which plays the launcher. Host A's ranks speak PMI-1,
 // host B's PMI-2; every barrier costs one Fence per host, and every rank sees
 // every host's puts after it.
+// The Fencer is a blocking Fence (a goroutine waits per barrier) or, as
+// the agent's session has it, an AsyncFencer completed from the last
+// host's goroutine.
 func TestTwoHosts(t *testing.T) {
+	for _, async := range []bool{false, true} {
+		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) { testTwoHosts(t, async) })
+	}
+}
+
+func testTwoHosts(t *testing.T, async bool) {
 	const rounds = 20
 	coord := newCoordinator(2)
 	job := Job{KVSName: "kvs_2h", Size: 4, Mapping: wire.ProcessMapping([]int{0, 0, 1, 1})}
 	if job.Mapping != "(vector,(0,2,2))" {
 		t.Fatalf("mapping %q", job.Mapping)
 	}
-	a := newTestServer(t, job, []int{0, 1}, coord.host(0), Events{})
-	b := newTestServer(t, job, []int{2, 3}, coord.host(1), Events{})
+	fa, fb := coord.host(0), coord.host(1)
+	if async {
+		fa, fb = coord.asyncHost(0), coord.asyncHost(1)
+	}
+	a := newTestServer(t, job, []int{0, 1}, fa, Events{})
+	b := newTestServer(t, job, []int{2, 3}, fb, Events{})
 	ranks := []*client{fdClient(t, a, 0), fdClient(t, a, 1), fdClient(t, b, 2), fdClient(t, b, 3)}
 	v1 := func(r int) bool { return r < 2 }
 
@@ -96,10 +109,30 @@ func TestTwoHosts(t *testing.T) {
 	}
 }
 
-// TestFenceError: a failed Fence fails the barrier for every local rank.
+// TestFenceError: a failed Fence fails the barrier for every local rank,
+// whether Fence returns the error or FenceAsync's done carries it.
 func TestFenceError(t *testing.T) {
 	boom := errors.New("launcher gone")
-	f := FenceFunc(func(context.Context, int, map[string]string) (map[string]string, error) { return nil, boom })
+	fencers := map[string]Fencer{
+		"Fence":      FenceFunc(func(context.Context, int, map[string]string) (map[string]string, error) { return nil, boom }),
+		"FenceAsync": failingAsync{boom},
+	}
+	for name, f := range fencers {
+		t.Run(name, func(t *testing.T) { testFenceError(t, f) })
+	}
+}
+
+type failingAsync struct{ err error }
+
+func (f failingAsync) Fence(context.Context, int, map[string]string) (map[string]string, error) {
+	return nil, f.err
+}
+
+func (f failingAsync) FenceAsync(_ int, _ map[string]string, done func(map[string]string, error)) {
+	done(nil, f.err)
+}
+
+func testFenceError(t *testing.T, f Fencer) {
 	s := newTestServer(t, Job{Size: 4}, []int{0, 1}, f, Events{})
 	r0, r1 := fdClient(t, s, 0), fdClient(t, s, 1)
 	r0.call("cmd=init pmi_version=1 pmi_subversion=1", "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0")
@@ -109,6 +142,54 @@ func TestFenceError(t *testing.T) {
 	r1.send2("cmd=kvs-fence;")
 	r1.expectFrame("cmd=kvs-fence-response;rc=1;errmsg=barrier 1 failed: barrier 1: fence: launcher gone;")
 	r0.eof() // barrier_out carries no rc: the PMI-1 rank loses its connection
+}
+
+// TestReleaseDoesNotWaitForAStuckRank: the goroutine that completes a
+// barrier (the agent's session loop) writes every local rank's release
+// without waiting: rank 0 entered first but stopped reading its replies
+// until its socket is full, and rank 1 is still released; rank 0 gets its
+// barrier_out, whole and after the replies before it, once it reads again.
+func TestReleaseDoesNotWaitForAStuckRank(t *testing.T) {
+	coord := newCoordinator(2)
+	s := newTestServer(t, Job{Size: 4, KVSName: "kvs_s"}, []int{0, 1}, coord.asyncHost(0), Events{})
+	r0, r1 := fdClient(t, s, 0), fdClient(t, s, 1)
+	r0.send("cmd=barrier_in")
+	r1.send("cmd=barrier_in")
+	// Rank 0 asks for far more than a socket buffer of replies without
+	// reading any, so its reader blocks in a write while holding the
+	// connection's write lock.
+	const gets = 20000
+	req := []byte(strings.Repeat("cmd=get kvsname=kvs_s key=PMI_process_mapping\n", gets))
+	sent := make(chan error, 1)
+	go func() { _, err := r0.nc.Write(req); sent <- err }()
+	time.Sleep(50 * time.Millisecond) // rank 0 reads nothing meanwhile: its reader fills the socket
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		coord.asyncHost(1).FenceAsync(1, nil, func(map[string]string, error) {}) // the other host arrives
+	}()
+	select {
+	case <-done:
+	case <-time.After(replyTimeout):
+		t.Fatal("completing the barrier waited for rank 0, which reads nothing")
+	}
+	r1.expect("cmd=barrier_out")
+	n := 0
+	for range gets + 1 {
+		switch l := r0.line(); l {
+		case "cmd=barrier_out":
+			n++
+		case "cmd=get_result rc=-1 msg=key_PMI_process_mapping_not_found value=unknown":
+		default:
+			t.Fatalf("rank 0 got %q", l)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("rank 0 got %d barrier_out", n)
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestCloseWhileFencing: Close cancels a Fence that waits for another host

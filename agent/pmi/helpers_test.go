@@ -144,9 +144,10 @@ type coordinator struct {
 }
 
 type round struct {
-	calls map[int]int // host → Fence calls for this seq
-	puts  map[string]string
-	done  chan struct{}
+	calls   map[int]int // host → Fence calls for this seq
+	puts    map[string]string
+	done    chan struct{}
+	waiting []func(map[string]string, error) // asyncHost's dones
 }
 
 func newCoordinator(hosts int) *coordinator {
@@ -175,6 +176,45 @@ func (c *coordinator) host(h int) Fencer {
 			return nil, context.Cause(ctx)
 		}
 	})
+}
+
+// asyncHost returns host h's Fencer as an AsyncFencer, as the agent's
+// session has it: no goroutine waits, and the last host's FenceAsync
+// completes every host's barrier from its own goroutine (the launcher's
+// answer arriving on each host's session loop).
+func (c *coordinator) asyncHost(h int) AsyncFencer {
+	return asyncFencer{c: c, h: h}
+}
+
+type asyncFencer struct {
+	c *coordinator
+	h int
+}
+
+func (f asyncFencer) Fence(context.Context, int, map[string]string) (map[string]string, error) {
+	panic("the server calls FenceAsync when its Fencer has it")
+}
+
+func (f asyncFencer) FenceAsync(seq int, puts map[string]string, done func(map[string]string, error)) {
+	c := f.c
+	c.mu.Lock()
+	r, ok := c.rounds[seq]
+	if !ok {
+		r = &round{calls: make(map[int]int), puts: make(map[string]string), done: make(chan struct{})}
+		c.rounds[seq] = r
+	}
+	r.calls[f.h]++
+	maps.Copy(r.puts, puts)
+	r.waiting = append(r.waiting, done)
+	var release []func(map[string]string, error)
+	if len(r.calls) == c.hosts {
+		close(r.done)
+		release = r.waiting
+	}
+	c.mu.Unlock()
+	for _, d := range release {
+		d(r.puts, nil) // read-only once done
+	}
 }
 
 // calls returns, per seq, how many times each host fenced.

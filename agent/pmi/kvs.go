@@ -38,12 +38,13 @@ type kvs struct {
 type epoch struct {
 	seq     int
 	entered map[int]bool
-	done    chan struct{} // closed when released; err is then set
-	err     error
+	// waiters are the entered ranks' replies, called once by whoever
+	// completes the barrier (nil error: released). They must not block.
+	waiters []func(seq int, err error)
 }
 
 func newEpoch(seq int) *epoch {
-	return &epoch{seq: seq, entered: make(map[int]bool), done: make(chan struct{})}
+	return &epoch{seq: seq, entered: make(map[int]bool)}
 }
 
 func newKVS(job Job, nlocal int, f Fencer) *kvs {
@@ -85,43 +86,44 @@ func (k *kvs) get(key string) (string, bool) {
 	return v, ok
 }
 
-// barrier enters rank into the current barrier and waits, until ctx ends,
-// for every local rank to enter and the Fencer to answer. The last rank to
-// enter calls the Fencer (once per barrier, under fenceCtx, the server's
-// context) with the puts made since the previous barrier.
-func (k *kvs) barrier(ctx, fenceCtx context.Context, rank int) (int, error) {
+// enter enters rank into the current barrier; reply is called once when
+// the barrier completes (see complete). The last local rank to enter gets
+// last=true with the barrier and the puts made since the previous one: the
+// caller then fences them and calls complete. No goroutine waits for a
+// barrier.
+func (k *kvs) enter(rank int, reply func(seq int, err error)) (e *epoch, puts map[string]string, last bool, err error) {
 	k.mu.Lock()
-	e := k.cur
+	defer k.mu.Unlock()
+	e = k.cur
 	if e.entered[rank] {
-		k.mu.Unlock()
-		return e.seq, fmt.Errorf("rank %d entered barrier %d twice", rank, e.seq)
+		return e, nil, false, fmt.Errorf("rank %d entered barrier %d twice", rank, e.seq)
 	}
 	e.entered[rank] = true
+	e.waiters = append(e.waiters, reply)
 	if len(e.entered) < k.nlocal {
-		k.mu.Unlock()
-		select {
-		case <-e.done:
-			return e.seq, e.err
-		case <-ctx.Done():
-			return e.seq, fmt.Errorf("barrier %d: %w", e.seq, context.Cause(ctx))
-		}
+		return e, nil, false, nil
 	}
-	puts := k.pending
+	puts = k.pending
 	k.pending = make(map[string]string)
 	k.cur = newEpoch(e.seq + 1)
-	k.mu.Unlock()
+	return e, puts, true, nil
+}
 
-	all, err := k.fencer.Fence(fenceCtx, e.seq, maps.Clone(puts))
+// complete ends barrier e with the Fencer's answer: all (every host's
+// puts) becomes visible over this host's puts, then every local rank's
+// reply runs, with the barrier's error if the fence failed.
+func (k *kvs) complete(e *epoch, puts, all map[string]string, err error) {
 	if err != nil {
-		e.err = fmt.Errorf("barrier %d: fence: %w", e.seq, err)
+		err = fmt.Errorf("barrier %d: fence: %w", e.seq, err)
 	} else {
 		k.mu.Lock()
 		maps.Copy(k.data, puts)
 		maps.Copy(k.data, all)
 		k.mu.Unlock()
 	}
-	close(e.done)
-	return e.seq, e.err
+	for _, reply := range e.waiters {
+		reply(e.seq, err)
+	}
 }
 
 // putNodeAttr stores a node-local attribute and wakes its waiters.

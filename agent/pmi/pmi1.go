@@ -152,12 +152,11 @@ func (c *conn) servePMI1() (v2 bool, err error) {
 		case "get":
 			reply = c.pmi1Get(req)
 		case "barrier_in":
-			c.async(func() error {
-				if _, err := s.kvs.barrier(c.ctx, s.ctx, c.id()); err != nil {
-					return err // closes the connection: barrier_out has no rc
-				}
-				return c.writeLine("cmd=barrier_out")
-			})
+			// Released by whoever completes the barrier (pmi1BarrierOut):
+			// no goroutine waits for it.
+			if _, err := s.barrier(c, c.pmi1BarrierOut); err != nil {
+				return false, err // closes the connection: barrier_out has no rc
+			}
 			continue
 		case "finalize":
 			s.setFinalized(c.id())
@@ -183,6 +182,19 @@ func (c *conn) servePMI1() (v2 bool, err error) {
 			return false, err
 		}
 	}
+}
+
+// pmi1BarrierOut releases the rank from a completed barrier. A failed
+// barrier closes the connection: barrier_out has no rc.
+func (c *conn) pmi1BarrierOut(_ int, err error) {
+	if err != nil {
+		c.s.debugf("pmi conn rank %d: %v", c.id(), err)
+		c.nc.Close()
+		return
+	}
+	const line = "cmd=barrier_out"
+	c.s.debugf("pmi rank %d <- %s", c.id(), line)
+	c.writeNow([]byte(line + "\n"))
 }
 
 // pmi1Put answers cmd=put, buffering the key for the next barrier.

@@ -112,15 +112,39 @@ func encodePMI2(cmd string, pairs attrs) []byte {
 
 // writePMI2 sends one reply, copying thrid from the request.
 func (c *conn) writePMI2(req attrs, cmd string, pairs ...attr) error {
+	frame, err := c.pmi2Reply(req, cmd, pairs...)
+	if err != nil {
+		return err
+	}
+	return c.write(frame)
+}
+
+// pmi2Reply encodes one reply frame, echoing the request's thrid.
+func (c *conn) pmi2Reply(req attrs, cmd string, pairs ...attr) ([]byte, error) {
 	if th, ok := req.get("thrid"); ok {
 		pairs = append(attrs{{"thrid", th}}, pairs...)
 	}
 	frame := encodePMI2(cmd, pairs)
 	if len(frame)-pmi2HeaderLen > maxMessage {
-		return fmt.Errorf("PMI-2 reply of %d bytes", len(frame))
+		return nil, fmt.Errorf("PMI-2 reply of %d bytes", len(frame))
 	}
 	c.s.debugf("pmi rank %d <- %s", c.id(), frame)
-	return c.write(frame)
+	return frame, nil
+}
+
+// pmi2FenceResponse answers a kvs-fence once its barrier completed.
+func (c *conn) pmi2FenceResponse(req attrs, seq int, err error) {
+	pairs := []attr{rcOK}
+	if err != nil {
+		pairs = []attr{{"rc", "1"}, {"errmsg", fmt.Sprintf("barrier %d failed: %v", seq, err)}}
+	}
+	frame, err := c.pmi2Reply(req, "kvs-fence-response", pairs...)
+	if err != nil {
+		c.s.debugf("pmi conn rank %d: %v", c.id(), err)
+		c.nc.Close()
+		return
+	}
+	c.writeNow(frame)
 }
 
 // pmi2Err is an error reply: rc=1;errmsg=<text>;.
@@ -190,12 +214,11 @@ func (c *conn) servePMI2() error {
 				err = c.writePMI2(req, "kvs-put-response", rcOK)
 			}
 		case "kvs-fence":
-			c.async(func() error {
-				if seq, err := s.kvs.barrier(c.ctx, s.ctx, c.id()); err != nil {
-					return c.pmi2Err(req, cmd, "barrier %d failed: %v", seq, err)
-				}
-				return c.writePMI2(req, "kvs-fence-response", rcOK)
-			})
+			// Answered by whoever completes the barrier: no goroutine
+			// waits for it.
+			if seq, ferr := s.barrier(c, func(seq int, ferr error) { c.pmi2FenceResponse(req, seq, ferr) }); ferr != nil {
+				err = c.pmi2Err(req, cmd, "barrier %d failed: %v", seq, ferr)
+			}
 		case "kvs-get":
 			if v, ok := s.kvs.get(req.str("key")); ok {
 				err = c.writePMI2(req, "kvs-get-response", foundTrue, attr{"value", v}, rcOK)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -56,6 +57,31 @@ type FenceFunc func(ctx context.Context, seq int, puts map[string]string) (map[s
 // Fence calls f.
 func (f FenceFunc) Fence(ctx context.Context, seq int, puts map[string]string) (map[string]string, error) {
 	return f(ctx, seq, puts)
+}
+
+// AsyncFencer is a Fencer that answers without a goroutine waiting on
+// it. The server prefers FenceAsync when its Fencer has it: the last local
+// rank's connection reader calls it, and the caller's own goroutine (the
+// agent's session loop, on the launcher's answer) calls done, which
+// writes the local ranks' replies without blocking.
+type AsyncFencer interface {
+	Fencer
+	// FenceAsync starts the fence of barrier seq (see Fence for seq and
+	// puts) and returns without waiting for it. It must call done exactly
+	// once, possibly before it returns: with every host's puts, or with
+	// an error that fails the barrier. done does not block.
+	FenceAsync(seq int, puts map[string]string, done func(all map[string]string, err error))
+}
+
+// localFencer is the barrier of a job whose ranks are all local.
+type localFencer struct{}
+
+func (localFencer) Fence(_ context.Context, _ int, puts map[string]string) (map[string]string, error) {
+	return puts, nil
+}
+
+func (localFencer) FenceAsync(_ int, puts map[string]string, done func(map[string]string, error)) {
+	done(puts, nil)
 }
 
 // Names is the job-wide PMI name service behind PMI-1 publish_name,
@@ -178,9 +204,7 @@ func NewServer(ctx context.Context, job Job, localRanks []int, f Fencer, ev Even
 		if len(localRanks) != job.Size {
 			return nil, fmt.Errorf("pmi: no Fencer for a job with %d of %d ranks local", len(localRanks), job.Size)
 		}
-		f = FenceFunc(func(_ context.Context, _ int, puts map[string]string) (map[string]string, error) {
-			return puts, nil
-		})
+		f = localFencer{}
 	}
 	s := &Server{
 		job:   job,
@@ -330,6 +354,37 @@ func (s *Server) connDone(c *conn) {
 	if report && s.ev.Disconnect != nil {
 		s.ev.Disconnect(rank, finalized)
 	}
+}
+
+// barrier enters c's rank into the current barrier; reply runs once when
+// it completes. The last local arrival fences it: through FenceAsync when
+// the Fencer has it, else in a goroutine that waits on Fence.
+func (s *Server) barrier(c *conn, reply func(seq int, err error)) (seq int, err error) {
+	e, puts, last, err := s.kvs.enter(c.id(), reply)
+	if err != nil || !last {
+		return e.seq, err
+	}
+	done := func(all map[string]string, err error) { s.kvs.complete(e, puts, all, err) }
+	if af, ok := s.kvs.fencer.(AsyncFencer); ok {
+		af.FenceAsync(e.seq, maps.Clone(puts), done)
+		return e.seq, nil
+	}
+	if !s.goIfOpen(func() { done(s.kvs.fencer.Fence(s.ctx, e.seq, maps.Clone(puts))) }) {
+		done(nil, ErrClosed)
+	}
+	return e.seq, nil
+}
+
+// goIfOpen runs f in a goroutine Close waits for, unless the server is
+// closed (then it reports false and f does not run).
+func (s *Server) goIfOpen(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Go(f)
+	return true
 }
 
 func (s *Server) setInitialized(rank int) {

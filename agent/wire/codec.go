@@ -31,14 +31,34 @@ func (c *Conn) Close() error { return c.rwc.Close() }
 // Send encodes v as JSON and writes one frame. v may be nil for kinds
 // without payload.
 func (c *Conn) Send(k Kind, v any) error {
+	e, err := Encode(k, v)
+	if err != nil {
+		return err
+	}
+	return c.SendEncoded(e)
+}
+
+// Encoded is a message encoded once, for sending on many connections.
+type Encoded struct {
+	kind    Kind
+	payload []byte
+}
+
+// Encode encodes v as Send would.
+func Encode(k Kind, v any) (Encoded, error) {
 	var p []byte
 	if v != nil {
 		var err error
 		if p, err = json.Marshal(v); err != nil {
-			return fmt.Errorf("wire: encode %s: %w", k, err)
+			return Encoded{}, fmt.Errorf("wire: encode %s: %w", k, err)
 		}
 	}
-	return c.write(k, nil, p)
+	return Encoded{kind: k, payload: p}, nil
+}
+
+// SendEncoded writes one frame of e; it is Send of e's value.
+func (c *Conn) SendEncoded(e Encoded) error {
+	return c.write(e.kind, nil, e.payload)
 }
 
 // SendOutput writes an output frame: rank output, whole lines.

@@ -246,3 +246,37 @@ func TestFrameOneWrite(t *testing.T) {
 	}
 	m.Release() // not pooled: a no-op
 }
+
+// TestSendEncoded: a message encoded once goes out on several
+// connections byte for byte as Send writes it, and each end decodes it.
+func TestSendEncoded(t *testing.T) {
+	v := FenceDone{Seq: 7, Puts: map[string]string{"k": "v w", "x": ""}}
+	var want bytes.Buffer
+	if err := NewConn(pipeConn{strings.NewReader(""), &want}).Send(KindFenceDone, v); err != nil {
+		t.Fatal(err)
+	}
+	e, err := Encode(KindFenceDone, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		var got bytes.Buffer
+		if err := NewConn(pipeConn{strings.NewReader(""), &got}).SendEncoded(e); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("connection %d: SendEncoded wrote %q, Send %q", i, got.Bytes(), want.Bytes())
+		}
+		m, err := NewConn(pipeConn{&got, io.Discard}).Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fd FenceDone
+		if err := m.Decode(&fd); err != nil || m.Kind != KindFenceDone || fd.Seq != 7 || fd.Puts["k"] != "v w" || len(fd.Puts) != 2 {
+			t.Fatalf("decoded %s %+v (%v)", m.Kind, fd, err)
+		}
+	}
+	if _, err := Encode(KindFenceDone, func() {}); err == nil {
+		t.Error("Encode of a func succeeded")
+	}
+}
