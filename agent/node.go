@@ -81,3 +81,49 @@ func dial(ctx context.Context, target string, timeout time.Duration) wire.ProbeO
 	}
 	return one
 }
+
+// ProbeListener accepts TCP connections on every address of this host
+// and closes each at once: the target of other hosts' preflight probes
+// (Facts.ProbePort) for an agent without a listener of its own, one
+// started for a single job over ssh (--stdio). A probe then costs the
+// probed host an accept and a close instead of a forked sshd.
+type ProbeListener struct {
+	ln   net.Listener
+	done chan struct{}
+}
+
+// ListenProbes starts a ProbeListener on an ephemeral port; Close stops it.
+func ListenProbes() (*ProbeListener, error) {
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return nil, fmt.Errorf("probe listener: %w", err)
+	}
+	p := &ProbeListener{ln: ln, done: make(chan struct{})}
+	go p.serve()
+	return p, nil
+}
+
+// Port is the listener's port.
+func (p *ProbeListener) Port() int { return p.ln.Addr().(*net.TCPAddr).Port }
+
+func (p *ProbeListener) serve() {
+	defer close(p.done)
+	for {
+		c, err := p.ln.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			time.Sleep(10 * time.Millisecond) // out of fds, say: let them free
+			continue
+		}
+		c.Close()
+	}
+}
+
+// Close stops the listener and waits for its goroutine.
+func (p *ProbeListener) Close() error {
+	err := p.ln.Close()
+	<-p.done
+	return err
+}

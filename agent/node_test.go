@@ -1,12 +1,15 @@
 package agent
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"gangway/agent/facts"
 	"gangway/agent/wire"
@@ -81,4 +84,34 @@ func TestOnTmpfs(t *testing.T) {
 		}
 	}
 	t.Logf("error files under %s", errorFileBase())
+}
+
+// TestProbeListener: a probe connects, finds the connection closed by the
+// other end, and Close stops the listener (a later dial is refused).
+func TestProbeListener(t *testing.T) {
+	pl, err := ListenProbes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := net.JoinHostPort("127.0.0.1", strconv.Itoa(pl.Port()))
+	for range 3 {
+		if r := dial(t.Context(), target, 5*time.Second); r.Err != "" {
+			t.Fatalf("probe of %s: %s", target, r.Err)
+		}
+	}
+	c, err := net.Dial("tcp", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Errorf("read from a probe connection: %d bytes, %v; want EOF", n, err)
+	}
+	c.Close()
+	if err := pl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r := dial(t.Context(), target, 5*time.Second); r.Err == "" {
+		t.Errorf("probe of %s after Close succeeded", target)
+	}
 }

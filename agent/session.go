@@ -47,6 +47,9 @@ type Agent struct {
 	// (proc.SupervisorExecutable()), so that what a rank starts dies even
 	// when the agent is killed; "" starts ranks directly.
 	Supervisor string
+	// ProbePort, when not 0, is reported in Facts.ProbePort: a listener
+	// the agent's owner runs that other hosts' preflight probes may dial.
+	ProbePort int
 	// NoCgroup keeps ranks out of cgroup2; otherwise each job gets a group
 	// under the agent's own where cgroup2 is writable (README, Containment).
 	NoCgroup bool
@@ -228,6 +231,7 @@ func (a *Agent) gather(ctx context.Context, peers []string, login Login) (wire.F
 	f.Agent = a.Version
 	f.CanDropCaches = f.CanDropCaches && a.AllowDropCaches && login.NoDropCaches == ""
 	f.Containment = a.containmentFact()
+	f.ProbePort = a.ProbePort
 	return f, nil
 }
 

@@ -167,18 +167,27 @@ func (j *job) preflight(ctx context.Context, choices []*nccl.Choice) error {
 		return nil
 	}
 	target := make([]string, n)
+	cheap := true // every target is an agent's listener, not sshd
 	for i, s := range j.sessions {
 		// The host's address on its data interface, chosen as for
 		// MASTER_ADDR: the address the launcher reached it on when that
 		// lies on the interface (an agent may listen on that address
 		// only, as loopback agents on 127.0.0.2 do), else the interface's.
-		target[i] = net.JoinHostPort(masterAddr(s, choices[i]), strconv.Itoa(agentPort(j.cfg.Transport, s)))
+		// An agent started for this job (--transport ssh) offers a probe
+		// port of its own; an older one gets sshd's port dialled.
+		port := agentPort(j.cfg.Transport, s)
+		if s.facts.ProbePort > 0 {
+			port = s.facts.ProbePort
+		} else if j.cfg.Transport.Kind == "ssh" {
+			cheap = false
+		}
+		target[i] = net.JoinHostPort(masterAddr(s, choices[i]), strconv.Itoa(port))
 	}
 	probes := make([][]int, n) // host -> peers it dials
-	// With --transport ssh every probe makes the peer's sshd fork a
-	// session process, so the check is a ring there; agents are cheap to
-	// dial, so small jobs check every pair.
-	allPairs := n <= 32 && j.cfg.Transport.Kind != "ssh"
+	// A probe of sshd's port makes the peer's sshd fork (and re-execute)
+	// a process, so the check is a ring then; agents are cheap to dial,
+	// so small jobs check every pair.
+	allPairs := n <= 32 && cheap
 	for i := range n {
 		if allPairs {
 			for k := range n {

@@ -118,7 +118,13 @@ type Facts struct {
 	Sockets int `json:"sockets,omitempty"`
 	// FreePort is a TCP port that was free on every address of this host
 	// when Facts was built (MASTER_PORT for rank 0's host).
-	FreePort      int      `json:"free_port,omitempty"`
+	FreePort int `json:"free_port,omitempty"`
+	// ProbePort is a TCP port on every address of this host that accepts
+	// connections and closes them at once, for other hosts' preflight
+	// probes: agents started for one job (--stdio) have no listener of
+	// their own, and a probe of sshd's port costs a forked sshd. 0: probe
+	// the agent's (or sshd's) port.
+	ProbePort     int      `json:"probe_port,omitempty"`
 	NICs          []NIC    `json:"nics,omitempty"`
 	HCAs          []HCA    `json:"hcas,omitempty"`
 	GPUs          []GPU    `json:"gpus,omitempty"`

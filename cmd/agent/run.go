@@ -103,6 +103,13 @@ func run(ctx context.Context, args []string) int {
 		return runSrun(ctx, a, *srunWait, log)
 	}
 	if *stdio {
+		// Other hosts' preflight probes dial this instead of sshd's port.
+		if pl, err := agent.ListenProbes(); err != nil {
+			log.Debug("no probe listener; probes go to sshd's port", zap.Error(err))
+		} else {
+			a.ProbePort = pl.Port()
+			defer pl.Close()
+		}
 		rwc := stdioConn{os.Stdin, os.Stdout}
 		if err := a.ServeSession(ctx, rwc); err != nil {
 			log.Info("session ended", zap.Error(err))
