@@ -34,6 +34,8 @@ the gangway launcher (subsystem "gangway"); or, with --stdio, one launcher
 session over stdin/stdout (started by 'launcher --transport ssh'); or,
 with --srun, one launcher session on an ephemeral port with an ephemeral
 host key (started by the srun step of 'launcher --transport slurm').
+It runs Go code on one CPU at a time (GOMAXPROCS=1) unless the
+GOMAXPROCS environment variable is set.
 
 Options:
 `
