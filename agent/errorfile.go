@@ -115,7 +115,8 @@ func (s *session) rankUid() int {
 	return os.Geteuid()
 }
 
-// removeErrorFiles removes the job's error files when the session ends.
+// removeErrorFiles removes the job's error files once every rank's Exit
+// has been sent, and again (a no-op then) when the session ends.
 func (s *session) removeErrorFiles() {
 	s.errMu.Lock()
 	root := s.errorRoot

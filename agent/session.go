@@ -651,6 +651,10 @@ func (s *session) spawn(ctx context.Context) error {
 	s.log.Debug("ranks started", zap.Int("ranks", len(pids)))
 	s.waiters.Go(func() {
 		all.Wait()
+		// Every rank's Exit, and with it its error file, has been sent:
+		// the files go now, not at the session's end, which an agent
+		// killed once the job is over (a Slurm step's end) never reaches.
+		s.removeErrorFiles()
 		if s.pmi != nil {
 			s.pmi.Close()
 		}

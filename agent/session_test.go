@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -219,4 +220,41 @@ func procAlive(pid int) bool {
 	}
 	i := bytes.LastIndexByte(b, ')')
 	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
+// TestErrorFilesGoWithTheJob: a failed rank's TORCHELASTIC_ERROR_FILE is
+// read into its Exit, and the job's error-file directory is gone once the
+// job is done, before the session ends: an agent killed after the job (a
+// Slurm step's end) leaves nothing behind.
+func TestErrorFilesGoWithTheJob(t *testing.T) {
+	a := &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)}
+	c := serve(t, a)
+	c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "errfiles", Host: "h0"})
+	c.recv(wire.KindFacts, nil)
+	c.send(wire.KindStart, wire.StartJob{
+		JobID: "errfiles", StdinRank: -1, KillGrace: time.Second,
+		Ranks: []wire.RankSpec{{Rank: 0, Argv: []string{"/bin/sh", "-c", `printf '%s' "$TORCHELASTIC_ERROR_FILE" > "$TORCHELASTIC_ERROR_FILE"; exit 1`}, Env: []string{"PATH=/usr/bin:/bin"}}},
+	})
+	var ready wire.Ready
+	c.recv(wire.KindReady, &ready)
+	if ready.Err != "" {
+		t.Fatalf("ready: %s", ready.Err)
+	}
+	c.send(wire.KindGo, nil)
+	var path string
+	for m := c.next(); m.Kind != wire.KindDone; m = c.next() {
+		if m.Kind == wire.KindExit {
+			var x wire.Exit
+			if err := m.Decode(&x); err != nil {
+				t.Fatal(err)
+			}
+			path = x.ErrorFile
+		}
+	}
+	if !filepath.IsAbs(path) || filepath.Base(path) != "rank.0.json" {
+		t.Fatalf("the rank's Exit carried error file %q, want its own path", path)
+	}
+	if _, err := os.Stat(filepath.Dir(path)); !os.IsNotExist(err) {
+		t.Errorf("the job's error-file directory %s is still there when the job is done: %v", filepath.Dir(path), err)
+	}
 }
