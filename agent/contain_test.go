@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/zap/zaptest"
 
@@ -57,20 +56,9 @@ func TestJobCgroupLifecycle(t *testing.T) {
 	}
 	a := &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t), Supervisor: proc.SupervisorExecutable()}
 	c := serve(t, a)
-	c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "cgjob", Host: "h0"})
-	c.recv(wire.KindFacts, nil)
-	c.send(wire.KindStart, wire.StartJob{
-		JobID: "cgjob", StdinRank: -1, KillGrace: time.Second,
-		Ranks: []wire.RankSpec{{Rank: 0, Argv: []string{"/bin/sh", "-c", "echo $$; grep ^0:: /proc/self/cgroup"},
-			// The supervisor is this test binary: no race detector's sleep at exit.
-			Env: []string{"PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0"}}},
-	})
-	var ready wire.Ready
-	c.recv(wire.KindReady, &ready)
-	if ready.Err != "" {
-		t.Fatalf("ready: %s", ready.Err)
-	}
-	c.send(wire.KindGo, nil)
+	c.startJob(wire.StartJob{JobID: "cgjob", Ranks: []wire.RankSpec{{Rank: 0, Argv: []string{"/bin/sh", "-c", "echo $$; grep ^0:: /proc/self/cgroup"},
+		// The supervisor is this test binary: no race detector's sleep at exit.
+		Env: []string{"GORACE=atexit_sleep_ms=0"}}}})
 	var out strings.Builder
 	var started wire.Started
 	var exit wire.Exit

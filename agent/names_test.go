@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/zap/zaptest"
 
@@ -19,8 +18,6 @@ import (
 func TestNamesGoToTheLauncher(t *testing.T) {
 	a := &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)}
 	c := serve(t, a)
-	c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "names", Host: "h0"})
-	c.recv(wire.KindFacts, nil)
 	script := `ask() { printf '%s\n' "$1" >&3; IFS= read -r reply <&3; echo "$reply"; }
 ask 'cmd=publish_name service=svc port=tag#0$'
 ask 'cmd=publish_name service=svc port=again'
@@ -28,15 +25,8 @@ ask 'cmd=lookup_name service=elsewhere'
 ask 'cmd=lookup_name service=nosuch'
 ask 'cmd=unpublish_name service=nosuch'
 ask 'cmd=finalize'`
-	c.send(wire.KindStart, wire.StartJob{JobID: "names", StdinRank: -1, KillGrace: time.Second,
-		PMI:   &wire.PMIJob{KVSName: "kvs_names", Size: 2, Mapping: "(vector,(0,2,1))"},
-		Ranks: []wire.RankSpec{{Rank: 0, Argv: []string{"/bin/sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}}}})
-	var ready wire.Ready
-	c.recv(wire.KindReady, &ready)
-	if ready.Err != "" {
-		t.Fatalf("ready: %s", ready.Err)
-	}
-	c.send(wire.KindGo, nil)
+	c.startJob(wire.StartJob{JobID: "names", PMI: &wire.PMIJob{KVSName: "kvs_names", Size: 2, Mapping: "(vector,(0,2,1))"},
+		Ranks: []wire.RankSpec{{Rank: 0, Argv: []string{"/bin/sh", "-c", script}}}})
 	// The launcher's table: "elsewhere" was published on another host.
 	table := map[string]string{"elsewhere": "port-on-h1"}
 	var names []wire.Name

@@ -76,28 +76,35 @@ func (c *client) recv(want wire.Kind, v any) {
 	}
 }
 
+// startJob says Hello, Start and Go for j (its id from j.JobID, no rank
+// on stdin, a second's kill grace, PATH=/usr/bin:/bin added to each
+// rank's environment) and fails the test if the agent is not ready.
+func (c *client) startJob(j wire.StartJob) {
+	c.t.Helper()
+	c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: j.JobID, Host: "h0"})
+	c.recv(wire.KindFacts, nil)
+	j.StdinRank, j.KillGrace = -1, time.Second
+	for i := range j.Ranks {
+		j.Ranks[i].Env = append(j.Ranks[i].Env, "PATH=/usr/bin:/bin")
+	}
+	c.send(wire.KindStart, j)
+	var ready wire.Ready
+	c.recv(wire.KindReady, &ready)
+	if ready.Err != "" {
+		c.t.Fatalf("ready: %s", ready.Err)
+	}
+	c.send(wire.KindGo, nil)
+}
+
 // TestExitCarriesSignalName: a rank killed by a signal is reported with
 // the signal's number, its name and the shell's exit code.
 func TestExitCarriesSignalName(t *testing.T) {
 	a := &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)}
 	c := serve(t, a)
-	c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "signame", Host: "h0"})
-	c.recv(wire.KindFacts, nil)
-	c.send(wire.KindStart, wire.StartJob{
-		JobID:     "signame",
-		StdinRank: -1,
-		KillGrace: time.Second,
-		Ranks: []wire.RankSpec{
-			{Rank: 0, Argv: []string{"/bin/sh", "-c", "kill -KILL $$"}, Env: []string{"PATH=/usr/bin:/bin"}},
-			{Rank: 1, LocalRank: 1, Argv: []string{"/bin/sh", "-c", "exit 3"}, Env: []string{"PATH=/usr/bin:/bin"}},
-		},
-	})
-	var ready wire.Ready
-	c.recv(wire.KindReady, &ready)
-	if ready.Err != "" {
-		t.Fatalf("ready: %s", ready.Err)
-	}
-	c.send(wire.KindGo, nil)
+	c.startJob(wire.StartJob{JobID: "signame", Ranks: []wire.RankSpec{
+		{Rank: 0, Argv: []string{"/bin/sh", "-c", "kill -KILL $$"}},
+		{Rank: 1, LocalRank: 1, Argv: []string{"/bin/sh", "-c", "exit 3"}},
+	}})
 	// A rank's Exit may come before Started: its waiter does not wait for
 	// the list of pids.
 	exits := map[int]wire.Exit{}
@@ -150,12 +157,7 @@ func TestLauncherTimeout(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t), LauncherTimeout: 500 * time.Millisecond}
 			c := serve(t, a)
-			c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "silent", Host: "h0"})
-			c.recv(wire.KindFacts, nil)
-			c.send(wire.KindStart, wire.StartJob{JobID: "silent", StdinRank: -1, KillGrace: time.Second,
-				Ranks: []wire.RankSpec{{Rank: 0, Argv: []string{"/bin/sleep", "600"}, Env: []string{"PATH=/usr/bin:/bin"}}}})
-			c.recv(wire.KindReady, nil)
-			c.send(wire.KindGo, nil)
+			c.startJob(wire.StartJob{JobID: "silent", Ranks: []wire.RankSpec{{Rank: 0, Argv: []string{"/bin/sleep", "600"}}}})
 			var st wire.Started
 			c.recv(wire.KindStarted, &st)
 			pid := st.Pids[0]
@@ -229,18 +231,9 @@ func procAlive(pid int) bool {
 func TestErrorFilesGoWithTheJob(t *testing.T) {
 	a := &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)}
 	c := serve(t, a)
-	c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "errfiles", Host: "h0"})
-	c.recv(wire.KindFacts, nil)
-	c.send(wire.KindStart, wire.StartJob{
-		JobID: "errfiles", StdinRank: -1, KillGrace: time.Second,
-		Ranks: []wire.RankSpec{{Rank: 0, Argv: []string{"/bin/sh", "-c", `printf '%s' "$TORCHELASTIC_ERROR_FILE" > "$TORCHELASTIC_ERROR_FILE"; exit 1`}, Env: []string{"PATH=/usr/bin:/bin"}}},
-	})
-	var ready wire.Ready
-	c.recv(wire.KindReady, &ready)
-	if ready.Err != "" {
-		t.Fatalf("ready: %s", ready.Err)
-	}
-	c.send(wire.KindGo, nil)
+	c.startJob(wire.StartJob{JobID: "errfiles", Ranks: []wire.RankSpec{
+		{Rank: 0, Argv: []string{"/bin/sh", "-c", `printf '%s' "$TORCHELASTIC_ERROR_FILE" > "$TORCHELASTIC_ERROR_FILE"; exit 1`}},
+	}})
 	var path string
 	for m := c.next(); m.Kind != wire.KindDone; m = c.next() {
 		if m.Kind == wire.KindExit {

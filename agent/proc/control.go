@@ -25,7 +25,7 @@ type superGroup struct {
 	cmd   *exec.Cmd
 	f     *os.File // the agent's end, non-blocking so that writes can have a deadline
 	wmu   sync.Mutex
-	procs []*Proc       // by index in the job
+	procs []*Proc       // by index in the job, none nil
 	ended atomic.Int32  // programs whose end is known
 	gone  chan struct{} // closed once the supervisor has been reaped
 }
@@ -105,9 +105,6 @@ func (g *superGroup) read() {
 	_ = g.cmd.Wait()
 	g.f.Close()
 	for _, p := range g.procs {
-		if p == nil {
-			continue
-		}
 		s := p.sup
 		select {
 		case <-s.known:
@@ -128,7 +125,7 @@ func (g *superGroup) report(line string) {
 	kind, rest, _ := strings.Cut(line, " ")
 	is, rest, _ := strings.Cut(rest, " ")
 	i, err := strconv.Atoi(is)
-	if err != nil || i < 0 || i >= len(g.procs) || g.procs[i] == nil {
+	if err != nil || i < 0 || i >= len(g.procs) {
 		return
 	}
 	s := g.procs[i].sup
@@ -173,15 +170,7 @@ func (s *supervised) ended() bool {
 
 // last reports whether every program of the group has ended (or never
 // started).
-func (g *superGroup) last() bool {
-	n := 0
-	for _, p := range g.procs {
-		if p != nil {
-			n++
-		}
-	}
-	return int(g.ended.Load()) >= n
-}
+func (g *superGroup) last() bool { return int(g.ended.Load()) >= len(g.procs) }
 
 // result is the program's exit code and signal, as exitCode gives them
 // for a child of the agent.

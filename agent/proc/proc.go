@@ -167,9 +167,9 @@ func Start(ctx context.Context, spec Spec, out Sink) (*Proc, error) {
 		return nil, err
 	}
 	defer rp.closeTheirs()
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = rp.stdinR, rp.outW, rp.errW
-	if rp.stdinR == nil {
-		cmd.Stdin = nil
+	cmd.Stdout, cmd.Stderr = rp.outW, rp.errW
+	if rp.stdinR != nil { // else /dev/null
+		cmd.Stdin = rp.stdinR
 	}
 	if err := startWithAffinity(cmd, spec.CPUs); err != nil {
 		rp.closeOurs()
@@ -306,6 +306,8 @@ func StartGroup(ctx context.Context, specs []Spec, out Sink) (procs []*Proc, err
 	for i := range spec.Ranks {
 		spec.Ranks[i].Env = rest[i]
 	}
+	// Stdin and stdout /dev/null (a program's stdin without Spec.Stdin is
+	// the supervisor's: superRank.Files), stderr the agent's.
 	cmd := &exec.Cmd{Path: supervisorPath(first.Supervisor), Args: supervisorArgs(3, os.Getpid(), first.Credential),
 		Env: []string{}, ExtraFiles: files, Stderr: os.Stderr}
 	cmd.SysProcAttr = sysProcAttr()

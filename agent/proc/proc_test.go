@@ -344,6 +344,19 @@ func TestStdin(t *testing.T) {
 	})
 }
 
+// TestNoStdin: a rank without Spec.Stdin reads end of file at once.
+func TestNoStdin(t *testing.T) {
+	bothWays(t, func(t *testing.T, sup string) {
+		c := newCapture()
+		spec := fake(t, "cat")
+		spec.Supervisor = sup
+		p := start(t, t.Context(), spec, c)
+		if r := p.Wait(); r.Code != 0 || c.String(Stdout) != "" || p.Stdin() != nil {
+			t.Fatalf("result %+v output %q", r, c.String(Stdout))
+		}
+	})
+}
+
 func TestSignalAllowlist(t *testing.T) {
 	for _, ok := range []string{"TERM", "SIGTERM", "kill", "USR1"} {
 		if _, err := ParseSignal(ok); err != nil {

@@ -203,7 +203,8 @@ type superRank struct {
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir,omitempty"`
 	// Files are the supervisor's fds that become the program's fds 0, 1,
-	// 2, 3, ...; -1 is /dev/null.
+	// 2, 3, ...; -1 is the supervisor's own stdin, /dev/null (StartGroup
+	// starts it so), for a program's stdin.
 	Files []int `json:"files"`
 	CPUs  []int `json:"cpus,omitempty"`
 }

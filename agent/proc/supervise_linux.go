@@ -206,19 +206,11 @@ func (s *supervisor) run(c supervisorCmd) int {
 // closes the supervisor's copies of their fds.
 func (s *supervisor) startAll(spec superSpec, cred *syscall.Credential) {
 	s.ranks = make([]superProc, len(spec.Ranks))
-	null := -1
 	for i, r := range spec.Ranks {
 		files := make([]uintptr, len(r.Files))
 		for k, fd := range r.Files {
 			if fd < 0 {
-				if null < 0 {
-					var err error
-					if null, err = syscall.Open(os.DevNull, syscall.O_RDWR|syscall.O_CLOEXEC, 0); err != nil {
-						s.send(fmt.Sprintf("err %d 126 %s: cannot start: %v\n", i, argv0(r), err))
-						continue
-					}
-				}
-				fd = null
+				fd = 0 // the supervisor's own stdin: /dev/null
 			}
 			files[k] = uintptr(fd)
 		}
@@ -243,9 +235,6 @@ func (s *supervisor) startAll(spec superSpec, cred *syscall.Credential) {
 				syscall.Close(fd)
 			}
 		}
-	}
-	if null >= 0 {
-		syscall.Close(null)
 	}
 }
 
