@@ -37,17 +37,6 @@ func withServer(fs ...func(s *agent.Server)) agenttest.Option {
 	})
 }
 
-// userKeys makes a key pair for u and authorises it in ~u/.ssh.
-func userKeys(t *testing.T, u *agenttest.User) sshtest.Keys {
-	t.Helper()
-	k, err := sshtest.GenKeys(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Authorize(t, k.ClientSigner.PublicKey())
-	return k
-}
-
 // as returns ssh options logging in with keys as name.
 func as(keys sshtest.Keys, port int, name string) []string {
 	return append(sshtest.SSHArgs(keys, port), "-l", name)
@@ -82,7 +71,7 @@ func TestSessionsRunAsUser(t *testing.T) {
 	c := agenttest.StartLocal(t, 1)
 	h := c.Hosts[0]
 	u := agenttest.NewUser(t, "", "-G", "users")
-	keys := userKeys(t, u)
+	keys := u.NewKeys(t)
 	users, err := user.LookupGroup("users")
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +111,7 @@ func TestRefusedUsers(t *testing.T) {
 	obs, logs := observed()
 	u := agenttest.NewUser(t, "")
 	nologin := agenttest.NewUser(t, "/usr/sbin/nologin")
-	keys := userKeys(t, u)
+	keys := u.NewKeys(t)
 	nologin.Authorize(t, keys.ClientSigner.PublicKey())
 
 	c := agenttest.StartLocal(t, 1, withServer(obs))
@@ -176,7 +165,7 @@ func TestNonRootAgentServesItsUserOnly(t *testing.T) {
 	agenttest.RequireRoot(t)
 	t.Parallel()
 	u := agenttest.NewUser(t, "")
-	keys := userKeys(t, u)
+	keys := u.NewKeys(t)
 	self := &agent.Account{Name: u.Name, Uid: u.Uid, Gid: u.Gid, Groups: []uint32{u.Gid}, Home: u.Home, Shell: "/bin/bash"}
 	obs, logs := observed()
 	c := agenttest.StartLocal(t, 1, withServer(obs, func(s *agent.Server) { s.Self = self }))
@@ -203,7 +192,7 @@ func TestStrictModes(t *testing.T) {
 	agenttest.RequireRoot(t)
 	t.Parallel()
 	u := agenttest.NewUser(t, "")
-	keys := userKeys(t, u)
+	keys := u.NewKeys(t)
 	ak := filepath.Join(u.Home, ".ssh", "authorized_keys")
 	obs, logs := observed()
 	c := agenttest.StartLocal(t, 1, withServer(obs))
@@ -368,14 +357,9 @@ func TestSubsystemAudited(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ch, reqs, err := cl.OpenChannel("session", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ssh.DiscardRequests(reqs)
-	ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{"gangway"}))
-	if !ok || err != nil {
-		t.Fatalf("subsystem: %v %v", ok, err)
+	ch, ok := subsystem(t, cl)
+	if !ok {
+		t.Fatal("subsystem refused")
 	}
 	ch.Close()
 	if !hasEntry(logs, "subsystem", map[string]string{"user": "root", "subsystem": "gangway"}) {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"gangway/agent/agenttest/sshtest"
 )
 
 // EnvRequireRoot, set to "1" (CI does), turns RequireRoot's skip into a
@@ -179,6 +181,17 @@ func (u *User) Authorize(t testing.TB, keys ...ssh.PublicKey) string {
 		}
 	}
 	return path
+}
+
+// NewKeys makes a client key pair and authorises it in ~u/.ssh.
+func (u *User) NewKeys(t testing.TB) sshtest.Keys {
+	t.Helper()
+	k, err := sshtest.GenKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Authorize(t, k.ClientSigner.PublicKey())
+	return k
 }
 
 // SSHKeygen runs ssh-keygen with args (to sign certificates, say) and

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"os"
 	"regexp"
 	"strings"
@@ -42,18 +41,9 @@ func TestREADMEFlagReference(t *testing.T) {
 // agentHelp is what `agent -h` writes (to stderr, as flag does).
 func agentHelp(t *testing.T) string {
 	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := os.Stderr
-	os.Stderr = w
-	code := run(t.Context(), []string{"-h"})
-	os.Stderr = stderr
-	w.Close()
-	help, _ := io.ReadAll(r)
+	code, help := runCapturing(t, "-h")
 	if code != 0 {
 		t.Fatalf("agent -h: exit %d", code)
 	}
-	return string(help)
+	return help
 }

@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string) int {
 	hostCert := fs.String("host-cert", "", "host certificate `FILE` of --host-key (the -cert.pub that ssh-keygen -s CA -h writes), offered beside the key")
 	userCAs := fs.String("trusted-user-ca-keys", "", "`FILE` of CA public keys whose user certificates log in as their principals (read at every login); default: none")
 	permitRoot := fs.String("permit-root-login", agent.PermitRootProhibitPassword, "root logins: yes, prohibit-password (keys and certificates: the same as yes, the agent takes nothing else) or no")
-	var allowUsers, acceptEnv, dropUsers listFlag
+	var allowUsers, acceptEnv listFlag
 	fs.Var(&allowUsers, "allow-users", "only these `USERS` may log in (comma-separated, * and ? patterns; repeatable); default: every user")
 	fs.Var(&acceptEnv, "accept-env", "stock sessions also take env requests for names matching `PATTERN` (* and ?; repeatable), beside LANG and LC_*; others are refused")
 	dropCachesUsers := fs.String("drop-caches-users", "", "`USERS` besides root who may drop page caches (comma-separated)")
@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "agent: --%v\n", err)
 		return 2
 	}
-	dropUsers = agent.SplitList(*dropCachesUsers)
+	dropUsers := agent.SplitList(*dropCachesUsers)
 	if *showVersion {
 		fmt.Printf("agent %s (protocol %d)\n", version, wire.Version)
 		return 0

@@ -17,17 +17,6 @@ import (
 	"gangway/cmd/internal/e2e"
 )
 
-// userKeys makes a client key pair for u and authorises it in ~u/.ssh.
-func userKeys(t *testing.T, u *agenttest.User) sshtest.Keys {
-	t.Helper()
-	k, err := sshtest.GenKeys(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Authorize(t, k.ClientSigner.PublicKey())
-	return k
-}
-
 // statusIDs reads the Uid: and Gid: lines of /proc/PID/status (real,
 // effective, saved and filesystem ids).
 func statusIDs(t *testing.T, pid int) (uid, gid string) {
@@ -135,7 +124,7 @@ func TestJobRunsAsUser(t *testing.T) {
 	agenttest.RequireRoot(t)
 	t.Parallel()
 	u := agenttest.NewUser(t, "")
-	keys := userKeys(t, u)
+	keys := u.NewKeys(t)
 	c := e2e.StartLocal(t, 1)
 	h := c.Hosts[0]
 	out := filepath.Join(t.TempDir(), "out")
@@ -168,7 +157,7 @@ func TestUserRankRootCause(t *testing.T) {
 	agenttest.RequireRoot(t)
 	t.Parallel()
 	u := agenttest.NewUser(t, "")
-	keys := userKeys(t, u)
+	keys := u.NewKeys(t)
 	c := e2e.StartLocal(t, 1)
 	h := c.Hosts[0]
 	secret := filepath.Join(t.TempDir(), "secret.json") // root's, 0600
@@ -199,7 +188,7 @@ func TestJobWorkdirNotReachable(t *testing.T) {
 	agenttest.RequireRoot(t)
 	t.Parallel()
 	u := agenttest.NewUser(t, "")
-	keys := userKeys(t, u)
+	keys := u.NewKeys(t)
 	c := e2e.StartLocal(t, 1)
 	h := c.Hosts[0]
 	private := t.TempDir() // 0700, root's
@@ -217,7 +206,7 @@ func TestDropCachesByUser(t *testing.T) {
 	agenttest.RequireRoot(t)
 	t.Parallel()
 	u := agenttest.NewUser(t, "")
-	keys := userKeys(t, u)
+	keys := u.NewKeys(t)
 	for _, tc := range []struct {
 		name    string
 		users   []string
@@ -326,7 +315,7 @@ func TestNonRootAgent(t *testing.T) {
 	agenttest.RequireRoot(t)
 	t.Parallel()
 	u := agenttest.NewUser(t, "")
-	keys := userKeys(t, u)
+	keys := u.NewKeys(t)
 	_, agentBin := e2e.BuildBinaries(t)
 
 	// The agent binary, its host key and its state where the user can
