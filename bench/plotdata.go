@@ -136,13 +136,6 @@ func caption(rep Report, total MetricReport) string {
 	if !rep.Meta.Start.IsZero() {
 		date = rep.Meta.Start.UTC().Format(time.DateTime + " UTC")
 	}
-	return fmt.Sprintf("%s on %s  ·  %s  ·  total %s: %s\ncommand: %s", count(ranks, "rank"), count(hosts, "host"), date,
+	return fmt.Sprintf("%s on %s  ·  %s  ·  total %s: %s\ncommand: %s", plural(ranks, "rank"), plural(hosts, "host"), date,
 		total.Name, valueCI(total.Value, total.CI95, total.Unit), cmd)
-}
-
-func count(n int, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return fmt.Sprintf("%d %ss", n, thing)
 }

@@ -130,13 +130,11 @@ func dial(ctx context.Context, cfg Config, d Deps, jobID string, plan bool) (*cl
 		hosts = []hostfile.Host{localHost(1)}
 	}
 	var ranks []Rank
-	perSocket := cfg.Place.PerSocket > 0
-	if plan && !local && !perSocket {
+	if plan && !local {
 		var err error
-		if ranks, err = Plan(hosts, cfg.Place.NP, cfg.Place.planOptions()); err != nil {
+		if hosts, ranks, err = runHosts(cfg, hosts); err != nil {
 			return nil, usageError{err}
 		}
-		hosts = usedHosts(hosts, ranks)
 	}
 	names := make([]string, len(hosts))
 	for i, h := range hosts {
@@ -151,7 +149,7 @@ func dial(ctx context.Context, cfg Config, d Deps, jobID string, plan bool) (*cl
 		return nil, err
 	}
 	c := &cluster{sessions: sessions, ranks: ranks}
-	if plan && perSocket {
+	if plan && cfg.Place.PerSocket > 0 {
 		if c.ranks, err = planPerSocket(cfg, sessions); err != nil {
 			c.close()
 			return nil, usageError{err}
@@ -204,6 +202,21 @@ func placementSummary(hosts []string, ranks []Rank) string {
 }
 
 // usedHosts keeps the hosts that run ranks and renumbers the plan.
+// runHosts plans the job on hosts where the plan is known before
+// dialling and returns the hosts that run ranks, with the plan; with
+// per-socket placement, which needs the hosts' facts, it returns hosts
+// as given and no plan.
+func runHosts(cfg Config, hosts []hostfile.Host) ([]hostfile.Host, []Rank, error) {
+	if cfg.Place.PerSocket > 0 {
+		return hosts, nil, nil
+	}
+	ranks, err := Plan(hosts, cfg.Place.NP, cfg.Place.planOptions())
+	if err != nil {
+		return hosts, nil, err
+	}
+	return usedHosts(hosts, ranks), ranks, nil
+}
+
 func usedHosts(hosts []hostfile.Host, ranks []Rank) []hostfile.Host {
 	used := make([]bool, len(hosts))
 	for _, r := range ranks {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -39,6 +40,7 @@ func DryRun(ctx context.Context, w io.Writer, cfg Config) error {
 	if cfg.Place.PerSocket > 0 {
 		// Sockets are known from the hosts' facts only: a dry run
 		// assumes one per host (the header says so).
+		hosts = slices.Clone(hosts) // not the caller's
 		for i := range hosts {
 			hosts[i].Slots = cfg.Place.PerSocket
 		}

@@ -133,8 +133,8 @@ func newRemote(cfg Config, log *zap.Logger) (Dialer, error) {
 func newSrunDialer(cfg Config, environ []string, log *zap.Logger) (*srunDialer, error) {
 	hosts := cfg.Place.Hosts
 	if cfg.Mode == ModeRun {
-		if ranks, err := Plan(hosts, cfg.Place.NP, cfg.Place.planOptions()); err == nil {
-			hosts = usedHosts(hosts, ranks)
+		if used, _, err := runHosts(cfg, hosts); err == nil {
+			hosts = used // as dial will choose them
 		}
 	}
 	d := &srunDialer{log: log, exited: make(chan struct{}), ready: map[string]wire.SrunReady{}, changed: make(chan struct{})}

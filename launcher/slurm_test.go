@@ -260,7 +260,7 @@ func TestSrunDialerSrunFails(t *testing.T) {
 	d := fakeSrunDialer(t, cfg, "fail")
 	defer d.Close()
 	_, err := dialFake(t, d, cfg, 30*time.Second)
-	if err == nil || !errors.Is(err, ErrPermanent) && !strings.Contains(err.Error(), "srun ended (exit status 1) before the agent on cn1 reported; srun said: srun: error: Unable to confirm allocation for job 9: Job is pending execution") {
+	if err == nil || !errors.Is(err, ErrPermanent) || !strings.Contains(err.Error(), "srun ended (exit status 1) before the agent on cn1 reported; srun said: srun: error: Unable to confirm allocation for job 9: Job is pending execution") {
 		t.Fatalf("got %v", err)
 	}
 	if !strings.Contains(err.Error(), "Job is pending execution") || strings.Contains(err.Error(), "--start-timeout") {
@@ -313,5 +313,34 @@ func TestSrunReadinessLines(t *testing.T) {
 	cancel()
 	if _, err := d.await(ctx, "cn2"); err == nil || !strings.Contains(err.Error(), "no agent on cn2 has reported from the srun step (1 of 2 nodes did); bad agent readiness line") {
 		t.Errorf("await: %v", err)
+	}
+}
+
+// TestSrunStepNodes: the step runs on the hosts dial will reach: those
+// the plan uses, and every host with per-socket placement (planned only
+// from the hosts' facts), where a plan of the slots alone would have put
+// all ranks on the first node.
+func TestSrunStepNodes(t *testing.T) {
+	cfg := slurmConfig(2, 2)
+	cfg.Mode = ModeRun
+	for _, tc := range []struct {
+		name      string
+		perSocket int
+		want      []string
+	}{{"by slot", 0, []string{"cn1"}}, {"per socket", 1, []string{"cn1", "cn2"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cfg
+			c.Place.PerSocket = tc.perSocket
+			d, err := newSrunDialer(c, nil, zaptest.NewLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(d.nodes, tc.want) {
+				t.Errorf("step nodes %v, want %v", d.nodes, tc.want)
+			}
+			if used, _, err := runHosts(c, c.Place.Hosts); err != nil || len(used) != len(tc.want) {
+				t.Errorf("dial would reach %v (%v), want %v", used, err, tc.want)
+			}
+		})
 	}
 }
