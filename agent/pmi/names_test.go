@@ -8,28 +8,65 @@ import (
 	"time"
 )
 
-// heldNames is a Names whose answers wait until the test releases them,
-// as answers from the launcher do; it records the calls it got.
+// heldNames is a Names whose answers wait until the test lets each call
+// through by name (let), as answers from the launcher do; it records the
+// calls it got.
 type heldNames struct {
-	release chan struct{}
-	mu      sync.Mutex
-	calls   []string
-	table   *localNames
+	mu    sync.Mutex
+	calls []string
+	gates map[string]chan struct{} // closed: that call goes through
+	free  bool                     // every call goes through at once
+	table *localNames
 }
 
 func newHeldNames() *heldNames {
-	return &heldNames{release: make(chan struct{}), table: newLocalNames()}
+	return &heldNames{gates: map[string]chan struct{}{}, table: newLocalNames()}
+}
+
+// gate is call's gate; h.mu is held.
+func (h *heldNames) gate(call string) chan struct{} {
+	g, ok := h.gates[call]
+	if !ok {
+		g = make(chan struct{})
+		h.gates[call] = g
+	}
+	return g
 }
 
 func (h *heldNames) wait(ctx context.Context, call string) error {
 	h.mu.Lock()
 	h.calls = append(h.calls, call)
+	g, free := h.gate(call), h.free
 	h.mu.Unlock()
+	if free {
+		return nil
+	}
 	select {
-	case <-h.release:
+	case <-g:
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
+	}
+}
+
+// let lets the call named call through, once.
+func (h *heldNames) let(call string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	close(h.gate(call))
+}
+
+// letAll lets every call through from now on.
+func (h *heldNames) letAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.free = true
+	for _, g := range h.gates {
+		select {
+		case <-g:
+		default:
+			close(g)
+		}
 	}
 }
 
@@ -87,17 +124,11 @@ func TestNamesDoNotBlock(t *testing.T) {
 			t.Fatalf("calls %q, want the publish and the lookup", names.calls)
 		}
 	}
-	names.release <- struct{}{}
-	if names.calls[0] == "publish svc p0" {
-		r0.expect("cmd=publish_result info=ok rc=0 msg=success")
-		names.release <- struct{}{}
-		r2.expectFrame("cmd=name-lookup-response;thrid=0x1;port=p0;found=TRUE;rc=0;")
-	} else {
-		r2.expectFrame("cmd=name-lookup-response;thrid=0x1;found=FALSE;rc=1;")
-		names.release <- struct{}{}
-		r0.expect("cmd=publish_result info=ok rc=0 msg=success")
-	}
-	close(names.release)
+	names.let("publish svc p0")
+	r0.expect("cmd=publish_result info=ok rc=0 msg=success")
+	names.let("lookup svc")
+	r2.expectFrame("cmd=name-lookup-response;thrid=0x1;port=p0;found=TRUE;rc=0;")
+	names.letAll()
 
 	// Hydra's PMI-2 words for the other answers (pmiserv_pmi_v2.c).
 	for _, tc := range [][2]string{

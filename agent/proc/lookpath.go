@@ -30,8 +30,10 @@ func lookPath(file, path, dir string) (string, error) {
 		path = "/usr/local/bin:/usr/bin:/bin"
 	}
 	var denied error
-	for _, d := range append(filepath.SplitList(path), cwdMark) {
-		if d == "" || d == cwdMark {
+	// The working directory ends the list, after PATH (an empty PATH
+	// entry is the working directory too).
+	for _, d := range append(filepath.SplitList(path), ".") {
+		if d == "" {
 			d = "."
 		}
 		p := filepath.Join(d, file)
@@ -60,9 +62,6 @@ func lookPath(file, path, dir string) (string, error) {
 	return "", fmt.Errorf("%s: %w in PATH or the working directory %s (PATH=%s)", file, ErrNotFound, where, path)
 }
 
-// cwdMark ends lookPath's search list: the working directory, searched
-// after PATH.
-const cwdMark = "\x00cwd"
 
 // errNoExecBit is executable's error for a regular file without an
 // execute bit.

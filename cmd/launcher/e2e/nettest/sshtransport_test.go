@@ -107,13 +107,9 @@ func TestTransportSSH(t *testing.T) {
 			t.Fatal(err)
 		}
 		tag := newTag(t)
-		l := start(t, nil, launcherBin, "--transport", "ssh",
+		l := run(t, nil, launcherBin, "--transport", "ssh",
 			"--ssh", `ssh -F /dev/null -o IdentitiesOnly=yes -o "LogLevel=ERROR" -o 'UserKnownHostsFile="`+spaced+`"' -o StrictHostKeyChecking=yes`,
 			"-i", keys.ClientKey, "--agent-path", agentBin, "-H", h.Addr+":2:22", "-l", "-np", "2", "-x", tagEnv+"="+tag, "true")
-		if !l.wait(jobTimeout) {
-			l.kill()
-			t.Fatalf("launcher still running after %v: %v", jobTimeout, l)
-		}
 		if l.code != 0 {
 			t.Fatalf("launcher: %v", l)
 		}
@@ -122,14 +118,10 @@ func TestTransportSSH(t *testing.T) {
 	// A missing --agent-path binary fails at once with its own message,
 	// not after --start-timeout (whose message would name it).
 	t.Run("AgentPathMissing", func(t *testing.T) {
-		l := start(t, nil, launcherBin, "--transport", "ssh",
+		l := run(t, nil, launcherBin, "--transport", "ssh",
 			"--ssh", "ssh -F /dev/null -o IdentitiesOnly=yes -o LogLevel=ERROR",
 			"-i", keys.ClientKey, "--known-hosts", kh, "--agent-path", "/gw/no/such/agent",
 			"--start-timeout", "60s", "-H", h.Addr+":2:22", "-np", "2", "true")
-		if !l.wait(jobTimeout) {
-			l.kill()
-			t.Fatalf("launcher still running after %v: %v", jobTimeout, l)
-		}
 		stderr := l.stderr.String()
 		t.Logf("failed after %v:\n%s", l.took.Round(time.Millisecond), stderr)
 		if l.code != 1 || !strings.Contains(stderr, "no agent binary at --agent-path /gw/no/such/agent on the host") {

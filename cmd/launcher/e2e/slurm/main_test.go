@@ -235,12 +235,7 @@ func checkNothingLeft(t *testing.T, b *slurmbed.Bed, j *job) {
 // use.
 type procInfo = procscan.Info
 
-var (
-	readProc  = procscan.Read
-	killProcs = procscan.Kill
-)
-
-func live(p procInfo) bool { return p.Live() }
+var killProcs = procscan.Kill
 
 // taggedProcs lists the live processes whose initial environment holds
 // tagEnv=tag.
