@@ -62,7 +62,6 @@ func lookPath(file, path, dir string) (string, error) {
 	return "", fmt.Errorf("%s: %w in PATH or the working directory %s (PATH=%s)", file, ErrNotFound, where, path)
 }
 
-
 // errNoExecBit is executable's error for a regular file without an
 // execute bit.
 var errNoExecBit = fmt.Errorf("not executable: %w", syscall.EACCES)
