@@ -304,32 +304,25 @@ func (d *srunDialer) dialAgent(ctx context.Context, r wire.SrunReady) (*srunConn
 	if err != nil {
 		return nil, permanent(fmt.Errorf("host key in the readiness line of %s: %w", r.Node, err))
 	}
-	var nd net.Dialer
-	c, err := nd.DialContext(ctx, "tcp", r.Addr)
-	if err != nil {
-		return nil, classify(r.Addr, err)
-	}
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(HandshakeTimeout))
-	cc, chans, reqs, err := ssh.NewClientConn(c, r.Addr, &ssh.ClientConfig{
-		User:            d.user,
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(d.signer)},
-		HostKeyCallback: ssh.FixedHostKey(hostKey),
+	fixed := ssh.FixedHostKey(hostKey)
+	cc, chans, reqs, _, err := connect(ctx, r.Addr, func(net.Conn) *ssh.ClientConfig {
+		return &ssh.ClientConfig{
+			User: d.user,
+			Auth: []ssh.AuthMethod{ssh.PublicKeys(d.signer)},
+			HostKeyCallback: func(host string, remote net.Addr, key ssh.PublicKey) error {
+				if fixed(host, remote, key) != nil {
+					return permanent(fmt.Errorf("%s at %s offered another host key than its readiness line gave (%s)", r.Node, r.Addr, ssh.FingerprintSHA256(hostKey)))
+				}
+				return nil
+			},
+		}
 	})
-	_ = c.SetDeadline(time.Time{})
-	if !stop() {
-		if cc != nil {
-			cc.Close()
-		}
-		c.Close()
-		return nil, ctx.Err()
+	var pe permanentError
+	if errors.As(err, &pe) {
+		return nil, pe // the host key, said as is
 	}
 	if err != nil {
-		c.Close()
-		if strings.Contains(err.Error(), "host key mismatch") {
-			return nil, permanent(fmt.Errorf("%s at %s offered another host key than its readiness line gave (%s)", r.Node, r.Addr, ssh.FingerprintSHA256(hostKey)))
-		}
-		return nil, fmt.Errorf("ssh %s: %w", r.Addr, err)
+		return nil, err
 	}
 	conn, err := openSubsystem(cc, chans, reqs)
 	if errors.Is(err, errNoSubsystem) {

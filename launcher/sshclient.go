@@ -246,51 +246,66 @@ func (d *sshDialer) handshake(ctx context.Context, h hostfile.Host) (ssh.Conn, <
 	if u == "" {
 		u = d.user
 	}
-	var nd net.Dialer
-	c, err := nd.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return fail(classify(addr, err))
-	}
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	// A peer that accepts and never answers must not hold the launcher:
-	// the whole handshake, authentication included, has a deadline.
-	_ = c.SetDeadline(time.Now().Add(HandshakeTimeout))
 	var banner strings.Builder // why an agent refused the login, if it says
-	cc, chans, reqs, err := ssh.NewClientConn(c, addr, &ssh.ClientConfig{
-		User:              u,
-		Auth:              []ssh.AuthMethod{ssh.PublicKeys(d.signers...)},
-		HostKeyCallback:   d.hostKeyCallback(),
-		HostKeyAlgorithms: d.hostKeyAlgorithms(addr, c.RemoteAddr()),
-		BannerCallback: func(msg string) error {
-			if banner.Len() < 4096 {
-				banner.WriteString(msg)
-			}
-			return nil
-		},
-	})
-	_ = c.SetDeadline(time.Time{})
-	if !stop() {
-		if cc != nil {
-			cc.Close()
+	cc, chans, reqs, remote, err := connect(ctx, addr, func(c net.Conn) *ssh.ClientConfig {
+		return &ssh.ClientConfig{
+			User:              u,
+			Auth:              []ssh.AuthMethod{ssh.PublicKeys(d.signers...)},
+			HostKeyCallback:   d.hostKeyCallback(),
+			HostKeyAlgorithms: d.hostKeyAlgorithms(addr, c.RemoteAddr()),
+			BannerCallback: func(msg string) error {
+				if banner.Len() < 4096 {
+					banner.WriteString(msg)
+				}
+				return nil
+			},
 		}
-		c.Close()
-		return fail(ctx.Err())
-	}
+	})
 	if err != nil {
-		c.Close()
 		if strings.Contains(err.Error(), "unable to authenticate") {
 			if b := bannerText(banner.String()); b != "" {
 				return fail(permanent(fmt.Errorf("authentication refused for user %s: %s", u, b)))
 			}
 			return fail(permanent(fmt.Errorf("authentication refused for user %s (is the public key in ~%s/.ssh/authorized_keys on the host, or in the agent's --authorized-keys?)", u, u)))
 		}
-		return fail(fmt.Errorf("%s: ssh handshake: %w", addr, err))
+		return fail(err)
 	}
 	ip := ""
-	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+	if ta, ok := remote.(*net.TCPAddr); ok {
 		ip = ta.IP.String()
 	}
 	return cc, chans, reqs, ip, nil
+}
+
+// connect dials addr and runs the SSH client handshake with the config
+// that config makes for the connection. A peer that accepts and never
+// answers must not hold the launcher: the whole handshake,
+// authentication included, has HandshakeTimeout, and the connection is
+// closed if ctx ends first. Errors: a failed dial as classify words it,
+// ctx's, or the handshake's as "ADDR: ssh handshake: ..." (wrapping
+// what the config's callbacks returned).
+func connect(ctx context.Context, addr string, config func(net.Conn) *ssh.ClientConfig) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request, net.Addr, error) {
+	var nd net.Dialer
+	c, err := nd.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, nil, nil, classify(addr, err)
+	}
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(HandshakeTimeout))
+	cc, chans, reqs, err := ssh.NewClientConn(c, addr, config(c))
+	_ = c.SetDeadline(time.Time{})
+	if !stop() {
+		if cc != nil {
+			cc.Close()
+		}
+		c.Close()
+		return nil, nil, nil, nil, ctx.Err()
+	}
+	if err != nil {
+		c.Close()
+		return nil, nil, nil, nil, fmt.Errorf("%s: ssh handshake: %w", addr, err)
+	}
+	return cc, chans, reqs, c.RemoteAddr(), nil
 }
 
 // Keepalive timing: an agent that stops answering (host hung, agent
