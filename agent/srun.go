@@ -208,23 +208,33 @@ func (a *Agent) ServeSrun(ctx context.Context, o SrunOptions) error {
 	// The server's life (listener and connections) and the session's are
 	// apart from ctx: a signal must not cut the session off at once.
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	defer stop()
 	s := &srunServer{a: a, cfg: cfg, hs: o.HandshakeTimeout, claimed: make(chan struct{}), done: make(chan struct{})}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stop()
 	context.AfterFunc(sctx, func() { o.Listener.Close() })
 	wg.Go(func() {
+		// As Server.Serve: an accept error other than the listener's
+		// close (out of file descriptors, say) is retried with backoff,
+		// never the end of the only way in.
+		var bo acceptBackoff
 		for {
 			c, err := o.Listener.Accept()
 			if err != nil {
-				var ne net.Error
-				if sctx.Err() == nil && errors.As(err, &ne) && ne.Timeout() {
-					time.Sleep(10 * time.Millisecond)
-					continue
+				if sctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+					return
 				}
-				return
+				d, first := bo.fail()
+				if first {
+					a.Log.Warn("accept failed; retrying with backoff", zap.Error(err))
+				}
+				select {
+				case <-time.After(d):
+				case <-sctx.Done():
+				}
+				continue
 			}
+			bo.ok()
 			wg.Go(func() { s.serveConn(sctx, c) })
 		}
 	})
