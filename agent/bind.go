@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gangway/agent/wire"
 )
@@ -19,6 +20,24 @@ import (
 // local rank, and with "socket:N", N consecutive local ranks per socket
 // (mpirun's --map-by ppr:N:socket).
 func (a *Agent) bindCPUs(mode string, r wire.RankSpec, f wire.Facts, allowed []int) ([]int, error) {
+	return a.binder(allowed).bind(mode, r, f)
+}
+
+// cpuBinder binds one job's ranks on this host (bindCPUs): the socket
+// groups are read from sysfs once per job, at the first rank that needs
+// them, not once per rank (a physical_package_id file per allowed CPU).
+type cpuBinder struct {
+	a       *Agent
+	allowed []int
+	sockets func() ([][]int, error)
+}
+
+func (a *Agent) binder(allowed []int) *cpuBinder {
+	return &cpuBinder{a: a, allowed: allowed, sockets: sync.OnceValues(func() ([][]int, error) { return a.socketCPUs(allowed) })}
+}
+
+func (b *cpuBinder) bind(mode string, r wire.RankSpec, f wire.Facts) ([]int, error) {
+	a, allowed := b.a, b.allowed
 	pe, err := parseBind(mode)
 	if err != nil {
 		return nil, err
@@ -38,7 +57,7 @@ func (a *Agent) bindCPUs(mode string, r wire.RankSpec, f wire.Facts, allowed []i
 		}
 		return allowed[lo:hi], nil
 	case mode == "socket" || strings.HasPrefix(mode, "socket:"):
-		sockets, err := a.socketCPUs(allowed)
+		sockets, err := b.sockets()
 		if err != nil {
 			return nil, fmt.Errorf("rank %d: %w", r.Rank, err)
 		}

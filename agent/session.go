@@ -569,7 +569,7 @@ func (s *session) spawn(ctx context.Context) error {
 	}
 	pids := map[int]int{}
 	bindings := map[int]string{}
-	allowed := allowedCPUs()
+	binder := s.a.binder(allowedCPUs())
 	sink := func(rank int, st proc.Stream, data []byte) {
 		s.capture.add(rank, st, data)
 		_ = s.conn.SendOutput(rank, wire.Stream(st), data)
@@ -588,7 +588,7 @@ func (s *session) spawn(ctx context.Context) error {
 		if f := s.pmiFDs[r.Rank]; f != nil {
 			spec.ExtraFiles = []*os.File{f}
 		}
-		cpus, err := s.a.bindCPUs(j.Bind, r, s.facts, allowed)
+		cpus, err := binder.bind(j.Bind, r, s.facts)
 		if err != nil {
 			_ = s.conn.Send(wire.KindExit, wire.Exit{Rank: r.Rank, Code: 1, Err: "-bind-to " + j.Bind + ": " + err.Error()})
 			continue
