@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"gangway/cmd/internal/procscan"
 	"gangway/cmd/internal/testbed"
 )
 
@@ -439,25 +440,11 @@ func (b *Bed) Close() error {
 // environment still points at the bed: Slurm commands or launchers that
 // outlived it.
 func (b *Bed) leftovers() []string {
-	want := []byte("SLURM_CONF=" + b.conf + "\x00")
-	ents, _ := os.ReadDir("/proc")
 	var left []string
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(env, want) {
-			continue
-		}
-		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && (f[0] == "Z" || f[0] == "X") {
-			continue
-		}
-		comm, _ := os.ReadFile("/proc/" + e.Name() + "/comm")
-		left = append(left, fmt.Sprintf("pid %d (%s)", pid, strings.TrimSpace(string(comm))))
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+	ps := slices.DeleteFunc(procscan.Tagged("SLURM_CONF="+b.conf), func(p procscan.Info) bool { return p.Pid == os.Getpid() })
+	for _, p := range ps {
+		left = append(left, fmt.Sprintf("pid %d (%s)", p.Pid, p.Comm))
 	}
+	procscan.Kill(ps)
 	return left
 }

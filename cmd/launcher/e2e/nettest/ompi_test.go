@@ -197,8 +197,8 @@ func TestOpenMPIMpirun(t *testing.T) {
 	orteds := func(t *testing.T, n int) []int {
 		counts := make([]int, n)
 		for i, h := range hosts[:n] {
-			for _, pid := range netnsPids(t, h.NS) {
-				if p, ok := readProc(pid); ok && p.Comm == "orted" {
+			for _, p := range netnsProcs(t, h.NS) {
+				if p.Comm == "orted" {
 					counts[i]++
 				}
 			}
@@ -292,8 +292,8 @@ func TestOpenMPIMpirun(t *testing.T) {
 				}
 			}
 			for i, h := range hosts {
-				for _, pid := range netnsPids(t, h.NS) {
-					if p, ok := readProc(pid); ok && pid != agents[i].Pid && !slices.ContainsFunc(left, func(q procInfo) bool { return q.Pid == pid }) {
+				for _, p := range netnsProcs(t, h.NS) {
+					if p.Pid != agents[i].Pid && !slices.ContainsFunc(left, func(q procInfo) bool { return q.Pid == p.Pid }) {
 						left = append(left, p)
 					}
 				}

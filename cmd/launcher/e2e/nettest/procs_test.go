@@ -2,7 +2,6 @@ package nettest
 
 import (
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,9 +35,7 @@ func waitNoTagged(t *testing.T, tag string, timeout time.Duration) time.Duration
 			return time.Since(t0)
 		}
 		if time.Since(t0) > timeout {
-			for _, p := range left {
-				_ = syscall.Kill(p.Pid, syscall.SIGKILL)
-			}
+			killProcs(left)
 			t.Errorf("processes of job %s still running %v after the job ended: %v", tag, timeout, left)
 			return time.Since(t0)
 		}
@@ -46,18 +43,14 @@ func waitNoTagged(t *testing.T, tag string, timeout time.Duration) time.Duration
 	}
 }
 
-// netnsPids lists the live processes in namespace ns.
-func netnsPids(t *testing.T, ns string) []int {
+// netnsProcs lists the live processes in namespace ns.
+func netnsProcs(t *testing.T, ns string) []procInfo {
 	t.Helper()
 	ps, err := procscan.InNetns(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pids []int
-	for _, p := range ps {
-		pids = append(pids, p.Pid)
-	}
-	return pids
+	return ps
 }
 
 // waitNetnsOnly waits until the live processes in ns are exactly keep
@@ -68,11 +61,9 @@ func waitNetnsOnly(t *testing.T, ns string, timeout time.Duration, keep ...int) 
 	t0 := time.Now()
 	for {
 		var extra []procInfo
-		for _, pid := range netnsPids(t, ns) {
-			if !slices.Contains(keep, pid) {
-				if p, ok := readProc(pid); ok {
-					extra = append(extra, p)
-				}
+		for _, p := range netnsProcs(t, ns) {
+			if !slices.Contains(keep, p.Pid) {
+				extra = append(extra, p)
 			}
 		}
 		if len(extra) == 0 {
