@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -87,7 +88,7 @@ const (
 // across restarts. A key that group or others may access is refused
 // (ErrHostKeyModes), as sshd refuses it.
 func LoadHostKey(path string) (ssh.Signer, error) {
-	b, err := os.ReadFile(path)
+	b, err := readHostKey(path)
 	if errors.Is(err, os.ErrNotExist) {
 		_, priv, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
@@ -109,10 +110,6 @@ func LoadHostKey(path string) (ssh.Signer, error) {
 			return nil, fmt.Errorf("write host key: %w", err)
 		}
 	} else if err != nil {
-		return nil, fmt.Errorf("read host key: %w", err)
-	} else if fi, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("read host key: %w", err)
-	} else if err := checkHostKeyFile(path, fi); err != nil {
 		return nil, err
 	}
 	s, err := ssh.ParsePrivateKey(b)
@@ -120,6 +117,31 @@ func LoadHostKey(path string) (ssh.Signer, error) {
 		return nil, fmt.Errorf("host key %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// readHostKey reads the key file at path after checking its modes, on
+// the file it opened (one lookup: the file checked is the file read).
+func readHostKey(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read host key: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read host key: %w", err)
+	}
+	if err := checkHostKeyFile(path, fi); err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("read host key: %w", err)
+	}
+	return b, nil
 }
 
 // LoadHostCert reads a host certificate (the -cert.pub file that
