@@ -281,7 +281,7 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 		copiers.Go(func() { _, _ = io.Copy(ss.ch, outR); outR.Close() })
 		copiers.Go(func() { _, _ = io.Copy(ss.ch.Stderr(), errR); errR.Close() })
 	}
-	err = cmd.Start()
+	err = proc.StartClean(cmd)
 	for _, f := range closeAfterStart {
 		f.Close()
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"gangway/agent/proc/proctest"
 )
@@ -48,11 +51,17 @@ func testHelper(mode string) int {
 			return code
 		}
 		return helperOrphans()
-	case "sigign", "sigign-supervised":
-		// A rank that prints its ignored signals (under sh -c 'trap "" HUP').
-		spec := Spec{Argv: []string{"grep", "SigIgn", "/proc/self/status"}, Env: []string{"PATH=/usr/bin:/bin"}}
-		if mode == "sigign-supervised" {
+	case "sigdirty":
+		return helperSigDirty()
+	case "sigclean", "sigclean-supervised":
+		// An agent started by sigdirty: its ranks print their signal state.
+		// Direct ranks rely on what cmd/agent's main does first; the
+		// supervisor does it on its own.
+		spec := Spec{Argv: []string{"grep", "^Sig", "/proc/self/status"}, Env: []string{"PATH=/usr/bin:/bin"}}
+		if mode == "sigclean-supervised" {
 			spec.Supervisor = SupervisorExecutable()
+		} else {
+			DefaultSignalsForChildren()
 		}
 		p, err := Start(context.Background(), spec, func(_ int, _ Stream, b []byte) { os.Stdout.Write(b) })
 		if err != nil {
@@ -70,6 +79,26 @@ func testHelper(mode string) int {
 	}
 	fmt.Fprintf(os.Stderr, "unknown %s mode %q\n", testHelperEnv, mode)
 	return 99
+}
+
+// helperSigDirty execs this binary in the mode GANGWAY_PROC_TEST_NEXT
+// names with the signal state a careless parent leaves: SIGHUP and
+// SIGPIPE ignored (nohup, a Python parent), SIGUSR2 blocked, as exec
+// keeps them.
+func helperSigDirty() int {
+	runtime.LockOSThread()
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	var set unix.Sigset_t
+	set.Val[0] = 1 << (uint(syscall.SIGUSR2) - 1)
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env := append(slicesDelete(os.Environ(), testHelperEnv), testHelperEnv+"="+os.Getenv(testHelperEnv+"_NEXT"))
+	self, _ := os.Executable()
+	err := syscall.Exec(self, []string{self}, env)
+	fmt.Fprintln(os.Stderr, "exec:", err)
+	return 1
 }
 
 // helperAgent plays an agent: it starts one supervised rank running

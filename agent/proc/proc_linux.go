@@ -4,10 +4,7 @@ package proc
 
 import (
 	"os/exec"
-	"runtime"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 func sysProcAttr() *syscall.SysProcAttr {
@@ -22,31 +19,8 @@ func sysProcAttr() *syscall.SysProcAttr {
 // it exits.
 func setPdeathsig(attr *syscall.SysProcAttr, sig syscall.Signal) { attr.Pdeathsig = sig }
 
-// startWithAffinity starts cmd with the given CPU set.
+// startWithAffinity starts cmd with the given CPU set and an empty
+// signal mask (startClean).
 func startWithAffinity(cmd *exec.Cmd, cpus []int) error {
-	return withAffinity(cpus, cmd.Start)
-}
-
-// withAffinity calls start, which forks, with the given CPU set (all CPUs
-// when empty). A child inherits the affinity of the thread that forks it,
-// so the mask is set on a locked OS thread around start and restored
-// afterwards.
-func withAffinity(cpus []int, start func() error) error {
-	if len(cpus) == 0 {
-		return start()
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var old, set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		return err
-	}
-	for _, c := range cpus {
-		set.Set(c)
-	}
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return err
-	}
-	defer unix.SchedSetaffinity(0, &old)
-	return start()
+	return startClean(cpus, cmd.Start)
 }

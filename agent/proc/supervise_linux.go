@@ -53,7 +53,9 @@ var forwarded = []os.Signal{
 //     parent-death signal, as CRED's user (the supervisor itself staying
 //     root, so no program can signal it or escape it), in its working
 //     directory (entered as that user), with its environment, CPU
-//     affinity and fds (stdio, PMI_FD) and the supervisor's cgroup; it
+//     affinity and fds (stdio, PMI_FD) and the supervisor's cgroup, and
+//     nothing else: no other program's fds, every signal at its default
+//     disposition and none blocked, whatever the agent inherited; it
 //     then closes its own copies of those fds, and CTLFD is close-on-exec;
 //   - writes, for program I, "pid I N" once started or "err I CODE
 //     MESSAGE" (code 127: not found, 126: cannot execute), and "exit I
@@ -107,16 +109,17 @@ type supervisorCmdLine struct {
 }
 
 func (s *supervisor) run(c supervisorCmd) int {
+	// The job's fds came as fds 3 on, without close-on-exec: each program
+	// gets its own as its 0, 1, 2 and PMI_FD (ForkExec's dup2 clears the
+	// flag on those alone), and none of another program's.
+	CloseOnExecInherited()
+	// Every signal forwarded is caught, so the programs start with it at
+	// its default (a fork resets caught signals) even where the agent was
+	// started ignoring it (SIGHUP under nohup), as sshd and systemd start
+	// a session's; the rest that the runtime leaves ignored are reset too.
+	DefaultSignalsForChildren()
 	sigs := make(chan os.Signal, 32)
-	catch := []os.Signal{syscall.SIGCHLD, parentDeathSignal}
-	for _, sig := range forwarded {
-		// A signal the agent ignores (SIGHUP under nohup) stays ignored,
-		// so the programs inherit that as they would without a supervisor.
-		if !signal.Ignored(sig) {
-			catch = append(catch, sig)
-		}
-	}
-	signal.Notify(sigs, catch...)
+	signal.Notify(sigs, append([]os.Signal{syscall.SIGCHLD, parentDeathSignal}, forwarded...)...)
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: cannot become a subreaper: %v\n", supervisorArgv0, err)
 		return 2
@@ -126,7 +129,6 @@ func (s *supervisor) run(c supervisorCmd) int {
 	if s.parentGone() {
 		return 1
 	}
-	syscall.CloseOnExec(c.ctlFD)
 	s.ctl = c.ctlFD
 	ctl := os.NewFile(uintptr(c.ctlFD), "control")
 	self, _ := os.Readlink("/proc/self")
@@ -258,7 +260,7 @@ func startOne(r superRank, files []uintptr, cred *syscall.Credential) (int, erro
 		// without a supervisor.
 		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}}
 	var pid int
-	err := withAffinity(r.CPUs, func() (err error) {
+	err := startClean(r.CPUs, func() (err error) {
 		pid, err = syscall.ForkExec(r.Path, r.Argv, attr)
 		return err
 	})

@@ -355,24 +355,29 @@ func TestSupervisorStartError(t *testing.T) {
 	}
 }
 
-// TestSupervisorKeepsIgnoredSignals: an agent started with SIGHUP ignored
-// (nohup) gives its ranks SIGHUP ignored, with a supervisor or without.
-func TestSupervisorKeepsIgnoredSignals(t *testing.T) {
+// TestRanksStartWithDefaultSignals: an agent started with SIGHUP and
+// SIGPIPE ignored and SIGUSR2 blocked (nohup, a careless parent) starts
+// its ranks as sshd and systemd start a session: every signal at its
+// default and none blocked, with a supervisor or without.
+func TestRanksStartWithDefaultSignals(t *testing.T) {
 	self, _ := os.Executable()
-	for _, mode := range []string{"sigign", "sigign-supervised"} {
-		cmd := exec.Command("sh", "-c", `trap "" HUP; exec "$0"`, self)
-		cmd.Env = append(os.Environ(), testHelperEnv+"="+mode)
+	for _, mode := range []string{"sigclean", "sigclean-supervised"} {
+		cmd := exec.Command(self)
+		cmd.Env = append(os.Environ(), testHelperEnv+"=sigdirty", testHelperEnv+"_NEXT="+mode)
 		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("%s: %v", mode, err)
+			t.Fatalf("%s: %v\n%s", mode, err, out)
 		}
-		f := strings.Fields(string(out))
-		if len(f) != 2 || f[0] != "SigIgn:" {
-			t.Fatalf("%s: %q", mode, out)
+		st := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok {
+				st[k] = strings.TrimSpace(v)
+			}
 		}
-		mask, err := strconv.ParseUint(f[1], 16, 64)
-		if err != nil || mask&(1<<(syscall.SIGHUP-1)) == 0 {
-			t.Errorf("%s: rank's SigIgn %s, want SIGHUP ignored", mode, f[1])
+		for _, k := range []string{"SigBlk", "SigIgn"} {
+			if st[k] != "0000000000000000" {
+				t.Errorf("%s: rank's %s %q, want none:\n%s", mode, k, st[k], out)
+			}
 		}
 	}
 }
@@ -442,5 +447,86 @@ func TestSupervisorGroup(t *testing.T) {
 	}
 	if left := proctest.WaitGone(10*time.Second, prog, daemon, supPid); len(left) > 0 {
 		t.Fatalf("still there after the last program ended: %v (program, rank 0's daemon, supervisor: %d, %d, %d)", left, prog, daemon, supPid)
+	}
+}
+
+// TestGroupProgramsHoldOnlyTheirFds: eight programs under one supervisor,
+// each with its own PMI-style socket, started from an agent that holds a
+// stray inherited fd: each program, and a child it starts, holds its own
+// stdio and socket as fds 0 to 3 and nothing else, none of another
+// program's, the supervisor's or the agent's.
+func TestGroupProgramsHoldOnlyTheirFds(t *testing.T) {
+	stray, strayW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stray.Close()
+	defer strayW.Close()
+	// What CloseOnExecInherited guards against: a descriptor this process
+	// got without close-on-exec. The agent calls it first thing in main;
+	// the stray fd must not reach a program even so.
+	if _, _, e := syscall.Syscall(syscall.SYS_FCNTL, stray.Fd(), syscall.F_SETFD, 0); e != 0 {
+		t.Fatal(e)
+	}
+	CloseOnExecInherited()
+
+	const n = 8
+	specs := make([]Spec, n)
+	var theirs []*os.File
+	for i := range specs {
+		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine, their := os.NewFile(uintptr(fds[0]), "mine"), os.NewFile(uintptr(fds[1]), "theirs")
+		defer mine.Close()
+		theirs = append(theirs, their)
+		specs[i] = Spec{Rank: i, Argv: []string{"sh", "-c", "sleep 60 & echo child $!; exec sleep 60"},
+			Env: []string{"PATH=/usr/bin:/bin"}, ExtraFiles: []*os.File{their}, Supervisor: supervisorExe(t)}
+	}
+	caps := make([]*capture, n)
+	for i := range caps {
+		caps[i] = newCapture()
+	}
+	procs, errs := StartGroup(t.Context(), specs, func(rank int, s Stream, b []byte) { caps[rank].sink(rank, s, b) })
+	for _, f := range theirs {
+		f.Close() // as the agent does once the programs hold them
+	}
+	t.Cleanup(func() {
+		for _, p := range procs {
+			if p != nil {
+				p.Kill()
+				p.Wait()
+			}
+		}
+	})
+	owner := map[string]int{} // fd target (pipe:[N], socket:[N]) -> rank
+	for i, p := range procs {
+		if errs[i] != nil {
+			t.Fatalf("rank %d: %v", i, errs[i])
+		}
+		waitFor(t, caps[i], Stdout, "child ")
+		child := field(t, strings.Split(caps[i].String(Stdout), "\n"), "child")
+		for _, pid := range []int{p.Pid(), child} {
+			fds := proctest.Fds(pid)
+			var nums []int
+			for fd, target := range fds {
+				nums = append(nums, fd)
+				if fd == 0 && target == "/dev/null" {
+					continue
+				}
+				if r, ok := owner[target]; ok && r != i {
+					t.Errorf("rank %d (pid %d) fd %d is %s, which rank %d holds", i, pid, fd, target, r)
+				}
+				owner[target] = i
+			}
+			slices.Sort(nums)
+			if !slices.Equal(nums, []int{0, 1, 2, 3}) {
+				t.Errorf("rank %d (pid %d) holds fds %v, want 0 1 2 3: %v", i, pid, nums, fds)
+			}
+		}
+	}
+	if owner == nil {
+		t.Fatal("no fds read")
 	}
 }

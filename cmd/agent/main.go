@@ -27,6 +27,12 @@ func main() {
 	if code, ok := proc.Supervise(os.Args); ok { // a job's supervisor: this binary re-executed
 		os.Exit(code)
 	}
+	// What this process inherited stays here: its parent's stray fds (a
+	// shell's, a CI runner's) are close-on-exec, and an ignored SIGHUP
+	// (nohup) is still ignored by the agent but reset in every child, as
+	// sshd and systemd start a session's processes.
+	proc.CloseOnExecInherited()
+	proc.DefaultSignalsForChildren()
 	if code, ok := proc.PID1(os.Args); ok { // a container's init: reap, run the agent as its child
 		os.Exit(code)
 	}

@@ -15,16 +15,26 @@ func main() {
 	if code, ok := proc.Supervise(os.Args); ok { // a local job's supervisor: this binary re-executed
 		os.Exit(code)
 	}
+	// Nothing the launcher inherited reaches a child of its own (a local
+	// job's supervisors, ssh, srun, mpirun): a shell's or CI runner's
+	// stray fds are close-on-exec.
+	proc.CloseOnExecInherited()
 	os.Exit(run(os.Args[1:], launcherSignals()))
 }
 
 // launcherSignals are the signals the launcher acts on: SIGINT, SIGTERM
 // and SIGHUP stop the job, SIGUSR1 dumps every rank's stacks, SIGPIPE
-// stops it when stdout or stderr is broken. The relay lives as long as
-// the process; os.Exit ends it.
+// stops it when stdout or stderr is broken. A launcher started with
+// SIGHUP ignored (nohup) leaves it ignored: its job outlives the
+// terminal, as the user asked. The relay lives as long as the process;
+// os.Exit ends it.
 func launcherSignals() <-chan os.Signal {
 	raw := make(chan os.Signal, 4)
-	signal.Notify(raw, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGUSR1)
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE, syscall.SIGUSR1}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	signal.Notify(raw, sigs...)
 	sig := make(chan os.Signal, 2)
 	go relay(raw, sig, func() bool { return brokenOutput(1, 2) })
 	return sig

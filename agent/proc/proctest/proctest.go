@@ -259,3 +259,27 @@ func WaitGone(d time.Duration, pids ...int) []int {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Fds returns the open descriptors of pid and what each refers to
+// (readlink of /proc/PID/fd/N: "pipe:[123]", "socket:[456]", a path), or
+// nil when they cannot be read.
+func Fds(pid int) map[int]string {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	out := make(map[int]string, len(ents))
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		target, err := os.Readlink(dir + "/" + e.Name())
+		if err != nil {
+			continue // closed since the listing
+		}
+		out[fd] = target
+	}
+	return out
+}
