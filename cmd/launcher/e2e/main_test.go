@@ -24,6 +24,7 @@ func TestMain(m *testing.M) {
 		os.Exit(code)
 	}
 	proctest.HelperMain()
+	e2e.HelperMain() // an isolated rank, or a careless parent of a launcher
 	code := m.Run()
 	e2e.RemoveBinaries()
 	os.Exit(code)

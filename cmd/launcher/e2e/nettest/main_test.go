@@ -66,6 +66,7 @@ func TestMain(m *testing.M) {
 	if code, ok := proc.Supervise(os.Args); ok { // in-process agents' rank supervisors
 		os.Exit(code)
 	}
+	e2e.HelperMain() // an isolated rank, or a careless parent of an agent
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(helperMain(mode))
 	}

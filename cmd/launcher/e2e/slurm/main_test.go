@@ -51,6 +51,7 @@ var shared = slurmtest.Shared{Options: slurmbed.Options{Prefix: "gws0", Subnet: 
 var binDir string
 
 func TestMain(m *testing.M) {
+	e2e.HelperMain() // an isolated rank
 	dir, err := os.MkdirTemp("", "gangway-slurm-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
