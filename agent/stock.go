@@ -269,7 +269,9 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 		outR, outW, _ := os.Pipe()
 		errR, errW, _ := os.Pipe()
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
+		// A session of its own, as sshd gives every session: the command
+		// never holds the agent's controlling terminal.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
 		closeAfterStart = append(closeAfterStart, inR, outW, errW)
 		// stdin: ends at the client's EOF; if the command exits first, the
 		// write end is closed below and the copy ends at the next write.

@@ -8,11 +8,15 @@ import (
 )
 
 func sysProcAttr() *syscall.SysProcAttr {
+	// A session of its own (and so a process group whose id is its pid),
+	// as sshd gives every session: no rank holds the agent's controlling
+	// terminal, so none can open /dev/tty and push input into the shell
+	// that started the agent (TIOCSTI), or be stopped by its job control.
 	// Pdeathsig fires when the thread that forked the child exits; Go's
 	// threads live as long as the process, so in practice it fires when the
 	// agent dies, which is what we want. The agent's own cleanup is the
 	// primary mechanism; this is the backstop for SIGKILL of the agent.
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 }
 
 // setPdeathsig sets the signal the child gets when the thread that forked

@@ -7,7 +7,7 @@ import (
 	"syscall"
 )
 
-func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }
 
 func startWithAffinity(cmd *exec.Cmd, cpus []int) error { return cmd.Start() }
 

@@ -49,11 +49,11 @@ var forwarded = []os.Signal{
 //     orphaned (a setsid'd, double-forked daemon included) reparents to it
 //     and is reaped by it, never by init;
 //   - reads the job (superSpec, one JSON line) from CTLFD and starts each
-//     program, each leading a new process group, with SIGKILL as its
-//     parent-death signal, as CRED's user (the supervisor itself staying
-//     root, so no program can signal it or escape it), in its working
-//     directory (entered as that user), with its environment, CPU
-//     affinity and fds (stdio, PMI_FD) and the supervisor's cgroup, and
+//     program, each leading a new session (and so process group), with
+//     SIGKILL as its parent-death signal, as CRED's user (the supervisor
+//     itself staying root, so no program can signal it or escape it), in
+//     its working directory (entered as that user), with its environment,
+//     CPU affinity and fds (stdio, PMI_FD) and the supervisor's cgroup, and
 //     nothing else: no other program's fds, every signal at its default
 //     disposition and none blocked, whatever the agent inherited; it
 //     then closes its own copies of those fds, and CTLFD is close-on-exec;
@@ -258,7 +258,7 @@ func startOne(r superRank, files []uintptr, cred *syscall.Credential) (int, erro
 		// The child changes credentials before it changes directory, so a
 		// directory the user may not enter is refused as it would be
 		// without a supervisor.
-		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}}
+		Sys: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}}
 	var pid int
 	err := startClean(r.CPUs, func() (err error) {
 		pid, err = syscall.ForkExec(r.Path, r.Argv, attr)

@@ -59,9 +59,15 @@ const (
 // isolatedWait bounds an isolated rank's wait for its release.
 const isolatedWait = 3 * time.Minute
 
-// HelperMain plays the part the environment asks for and exits; it
-// returns at once when neither variable is set.
+// HelperMain plays the part the environment asks for (here, and in
+// tty.go) and exits; it returns at once when no such variable is set.
 func HelperMain() {
+	if os.Getenv(PTYEnv) == "1" {
+		os.Exit(onPTY())
+	}
+	if os.Getenv(TTYProbeEnv) == "1" {
+		os.Exit(ttyProbe())
+	}
 	if os.Getenv(DirtyExecEnv) == "1" {
 		err := dirtyExec()
 		fmt.Fprintln(os.Stderr, "dirty exec:", err)
