@@ -7,10 +7,11 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"gangway/agent/proc"
 )
 
 // Account is a local user that sessions run as: its ids, groups, home and
@@ -187,52 +188,10 @@ func selfAccount() *Account {
 	return a
 }
 
-// searchable says why a cannot reach the directory dir, or nil: every
-// directory on the way (symbolic links resolved) must let a's uid or
-// groups search it, by its mode bits (ACLs are not read). Root reaches
-// everything.
-func searchable(dir string, a *Account) error {
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return err
-	}
-	st, err := os.Stat(real)
-	if err != nil {
-		return err
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s: not a directory", dir)
-	}
-	if a.Uid == 0 {
-		return nil
-	}
-	for p := real; ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return err
-		}
-		if !a.may(fi, 0o1) {
-			return fmt.Errorf("%s: permission denied for user %s", p, a.Name)
-		}
-		if p == "/" || p == "." {
-			return nil
-		}
-	}
-}
-
-// may reports whether a has the permission bit (1 search, 2 write, 4
-// read) on fi by its owner, group and other modes.
-func (a *Account) may(fi os.FileInfo, bit os.FileMode) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return false
-	}
-	m := fi.Mode().Perm()
-	if st.Uid == a.Uid {
-		return m&(bit<<6) != 0
-	}
-	if slices.Contains(a.Groups, st.Gid) || st.Gid == a.Gid {
-		return m&(bit<<3) != 0
-	}
-	return m&bit != 0
+// enter says why a cannot make dir its working directory, or nil. The
+// chdir is tried as a's user (proc.Enterable): ACLs, groups and mounts
+// count as they will for a's processes, and a user learns nothing about
+// a path they could not learn themselves.
+func (a *Account) enter(dir string) error {
+	return proc.Enterable(a.credential(), dir)
 }

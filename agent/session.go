@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"sort"
@@ -443,16 +444,20 @@ func (s *session) prepare(ctx context.Context, j *wire.StartJob) error {
 	if err := validateStartJob(*j, s.facts, allowedCPUs()); err != nil {
 		return err
 	}
+	checked := map[string]bool{}
 	for _, r := range j.Ranks {
-		if r.Dir != "" {
-			if st, err := os.Stat(r.Dir); err != nil || !st.IsDir() {
-				return fmt.Errorf("rank %d: working directory %s: not a directory on this host", r.Rank, short(r.Dir))
-			}
-			if a := s.login.Account; a.credential() != nil {
-				if err := searchable(r.Dir, a); err != nil {
-					return fmt.Errorf("rank %d: working directory %s: not accessible to user %s (%v); give -wdir a directory %s can reach", r.Rank, short(r.Dir), a.Name, err, a.Name)
-				}
-			}
+		if r.Dir == "" || checked[r.Dir] {
+			continue
+		}
+		checked[r.Dir] = true
+		a := s.login.Account
+		err := a.enter(r.Dir)
+		switch {
+		case err == nil:
+		case a.credential() != nil && errors.Is(err, fs.ErrPermission):
+			return fmt.Errorf("rank %d: working directory %s: not accessible to user %s (%v); give -wdir a directory %s can reach", r.Rank, short(r.Dir), a.Name, err, a.Name)
+		default:
+			return fmt.Errorf("rank %d: working directory %s: %v on this host", r.Rank, short(r.Dir), err)
 		}
 	}
 	s.job = j

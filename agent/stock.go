@@ -220,7 +220,7 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 		cmd = exec.Command(a.Shell, "-c", command)
 	}
 	cmd.Dir = a.Home
-	if err := searchable(a.Home, a); err != nil {
+	if err := a.enter(a.Home); err != nil {
 		// As sshd: the session starts in / and says why.
 		_, _ = io.WriteString(ss.ch.Stderr(), "Could not chdir to home directory "+a.Home+": "+err.Error()+"\n")
 		cmd.Dir = "/"

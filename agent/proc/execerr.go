@@ -1,9 +1,9 @@
 package proc
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -14,7 +14,8 @@ import (
 // could not be executed, in the words a user needs: what is wrong and how
 // to fix it, without Go's "fork/exec PATH:" prefix. ENOENT on a file that
 // exists means its #! interpreter is missing, which names the interpreter
-// (and wraps ErrNotFound, exit code 127).
+// (and wraps ErrNotFound, exit code 127). Callers run it as the rank's
+// user (AsUser): it stats and reads the program's file.
 func execError(name, path string, err error) error {
 	var errno syscall.Errno
 	if !errors.As(err, &errno) {
@@ -50,14 +51,26 @@ type notFound struct{ error }
 
 func (e notFound) Is(target error) bool { return target == ErrNotFound }
 
-// interpreter is the program named by path's #! line, "" when it has none.
+// shebangMax is the most of a file interpreter reads: the kernel reads
+// no more of a #! line either (BINPRM_BUF_SIZE).
+const shebangMax = 256
+
+// interpreter is the program named by path's #! line, "" when it has none
+// or path is not a regular file. It opens path without blocking (a FIFO)
+// and reads at most shebangMax bytes, as the rank's user (callers run it
+// under AsUser), so it tells nobody more than their own shell could.
 func interpreter(path string) string {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	line, _ := bufio.NewReader(f).ReadString('\n')
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
+	buf := make([]byte, shebangMax)
+	n, _ := io.ReadFull(f, buf)
+	line, _, _ := strings.Cut(string(buf[:n]), "\n")
 	rest, ok := strings.CutPrefix(line, "#!")
 	if !ok {
 		return ""

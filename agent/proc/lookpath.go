@@ -14,7 +14,8 @@ import (
 // than the agent's, and then, as Open MPI's mpirun does, in the working
 // directory dir (a program beside the job runs without "./"). A name with
 // a slash is used as is (relative to dir). Errors say what is wrong and
-// how to fix it.
+// how to fix it. Callers run it as the rank's user (AsUser): it stats
+// and opens paths the user named.
 func lookPath(file, path, dir string) (string, error) {
 	if strings.Contains(file, "/") {
 		p := file
@@ -76,6 +77,11 @@ func executable(p string) error {
 	}
 	if st.IsDir() {
 		return fmt.Errorf("is a directory: %w", syscall.EACCES)
+	}
+	if !st.Mode().IsRegular() {
+		// A device, FIFO or socket is no program (exec would refuse it
+		// too), and is never opened to look for a #! line.
+		return fmt.Errorf("not a regular file: %w", syscall.EACCES)
 	}
 	if st.Mode()&0o111 == 0 {
 		return errNoExecBit

@@ -152,7 +152,11 @@ func Start(ctx context.Context, spec Spec, out Sink) (*Proc, error) {
 		procs, errs := StartGroup(ctx, []Spec{spec}, out)
 		return procs[0], errs[0]
 	}
-	path, err := lookPath(spec.Argv[0], envValue(spec.Env, "PATH"), spec.Dir)
+	var path string
+	err := AsUser(spec.Credential, func() (err error) {
+		path, err = lookPath(spec.Argv[0], envValue(spec.Env, "PATH"), spec.Dir)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +181,11 @@ func Start(ctx context.Context, spec Spec, out Sink) (*Proc, error) {
 		if !filepath.IsAbs(abs) && spec.Dir != "" {
 			abs = filepath.Join(spec.Dir, abs)
 		}
-		return nil, execError(spec.Argv[0], abs, err)
+		_ = AsUser(spec.Credential, func() error {
+			err = execError(spec.Argv[0], abs, err)
+			return nil
+		})
+		return nil, err
 	}
 	p := &Proc{spec: spec, cmd: cmd, pid: cmd.Process.Pid, stdin: rp.stdinW, done: make(chan struct{}), reaped: make(chan struct{})}
 	go p.supervise(ctx, out, rp.outR, rp.errR)
@@ -252,6 +260,17 @@ func StartGroup(ctx context.Context, specs []Spec, out Sink) (procs []*Proc, err
 	}
 	var spec superSpec
 	pipes := map[int]*rankPipes{}
+	// Every program is looked up as its user, in one go: the programs
+	// share the credential.
+	paths := make([]string, len(specs))
+	_ = AsUser(first.Credential, func() error {
+		for i, s := range specs {
+			if len(s.Argv) > 0 {
+				paths[i], errs[i] = lookPath(s.Argv[0], envValue(s.Env, "PATH"), s.Dir)
+			}
+		}
+		return nil
+	})
 	for i, s := range specs {
 		if len(s.Argv) == 0 {
 			errs[i] = fmt.Errorf("rank %d: empty command", s.Rank)
@@ -260,9 +279,8 @@ func StartGroup(ctx context.Context, specs []Spec, out Sink) (procs []*Proc, err
 		if s.Grace <= 0 {
 			s.Grace = 5 * time.Second
 		}
-		path, err := lookPath(s.Argv[0], envValue(s.Env, "PATH"), s.Dir)
-		if err != nil {
-			errs[i] = err
+		path := paths[i]
+		if errs[i] != nil {
 			continue
 		}
 		rp, err := newRankPipes(s)

@@ -265,19 +265,30 @@ func startOne(r superRank, files []uintptr, cred *syscall.Credential) (int, erro
 		return err
 	})
 	if err != nil {
-		abs := r.Path
-		if !filepath.IsAbs(abs) && r.Dir != "" {
-			abs = filepath.Join(r.Dir, abs)
-		}
-		var errno syscall.Errno
-		if r.Dir != "" && errors.As(err, &errno) && errno == syscall.ENOENT {
-			if _, serr := os.Stat(r.Dir); serr != nil {
-				return 0, fmt.Errorf("%s: cannot start: working directory %s: %w", argv0(r), r.Dir, serr)
-			}
-		}
-		return 0, execError(argv0(r), abs, err)
+		return 0, startError(r, cred, err)
 	}
 	return pid, nil
+}
+
+// startError words why r could not be started, looking at its files as
+// its user (the supervisor is root; what it tells must not be more than
+// the user could learn).
+func startError(r superRank, cred *syscall.Credential, err error) error {
+	abs := r.Path
+	if !filepath.IsAbs(abs) && r.Dir != "" {
+		abs = filepath.Join(r.Dir, abs)
+	}
+	var errno syscall.Errno
+	if r.Dir != "" && errors.As(err, &errno) && errno == syscall.ENOENT {
+		if serr := Enterable(cred, r.Dir); serr != nil {
+			return fmt.Errorf("%s: cannot start: working directory %s: %w", argv0(r), r.Dir, serr)
+		}
+	}
+	_ = AsUser(cred, func() error {
+		err = execError(argv0(r), abs, err)
+		return nil
+	})
+	return err
 }
 
 // send writes one report line to the agent; MSG_NOSIGNAL, so an agent
