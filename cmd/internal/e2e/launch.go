@@ -101,6 +101,20 @@ func ReadyPids(out string) map[int]int {
 	return m
 }
 
+var childRE = regexp.MustCompile(`(?m)^\[(\d+)\] child (\d+)$`)
+
+// ChildPids maps rank to pid from the "[R] child PID" lines of ranks that
+// started a child (proctest's grandchild mode, a shell's background job).
+func ChildPids(out string) map[int]int {
+	m := map[int]int{}
+	for _, g := range childRE.FindAllStringSubmatch(out, -1) {
+		r, _ := strconv.Atoi(g[1])
+		p, _ := strconv.Atoi(g[2])
+		m[r] = p
+	}
+	return m
+}
+
 // HasReady returns a WaitFor condition: n ranks printed "ready PID".
 func HasReady(n int) func(string) bool {
 	return func(s string) bool { return len(ReadyPids(s)) >= n }

@@ -155,9 +155,10 @@ func leavers(t *testing.T, np int, mark string) []string {
 
 // startedAll waits for np ready lines and checks that every rank left its
 // processes: np × (program, sleep, daemon) carry mark, and one supervisor
-// (the agent re-executed, which carries no rank's environment) is the
-// parent of every program. It returns them all, the supervisor last.
-func startedAll(t *testing.T, out *e2e.Output, stderr fmt.Stringer, np int, mark string) []int {
+// per host (the agent re-executed, which carries no rank's environment)
+// is the parent of every program, hosts supervisors in all. It returns
+// them all, the supervisors last, and the supervisors.
+func startedAll(t *testing.T, out *e2e.Output, stderr fmt.Stringer, np, hosts int, mark string) (all, sups []int) {
 	t.Helper()
 	s, ok := out.WaitFor(e2e.Deadline, e2e.HasReady(np))
 	if !ok {
@@ -171,17 +172,33 @@ func startedAll(t *testing.T, out *e2e.Output, stderr fmt.Stringer, np int, mark
 	if len(pids) < 3*np {
 		t.Fatalf("%d processes carry the marker, want %d (program, sleep, daemon per rank):%s", len(pids), 3*np, describe(pids))
 	}
-	var sups []int
 	for _, pid := range pids {
 		pp := parentOf(pid)
 		if cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pp) + "/cmdline"); bytes.HasPrefix(cmd, []byte("gangway-supervisor\x00")) && !slices.Contains(sups, pp) {
 			sups = append(sups, pp)
 		}
 	}
-	if len(sups) != 1 {
-		t.Fatalf("the job's processes have supervisors %v, want one (one host):%s", sups, describe(pids))
+	if len(sups) != hosts {
+		t.Fatalf("the job's processes have supervisors %v, want %d (one per host):%s", sups, hosts, describe(pids))
 	}
-	return append(pids, sups...)
+	return append(pids, sups...), sups
+}
+
+// supervisedBy returns the job's supervisor among sups whose parent is
+// agent, with every process below it: all of that host's part of the job.
+func supervisedBy(t *testing.T, sups []int, agent int) []int {
+	t.Helper()
+	for _, s := range sups {
+		if parentOf(s) == agent {
+			out := []int{s}
+			for pid := range under(s) {
+				out = append(out, pid)
+			}
+			return out
+		}
+	}
+	t.Fatalf("no supervisor among %v is the child of agent %d", sups, agent)
+	return nil
 }
 
 // cgroup2Mount is the mount point of the cgroup2 hierarchy this test
@@ -228,10 +245,12 @@ func jobGroups(t *testing.T, pid int) []string {
 	return dirs
 }
 
-// TestAgentKilledLeavesNothing: SIGKILL a real agent mid-job while its
-// ranks have a background sleep in their group and a setsid'd daemon
-// outside it: every process of the job is gone, by the job's supervisor
-// alone. With cgroup2 writable the job also had a cgroup, which the next
+// TestAgentKilledLeavesNothing: SIGKILL one of two real agents mid-job
+// (perHost ranks on each) while their ranks have a background sleep in
+// their group and a setsid'd daemon outside it: every process of the
+// killed agent's part of the job is gone, by the job's supervisor alone,
+// and the launcher, naming the host, stops the other host's part. With
+// cgroup2 writable the job also had a cgroup per host, which the next
 // agent on the host removes; with cgroup2 read-only (a container's mount)
 // the agent says it runs on supervisors alone, and they are enough.
 func TestAgentKilledLeavesNothing(t *testing.T) {
@@ -249,25 +268,40 @@ func TestAgentKilledLeavesNothing(t *testing.T) {
 		}, "ranks subreaper supervisor (no writable cgroup2: cgroup2 at ", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := e2e.StartProcs(t, 1, agentBin, e2e.Wrapped(tc.prefix(t)...))
-			inspect, _, code := c.RunLauncher(t, "-H", c.HostList(2), "--inspect")
-			if code != 0 || !strings.Contains(inspect, "\n"+tc.facts) || !strings.Contains(inspect, "subreaper supervisor") {
-				t.Fatalf("--inspect (exit %d) does not show %q:\n%s", code, tc.facts, inspect)
+			c := e2e.StartProcs(t, 2, agentBin, e2e.Wrapped(tc.prefix(t)...))
+			inspect, _, code := c.RunLauncher(t, "-H", c.HostList(perHost), "--inspect")
+			if code != 0 || strings.Count(inspect, "\n"+tc.facts) != 2 || strings.Count(inspect, "subreaper supervisor") != 2 {
+				t.Fatalf("--inspect (exit %d) does not show %q for both hosts:\n%s", code, tc.facts, inspect)
 			}
 			mark := newMark(t)
 			killMarked(t, mark)
-			l := c.StartLauncher(t, append([]string{"-l", "-H", c.HostList(2), "--kill-grace", "5s"}, leavers(t, 2, mark)...)...)
-			before := startedAll(t, l.Stdout, l.Stderr, 2, mark)
-			agent := c.Procs[0].Pid()
-			if n, want := len(jobGroups(t, agent)), tc.groups; n != want {
-				t.Errorf("the agent has %d job cgroups, want %d", n, want)
+			np := 2 * perHost
+			l := c.StartLauncher(t, append([]string{"-l", "-H", c.HostList(perHost), "--kill-grace", "5s"}, leavers(t, np, mark)...)...)
+			before, sups := startedAll(t, l.Stdout, l.Stderr, np, 2, mark)
+			for i, p := range c.Procs {
+				if n, want := len(jobGroups(t, p.Pid())), tc.groups; n != want {
+					t.Errorf("agent %d has %d job cgroups, want %d", i, n, want)
+				}
 			}
-			if err := c.Procs[0].Kill(); err != nil {
+			agent := c.Procs[1].Pid()
+			lost := supervisedBy(t, sups, agent)
+			if len(lost) != 1+3*perHost {
+				t.Fatalf("agent %d's supervisor and its processes are %d, want %d (the supervisor, and a program, a sleep and a daemon per rank):%s", agent, len(lost), 1+3*perHost, describe(lost))
+			}
+			t0 := time.Now()
+			if err := c.Procs[1].Kill(); err != nil {
 				t.Fatal(err)
 			}
 			if code := l.Wait(t); code != 255 {
 				t.Errorf("launcher exit code %d, want 255 (agent lost)\n%s", code, l.Stderr)
 			}
+			if want := "lost the agent on " + c.Hosts[1].Addr; !strings.Contains(l.Stderr.String(), want) {
+				t.Errorf("launcher stderr does not say %q:\n%s", want, l.Stderr)
+			}
+			if left := proctest.WaitGone(30*time.Second, lost...); len(left) > 0 {
+				t.Fatalf("30s after the agent's SIGKILL, %d of its %d processes of the job live:%s", len(left), len(lost), describe(left))
+			}
+			goneLost := time.Since(t0)
 			if left := waitUnmarked(mark, 30*time.Second, before...); len(left) > 0 {
 				t.Fatalf("30s after the agent's SIGKILL, %d of the job's %d processes live:%s", len(left), len(before), describe(left))
 			}
@@ -275,7 +309,7 @@ func TestAgentKilledLeavesNothing(t *testing.T) {
 			if left := jobGroups(t, agent); len(left) > 0 {
 				t.Errorf("the dead agent's job cgroups are still there after a sweep: %v", left)
 			}
-			t.Logf("agent SIGKILL (%s): all %d processes of the job gone", tc.name, len(before))
+			t.Logf("agent SIGKILL (%s), %d ranks (%d per host): the killed agent's %d processes of the job gone after %v; all %d gone", tc.name, np, perHost, len(lost), goneLost.Round(time.Millisecond), len(before))
 		})
 	}
 }
@@ -283,7 +317,8 @@ func TestAgentKilledLeavesNothing(t *testing.T) {
 // TestLocalLauncherKilledLeavesNothing: a real launcher running ranks on
 // this machine through its built-in agent is killed with SIGKILL, or gets
 // SIGHUP (its terminal closed; it does not catch SIGHUP): every process
-// of the job is gone.
+// of the job is gone. Local mode has one host: it runs two DGX nodes'
+// ranks (2×perHost) there.
 func TestLocalLauncherKilledLeavesNothing(t *testing.T) {
 	roottest.RequireRoot(t)
 	launcherBin, _ := e2e.BuildBinaries(t)
@@ -291,11 +326,13 @@ func TestLocalLauncherKilledLeavesNothing(t *testing.T) {
 		t.Run(proc.SignalName(sig), func(t *testing.T) {
 			mark := newMark(t)
 			killMarked(t, mark)
-			l := e2e.StartProc(t, nil, launcherBin, append([]string{"-l"}, leavers(t, 2, mark)...)...)
-			before := startedAll(t, l.Stdout, l.Stderr, 2, mark)
+			np := 2 * perHost
+			l := e2e.StartProc(t, nil, launcherBin, append([]string{"-l"}, leavers(t, np, mark)...)...)
+			before, _ := startedAll(t, l.Stdout, l.Stderr, np, 1, mark)
 			if n := len(jobGroups(t, l.Pid())); n != 1 {
 				t.Errorf("the launcher has %d job cgroups, want 1", n)
 			}
+			t0 := time.Now()
 			if err := syscall.Kill(l.Pid(), sig); err != nil {
 				t.Fatal(err)
 			}
@@ -308,54 +345,71 @@ func TestLocalLauncherKilledLeavesNothing(t *testing.T) {
 			if code := l.Wait(t); code != want {
 				t.Errorf("launcher exit code %d, want %d after %s", code, want, proc.SignalName(sig))
 			}
-			if left := waitUnmarked(mark, 30*time.Second, before...); len(left) > 0 {
+			if left := proctest.WaitGone(30*time.Second, before...); len(left) > 0 {
 				t.Fatalf("30s after the launcher's %s, %d of the job's %d processes live:%s", proc.SignalName(sig), len(left), len(before), describe(left))
+			}
+			took := time.Since(t0)
+			if left := waitUnmarked(mark, 30*time.Second); len(left) > 0 {
+				t.Fatalf("after the launcher's %s, processes of the job live:%s", proc.SignalName(sig), describe(left))
 			}
 			sweepDead(t)
 			if left := jobGroups(t, l.Pid()); len(left) > 0 {
 				t.Errorf("the dead launcher's job cgroups are still there after a sweep: %v", left)
 			}
+			t.Logf("local launcher %s, %d ranks on one host: all %d processes of the job gone after %v", proc.SignalName(sig), np, len(before), took.Round(time.Millisecond))
 		})
 	}
 }
 
 // TestAgentAsPID1: bin/agent as PID 1 of a new PID namespace (a container
-// without Docker) runs 4 jobs whose ranks leave orphans (`sh -c 'sleep 0.5
-// & sleep 0.5 & exit 0'`): afterwards no process of the namespace is a
-// zombie; SIGTERM to PID 1 (a container's stop) ends the agent, and so
-// the namespace, with exit code 0, and nothing is left.
+// without Docker) on each of two hosts runs 4 jobs of perHost ranks per
+// host whose ranks leave orphans (each rank starts two sleeps, waits for
+// the test's word and exits 0): the orphans die with their job, and
+// afterwards no process of either namespace is a zombie; SIGTERM to PID 1
+// (a container's stop) ends the agent, and so the namespace, with exit
+// code 0, and nothing is left.
 func TestAgentAsPID1(t *testing.T) {
 	roottest.RequireRoot(t)
 	_, agentBin := e2e.BuildBinaries(t)
-	c := e2e.StartProcs(t, 1, agentBin, e2e.Wrapped("unshare", "--pid", "--mount-proc", "--kill-child"))
-	unshare := c.Procs[0]
-	var init1 int
-	for pid := range under(unshare.Pid()) {
-		if parentOf(pid) == unshare.Pid() {
-			init1 = pid
+	c := e2e.StartProcs(t, 2, agentBin, e2e.Wrapped("unshare", "--pid", "--mount-proc", "--kill-child"))
+	inits := make([]int, len(c.Procs))
+	for i, unshare := range c.Procs {
+		for pid := range under(unshare.Pid()) {
+			if parentOf(pid) == unshare.Pid() {
+				inits[i] = pid
+			}
+		}
+		if inits[i] == 0 {
+			t.Fatalf("no PID 1 below unshare (pid %d)", unshare.Pid())
 		}
 	}
-	if init1 == 0 {
-		t.Fatalf("no PID 1 below unshare (pid %d)", unshare.Pid())
-	}
-	mark := newMark(t)
-	killMarked(t, mark)
+	np := 2 * perHost
+	const script = `sleep 600 & sleep 600 & while [ ! -e "$0" ]; do sleep 0.05; done; exit 0`
 	for i := range 4 {
-		out, stderr, code := c.RunLauncher(t, "-H", c.HostList(2), "-np", "2", "-x", mark, "sh", "-c", "sleep 0.5 & sleep 0.5 & exit 0")
-		if code != 0 {
-			t.Fatalf("job %d: exit code %d\n%s\n%s", i, code, out, stderr)
+		mark := newMark(t)
+		killMarked(t, mark)
+		word := filepath.Join(t.TempDir(), "go")
+		l := c.StartLauncher(t, "-H", c.HostList(perHost), "-np", strconv.Itoa(np), "-x", mark, "sh", "-c", script, word)
+		children := waitOrphansToBe(t, l, mark, 2*np)
+		if err := os.WriteFile(word, nil, 0o644); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if left := waitUnmarked(mark, 30*time.Second); len(left) > 0 {
-		t.Fatalf("the jobs' processes live on:%s", describe(left))
+		if code := l.Wait(t); code != 0 {
+			t.Fatalf("job %d: exit code %d\n%s\n%s", i, code, l.Stdout, l.Stderr)
+		}
+		if left := waitUnmarked(mark, 30*time.Second, children...); len(left) > 0 {
+			t.Fatalf("job %d's processes live on:%s", i, describe(left))
+		}
 	}
 	var zombies []int
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		zombies = zombies[:0]
-		for pid, st := range under(init1) {
-			if st == 'Z' {
-				zombies = append(zombies, pid)
+		for _, init1 := range inits {
+			for pid, st := range under(init1) {
+				if st == 'Z' {
+					zombies = append(zombies, pid)
+				}
 			}
 		}
 		if len(zombies) == 0 || time.Now().After(deadline) {
@@ -364,21 +418,51 @@ func TestAgentAsPID1(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if len(zombies) > 0 {
-		t.Fatalf("%d zombies in the agent's PID namespace:%s", len(zombies), describe(zombies))
+		t.Fatalf("%d zombies in the agents' PID namespaces:%s", len(zombies), describe(zombies))
 	}
-	inside := under(init1)
-	if err := syscall.Kill(init1, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	var pids []int
+	for _, init1 := range inits {
+		pids = append(pids, init1)
+		for pid := range under(init1) {
+			pids = append(pids, pid)
+		}
+		if err := syscall.Kill(init1, syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if code := unshare.Wait(t); code != 0 {
-		t.Errorf("unshare (the container) exit code %d after SIGTERM, want 0\n%s", code, unshare.Stderr)
-	}
-	pids := []int{init1}
-	for pid := range inside {
-		pids = append(pids, pid)
+	for i, unshare := range c.Procs {
+		if code := unshare.Wait(t); code != 0 {
+			t.Errorf("unshare (the container) %d exit code %d after SIGTERM, want 0\n%s", i, code, unshare.Stderr)
+		}
 	}
 	if left := proctest.WaitGone(10*time.Second, pids...); len(left) > 0 {
-		t.Fatalf("left after the container's stop:%s", describe(left))
+		t.Fatalf("left after the containers' stop:%s", describe(left))
 	}
-	t.Logf("agent as PID 1: 4 jobs, no zombies; %d processes in the namespace before SIGTERM, none after", len(pids))
+	t.Logf("agent as PID 1 on 2 hosts: 4 jobs of %d ranks (%d per host), each rank leaving 2 orphans, all gone; no zombies; %d processes in the namespaces before SIGTERM, none after", np, perHost, len(pids))
+}
+
+// waitOrphansToBe waits until n processes carrying mark run "sleep 600"
+// (the ranks' children) and returns them.
+func waitOrphansToBe(t *testing.T, l *e2e.Launch, mark string, n int) []int {
+	t.Helper()
+	deadline := time.Now().Add(e2e.Deadline)
+	for {
+		var sleeps []int
+		for _, pid := range marked(mark) {
+			if cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); string(cmd) == "sleep\x00600\x00" {
+				sleeps = append(sleeps, pid)
+			}
+		}
+		if len(sleeps) == n {
+			return sleeps
+		}
+		if len(sleeps) > n || time.Now().After(deadline) {
+			t.Fatalf("%d of the ranks' children run, want %d:%s\nstderr:\n%s", len(sleeps), n, describe(sleeps), l.Stderr)
+		}
+		select {
+		case <-l.Done():
+			t.Fatalf("the job ended before its ranks' children ran (%d of %d):\n%s", len(sleeps), n, l.Stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

@@ -15,7 +15,9 @@ import (
 // TCP connection (SIGSTOP here; a hung host or a silent network cut in
 // life) is found by the launcher's keepalives and the job fails naming
 // the host. When the agent resumes it finds its launcher gone and stops
-// its ranks. Not parallel: it shortens the package-level keepalive timing.
+// its ranks and their children (perHost ranks on each of two hosts, each
+// with a child). Not parallel: it shortens the package-level keepalive
+// timing.
 func TestAgentStopped(t *testing.T) {
 	oldI, oldT := launcher.KeepaliveInterval, launcher.KeepaliveTimeout
 	launcher.KeepaliveInterval, launcher.KeepaliveTimeout = 200*time.Millisecond, time.Second
@@ -23,13 +25,12 @@ func TestAgentStopped(t *testing.T) {
 
 	_, agentBin := e2e.BuildBinaries(t)
 	c := e2e.StartProcs(t, 2, agentBin)
-	l := c.StartLauncher(t, fake(t, 4, c.HostList(2), "sleep", "--kill-grace", "5s")...)
-	out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(4))
-	if !ok {
-		t.Fatalf("not every rank started:\n%s\nstderr:\n%s", out, l.Stderr)
-	}
-	ready := e2e.ReadyPids(out)
-	host1, host2 := pidsOf(t, ready, 0, 1), pidsOf(t, ready, 2, 3)
+	mark := newMark(t)
+	killMarked(t, mark)
+	np := 2 * perHost
+	l := c.StartLauncher(t, childRanks(np, c.HostList(perHost), mark, "--kill-grace", "5s")...)
+	ranks, children := startedWithChildren(t, l.Stdout, l.Stderr, np)
+	host1, host2 := treesOf(t, ranks, children, span(0, perHost)...), treesOf(t, ranks, children, span(perHost, np)...)
 	stopped := c.Procs[1].Pid()
 	t0 := time.Now()
 	if err := syscall.Kill(stopped, syscall.SIGSTOP); err != nil {
@@ -52,6 +53,9 @@ func TestAgentStopped(t *testing.T) {
 	}
 	if left := proctest.WaitGone(e2e.Deadline, host2...); len(left) > 0 {
 		t.Errorf("the resumed agent left its ranks running: %v", left)
+	}
+	if left := waitUnmarked(mark, e2e.Deadline); len(left) > 0 {
+		t.Errorf("processes of the job left running:%s", describe(left))
 	}
 	t.Logf("stopped agent detected after %v (keepalive every %v, timeout %v)", detect.Round(time.Millisecond), launcher.KeepaliveInterval, launcher.KeepaliveTimeout)
 }

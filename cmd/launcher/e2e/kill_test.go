@@ -9,21 +9,25 @@ import (
 	"gangway/cmd/internal/e2e"
 )
 
+// The kill tests run a DGX node's shape: perHost ranks on each of two
+// hosts, each rank with a child in its process group (withChild), every
+// process of the job marked (newMark), so that "nothing is left" covers
+// the children too.
+
 // TestAgentKilled: SIGKILL one of two agent processes mid-job. The
 // launcher fails naming that host, the other host's ranks are stopped,
-// and the killed agent's ranks die with their supervisors (see also
+// and the killed agent's ranks die with their supervisor (see also
 // TestAgentKilledLeavesNothing).
 func TestAgentKilled(t *testing.T) {
 	t.Parallel()
 	_, agentBin := e2e.BuildBinaries(t)
 	c := e2e.StartProcs(t, 2, agentBin)
-	l := c.StartLauncher(t, fake(t, 4, c.HostList(2), "sleep", "--kill-grace", "5s")...)
-	out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(4))
-	if !ok {
-		t.Fatalf("not every rank started:\n%s\nstderr:\n%s", out, l.Stderr)
-	}
-	ready := e2e.ReadyPids(out)
-	host1, host2 := pidsOf(t, ready, 0, 1), pidsOf(t, ready, 2, 3)
+	mark := newMark(t)
+	killMarked(t, mark)
+	np := 2 * perHost
+	l := c.StartLauncher(t, childRanks(np, c.HostList(perHost), mark, "--kill-grace", "5s")...)
+	ranks, children := startedWithChildren(t, l.Stdout, l.Stderr, np)
+	host1, host2 := treesOf(t, ranks, children, span(0, perHost)...), treesOf(t, ranks, children, span(perHost, np)...)
 
 	t0 := time.Now()
 	if err := c.Procs[1].Kill(); err != nil {
@@ -43,26 +47,30 @@ func TestAgentKilled(t *testing.T) {
 	left2 := proctest.WaitGone(e2e.Deadline, host2...)
 	gone2 := time.Since(t0)
 	if len(left1) > 0 || len(left2) > 0 {
-		t.Errorf("ranks left running: host 1 %v, host 2 %v", left1, left2)
+		t.Errorf("ranks or children left running: host 1 %v, host 2 %v", left1, left2)
 	}
-	t.Logf("agent SIGKILL: launcher exited %d after %v; ranks gone on host 1 after %v, on host 2 (supervisors) after %v; processes left: %d",
-		code, detect.Round(time.Millisecond), gone1.Round(time.Millisecond), gone2.Round(time.Millisecond), len(left1)+len(left2))
+	left := waitUnmarked(mark, e2e.Deadline)
+	if len(left) > 0 {
+		t.Errorf("processes of the job left running:%s", describe(left))
+	}
+	t.Logf("agent SIGKILL, %d ranks (%d per host) each with a child: launcher exited %d after %v; ranks and children gone on host 1 (%d) after %v, on host 2 (%d, its supervisor's) after %v; processes left: %d",
+		np, perHost, code, detect.Round(time.Millisecond), len(host1), gone1.Round(time.Millisecond), len(host2), gone2.Round(time.Millisecond), len(left))
 	t.Logf("launcher stderr:\n%s", stderr)
 }
 
 // TestLauncherKilled: SIGKILL a real launcher process mid-job; every agent
-// sees the connection drop and kills its ranks.
+// sees the connection drop and kills its ranks and their children.
 func TestLauncherKilled(t *testing.T) {
 	t.Parallel()
 	launcherBin, _ := e2e.BuildBinaries(t)
 	c := e2e.StartLocal(t, 2)
-	args := append(c.SSHFlags(), fake(t, 4, c.HostList(2), "sleep", "--kill-grace", "5s")...)
+	mark := newMark(t)
+	killMarked(t, mark)
+	np := 2 * perHost
+	args := append(c.SSHFlags(), childRanks(np, c.HostList(perHost), mark, "--kill-grace", "5s")...)
 	l := e2e.StartProc(t, nil, launcherBin, args...)
-	out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(4))
-	if !ok {
-		t.Fatalf("not every rank started:\n%s\nstderr:\n%s", out, l.Stderr)
-	}
-	pids := pidsOf(t, e2e.ReadyPids(out), 0, 1, 2, 3)
+	ranks, children := startedWithChildren(t, l.Stdout, l.Stderr, np)
+	pids := treesOf(t, ranks, children, span(0, np)...)
 	t0 := time.Now()
 	if err := l.Kill(); err != nil {
 		t.Fatal(err)
@@ -70,10 +78,13 @@ func TestLauncherKilled(t *testing.T) {
 	left := proctest.WaitGone(e2e.Deadline, pids...)
 	took := time.Since(t0)
 	if len(left) > 0 {
-		t.Fatalf("ranks still running %v after the launcher died: %v", took, left)
+		t.Fatalf("ranks or children still running %v after the launcher died:%s", took, describe(left))
+	}
+	if left := waitUnmarked(mark, e2e.Deadline); len(left) > 0 {
+		t.Fatalf("processes of the job left running:%s", describe(left))
 	}
 	if code := l.Code(); code != -1 {
 		t.Errorf("launcher exit code %d, want -1 (killed)", code)
 	}
-	t.Logf("launcher SIGKILL: every rank on both agents gone after %v (agent grace %v); processes left: 0", took.Round(time.Millisecond), "2s")
+	t.Logf("launcher SIGKILL, %d ranks (%d per host) each with a child: all %d gone after %v; processes left: 0", np, perHost, len(pids), took.Round(time.Millisecond))
 }

@@ -6,6 +6,7 @@
 package e2e_test
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -47,6 +48,62 @@ func self(t testing.TB) string {
 func fake(t testing.TB, np int, hosts, mode string, opts ...string) []string {
 	args := append([]string{"-l", "-np", strconv.Itoa(np), "-H", hosts, "-x", proctest.Env + "=" + mode}, opts...)
 	return append(args, self(t))
+}
+
+// perHost is how many ranks each host runs in the fault tests: a DGX
+// node's eight, one per GPU.
+const perHost = 8
+
+// withChild is the rank program of the fault tests: a shell that starts a
+// child in its process group (a dataloader worker's stand-in), prints
+// "child PID" and "ready PID", and becomes a sleep, so that the child's
+// parent is the rank.
+const withChild = `sleep 600 & echo "child $!"; echo "ready $$"; exec sleep 600`
+
+// childRanks returns launcher arguments running np withChild ranks over
+// hosts, after extra launcher options, every process carrying mark (-x;
+// see newMark). Like fake, it asks for [R] tags.
+func childRanks(np int, hosts, mark string, opts ...string) []string {
+	args := append([]string{"-l", "-np", strconv.Itoa(np), "-H", hosts, "-x", mark}, opts...)
+	return append(args, "sh", "-c", withChild)
+}
+
+// startedWithChildren waits until np withChild ranks have printed their
+// pids, checks that every rank and every child runs and that each child's
+// parent is its rank, and returns the ranks' and the children's pids by
+// rank.
+func startedWithChildren(t *testing.T, out *e2e.Output, stderr fmt.Stringer, np int) (ranks, children map[int]int) {
+	t.Helper()
+	s, ok := out.WaitFor(e2e.Deadline, e2e.HasReady(np))
+	if !ok {
+		t.Fatalf("not every rank started:\n%s\nstderr:\n%s", s, stderr)
+	}
+	ranks, children = e2e.ReadyPids(s), e2e.ChildPids(s)
+	for r := range np {
+		rank, child := ranks[r], children[r]
+		if rank == 0 || child == 0 {
+			t.Fatalf("rank %d printed rank pid %d, child pid %d:\n%s", r, rank, child, s)
+		}
+		if proctest.Gone(rank) || proctest.Gone(child) || parentOf(child) != rank {
+			t.Fatalf("rank %d: want rank %d and its child %d running, the child's parent the rank:%s", r, rank, child, describe([]int{rank, child}))
+		}
+	}
+	return ranks, children
+}
+
+// treesOf returns the pids of the given ranks and of their children.
+func treesOf(t testing.TB, ranks, children map[int]int, rs ...int) []int {
+	t.Helper()
+	return append(pidsOf(t, ranks, rs...), pidsOf(t, children, rs...)...)
+}
+
+// span is the ranks lo..hi-1.
+func span(lo, hi int) []int {
+	out := make([]int, 0, hi-lo)
+	for r := lo; r < hi; r++ {
+		out = append(out, r)
+	}
+	return out
 }
 
 // pidsOf returns the pids of the given ranks.

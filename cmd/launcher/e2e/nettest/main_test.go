@@ -33,6 +33,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -270,10 +271,32 @@ type launch struct {
 // launcher --mpi=openmpi) goes too.
 func start(t *testing.T, env []string, name string, args ...string) *launch {
 	t.Helper()
+	return startTo(t, nil, env, name, args...)
+}
+
+// startDiscarding is start with the launch's stdout going to /dev/null
+// (l.stdout stays empty): for ranks that write more than a test should
+// keep, hundreds of megabytes.
+func startDiscarding(t *testing.T, env []string, name string, args ...string) *launch {
+	t.Helper()
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { null.Close() })
+	return startTo(t, null, env, name, args...)
+}
+
+// startTo is start with stdout going to w, or to l.stdout when w is nil.
+func startTo(t *testing.T, w io.Writer, env []string, name string, args ...string) *launch {
+	t.Helper()
 	l := &launch{name: filepath.Base(name), done: make(chan struct{})}
 	l.cmd = exec.Command(name, args...)
 	l.cmd.Env = append(os.Environ(), env...)
 	l.cmd.Stdout, l.cmd.Stderr = &l.stdout, &l.stderr
+	if w != nil {
+		l.cmd.Stdout = w
+	}
 	l.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	l.cmd.WaitDelay = 5 * time.Second
 	l.start = time.Now()
