@@ -17,6 +17,9 @@ type contender struct {
 	timeout time.Duration
 	// value turns a successful run into the sample; nil means wall ms.
 	value func(o outcome) (float64, error)
+	// run replaces runTimed, for contenders that watch more than the
+	// launcher (nil: runTimed).
+	run func(ctx context.Context, s cmdSpec) outcome
 	// before runs just before every run; after sees every successful
 	// measured run (extra metrics).
 	before func()
@@ -57,7 +60,11 @@ func (b *bench) interleave(ctx context.Context, c caseSpec, cs []contender) []*R
 			if k.before != nil {
 				k.before()
 			}
-			o := runTimed(ctx, cmdSpec{argv: k.argv, env: k.env, capture: k.capture, hwm: k.hwm, timeout: timeout})
+			run := k.run
+			if run == nil {
+				run = runTimed
+			}
+			o := run(ctx, cmdSpec{argv: k.argv, env: k.env, capture: k.capture, hwm: k.hwm, timeout: timeout})
 			v, err := o.Took.Seconds()*1000, o.Err
 			if err == nil && k.value != nil {
 				v, err = k.value(o)

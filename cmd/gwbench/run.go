@@ -42,7 +42,7 @@ type options struct {
 	hold     time.Duration
 }
 
-var scenarios = []string{"memory", "launch", "output", "pmi", "scale", "slurm"}
+var scenarios = []string{"memory", "launch", "output", "pmi", "failstop", "scale", "slurm"}
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -186,7 +186,7 @@ func (b *bench) resolveBins() error {
 // all runs the selected scenarios on one bed, removed before it returns.
 func (b *bench) all(ctx context.Context) int {
 	b.describe()
-	needNet := b.o.want("memory") || b.o.want("launch") || b.o.want("output") || b.o.want("pmi")
+	needNet := b.o.want("memory") || b.o.want("launch") || b.o.want("output") || b.o.want("pmi") || b.o.want("failstop")
 	if needNet {
 		t0 := time.Now()
 		hosts := 16
@@ -214,16 +214,22 @@ func (b *bench) all(ctx context.Context) int {
 	steps := []struct {
 		name string
 		fn   func(context.Context) error
+		full bool // left out of -quick unless -only names it
 	}{
-		{"memory", b.memory},
-		{"launch", b.launch},
-		{"output", b.output},
-		{"pmi", b.pmi},
-		{"scale", b.scale},
-		{"slurm", b.slurm},
+		{"memory", b.memory, false},
+		{"launch", b.launch, false},
+		{"output", b.output, false},
+		{"pmi", b.pmi, false},
+		{"failstop", b.failstop, true},
+		{"scale", b.scale, false},
+		{"slurm", b.slurm, false},
 	}
 	for _, s := range steps {
 		if !b.o.want(s.name) || ctx.Err() != nil {
+			continue
+		}
+		if s.full && b.o.quick && len(b.o.only) == 0 {
+			b.skip("%s: full runs only (about 2 minutes; -quick -only %s runs it)", s.name, s.name)
 			continue
 		}
 		t0 := time.Now()
@@ -270,6 +276,7 @@ func (b *bench) describe() {
 	add("hydra", "-launcher ssh -launcher-exec <ssh wrapper> -iface "+bedPrefix+"br -f <host:k file>")
 	add("pdsh, fan-out", "pdsh -R ssh -f 256 -w 198.18.190.[1-N], PDSH_SSH_ARGS=<same ssh options> -l%u %h; bash: one ssh per host in the background, wait; both run '"+shellTrue8+"'")
 	add("gangway cold", "launcher --transport ssh --ssh '/usr/bin/ssh <same options>' --agent-path bin/agent (agent --stdio per host)")
+	add("rank failure", fmt.Sprintf("16 hosts x 1 and x 8 ranks; every rank but rank %d runs 'sleep 600 &' and then 'exec sleep 600'; once gwbench has seen every rank up and opened a pidfd on every process of the job (found by %s=<tag> in its environment: ranks start as 'env %s=<tag> rank', children inherit it), rank %d (host 1 at 1 per host, host 0 at 8 per host) writes 'date +%%s.%%N' and exits 3; sample: from that timestamp to the later of the last process of the job exiting (a zombie counts) and the launcher returning; a job still running %v after the failure did not stop (killed, the run fails); ranks do a PMI-1 init where they get PMI_FD (gangway, Hydra), as MPI programs do; exit status: gangway must return 3, peers non-zero; mpirun with tree spawn, all launchers with their default stop settings", failRank, failVar, failVar, failRank, failLimit))
 	add("MPICH ranks", "UCX_TLS=tcp,self,sm UCX_NET_DEVICES="+"enp1s0f0 (both launchers)")
 	add("method", fmt.Sprintf("wall time from fork to exit of the launcher in the root namespace; launchers interleaved per round (A B C A B C ...), %d warm-up + %d measured rounds; median [min, max]; ours/theirs: gangway's median over the peer's (for gangway rows: over the best peer's)", b.o.warmup, b.o.runs))
 }

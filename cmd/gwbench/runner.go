@@ -21,12 +21,14 @@ type cmdSpec struct {
 	stdout  *os.File // nil: /dev/null (or captured)
 	capture bool     // keep the last 1 MiB of stdout in outcome.Stdout
 	hwm     bool     // poll the process's VmHWM (outcome.HWM)
+	exitOK  bool     // a non-zero exit status is no error (outcome.Code has it)
 	timeout time.Duration
 }
 
 // outcome is one timed run.
 type outcome struct {
 	Took time.Duration
+	End  time.Time // when Wait returned: the process exited and its output was drained
 	Code int
 	CPU  time.Duration // user+system time of the process and the children it reaped
 	HWM  float64       // with cmdSpec.hwm: the last VmHWM read from /proc/PID/status, MiB
@@ -78,8 +80,9 @@ func runTimed(ctx context.Context, s cmdSpec) outcome {
 		hwm <- 0
 	}
 	err = cmd.Wait()
+	end := time.Now()
 	close(stop)
-	o := outcome{HWM: <-hwm, Took: time.Since(t0), Stdout: outTail.String(), Stderr: errTail.String()}
+	o := outcome{HWM: <-hwm, Took: end.Sub(t0), End: end, Stdout: outTail.String(), Stderr: errTail.String()}
 	_ = proc.StopGroup(cmd.Process.Pid, 0, nil)
 	if st := cmd.ProcessState; st != nil {
 		o.Code = st.ExitCode()
@@ -90,13 +93,20 @@ func runTimed(ctx context.Context, s cmdSpec) outcome {
 		o.Err = fmt.Errorf("%s: still running after %v, killed", s.argv[0], s.timeout)
 	case ctx.Err() != nil:
 		o.Err = ctx.Err()
-	case err != nil:
+	case err != nil && !(s.exitOK && exited(err)):
 		o.Err = fmt.Errorf("%s: %w", s.argv[0], err)
 	}
 	if o.Err != nil && o.Stderr != "" {
 		o.Err = fmt.Errorf("%w; stderr: %s", o.Err, lastLines(o.Stderr, 6))
 	}
 	return o
+}
+
+// exited reports whether err is a process's exit with a status (not a
+// death by signal, not a failure to wait).
+func exited(err error) bool {
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && ee.Exited()
 }
 
 // pollHWM reads pid's VmHWM every 10 ms until stop is closed, and sends

@@ -60,6 +60,7 @@ func targets(rs []*Result, scaleCounts []int) []Target {
 	var ts []Target
 	ts = append(ts, pmiTargets(rs)...)
 	ts = append(ts, launchTargets(rs)...)
+	ts = append(ts, failstopTargets(rs)...)
 	ts = append(ts, scaleTargets(rs, scaleCounts)...)
 	ts = append(ts, outputTarget(rs))
 	ts = append(ts, slurmTargets(rs)...)
@@ -122,6 +123,28 @@ func launchTargets(rs []*Result) []Target {
 			t := Target{Name: name, Goal: goal, Measured: fmt.Sprintf("%s ms / %d hosts = %s ms per host", fmtNum(r.Median), hosts, fmtNum(per))}
 			ts = append(ts, atMost(t, per, 5))
 		} else {
+			ts = append(ts, notMeasured(name, goal))
+		}
+	}
+	return ts
+}
+
+// failstopTargets: from a rank's failure until every rank on every host
+// is gone and the launcher has returned, no slower than the fastest peer
+// that stopped the job, at 1 and at 8 ranks per host on 16 hosts.
+func failstopTargets(rs []*Result) []Target {
+	var ts []Target
+	for _, per := range []int{1, 8} {
+		cas := failCase(16, per)
+		name, goal := fmt.Sprintf("rank failure to all stopped, 16 hosts x %d", per), "<= 1x the fastest peer"
+		switch r := find(rs, "failstop", cas, failMetric, lGangway); {
+		case r != nil && r.Ratio > 0:
+			ts = append(ts, vsRow(name, goal, r, r.Ratio, r.RatioVs, 1))
+		case r != nil:
+			t := notMeasured(name, goal)
+			t.Measured = fmt.Sprintf("%s %s; no peer stopped the job", fmtNum(r.Median), r.Unit)
+			ts = append(ts, t)
+		default:
 			ts = append(ts, notMeasured(name, goal))
 		}
 	}

@@ -94,6 +94,21 @@ func outRows(tag, raw, hy, hyTag, pipes, badTag, badRaw float64) []*Result {
 	return rs
 }
 
+// failRows: gangway and the peers in the failstop case with per ranks per
+// host; a peer's negative value is a peer that never stopped the job (a
+// row without values).
+func failRows(per int, gw float64, peers map[string]float64) []*Result {
+	rs := []*Result{res("failstop", failCase(16, per), failMetric, lGangway, Ours, false, gw)}
+	for name, v := range peers {
+		r := res("failstop", failCase(16, per), failMetric, name, Peer, false)
+		if v >= 0 {
+			r.Values = []float64{v}
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
 type wantTarget struct {
 	status, by string   // exact
 	measured   []string // substrings of Measured
@@ -121,6 +136,8 @@ func TestTargets(t *testing.T) {
 			scaleRows(256, 460, 50),
 			scaleRows(1024, 1836, 150),
 			outRows(300, 500, 600, 150, 1000, 0, 0),
+			failRows(1, 40, map[string]float64{lHydra: -1, lMpirun: 2000}),
+			failRows(8, 120, map[string]float64{lHydra: 100, lMpirun: 2000}),
 		),
 		counts: []int{256, 1024},
 		want: map[string]wantTarget{
@@ -138,6 +155,8 @@ func TestTargets(t *testing.T) {
 				[]string{"300.0 MiB/s = 0.30x pipes, 2.00x " + lHydraTag + ", 0 bad lines", "untagged 500.0 MiB/s = 0.50x pipes, 0.83x " + lHydra + ", 0 bad lines"}},
 			"Slurm launch 3 nodes x 8, in one allocation": {"not measured", "", nil},
 			"agent RSS, 8 running ranks":                  {"not measured", "", nil},
+			"rank failure to all stopped, 16 hosts x 1":   {"hit", "", []string{"40.00 ms = 0.020x " + lMpirun}},
+			"rank failure to all stopped, 16 hosts x 8":   {"missed", "1.20x the limit", []string{"120.0 ms = 1.200x " + lHydra}},
 		},
 	}, {
 		name: "quick run, hits",
@@ -166,6 +185,8 @@ func TestTargets(t *testing.T) {
 		rs: cat(
 			scaleRows(256, 256, 64),
 			outRows(500, 600, 600, 150, 1000, 7, -1),
+			failRows(1, 30, map[string]float64{lHydra: -1}),
+			failRows(8, 2000, map[string]float64{lHydra: -1, lMpirun: 2000}),
 		),
 		counts: []int{64, 256},
 		want: map[string]wantTarget{
@@ -173,7 +194,9 @@ func TestTargets(t *testing.T) {
 			"scale: launcher peak RSS per host at 256 hosts": {"indicative (missed)", "4.00x the limit", []string{"64.00 MiB at 256: 256.0 KiB per host (RSS/N: one count only"}},
 			"output throughput, tagged (-l)": {"missed", "7 tagged lines lost or mangled, untagged output not verified",
 				[]string{"7 bad lines", "unverified bad lines"}},
-			"warm launch 16x8 (agents running)": {"not measured", "", nil},
+			"warm launch 16x8 (agents running)":         {"not measured", "", nil},
+			"rank failure to all stopped, 16 hosts x 1": {"not measured", "", []string{"30.00 ms; no peer stopped the job"}},
+			"rank failure to all stopped, 16 hosts x 8": {"hit", "", []string{"1.000x " + lMpirun}},
 		},
 	}, {
 		name:   "nothing measured",
@@ -184,6 +207,8 @@ func TestTargets(t *testing.T) {
 			"scale: launcher CPU per host":                 {"not measured", "", nil},
 			"scale: launcher peak RSS per host":            {"not measured", "", nil},
 			"output throughput, tagged (-l)":               {"not measured", "", nil},
+			"rank failure to all stopped, 16 hosts x 1":    {"not measured", "", nil},
+			"rank failure to all stopped, 16 hosts x 8":    {"not measured", "", nil},
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
