@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -54,6 +55,9 @@ type Agent struct {
 	// NoCgroup keeps ranks out of cgroup2; otherwise each job gets a group
 	// under the agent's own where cgroup2 is writable (README, Containment).
 	NoCgroup bool
+	// PMILimits bound what each job's PMI server keeps and how long a
+	// reply waits for its rank; zero fields take pmi's defaults.
+	PMILimits pmi.Limits
 
 	mu   sync.Mutex
 	jobs map[string]int // job id -> live sessions, for logs and isolation checks
@@ -470,10 +474,12 @@ func (s *session) prepare(ctx context.Context, j *wire.StartJob) error {
 		if len(local) < j.PMI.Size {
 			fencer = sessionFencer{s}
 		}
-		srv, err := pmi.NewServer(ctx, pmi.Job{KVSName: j.PMI.KVSName, Size: j.PMI.Size, Mapping: j.PMI.Mapping, JobID: j.JobID, UniverseSize: j.PMI.UniverseSize}, local, fencer, pmi.Events{
+		pj := pmi.Job{KVSName: j.PMI.KVSName, Size: j.PMI.Size, Mapping: j.PMI.Mapping, JobID: j.JobID, UniverseSize: j.PMI.UniverseSize, Limits: s.a.PMILimits}
+		srv, err := pmi.NewServer(ctx, pj, local, fencer, pmi.Events{
 			Abort: func(rank, code int, msg string) {
 				_ = s.conn.Send(wire.KindAbort, wire.Abort{Rank: rank, Code: code, Msg: msg})
 			},
+			Fail:  s.pmiFailed,
 			Names: s.names,
 		})
 		if err != nil {
@@ -495,6 +501,20 @@ func (s *session) prepare(ctx context.Context, j *wire.StartJob) error {
 		}
 	}
 	return nil
+}
+
+// pmiFailed stops a rank whose PMI connection the server dropped; its
+// Exit then carries the server's reason (pmi.Server.Failed), so the
+// launcher blames it and stops the job, as Hydra kills a job whose rank's
+// PMI socket closes early. A PMI server's connections exist only once
+// spawn has run, so procs is set.
+func (s *session) pmiFailed(rank int, err error) {
+	s.log.Warn("PMI connection dropped; stopping the rank", zap.Int("rank", rank), zap.Error(err))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.procs[rank]; p != nil {
+		p.Stop(0)
+	}
 }
 
 // sessionFencer carries the PMI server's barriers to the launcher.
@@ -633,7 +653,13 @@ func (s *session) spawn(ctx context.Context) error {
 			defer all.Done()
 			res := p.Wait()
 			x := wire.Exit{Rank: res.Rank, Pid: res.Pid, Code: res.Code, Signal: int(res.Signal), SignalName: proc.SignalName(res.Signal), Stopped: res.Stopped || s.endedByDump(res.Rank)}
-			if s.pmi != nil && x.Code == 0 && s.pmi.Initialized(res.Rank) && !s.pmi.Finalized(res.Rank) {
+			switch {
+			case s.pmi == nil:
+			case s.pmi.Failed(res.Rank) != nil:
+				// Stopped by pmiFailed: a failure of its own.
+				x.Err, x.Stopped = s.pmi.Failed(res.Rank).Error(), false
+				x.Code = max(x.Code, 1)
+			case x.Code == 0 && s.pmi.Initialized(res.Rank) && !s.pmi.Finalized(res.Rank):
 				x.Code, x.Err = 1, "exited without PMI finalize (MPI_Finalize not called)"
 			}
 			if res.Err != nil && x.Err == "" {
@@ -662,6 +688,11 @@ func (s *session) spawn(ctx context.Context) error {
 		s.removeErrorFiles()
 		if s.pmi != nil {
 			s.pmi.Close()
+			// The job's PMI keys (up to pmi.Limits' bytes) are garbage
+			// now: give the memory back to the host at once, not when
+			// the runtime gets round to it, so that an idle agent shows
+			// what it holds.
+			debug.FreeOSMemory()
 		}
 		if cg != nil {
 			// Whatever escaped the ranks' supervisors dies with the job.

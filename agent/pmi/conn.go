@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,22 +22,29 @@ const maxMessage = 64 << 10
 var errConnDone = errors.New("pmi: connection ended")
 
 // conn is one rank's PMI connection. Its reader goroutine (serve) handles
-// requests in order; requests that wait (getnodeattr with wait=TRUE, the
-// name service) run in goroutines owned by wg, so the reader keeps reading
-// and sees EOF when the rank dies. A barrier (barrier_in, kvs-fence) needs
-// no goroutine: the rank is registered with it, and whoever completes it
-// writes the reply (writeNow).
+// requests in order, one at a time: a request answered later (a barrier,
+// getnodeattr with wait=TRUE, the name service) holds up the rank's next
+// request until its reply is written (later, awaitReply). The reader
+// still reads that next request, so it sees EOF when the rank dies, but
+// no further: a rank that never reads its replies cannot make the server
+// queue work for it. Requests that wait run in goroutines owned by wg, at
+// most one at a time; a barrier needs none: the rank is registered with
+// it, and whoever completes it writes the reply (writeNow). Every write
+// has a deadline (Limits.WriteTimeout); a rank that lets it pass is
+// dropped (Server.fail).
 type conn struct {
 	s    *Server
 	nc   net.Conn
 	br   *bufio.Reader
 	rank int // the rank whose socketpair this is
 
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	wg     sync.WaitGroup
-	wmu    sync.Mutex
-	raw    syscall.RawConn // nc's descriptor, for writes that must not wait; nil if none
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	wg      sync.WaitGroup
+	wmu     sync.Mutex
+	raw     syscall.RawConn // nc's descriptor, for writes that must not wait; nil if none
+	replied chan struct{}   // the reader's: closed once the pending reply is written; nil when none is pending
+	aborted bool            // the reader's: the rank sent abort (reported once)
 }
 
 func newConn(s *Server, nc net.Conn, rank int) *conn {
@@ -72,12 +81,51 @@ func (c *conn) serve() {
 	}
 }
 
+// later marks the request being handled as answered later: the reader
+// handles no further request until the returned done has been called
+// (once the reply is written or abandoned). done may be called more than
+// once.
+func (c *conn) later() (done func()) {
+	ch := make(chan struct{})
+	c.replied = ch
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
+}
+
+// awaitReply waits until the reply to the reader's previous request, if
+// it is pending, has been written.
+func (c *conn) awaitReply() error {
+	if c.replied == nil {
+		return nil
+	}
+	select {
+	case <-c.replied:
+		c.replied = nil
+		return nil
+	case <-c.ctx.Done():
+		return context.Cause(c.ctx)
+	}
+}
+
 // write sends one complete reply; replies from waiting goroutines and the
 // reader never interleave.
 func (c *conn) write(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if _, err := c.nc.Write(b); err != nil {
+	return c.writeLocked(b)
+}
+
+// writeLocked writes b within the write timeout; wmu is held. A rank that
+// lets the timeout pass is dropped and failed.
+func (c *conn) writeLocked(b []byte) error {
+	timeout := c.s.job.Limits.WriteTimeout
+	_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
+	_, err := c.nc.Write(b)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("%w: its reply waited %v for the rank to read (a socket buffer of replies left unread); its PMI connection was closed", ErrStalled, timeout)
+		c.s.fail(c, err)
+	}
+	if err != nil {
 		return fmt.Errorf("write to rank %d: %w", c.id(), err)
 	}
 	return nil
@@ -146,10 +194,10 @@ func (c *conn) writeLater(b []byte, locked bool) {
 		if !locked {
 			c.wmu.Lock()
 		}
-		_, err := c.nc.Write(b)
+		err := c.writeLocked(b)
 		c.wmu.Unlock()
 		if err != nil {
-			c.s.debugf("pmi conn rank %d: write: %v", c.id(), err)
+			c.s.debugf("pmi conn rank %d: %v", c.id(), err)
 			c.nc.Close()
 		}
 	})
@@ -158,10 +206,13 @@ func (c *conn) writeLater(b []byte, locked bool) {
 	}
 }
 
-// async runs a waiting request; a failed reply closes the connection so the
-// rank sees the failure.
+// async runs a waiting request whose reply the reader's next request
+// waits for (later); a failed reply closes the connection so the rank
+// sees the failure.
 func (c *conn) async(f func() error) {
+	done := c.later()
 	c.wg.Go(func() {
+		defer done()
 		if err := f(); err != nil {
 			c.s.debugf("pmi conn rank %d: %v", c.id(), err)
 			c.nc.Close()

@@ -29,6 +29,24 @@
 //   - PMI-2 abort carries no exit code; Events.Abort then reports 1.
 //   - publish_name/lookup_name (and PMI-2 name-*) are local to this server.
 //     Spawn (mcmd=spawn, PMI-2 spawn) is refused.
+//   - A rank is served one request at a time, as PMI-1 is specified and
+//     MPICH's clients speak both protocols: while the reply to a barrier,
+//     a waiting getnodeattr or a name-service call is pending, the server
+//     reads the rank's next request (so it sees the rank hang up) and no
+//     further. A threaded PMI-2 rank's requests are answered in order.
+//   - What the server keeps for a job is bounded (Limits): keys and bytes
+//     of pending puts, barrier results, node attributes and its own name
+//     table together, by default 262,144 keys and 32 MiB (each key costs
+//     its bytes plus 64). A put beyond that gets an error reply (PMI-1
+//     rc=-1, PMI-2 rc=1, with the limit in the message); a barrier whose
+//     job-wide result would not fit fails. PMI-2 node attributes obey
+//     PMI-2's key and value lengths, as kvs-put does. Hydra has no such
+//     bound; it trusts its ranks.
+//   - Every reply has a write deadline (Limits.WriteTimeout, 10 s): a rank
+//     that leaves a socket buffer of replies unread that long loses its
+//     connection and is reported through Events.Fail, for the agent to
+//     end it, as Hydra kills a job whose rank's PMI socket closes early.
+//   - A rank's abort is reported once.
 //   - Every rank has its own socketpair (PMI_FD); there is no PMI_PORT
 //     listener. A rank that names itself anyway (PMI-1 initack pmiid=,
 //     PMI-2 fullinit pmirank=) must name its own rank, or the connection

@@ -103,6 +103,9 @@ func (c *conn) servePMI1() (v2 bool, err error) {
 		if err != nil {
 			return false, err
 		}
+		if err := c.awaitReply(); err != nil {
+			return false, err
+		}
 		c.s.debugf("pmi rank %d -> %s", c.id(), strings.TrimSuffix(line, "\n"))
 		req := parsePMI1(line)
 		if _, ok := req.get("mcmd"); ok {
@@ -154,7 +157,8 @@ func (c *conn) servePMI1() (v2 bool, err error) {
 		case "barrier_in":
 			// Released by whoever completes the barrier (pmi1BarrierOut):
 			// no goroutine waits for it.
-			if _, err := s.barrier(c, c.pmi1BarrierOut); err != nil {
+			done := c.later()
+			if _, err := s.barrier(c, func(seq int, err error) { c.pmi1BarrierOut(seq, err); done() }); err != nil {
 				return false, err // closes the connection: barrier_out has no rc
 			}
 			continue
@@ -166,10 +170,11 @@ func (c *conn) servePMI1() (v2 bool, err error) {
 			if err != nil {
 				code = 1
 			}
-			if s.ev.Abort != nil {
+			if s.ev.Abort != nil && !c.aborted {
 				s.ev.Abort(c.id(), code, req.str("msg"))
 			}
-			continue // no reply: the client waits to be killed
+			c.aborted = true // reported once
+			continue         // no reply: the client waits to be killed
 		case "publish_name", "unpublish_name", "lookup_name":
 			// The job-wide name service answers from elsewhere (the
 			// launcher): wait off the reader, as a barrier does.
@@ -212,7 +217,9 @@ func (c *conn) pmi1Put(req attrs) string {
 		// Could never be returned in one get_result line.
 		return "cmd=put_result rc=-1 msg=value_too_long"
 	}
-	c.s.kvs.put(key, val)
+	if err := c.s.kvs.put(key, val); err != nil {
+		return "cmd=put_result rc=-1 msg=" + pmi1Token(err.Error())
+	}
 	return "cmd=put_result rc=0 msg=success"
 }
 

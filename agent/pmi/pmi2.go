@@ -166,6 +166,9 @@ func (c *conn) servePMI2() error {
 		if err != nil {
 			return err
 		}
+		if err := c.awaitReply(); err != nil {
+			return err
+		}
 		s.debugf("pmi rank %d -> %q", c.id(), payload)
 		req := parsePMI2(payload, quirk)
 		cmd := req.str("cmd")
@@ -179,12 +182,18 @@ func (c *conn) servePMI2() error {
 		case "info-putnodeattr":
 			key, ok := req.get("key")
 			val, okv := req.get("value")
-			if !ok || !okv || key == "" {
+			switch {
+			case !ok || !okv || key == "":
 				err = c.pmi2Err(req, cmd, "missing key or value")
-				break
+			case len(key) > pmi2KeyMax || len(val) > pmi2ValMax:
+				err = c.pmi2Err(req, cmd, "key or value too long")
+			default:
+				if perr := s.kvs.putNodeAttr(key, val); perr != nil {
+					err = c.pmi2Err(req, cmd, "%v", perr)
+					break
+				}
+				err = c.writePMI2(req, "info-putnodeattr-response", rcOK)
 			}
-			s.kvs.putNodeAttr(key, val)
-			err = c.writePMI2(req, "info-putnodeattr-response", rcOK)
 		case "info-getnodeattr":
 			key := req.str("key")
 			if key == "" {
@@ -210,13 +219,18 @@ func (c *conn) servePMI2() error {
 			case len(key) > pmi2KeyMax || len(val) > pmi2ValMax:
 				err = c.pmi2Err(req, cmd, "key or value too long")
 			default:
-				s.kvs.put(key, val)
+				if perr := s.kvs.put(key, val); perr != nil {
+					err = c.pmi2Err(req, cmd, "%v", perr)
+					break
+				}
 				err = c.writePMI2(req, "kvs-put-response", rcOK)
 			}
 		case "kvs-fence":
 			// Answered by whoever completes the barrier: no goroutine
 			// waits for it.
-			if seq, ferr := s.barrier(c, func(seq int, ferr error) { c.pmi2FenceResponse(req, seq, ferr) }); ferr != nil {
+			done := c.later()
+			if seq, ferr := s.barrier(c, func(seq int, ferr error) { c.pmi2FenceResponse(req, seq, ferr); done() }); ferr != nil {
+				done()
 				err = c.pmi2Err(req, cmd, "barrier %d failed: %v", seq, ferr)
 			}
 		case "kvs-get":
@@ -233,9 +247,10 @@ func (c *conn) servePMI2() error {
 			if cerr != nil {
 				code = pmi2Abort
 			}
-			if s.ev.Abort != nil {
+			if s.ev.Abort != nil && !c.aborted {
 				s.ev.Abort(c.id(), code, req.str("msg"))
 			}
+			c.aborted = true // reported once
 		case "name-publish", "name-unpublish", "name-lookup":
 			// Answered by the job-wide name service: off the reader.
 			c.async(func() error { return c.pmi2Name(cmd, req) })

@@ -128,17 +128,19 @@ func TestPMI2Session(t *testing.T) {
 	r0.expectFrame("cmd=job-getid-response;jobid=job2;rc=0;")
 
 	// getnodeattr wait=TRUE is held until the key is put; meanwhile the
-	// server keeps answering, a missing KVS key never blocks, and thrid is
-	// echoed.
+	// server keeps answering the other rank, the waiting rank's next
+	// request waits for the answer (one request at a time per rank), and
+	// thrid is echoed.
 	r1.sendRaw([]byte("49    cmd=info-getnodeattr;key=shmname;wait=TRUE;tnodea"))
 	r1.quiet(50 * time.Millisecond)
 	r1.send2("cmd=kvs-get;thrid=0x7f02;jobid=job2;srcid=-1;key=nope;")
-	r1.expectFrame("cmd=kvs-get-response;thrid=0x7f02;found=FALSE;rc=0;")
+	r1.quiet(50 * time.Millisecond)
 	r0.send2("cmd=info-getnodeattr;key=shmname;wait=FALSE;")
 	r0.expectFrame("cmd=info-getnodeattr-response;found=FALSE;rc=0;")
 	r0.send2("cmd=info-putnodeattr;key=shmname;value=/dev/shm/x;y;")
 	r0.expectFrame("cmd=info-putnodeattr-response;rc=0;")
 	r1.expectFrame("cmd=info-getnodeattr-response;found=TRUE;value=/dev/shm/x;rc=0;")
+	r1.expectFrame("cmd=kvs-get-response;thrid=0x7f02;found=FALSE;rc=0;")
 
 	// kvs-put / kvs-fence / kvs-get with ';' escaping.
 	r0.send2("cmd=kvs-put;key=card-0;value=addr;;of;;0;")

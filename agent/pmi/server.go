@@ -35,6 +35,9 @@ type Job struct {
 	// -1 and PMI-2 found=FALSE, as from Hydra without -usize (MPICH then
 	// leaves MPI_UNIVERSE_SIZE unset).
 	UniverseSize int
+	// Limits bound what the server keeps for the job and how long a
+	// reply waits for its rank; zero fields take the defaults.
+	Limits Limits
 }
 
 // Fencer carries one host's barrier to the rest of the job.
@@ -89,7 +92,8 @@ func (localFencer) FenceAsync(_ int, puts map[string]string, done func(map[strin
 // and name-lookup. Each call returns the service's answer, or an error
 // when ctx (the asking rank's connection) ends first. The server calls it
 // from a goroutine of the asking connection, so a pending answer holds up
-// no other PMI traffic, that rank's included (gets never block).
+// no other rank's PMI traffic; the asking rank's next request waits for
+// it (one request at a time per rank).
 //
 // Publish returns ErrNameExists for a name already published; Unpublish
 // and Lookup return ErrNameNotFound for a name not published, at once: a
@@ -123,6 +127,12 @@ type Events struct {
 	// the server is running. finalized is false when the rank never sent
 	// finalize: an abnormal exit.
 	Disconnect func(rank int, finalized bool)
+	// Fail reports that the server dropped rank's connection because
+	// the rank broke a bound: it left its replies unread for
+	// Limits.WriteTimeout (err wraps ErrStalled). The agent should end
+	// the rank, as Hydra ends a job whose rank's PMI connection closes
+	// early. Called once per rank, at most.
+	Fail func(rank int, err error)
 	// Debug, if set, receives one line per request and reply.
 	Debug func(format string, args ...any)
 	// Names is the job's name service (the agent forwards it to the
@@ -160,6 +170,7 @@ type rankState struct {
 	fd          bool  // RankFD was called
 	initialized bool
 	finalized   bool
+	failed      error // why the server dropped the rank (Events.Fail)
 }
 
 // NewServer returns a server for localRanks of job. f may be nil only when
@@ -179,6 +190,7 @@ func NewServer(ctx context.Context, job Job, localRanks []int, f Fencer, ev Even
 	if job.JobID == "" {
 		job.JobID = job.KVSName
 	}
+	job.Limits = job.Limits.withDefaults()
 	if !isToken(job.KVSName) || len(job.KVSName) >= pmi1KVSNameMax {
 		return nil, fmt.Errorf("pmi: bad kvsname %q", job.KVSName)
 	}
@@ -217,7 +229,7 @@ func NewServer(ctx context.Context, job Job, localRanks []int, f Fencer, ev Even
 		ranks: ranks,
 	}
 	if s.names == nil {
-		s.names = newLocalNames()
+		s.names = newLocalNames(s.kvs)
 	}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	s.wg.Go(func() {
@@ -307,12 +319,46 @@ func (s *Server) Finalized(rank int) bool {
 	return ok && st.finalized
 }
 
+// Failed returns why the server dropped rank's connection (Events.Fail),
+// or nil.
+func (s *Server) Failed(rank int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.ranks[rank]; ok {
+		return st.failed
+	}
+	return nil
+}
+
+// fail drops c's connection because its rank broke a bound, and reports
+// it once.
+func (s *Server) fail(c *conn, err error) {
+	s.mu.Lock()
+	st := s.ranks[c.id()]
+	report := st.failed == nil && !s.closed
+	if st.failed == nil {
+		st.failed = err
+	}
+	s.mu.Unlock()
+	c.nc.Close()
+	if report && s.ev.Fail != nil {
+		s.ev.Fail(c.id(), err)
+	}
+}
+
 // Close stops the server: it closes every connection,
-// cancels pending barriers (and the Fencer call), and waits for every
-// goroutine. It does not close the child ends returned by RankFD.
+// cancels pending barriers (and the Fencer call), waits for every
+// goroutine and lets go of the job's keys. It does not close the child
+// ends returned by RankFD.
 func (s *Server) Close() error {
 	s.cancel(ErrClosed)
 	s.wg.Wait()
+	// No request comes any more: what the job kept goes now, even while
+	// the caller still holds the Server.
+	s.kvs.drop()
+	if l, ok := s.names.(*localNames); ok {
+		l.drop()
+	}
 	return nil
 }
 

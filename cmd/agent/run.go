@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"gangway/agent"
+	"gangway/agent/pmi"
 	"gangway/agent/proc"
 	"gangway/agent/wire"
 	"gangway/cmd/internal/logging"
@@ -72,6 +73,9 @@ func run(ctx context.Context, args []string) int {
 	verbose := fs.Bool("v", false, "debug logs")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	launcherTimeout := fs.Duration("launcher-timeout", agent.DefaultLauncherTimeout, "stop a job's ranks when its launcher has sent nothing for this long (it sends a heartbeat every 5s); 0 disables")
+	pmiKeys := fs.Int("pmi-max-keys", pmi.DefaultKeys, "PMI keys one job may hold on this host (puts not yet fenced, barrier results, node attributes); a put beyond is refused with a PMI error")
+	pmiBytes := fs.Int64("pmi-max-bytes", pmi.DefaultBytes, "bytes (32 MiB by default) of PMI keys and values one job may hold on this host, each key counting 64 more; a put beyond is refused with a PMI error")
+	pmiWrite := fs.Duration("pmi-write-timeout", pmi.DefaultWriteTimeout, "a rank that leaves its PMI replies unread this long loses its PMI connection and is stopped, its exit an error")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -80,12 +84,17 @@ func run(ctx context.Context, args []string) int {
 	}
 	for _, c := range []struct {
 		name string
-		v    int
-	}{{"max-startups", *maxStartups}, {"max-startups-per-source", *maxPerSource}, {"max-sessions", *maxSessions}} {
+		v    int64
+	}{{"max-startups", int64(*maxStartups)}, {"max-startups-per-source", int64(*maxPerSource)}, {"max-sessions", int64(*maxSessions)},
+		{"pmi-max-keys", int64(*pmiKeys)}, {"pmi-max-bytes", *pmiBytes}} {
 		if c.v < 1 {
 			fmt.Fprintf(os.Stderr, "agent: --%s %d: must be at least 1\n", c.name, c.v)
 			return 2
 		}
+	}
+	if *pmiWrite <= 0 {
+		fmt.Fprintf(os.Stderr, "agent: --pmi-write-timeout %v: must be more than 0\n", *pmiWrite)
+		return 2
 	}
 	permit, err := agent.ParsePermitRootLogin(*permitRoot)
 	if err != nil {
@@ -100,7 +109,8 @@ func run(ctx context.Context, args []string) int {
 	log := logging.New(logging.Format(*logFormat, term.IsTerminal(os.Stderr)), logging.Level(*verbose, zapcore.InfoLevel), os.Stderr)
 	defer log.Sync()
 	a := &agent.Agent{Name: *name, Version: version, Log: log.Named("agent"), AllowDropCaches: *dropCaches,
-		LauncherTimeout: *launcherTimeout, Supervisor: proc.SupervisorExecutable(), NoCgroup: !*cgroup}
+		LauncherTimeout: *launcherTimeout, Supervisor: proc.SupervisorExecutable(), NoCgroup: !*cgroup,
+		PMILimits: pmi.Limits{Keys: *pmiKeys, Bytes: *pmiBytes, WriteTimeout: *pmiWrite}}
 	if *srun {
 		return runSrun(ctx, a, *srunWait, log)
 	}
