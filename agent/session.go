@@ -272,6 +272,7 @@ type session struct {
 	pmiFDs  map[int]*os.File
 	pmiEnv  map[int][]string
 	waiters sync.WaitGroup
+	endDump context.CancelFunc // ends the last dump; nil before the first
 
 	fmu    sync.Mutex
 	fences map[int]func(map[string]string, error) // seq -> the PMI server's done, until FenceDone
@@ -357,12 +358,20 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		// The dump holds dumping until its answer is sent, and Done waits
 		// for it, so that the stacks reach the launcher first. The
 		// launcher asks for one dump at a time.
+		// The dump ends, answering with what it has, before the launcher
+		// stops waiting (d.Within), or when it stops the job (Stop), or
+		// when the session ends.
 		if !s.dumping.TryLock() {
 			return s.conn.Send(wire.KindDumped, wire.Dumped{})
 		}
+		dctx, cancel := context.WithTimeout(ctx, dumpBudget(d.Within))
+		s.mu.Lock()
+		s.endDump = cancel
+		s.mu.Unlock()
 		s.waiters.Go(func() {
 			defer s.dumping.Unlock()
-			_ = s.conn.Send(wire.KindDumped, s.dump(ctx, d))
+			defer cancel()
+			_ = s.conn.Send(wire.KindDumped, s.dump(dctx, d))
 		})
 	case wire.KindStdin:
 		rank, data, err := m.Stdin()
@@ -723,9 +732,14 @@ func (s *session) auditJob(j *wire.StartJob) {
 	s.log.Info("job", zap.String("program", clip(program)), zap.Int("nranks", len(ranks)), zap.String("ranks", clip(FormatCPUList(ranks))))
 }
 
+// stopAll stops every rank, and ends a dump still collecting stacks:
+// the launcher waits for them no more.
 func (s *session) stopAll(grace time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.endDump != nil {
+		s.endDump()
+	}
 	for _, p := range s.procs {
 		p.Stop(grace)
 	}

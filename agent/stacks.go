@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"debug/buildinfo"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,26 +16,29 @@ import (
 	"syscall"
 	"time"
 
+	"go.uber.org/zap"
+
 	"gangway/agent/proc"
 	"gangway/agent/wire"
 )
 
-// Stack collection for hang diagnosis (wire.Dump). Every process of every
-// local rank (its process group) is attached with gdb, where gdb is
-// installed, for native stacks of every thread, and for a Python
-// process its Python stacks too (py-bt) where gdb has the interpreter's
-// extension. With Abort (the job is
-// stopped next) Python processes then get SIGABRT, which makes Python's
-// faulthandler (PYTHONFAULTHANDLER=1, set by the launcher) print every
-// thread's Python stack on stderr, and Go programs get SIGQUIT, which
-// prints every goroutine; the rank's stderr is captured for a few seconds
-// and added to its stacks.
+// Stack collection for hang diagnosis (wire.Dump). The processes of
+// every local rank (its process group, listed once from /proc with each
+// process's start time) are attached with gdb, where gdb is installed,
+// for native stacks of every thread, and for a Python process its Python
+// stacks too (py-bt) where gdb has the interpreter's extension. gdb runs
+// as the rank's user, bounded in time, memory and number (gdb.go). With
+// Abort (the job is stopped next) Python processes then get SIGABRT,
+// which makes Python's faulthandler (PYTHONFAULTHANDLER=1, set by the
+// launcher) print every thread's Python stack on stderr, and Go programs
+// get SIGQUIT, which prints every goroutine; the rank's stderr is
+// captured for a few seconds and added to its stacks. The whole dump
+// answers within the launcher's wait.
 
-// gdbTimeout bounds one gdb attach; captureFor bounds the wait for the
-// aborted ranks to exit, having printed their stacks (a SIGABRT may also
-// write a core file of the whole process first).
+// captureFor bounds the wait for the aborted ranks to exit, having
+// printed their stacks (a SIGABRT may also write a core file of the whole
+// process first). gdb's own bounds are in gdb.go.
 var (
-	gdbTimeout = 20 * time.Second
 	captureFor = 20 * time.Second
 	settle     = time.Second
 )
@@ -96,40 +100,73 @@ func (c *capture) stop() map[int]string {
 	return out
 }
 
-// dump collects the stacks of every local rank.
+// dumpWithin is how long a launcher that does not say (Dump.Within)
+// waits for the stacks; answerMargin is what the answer is given to
+// reach it.
+const (
+	dumpWithin   = 60 * time.Second
+	answerMargin = 3 * time.Second
+)
+
+// dumpBudget is how long a dump may take before it answers: within the
+// launcher's wait, less the answer's margin.
+func dumpBudget(within time.Duration) time.Duration {
+	if within <= 0 {
+		within = dumpWithin
+	}
+	return max(within-answerMargin, within/2)
+}
+
+// dump collects the stacks of every local rank. It answers when ctx
+// ends (the launcher stopped waiting, or stopped the job), with what it
+// has: the gdbs still running are killed.
 func (s *session) dump(ctx context.Context, d wire.Dump) wire.Dumped {
 	s.mu.Lock()
 	procs := map[int]*proc.Proc{}
 	for r, p := range s.procs {
-		procs[r] = p
+		select {
+		case <-p.Done():
+		default:
+			procs[r] = p
+		}
 	}
 	s.mu.Unlock()
+	pgids := map[int]int{}
+	var all []int
+	for r, p := range procs {
+		pgids[r] = p.Pid()
+		all = append(all, pgids[r])
+	}
+	groups := proc.Groups(all)
+	members := map[int][]proc.Member{}
+	for r, g := range pgids {
+		members[r] = groups[g]
+	}
 	out := wire.Dumped{Stacks: map[int]string{}}
 	gdb, _ := exec.LookPath("gdb")
-	if gdb != "" {
+	t := newTracer(gdb, s.login.Account.credential(), s.log)
+	if t.refuse == "" {
 		out.Tools = append(out.Tools, "gdb")
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	members := map[int][]int{}
-	for r, p := range procs {
-		members[r] = proc.GroupMembers(p.Pid())
+	// With Abort, the signals and their stacks on stderr come after gdb:
+	// gdb gets what is left once they have had their time.
+	gctx := ctx
+	if dl, ok := ctx.Deadline(); ok && d.Abort {
+		var cancel context.CancelFunc
+		gctx, cancel = context.WithDeadline(ctx, dl.Add(-min(settle+captureFor, time.Until(dl)/2)))
+		defer cancel()
 	}
-	pyBT := false
-	for r := range procs {
-		wg.Go(func() {
-			text := nativeStacks(ctx, gdb, members[r])
-			mu.Lock()
-			out.Stacks[r] = text
-			pyBT = pyBT || strings.Contains(text, pyBTHeader)
-			mu.Unlock()
-		})
+	begin := time.Now()
+	out.Stacks = t.stacks(gctx, pgids, members)
+	s.log.Debug("stacks collected", zap.Int("ranks", len(procs)), zap.Int("parallel", t.parallel), zap.Duration("took", time.Since(begin)))
+	for _, text := range out.Stacks {
+		if strings.Contains(text, pyBTHeader) {
+			out.Tools = append(out.Tools, "gdb py-bt")
+			break
+		}
 	}
-	wg.Wait()
-	if pyBT {
-		out.Tools = append(out.Tools, "gdb py-bt")
-	}
-	if !d.Abort {
+	if !d.Abort || ctx.Err() != nil {
+		fitStacks(out.Stacks)
 		return out
 	}
 	ranks := make([]int, 0, len(procs))
@@ -139,21 +176,24 @@ func (s *session) dump(ctx context.Context, d wire.Dump) wire.Dumped {
 	// Let the processes gdb stopped run on a moment before they are
 	// signalled: right after the detach, Python may be in the middle of a
 	// collection, and faulthandler then has no frame to show.
-	if gdb != "" {
-		time.Sleep(settle)
+	if t.refuse == "" {
+		select {
+		case <-time.After(settle):
+		case <-ctx.Done():
+		}
 	}
 	s.capture.start(ranks)
 	var tools []string
 	var signalled []*proc.Proc
 	for r, p := range procs {
-		sigs := map[int]syscall.Signal{}
-		for _, pid := range members[r] {
+		sigs := map[proc.Member]syscall.Signal{}
+		for _, m := range capped(members[r]) {
 			switch {
-			case isPython(pid):
-				sigs[pid] = syscall.SIGABRT
+			case isPython(m.Pid):
+				sigs[m] = syscall.SIGABRT
 				tools = append(tools, "faulthandler")
-			case isGo(pid):
-				sigs[pid] = syscall.SIGQUIT
+			case isGo(m.Pid):
+				sigs[m] = syscall.SIGQUIT
 				tools = append(tools, "SIGQUIT")
 			}
 		}
@@ -162,8 +202,10 @@ func (s *session) dump(ctx context.Context, d wire.Dump) wire.Dumped {
 		}
 		s.aborted(r) // before the signal: its Exit says "stopped"
 		signalled = append(signalled, p)
-		for pid, sig := range sigs {
-			_ = syscall.Kill(pid, sig)
+		for m, sig := range sigs {
+			// By pidfd, checked against the listing: never a later
+			// process given the same pid.
+			_ = m.Signal(pgids[r], sig)
 		}
 	}
 	// Wait for the signalled ranks to exit, having printed their stacks.
@@ -189,49 +231,122 @@ wait:
 			out.Tools = append(out.Tools, t)
 		}
 	}
+	fitStacks(out.Stacks)
 	return out
 }
 
 // pyBTHeader starts each thread's Python stack in gdb's py-bt output.
 const pyBTHeader = "Traceback (most recent call first):"
 
-// nativeStacks runs gdb on each process, one after the other, and joins
-// their outputs under headers; without gdb it lists the processes.
-func nativeStacks(ctx context.Context, gdb string, pids []int) string {
-	var b strings.Builder
-	for _, pid := range pids {
-		fmt.Fprintf(&b, "== pid %d (%s) ==\n", pid, comm(pid))
-		if gdb == "" {
-			b.WriteString("(gdb is not installed on this host)\n")
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, gdbTimeout)
-		args := []string{"-batch", "-nx", "-p", strconv.Itoa(pid), "-ex", "set pagination off", "-ex", "thread apply all bt"}
-		if isPython(pid) {
-			// Python's own frames, where gdb has the interpreter's
-			// extension (Debian: python3-dbg, which also brings the
-			// interpreter's debug symbols); elsewhere gdb says the
-			// command is undefined, and only faulthandler (when the job
-			// is stopped) shows them.
-			args = append(args, "-ex", "thread apply all py-bt")
-		}
-		cmd := exec.CommandContext(cctx, gdb, args...)
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
-		text, err := cmd.CombinedOutput()
-		cancel()
-		if len(text) > wire.MaxStacks/4 {
-			text = text[:wire.MaxStacks/4]
-		}
-		b.Write(text)
-		if err != nil {
-			fmt.Fprintf(&b, "(gdb: %v)\n", err)
+// capped is the part of a group a dump looks at: the leader and the
+// next processes by pid, up to maxAttachPerRank.
+func capped(ms []proc.Member) []proc.Member {
+	return ms[:min(len(ms), maxAttachPerRank)]
+}
+
+// stacks runs gdb on the processes of every rank's group (pgids by
+// rank, members by rank), t.parallel at a time, the ranks' leaders
+// first, at most maxAttachPerRank per rank and maxAttachPerDump in all;
+// each rank's text has a header per process and says what was left out.
+// When ctx ends, the gdbs running are killed and the rest not started.
+func (t tracer) stacks(ctx context.Context, pgids map[int]int, members map[int][]proc.Member) map[int]string {
+	type target struct {
+		rank int
+		m    proc.Member
+		comm string
+	}
+	ranks := make([]int, 0, len(pgids))
+	for r := range pgids {
+		ranks = append(ranks, r)
+	}
+	slices.Sort(ranks)
+	var targets []target
+	for i := 0; i < maxAttachPerRank; i++ {
+		for _, r := range ranks {
+			if i < len(members[r]) && len(targets) < maxAttachPerDump {
+				m := members[r][i]
+				targets = append(targets, target{r, m, comm(m.Pid)})
+			}
 		}
 	}
-	s := b.String()
-	if len(s) > wire.MaxStacks {
-		s = s[:wire.MaxStacks]
+	texts := make([]string, len(targets))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range max(1, min(t.parallel, len(targets))) {
+		wg.Go(func() {
+			for i := range next {
+				tg := targets[i]
+				texts[i] = t.attach(ctx, tg.rank, pgids[tg.rank], tg.m)
+			}
+		})
 	}
-	return s
+feed:
+	for i := range targets {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+
+	byRank := map[int]*strings.Builder{}
+	shown := map[int]int{}
+	for _, r := range ranks {
+		byRank[r] = &strings.Builder{}
+		if len(members[r]) == 0 {
+			byRank[r].WriteString("(no process left in the rank's process group)\n")
+		}
+	}
+	for i, tg := range targets {
+		b := byRank[tg.rank]
+		fmt.Fprintf(b, "== pid %d (%s) ==\n", tg.m.Pid, tg.comm)
+		if texts[i] == "" {
+			b.WriteString("(not attached: the dump's time is up)\n")
+		}
+		b.WriteString(texts[i])
+		shown[tg.rank]++
+	}
+	out := map[int]string{}
+	for _, r := range ranks {
+		b := byRank[r]
+		if left := len(members[r]) - shown[r]; left > 0 {
+			fmt.Fprintf(b, "== %d more processes of the rank's group not attached (at most %d per rank, %d per dump) ==\n",
+				left, maxAttachPerRank, maxAttachPerDump)
+		}
+		text := b.String()
+		if len(text) > wire.MaxStacks {
+			text = text[:wire.MaxStacks]
+		}
+		out[r] = text
+	}
+	return out
+}
+
+// fitStacks cuts the ranks' texts so that the Dumped answer fits one
+// frame (wire.MaxJobControl) once JSON-encoded, where escapes may make
+// text up to six times longer: every rank gets an equal share.
+func fitStacks(stacks map[int]string) {
+	if len(stacks) == 0 {
+		return
+	}
+	share := (wire.MaxJobControl - 64<<10) / len(stacks)
+	for r, text := range stacks {
+		cut := false
+		for n := encodedLen(text); n > share; n = encodedLen(text) {
+			text, cut = text[:len(text)*share/n*9/10], true
+		}
+		if cut {
+			text += "\n(cut to fit the agent's answer)\n"
+		}
+		stacks[r] = text
+	}
+}
+
+func encodedLen(s string) int {
+	b, _ := json.Marshal(s)
+	return len(b)
 }
 
 func comm(pid int) string {

@@ -246,7 +246,8 @@ func (j *job) collect(ctx context.Context, kind wire.Kind, timeout time.Duration
 }
 
 // DumpTimeout bounds how long the launcher waits for every host's stacks
-// (gdb on every process of every rank).
+// (gdb on the processes of every rank). Dump tells the agents (Within),
+// which answer before it with what they have and end their gdbs.
 var DumpTimeout = 60 * time.Second
 
 // run is the run phase: Go to every host, the launcher's stdin to its
@@ -335,7 +336,7 @@ func (j *job) do(acts []action, cancel context.CancelCauseFunc, started time.Tim
 		case actDump:
 			// Who printed last when, before the dump makes ranks print.
 			j.quiet, j.quietAt = j.out.lastOutput(), time.Now()
-			j.broadcast(wire.KindDump, wire.Dump{Abort: a.abort})
+			j.broadcast(wire.KindDump, wire.Dump{Abort: a.abort, Within: DumpTimeout})
 		case actStacks:
 			j.reportStacks(a, started)
 		}

@@ -484,22 +484,6 @@ func statFields(pid int) []string {
 	return strings.Fields(s[i+1:])
 }
 
-// GroupMembers lists the processes of process group pgid, leader first.
-func GroupMembers(pgid int) []int {
-	out := []int{pgid}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == pgid {
-			continue
-		}
-		if f := statFields(pid); len(f) >= 3 && f[2] == strconv.Itoa(pgid) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
 // supervisorPath is the file to execute for Spec.Supervisor. selfExe
 // becomes the binary's own path while that file is still the running
 // binary, so ps names supervisors after the agent rather than "exe"; once

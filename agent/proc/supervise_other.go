@@ -20,7 +20,3 @@ func SupervisorMain(args []string) int {
 }
 
 func supervisorPath(p string) string { return p }
-
-// GroupMembers lists the processes of process group pgid: the leader
-// alone where /proc is not there to read.
-func GroupMembers(pgid int) []int { return []int{pgid} }

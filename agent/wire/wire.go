@@ -396,9 +396,12 @@ func itoa(n int) string {
 // stopped: native stacks with gdb where it is installed. With Abort (the
 // job is stopped next), the agent may also end ranks in ways that print
 // their stacks: SIGABRT to Python (faulthandler, PYTHONFAULTHANDLER=1),
-// SIGQUIT to Go programs.
+// SIGQUIT to Go programs. Within is how long the launcher waits for the
+// answer: the agent answers before then with what it has, and ends what
+// it started for the dump (zero: the agent's own default).
 type Dump struct {
-	Abort bool `json:"abort,omitempty"`
+	Abort  bool          `json:"abort,omitempty"`
+	Within time.Duration `json:"within,omitempty"`
 }
 
 // Dumped answers Dump: each local rank's stacks as text (gdb's output,

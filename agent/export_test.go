@@ -1,0 +1,29 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+)
+
+// RunAsTracer runs argv as a dump runs gdb for the ranks of user name
+// under Yama's ptrace_scope scope (the account's credential, the
+// tracer's capabilities, environment and bounds) and returns its output.
+func RunAsTracer(ctx context.Context, name string, scope int, argv ...string) (string, error) {
+	a, err := lookupAccount(name)
+	if err != nil {
+		return "", err
+	}
+	t := tracerFor(argv[0], a.credential(), scope, zap.NewNop())
+	if t.refuse != "" {
+		return "", fmt.Errorf("refused: %s", t.refuse)
+	}
+	out := &headWriter{max: gdbOutput}
+	cmd := t.command(ctx, out, argv[1:]...)
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	err = cmd.Wait()
+	return string(out.buf), err
+}

@@ -1,0 +1,78 @@
+//go:build linux
+
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// scanGroups reads every /proc/PID/stat once and keeps the processes
+// whose process group is in want, each with the start time read from
+// the same stat line as its group.
+func scanGroups(want map[int]bool) []groupEntry {
+	var out []groupEntry
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		pgid, start, ok := pgidStart(pid)
+		if ok && want[pgid] {
+			out = append(out, groupEntry{pgid, Member{pid, start}})
+		}
+	}
+	return out
+}
+
+// pgidStart reads pid's process group and start time from one read of
+// /proc/PID/stat.
+func pgidStart(pid int) (pgid int, start uint64, ok bool) {
+	f := statFields(pid) // from state: pgrp is f[2], starttime f[19]
+	if len(f) < 20 {
+		return 0, 0, false
+	}
+	pgid, err1 := strconv.Atoi(f[2])
+	start, err2 := strconv.ParseUint(f[19], 10, 64)
+	return pgid, start, err1 == nil && err2 == nil
+}
+
+// Current reports whether m is still the process the snapshot saw, in
+// process group pgid.
+func (m Member) Current(pgid int) bool {
+	g, start, ok := pgidStart(m.Pid)
+	return ok && g == pgid && start == m.Start
+}
+
+// ErrNotCurrent says a member is no longer the process its snapshot saw:
+// it ended, left its group, or its pid now names another process.
+var ErrNotCurrent = errors.New("no longer the process listed")
+
+// Signal sends sig to m, if m is still the process the snapshot saw in
+// group pgid, through a pidfd: opened first, then checked, so the signal
+// cannot reach a later process given the same pid.
+func (m Member) Signal(pgid int, sig syscall.Signal) error {
+	fd, err := unix.PidfdOpen(m.Pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return ErrNotCurrent
+		}
+		return fmt.Errorf("pidfd_open %d: %w", m.Pid, err)
+	}
+	defer unix.Close(fd)
+	// The pidfd names whichever process had the pid when it was opened;
+	// that is m only if m still has it now.
+	if !m.Current(pgid) {
+		return ErrNotCurrent
+	}
+	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil {
+		return fmt.Errorf("signal %d: %w", m.Pid, err)
+	}
+	return nil
+}
