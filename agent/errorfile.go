@@ -44,7 +44,8 @@ func (s *session) errorFileEnv(r wire.RankSpec) []string {
 		if s.errorRoot != "" {
 			return nil // making it failed for an earlier rank
 		}
-		root, err := os.MkdirTemp(errorFileBase(), "gangway-"+s.jobID+"-errors-")
+		s.a.sweepErrorDirs(s.log)
+		root, err := os.MkdirTemp(errorFileBase(), errorDirPrefix()+s.jobID+"-errors-")
 		if err != nil {
 			s.errorRoot = os.DevNull
 			return nil

@@ -66,6 +66,8 @@ type Agent struct {
 	smi func(ctx context.Context, args ...string) ([]byte, error)
 	// contain is where job cgroups are made (cgroupParent).
 	contain containment
+	// errSweep removes dead agents' error-file directories, once.
+	errSweep sync.Once
 }
 
 // ErrVersion is returned when the launcher speaks another protocol version.

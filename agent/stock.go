@@ -41,6 +41,7 @@ type stockSession struct {
 	env     []string
 	pty     *ptyReq
 	cmd     *exec.Cmd
+	exited  bool // cmd has exited (and may be reaped): no more signals
 	started bool
 	tty     *os.File // PTY master
 }
@@ -176,7 +177,9 @@ func (ss *stockSession) signal(name string) bool {
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.cmd == nil || ss.cmd.Process == nil {
+	if ss.cmd == nil || ss.cmd.Process == nil || ss.exited {
+		// Once the command is reaped its pid, and so its group's id, may
+		// name another process: as sshd, no signal after the exit.
 		return false
 	}
 	return syscall.Kill(-ss.cmd.Process.Pid, sig) == nil
@@ -300,11 +303,18 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 		defer close(stopped)
 		_ = proc.StopGroup(pid, LostGrace, exited)
 	})
-	werr := cmd.Wait()
+	// The command's pid, and so its group's id, is its own until it is
+	// reaped: every signal to the group is sent, or refused (exited),
+	// between its exit and the reap.
+	_ = proc.WaitExited(pid)
+	ss.mu.Lock()
+	ss.exited = true
+	ss.mu.Unlock()
 	close(exited)
 	if !stop() {
 		<-stopped // the group has had its SIGKILL
 	}
+	werr := cmd.Wait()
 	// After a normal exit the group is left alone, as OpenSSH's sshd does:
 	// a daemon that forks and calls setsid (orted --daemonize, nohup jobs)
 	// must not be killed in the window before setsid. Only a dropped

@@ -46,6 +46,9 @@ func analyzeFile(ctx context.Context, acc *accum, path string) error {
 		return fmt.Errorf("analyze: %w", err)
 	}
 	defer f.Close()
+	// A pipe (`--analyze <(tail -f log)`) may wait for its writer for
+	// ever: the end of ctx closes it, which ends a Read in progress.
+	defer context.AfterFunc(ctx, func() { f.Close() })()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 	n := 0
@@ -57,6 +60,9 @@ func analyzeFile(ctx context.Context, acc *accum, path string) error {
 			}
 		}
 		acc.add(-1, "", time.Time{}, n, sc.Bytes())
+	}
+	if err := context.Cause(ctx); err != nil {
+		return fmt.Errorf("analyze %s:%d: %w", path, n, err)
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("analyze %s:%d: %w", path, n+1, err)

@@ -70,7 +70,7 @@ func DryRun(ctx context.Context, w io.Writer, cfg Config) error {
 		}
 		fmt.Fprintf(w, "# environment rank %d on %s\n", r.Rank, hosts[r.Host].Name)
 		for _, kv := range envs.rank(r) {
-			fmt.Fprintln(w, kv)
+			fmt.Fprintln(w, dryRunLine(kv))
 		}
 	}
 	return nil
@@ -114,4 +114,34 @@ func writePlacement(w io.Writer, cfg Config, hosts []string, ranks []Rank) {
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%s\n", r.Rank, hosts[r.Host], r.LocalRank, r.LocalSize, r.NodeRank, gpu)
 	}
 	tw.Flush()
+}
+
+// dryRunLine is one KEY=VALUE line of --dry-run's environment: as is,
+// unless the value holds a control character (a newline would split it
+// into two lines a script reads as two variables), which is then written
+// the way bash reads it, KEY=$'...' with \n, \t, \\, \' and \xHH.
+func dryRunLine(kv string) string {
+	k, v, _ := strings.Cut(kv, "=")
+	if !strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return kv
+	}
+	var b strings.Builder
+	b.WriteString(k + "=$'")
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c == '\\', c == '\'':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteString("'")
+	return b.String()
 }

@@ -181,12 +181,14 @@ Control:
                            when no -H or hostfile is given)
   -p, -port N              agent port (default 22122)
   -agent-path PATH         agent binary on the hosts for -transport ssh, slurm
+                           (a leading ~/ is the remote home)
   -prefix DIR              mpirun's install prefix: -agent-path DIR/bin/agent
                            (unless -agent-path is given)
   -ssh COMMAND             ssh command line for -transport ssh (default ssh),
                            split with sh quoting rules; no shell runs it
   -i FILE                  SSH identity, with FILE-cert.pub if there
-                           (default: SSH_AUTH_SOCK, ~/.ssh/id_*)
+                           (default: SSH_AUTH_SOCK, ~/.ssh/id_*); refused,
+                           as ssh does, when group or others may read it
   -known-hosts FILE        default ~/.ssh/known_hosts; @cert-authority
                            lines trust agents' host certificates
   -accept-new-host-keys    record host keys seen for the first time

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"syscall"
 
 	"golang.org/x/crypto/ssh"
 
@@ -41,6 +40,19 @@ func Rsh(ctx context.Context, args []string, d Deps) int {
 		fmt.Fprintf(d.Stderr, "launcher --rsh: bad host %q\n", fs.Arg(0))
 		return 255
 	}
+	// A signal ends --rsh at once, in the handshake too: mpirun stops its
+	// rsh agents with SIGTERM and expects them gone.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sigs := watchSignals(d.Signals, cancel)
+	defer sigs.stop()
+	interrupted := func() int {
+		var se *SignalError
+		if errors.As(context.Cause(ctx), &se) {
+			return 128 + int(se.Signal)
+		}
+		return 255
+	}
 	dialer, err := newSSHDialer(cfg, d.Log)
 	if err != nil {
 		fmt.Fprintf(d.Stderr, "launcher --rsh: %v\n", err)
@@ -48,6 +60,9 @@ func Rsh(ctx context.Context, args []string, d Deps) int {
 	}
 	client, _, err := dialer.client(ctx, hosts[0])
 	if err != nil {
+		if ctx.Err() != nil {
+			return interrupted()
+		}
 		fmt.Fprintf(d.Stderr, "launcher --rsh: %s: %v\n", fs.Arg(0), err)
 		return 255
 	}
@@ -68,14 +83,11 @@ func Rsh(ctx context.Context, args []string, d Deps) int {
 	go func() { done <- sess.Run(strings.Join(fs.Args()[1:], " ")) }()
 	select {
 	case err = <-done:
-	case s := <-d.Signals:
+	case <-ctx.Done():
 		// Like ssh: the connection goes, and the agent stops the command.
 		client.Close()
 		<-done
-		if ss, ok := s.(syscall.Signal); ok {
-			return 128 + int(ss)
-		}
-		return 255
+		return interrupted()
 	}
 	var ee *ssh.ExitError
 	switch {

@@ -93,8 +93,29 @@ func newSSHDialer(cfg Transport, log *zap.Logger) (*sshDialer, error) {
 	return d, nil
 }
 
+// maxKeyFile bounds a private key file's read: RSA-16384 in PEM is 13 KiB.
+const maxKeyFile = 1 << 20
+
+// loadKey reads a private key as OpenSSH's ssh does: a key file of
+// this user's that group or others may access is refused (sshkey_perm_ok;
+// root's own files included), naming the fix.
 func loadKey(path string) (ssh.Signer, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Getuid() && fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s: permissions %04o are too open: a private key must be readable by you alone (chmod 600 %s), as ssh requires", path, fi.Mode().Perm(), path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile))
 	if err != nil {
 		return nil, err
 	}
@@ -492,7 +513,7 @@ func (s *sshExec) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser
 	if h.User != "" {
 		target = h.User + "@" + h.Name
 	}
-	args = append(args, target, s.cfg.AgentPath, "--stdio", "--name", shellQuote(h.Name))
+	args = append(args, target, remotePath(s.cfg.AgentPath), "--stdio", "--name", shellQuote(h.Name))
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	in, err := cmd.StdinPipe()
@@ -534,6 +555,15 @@ func sshExecError(msg, agentPath string) error {
 		return permanent(fmt.Errorf("authentication refused: give -i FILE, or add the key to the host's authorized_keys (ssh said: %s)", said))
 	}
 	return fmt.Errorf("ssh: %s: %w", msg, io.ErrUnexpectedEOF)
+}
+
+// remotePath is --agent-path for the remote shell: quoted, but a leading
+// "~/" left for that shell to expand to the remote home, as users write it.
+func remotePath(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		return "~/" + shellQuote(rest)
+	}
+	return shellQuote(p)
 }
 
 func shellQuote(s string) string {

@@ -76,3 +76,17 @@ func (m Member) Signal(pgid int, sig syscall.Signal) error {
 	}
 	return nil
 }
+
+// WaitExited waits until the child pid has exited, without reaping it:
+// until its parent's Wait, its pid (and its process group's id) still
+// names it, so whatever must not signal it after its exit can be told so
+// first.
+func WaitExited(pid int) error {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}

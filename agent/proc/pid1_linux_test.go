@@ -54,7 +54,10 @@ func TestPID1ReapsOrphans(t *testing.T) {
 	if init1 == 0 {
 		t.Fatal("no PID 1 under unshare")
 	}
-	inside := append(descendants(init1), init1)
+	inside := []int{init1}
+	for _, m := range descendants(init1) {
+		inside = append(inside, m.Pid)
+	}
 	if err := syscall.Kill(init1, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -362,8 +362,8 @@ func (s *supervisor) killBelow() {
 	if !s.procOK {
 		return
 	}
-	for _, pid := range descendants(os.Getpid()) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+	for _, m := range descendants(os.Getpid()) {
+		m.kill()
 	}
 }
 
@@ -429,44 +429,73 @@ func siginfoPid(info *unix.Siginfo) int {
 	return int(*(*int32)(unsafe.Add(unsafe.Pointer(info), off)))
 }
 
-// descendants returns every process below pid, from the parent links in
-// /proc.
-func descendants(pid int) []int {
+// descendants returns every process below pid, with its start time,
+// from the parent links in one pass over /proc.
+func descendants(pid int) []Member {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	kids := map[int][]int{}
+	kids := map[int][]Member{}
 	for _, e := range ents {
 		p, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if pp := ppid(p); pp > 0 {
-			kids[pp] = append(kids[pp], p)
+		if pp, start, ok := ppidStart(p); ok && pp > 0 {
+			kids[pp] = append(kids[pp], Member{Pid: p, Start: start})
 		}
 	}
-	var out []int
+	var out []Member
 	queue := []int{pid}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
 		for _, k := range kids[p] {
 			out = append(out, k)
-			queue = append(queue, k)
+			queue = append(queue, k.Pid)
 		}
 	}
 	return out
 }
 
+// ppidStart reads the parent pid and start time from one read of
+// /proc/PID/stat.
+func ppidStart(pid int) (ppid int, start uint64, ok bool) {
+	f := statFields(pid) // from state: ppid is f[1], starttime f[19]
+	if len(f) < 20 {
+		return 0, 0, false
+	}
+	pp, err1 := strconv.Atoi(f[1])
+	start, err2 := strconv.ParseUint(f[19], 10, 64)
+	return pp, start, err1 == nil && err2 == nil
+}
+
 // ppid reads the parent pid from /proc/PID/stat, or 0.
 func ppid(pid int) int {
-	f := statFields(pid)
-	if len(f) < 2 {
-		return 0
-	}
-	pp, _ := strconv.Atoi(f[1])
+	pp, _, _ := ppidStart(pid)
 	return pp
+}
+
+// kill sends SIGKILL to m if it is still the process the snapshot saw
+// (the same start time), through a pidfd opened before the check, so a
+// later process given the same pid is never hit: a descendant that its
+// own parent reaped frees its pid at once. Without pidfds (Linux before
+// 5.3) the check and the kill are a moment apart.
+func (m Member) kill() {
+	fd, err := unix.PidfdOpen(m.Pid, 0)
+	if err != nil {
+		if !errors.Is(err, unix.ESRCH) {
+			if _, start, ok := ppidStart(m.Pid); ok && start == m.Start {
+				_ = syscall.Kill(m.Pid, syscall.SIGKILL)
+			}
+		}
+		return
+	}
+	defer unix.Close(fd)
+	if _, start, ok := ppidStart(m.Pid); ok && start == m.Start {
+		_ = unix.PidfdSendSignal(fd, syscall.SIGKILL, nil, 0)
+	}
 }
 
 // statFields are the fields of /proc/PID/stat after the command name

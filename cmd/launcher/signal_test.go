@@ -2,6 +2,7 @@ package main
 
 import (
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"gangway/agent/agenttest/sshtest"
 	"gangway/agent/proc/proctest"
 )
 
@@ -147,4 +149,55 @@ func listenAny(t *testing.T) (*countingListener, string) {
 	})
 	t.Cleanup(func() { ln.Close(); c.wg.Wait() })
 	return c, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// TestModesEndOnSignals: `launcher --rsh` in the middle of an SSH
+// handshake with a host that never answers, and `launcher --analyze` of a
+// pipe whose writer says nothing, each end at a signal with 128+N, not
+// at a handshake deadline or the pipe's end.
+func TestModesEndOnSignals(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	wg.Go(func() { // accepts and says nothing: no SSH banner
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	keys, err := sshtest.GenKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsh := startLauncher(t, false, "--rsh", "-p", port, "-i", keys.ClientKey, "--accept-new-host-keys",
+		"--known-hosts", filepath.Join(t.TempDir(), "kh"), "127.0.0.1", "true")
+	analyze := startLauncher(t, true, "--analyze", "/dev/stdin")
+	time.Sleep(300 * time.Millisecond) // both blocked: in the handshake, in a read
+	if err := syscall.Kill(rsh.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(analyze.cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	assertCode(t, rsh, 143)
+	assertCode(t, analyze, 130)
+	t.Logf("--rsh ended %v after its start, --analyze %v", rsh.stopped.Sub(rsh.start).Round(time.Millisecond), analyze.stopped.Sub(analyze.start).Round(time.Millisecond))
 }
