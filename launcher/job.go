@@ -199,21 +199,27 @@ func decode(host int, m wire.Msg) (any, error) {
 	return evMsg{host: host, msg: m}, nil
 }
 
-// broadcast sends a message to every host still running.
+// broadcast sends a message to every host still running, to all at
+// once: a host slow to take it (at most StallTimeout, then it is cut
+// off) delays no other host's copy.
 func (j *job) broadcast(k wire.Kind, v any) {
 	e, err := wire.Encode(k, v) // once, not once per host
 	if err != nil {
 		j.log.Warn("cannot encode a message for the agents", zap.Stringer("kind", k), zap.Error(err))
 		return
 	}
+	var sends sync.WaitGroup
 	for i, s := range j.sessions {
 		if j.st.done[i] {
 			continue
 		}
-		if err := s.conn.SendEncoded(e); err != nil {
-			j.log.Debug("send failed", zap.String("host", s.host.Name), zap.Stringer("kind", k), zap.Error(err))
-		}
+		sends.Go(func() {
+			if err := s.conn.SendEncoded(e); err != nil {
+				j.log.Debug("send failed", zap.String("host", s.host.Name), zap.Stringer("kind", k), zap.Error(err))
+			}
+		})
 	}
+	sends.Wait()
 }
 
 // collect waits for one message of kind from every host; a lost host or
@@ -353,8 +359,8 @@ func (j *job) do(acts []action, cancel context.CancelCauseFunc, started time.Tim
 		case actDump:
 			// Who printed last when, before the dump makes ranks print.
 			j.quiet, j.quietAt = j.out.lastOutput(), time.Now()
+			j.waitDumpFor(a.within) // counts from now, however long the sends take
 			j.broadcast(wire.KindDump, wire.Dump{Abort: a.abort})
-			j.waitDumpFor(a.within)
 		case actDumpWithin:
 			if j.dumpBy != nil && time.Now().Add(a.d).Before(j.dumpEnd) {
 				j.waitDumpFor(a.d)

@@ -158,8 +158,8 @@ Throughput (summary printed at the end when ranks print known formats):
 Control:
   -timeout SECONDS         stop the job after this long (restarts included),
                            exit 124 (default: $MPIEXEC_TIMEOUT, as mpiexec);
-                           the launcher ends at most 2 x -kill-grace + 3s
-                           later, whatever the agents do
+                           the stacks, then the stop, take at most
+                           -kill-grace each (+3s for hosts to confirm)
   -kill-grace DURATION     SIGTERM to SIGKILL delay when stopping (default 5s);
                            hosts that have not confirmed their ranks' end
                            -kill-grace + 3s after the stop are cut off

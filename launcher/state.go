@@ -312,19 +312,19 @@ func (st *state) stop() []action {
 	if st.stopping {
 		return nil
 	}
-	return append([]action{actStop{}}, st.stopped()...)
+	return append(st.stopped(), actStop{}) // the give-up counts from before the sends
 }
 
 func (st *state) kill() []action {
 	if st.killed {
 		return nil
 	}
-	acts := []action{actKill{}}
+	var acts []action
 	if !st.stopping {
-		acts = append(acts, st.stopped()...)
+		acts = st.stopped()
 	}
 	st.killed = true
-	return acts
+	return append(acts, actKill{})
 }
 
 // stopped marks the job stopping and bounds how long it may take.
@@ -347,10 +347,14 @@ func (st *state) lose(host int, err error) []action {
 	acts := st.noDumpFrom(host)
 	name := st.hosts[host]
 	var silent silentError
-	if errors.As(err, &silent) {
+	var stalled stalledError
+	switch {
+	case errors.As(err, &silent):
 		// The keepalives are why, whatever the frame reader was in the
 		// middle of when the connection closed.
 		err = silent
+	case errors.As(err, &stalled):
+		err = stalled // the same for a write that stalled
 	}
 	msg := fmt.Sprintf("lost the agent on %s: %v", name, err)
 	if err == io.EOF {

@@ -60,11 +60,12 @@ func (s *fakeSession) stopped() {
 // as an agent does (Started with a pid for each of its ranks), then runs
 // attack in a goroutine of its own. Unless deaf, it answers Dump with
 // empty stacks and Stop (once attack has returned) with a stopped Exit
-// for each rank not reported yet, then Done. It reads everything else
-// until the launcher hangs up.
+// for each rank not reported yet, then Done. It passes every preflight
+// probe and reads everything else until the launcher hangs up.
 type fakeAgent struct {
 	attack func(s *fakeSession) error
 	deaf   bool // ignores Dump and Stop
+	mute   bool // reads nothing after Go (until the test ends)
 }
 
 // fakeAgents is a Dialer serving each host with its fake agent (quiet
@@ -72,7 +73,9 @@ type fakeAgent struct {
 // fake's goroutines, which end when the launcher closes its sessions.
 func fakeAgents(t *testing.T, agents map[string]fakeAgent) launcher.Dialer {
 	var wg sync.WaitGroup
+	quit := make(chan struct{}) // closed when the test ends: mute fakes hang up
 	t.Cleanup(func() {
+		close(quit)
 		done := make(chan struct{})
 		go func() { wg.Wait(); close(done) }()
 		select {
@@ -84,12 +87,14 @@ func fakeAgents(t *testing.T, agents map[string]fakeAgent) launcher.Dialer {
 	return launcher.DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
 		ours, theirs := net.Pipe()
 		a := agents[h.Name]
-		wg.Go(func() { a.serve(t, &wg, &fakeSession{c: wire.NewConn(theirs), host: h.Name, exited: map[int]bool{}}) })
+		wg.Go(func() {
+			a.serve(t, &wg, quit, &fakeSession{c: wire.NewConn(theirs), host: h.Name, exited: map[int]bool{}})
+		})
 		return ours, "127.0.0.9", nil
 	})
 }
 
-func (a fakeAgent) serve(t *testing.T, wg *sync.WaitGroup, s *fakeSession) {
+func (a fakeAgent) serve(t *testing.T, wg *sync.WaitGroup, quit <-chan struct{}, s *fakeSession) {
 	defer s.c.Close()
 	attacked := make(chan struct{})
 	var stop sync.Once
@@ -118,6 +123,10 @@ func (a fakeAgent) serve(t *testing.T, wg *sync.WaitGroup, s *fakeSession) {
 				pids[r] = 1000 + r
 			}
 			if err = s.c.Send(wire.KindStarted, wire.Started{Pids: pids}); err != nil {
+				return
+			}
+			if a.mute {
+				<-quit
 				return
 			}
 			wg.Go(func() {
@@ -364,5 +373,22 @@ func TestHostileDeafAgentTimeout(t *testing.T) {
 	}
 	if strings.Contains(stderr, "quiet (did not confirm") {
 		t.Errorf("the quiet host, which confirmed its stop, was cut off too")
+	}
+}
+
+// TestHostileMuteAgentTimeout: an agent that stops reading its session
+// (an SSH channel whose window it never opens; here a pipe nobody reads)
+// blocked the launcher's next send to it, and with it the job loop,
+// --timeout and signals, for ever. A write that makes no progress for
+// launcher.StallTimeout now cuts the agent off.
+func TestHostileMuteAgentTimeout(t *testing.T) {
+	remote := fakeAgents(t, map[string]fakeAgent{"mute": {mute: true}})
+	l := e2e.Start(t, launcher.Deps{Remote: remote}, "--output-filename", t.TempDir(), "--timeout", "3", "--kill-grace", "1s", "-np", "2", "-H", "mute:1,quiet:1", "true")
+	code := l.Wait(t)
+	stderr := l.Stderr.String()
+	t.Logf("ended %v after the start (--timeout 3 --kill-grace 1s, stall timeout %v); stderr:\n%s", l.Ended.Sub(l.Started).Round(time.Millisecond), launcher.StallTimeout, stderr)
+	want := "lost the agent on mute: stopped reading what the launcher sends: a write made no progress for " + launcher.StallTimeout.String()
+	if code != launcher.ExitTimeout || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d, want %d and %q", code, launcher.ExitTimeout, want)
 	}
 }
