@@ -67,10 +67,11 @@ type session struct {
 // silent network partition.
 var HeartbeatInterval = 5 * time.Second
 
-// close ends the session: the heartbeat, then the connection.
+// close ends the session: the connection, then the heartbeat (whose
+// send, blocked on an agent that stopped reading, the close ends).
 func (s *session) close() {
-	s.stopBeat()
 	s.conn.Close()
+	s.stopBeat()
 }
 
 // heartbeat sends a Ping every interval until stopped or the connection
@@ -482,7 +483,7 @@ func dialOne(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire.H
 	if err != nil {
 		return nil, err
 	}
-	conn := wire.NewConn(rwc)
+	conn := wire.NewConn(newStallGuard(rwc, StallTimeout))
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	if err := conn.Send(wire.KindHello, hello); err != nil {

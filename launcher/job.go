@@ -42,6 +42,11 @@ type job struct {
 
 	quiet   map[int]time.Time // each rank's last output when the last dump began
 	quietAt time.Time
+
+	// The run loop's deadlines, as the state's actions set them.
+	dumpBy  *time.Timer // the end of the wait for the stacks being collected; nil when none are
+	dumpEnd time.Time   // when dumpBy fires
+	giveUp  *time.Timer // hosts that have not confirmed their stop are cut off when it fires
 }
 
 // evMsg is an agent message that only a set-up step waits for (Ready,
@@ -73,7 +78,7 @@ func newJob(bctx context.Context, cfg Config, d Deps, id string, attempt int, c 
 	if cfg.Out.DisplayMap && attempt == 0 {
 		writePlacement(d.Stderr, cfg, names, c.ranks)
 	}
-	j.st = newState(names, c.ranks, cfg.Out.ReportBindings)
+	j.st = newState(names, c.ranks, stateOptions{reportBindings: cfg.Out.ReportBindings, grace: cfg.Control.KillGrace, dumpTimeout: DumpTimeout})
 	stderr := d.Stderr
 	if cfg.Out.MergeStderr {
 		stderr = d.Stdout
@@ -90,6 +95,11 @@ func newJob(bctx context.Context, cfg Config, d Deps, id string, attempt int, c 
 func (j *job) close() {
 	for _, t := range j.tickers {
 		t.Stop()
+	}
+	for _, t := range []*time.Timer{j.dumpBy, j.giveUp} {
+		if t != nil {
+			t.Stop()
+		}
 	}
 	close(j.quit)
 	for _, s := range j.sessions {
@@ -189,21 +199,27 @@ func decode(host int, m wire.Msg) (any, error) {
 	return evMsg{host: host, msg: m}, nil
 }
 
-// broadcast sends a message to every host still running.
+// broadcast sends a message to every host still running, to all at
+// once: a host slow to take it (at most StallTimeout, then it is cut
+// off) delays no other host's copy.
 func (j *job) broadcast(k wire.Kind, v any) {
 	e, err := wire.Encode(k, v) // once, not once per host
 	if err != nil {
 		j.log.Warn("cannot encode a message for the agents", zap.Stringer("kind", k), zap.Error(err))
 		return
 	}
+	var sends sync.WaitGroup
 	for i, s := range j.sessions {
 		if j.st.done[i] {
 			continue
 		}
-		if err := s.conn.SendEncoded(e); err != nil {
-			j.log.Debug("send failed", zap.String("host", s.host.Name), zap.Stringer("kind", k), zap.Error(err))
-		}
+		sends.Go(func() {
+			if err := s.conn.SendEncoded(e); err != nil {
+				j.log.Debug("send failed", zap.String("host", s.host.Name), zap.Stringer("kind", k), zap.Error(err))
+			}
+		})
 	}
+	sends.Wait()
 }
 
 // collect waits for one message of kind from every host; a lost host or
@@ -246,8 +262,11 @@ func (j *job) collect(ctx context.Context, kind wire.Kind, timeout time.Duration
 }
 
 // DumpTimeout bounds how long the launcher waits for every host's stacks
-// (gdb on the processes of every rank). Dump tells the agents (Within),
-// which answer before it with what they have and end their gdbs.
+// (gdb on every process of every rank) on a hang or SIGUSR1; once the job
+// is being stopped (--timeout, a signal, a failure) the wait is bounded by
+// --kill-grace instead (state.dumpGrace). Dump tells the agents the wait
+// (Within), and they answer before it with what they have and end their
+// gdbs.
 var DumpTimeout = 60 * time.Second
 
 // run is the run phase: Go to every host, the launcher's stdin to its
@@ -260,7 +279,6 @@ func (j *job) run(ctx context.Context, cancel context.CancelCauseFunc, sigs <-ch
 	done := ctx.Done()
 	progress := j.ticker(j.cfg.Out.Progress && j.coll != nil, j.cfg.Out.ProgressEvery)
 	hang := j.ticker(j.cfg.Control.HangTimeout > 0, min(j.cfg.Control.HangTimeout/4, time.Second))
-	var giveUp, dumpDeadline <-chan time.Time
 	for !j.st.finished() {
 		var ev any
 		select {
@@ -279,24 +297,33 @@ func (j *job) run(ctx context.Context, cancel context.CancelCauseFunc, sigs <-ch
 		case ev = <-sigs:
 		case <-done:
 			done, ev = nil, evCancel{cause: context.Cause(ctx)}
-		case <-giveUp:
+		case <-timerC(j.giveUp):
 			ev = evGiveUp{}
-		case <-dumpDeadline:
+		case <-timerC(j.dumpBy):
 			ev = evDumpDeadline{}
 		}
 		j.do(j.st.apply(ev), cancel, started)
-		switch {
-		case j.st.dump != nil && dumpDeadline == nil:
-			dumpDeadline = time.After(DumpTimeout)
-		case j.st.dump == nil:
-			dumpDeadline = nil
-		}
-		if j.st.stopping && giveUp == nil {
-			t := time.NewTimer(j.cfg.Control.KillGrace + 15*time.Second)
-			defer t.Stop()
-			giveUp = t.C
+		if j.st.dump == nil && j.dumpBy != nil {
+			j.dumpBy.Stop()
+			j.dumpBy = nil
 		}
 	}
+}
+
+// timerC is t's channel; nil (never ready) for no timer.
+func timerC(t *time.Timer) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
+}
+
+// waitDumpFor sets the end of the wait for the stacks d from now.
+func (j *job) waitDumpFor(d time.Duration) {
+	if j.dumpBy != nil {
+		j.dumpBy.Stop()
+	}
+	j.dumpBy, j.dumpEnd = time.NewTimer(d), time.Now().Add(d)
 }
 
 // ticker ticks every d while the job runs, when on; a nil channel (never
@@ -331,12 +358,19 @@ func (j *job) do(acts []action, cancel context.CancelCauseFunc, started time.Tim
 			}
 		case actClose:
 			j.sessions[a.host].close()
-		case actLog:
-			j.log.Warn(a.msg, zap.String("host", j.sessions[a.host].host.Name), zap.Error(a.err))
 		case actDump:
 			// Who printed last when, before the dump makes ranks print.
 			j.quiet, j.quietAt = j.out.lastOutput(), time.Now()
-			j.broadcast(wire.KindDump, wire.Dump{Abort: a.abort, Within: DumpTimeout})
+			j.waitDumpFor(a.within) // counts from now, however long the sends take
+			j.broadcast(wire.KindDump, wire.Dump{Abort: a.abort, Within: a.within})
+		case actDumpWithin:
+			if j.dumpBy != nil && time.Now().Add(a.d).Before(j.dumpEnd) {
+				j.waitDumpFor(a.d)
+			}
+		case actGiveUpIn:
+			if j.giveUp == nil {
+				j.giveUp = time.NewTimer(a.d)
+			}
 		case actStacks:
 			j.reportStacks(a, started)
 		}

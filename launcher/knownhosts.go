@@ -26,10 +26,16 @@ import (
 type HostKeyError struct {
 	Host, Fingerprint string
 	Mismatch          bool
-	KnownHosts        string
+	// CertOnly: the only lines for the host are @cert-authority lines,
+	// and it offered a plain key.
+	CertOnly   bool
+	KnownHosts string
 }
 
 func (e *HostKeyError) Error() string {
+	if e.CertOnly {
+		return fmt.Sprintf("host %s offered a plain key (%s), but %s trusts only host certificates for it (a @cert-authority line): give its agent --host-cert with a certificate that CA signed for this name, or it is not the host it claims to be", e.Host, e.Fingerprint, e.KnownHosts)
+	}
 	if e.Mismatch {
 		return fmt.Sprintf("HOST KEY MISMATCH for %s: it offered %s, which differs from the key in %s; if the host was reinstalled, remove its line from that file", e.Host, e.Fingerprint, e.KnownHosts)
 	}
@@ -84,7 +90,9 @@ func (d *sshDialer) hostKeyCallback() ssh.HostKeyCallback {
 			return permanent(&HostCertError{Host: hostname, CA: ssh.FingerprintSHA256(cert.SignatureKey), KnownHosts: d.khPath, Err: err})
 		}
 		if errors.As(err, &ke) && len(ke.Want) > 0 {
-			return permanent(&HostKeyError{Host: hostname, Fingerprint: fp, Mismatch: true, KnownHosts: d.khPath})
+			// Refused in an mpi-operator pod too: a @cert-authority line
+			// is how a worker's name is kept from whoever answers on it.
+			return permanent(&HostKeyError{Host: hostname, Fingerprint: fp, Mismatch: true, CertOnly: onlyCA(ke.Want, d.caLines), KnownHosts: d.khPath})
 		}
 		if !errors.As(err, &ke) {
 			return err
@@ -157,6 +165,16 @@ func knownFor(cb ssh.HostKeyCallback, caLines map[int]bool, hostname string, rem
 		}
 	}
 	return types, ca
+}
+
+// onlyCA reports whether every line in want is a @cert-authority line.
+func onlyCA(want []knownhosts.KnownKey, caLines map[int]bool) bool {
+	for _, k := range want {
+		if !caLines[k.Line] {
+			return false
+		}
+	}
+	return len(want) > 0
 }
 
 // hostKeyAlgorithms orders the host key algorithms for a host with known

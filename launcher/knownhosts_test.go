@@ -3,6 +3,7 @@ package launcher
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -126,6 +127,68 @@ func TestHostKeyAlgorithms(t *testing.T) {
 	}
 	if got := hostKeyAlgorithms([]string{ssh.KeyAlgoRSA}, false); got[0] != ssh.KeyAlgoRSASHA256 || got[1] != ssh.KeyAlgoRSASHA512 {
 		t.Errorf("known RSA key: %v, want rsa-sha2-256 and rsa-sha2-512 first", got)
+	}
+}
+
+// hostCert is key certified as a host by ca for principals.
+func hostCert(t *testing.T, ca ssh.Signer, key ssh.PublicKey, principals ...string) *ssh.Certificate {
+	t.Helper()
+	c := &ssh.Certificate{Key: key, CertType: ssh.HostCert, KeyId: "test", ValidPrincipals: principals, ValidBefore: ssh.CertTimeInfinity}
+	if err := c.SignCert(rand.Reader, ca); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func signer(t *testing.T) ssh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestOperatorModeCertAuthority: in an mpi-operator launcher pod unknown
+// host keys are accepted, so anything answering on a worker's name is
+// trusted as that worker, unless a @cert-authority line matches the
+// name: then only a certificate that CA signed for the name is, and an
+// impostor's plain key or its own certificate is refused.
+func TestOperatorModeCertAuthority(t *testing.T) {
+	ca, other := signer(t), signer(t)
+	worker := "job-worker-0.job.default.svc"
+	path := filepath.Join(t.TempDir(), "known_hosts")
+	line := "@cert-authority *.job.default.svc " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(ca.PublicKey())))
+	if err := os.WriteFile(path, []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := &sshDialer{cfg: Transport{MPIOperator: true}, log: zap.NewNop(), khPath: path}
+	check := d.hostKeyCallback()
+	addr := &net.TCPAddr{IP: net.IPv4(198, 18, 0, 1), Port: 22}
+	key := hostKey(t)
+	if err := check(worker+":22", addr, hostCert(t, ca, key, worker)); err != nil {
+		t.Errorf("the worker's certificate: %v", err)
+	}
+	var he *HostKeyError
+	if err := check(worker+":22", addr, hostKey(t)); !errors.As(err, &he) || !he.CertOnly || !strings.Contains(err.Error(), "trusts only host certificates") {
+		t.Errorf("an impostor's plain key: %v, want refused as not a certificate", err)
+	}
+	var ce *HostCertError
+	for name, cert := range map[string]*ssh.Certificate{
+		"another CA's certificate":       hostCert(t, other, key, worker),
+		"a certificate for another name": hostCert(t, ca, key, "job-worker-1.job.default.svc"),
+	} {
+		if err := check(worker+":22", addr, cert); !errors.As(err, &ce) {
+			t.Errorf("%s: %v, want refused", name, err)
+		}
+	}
+	// Without a line for the name, the operator's way: accepted unseen.
+	if err := check("elsewhere:22", addr, hostKey(t)); err != nil {
+		t.Errorf("a host no line matches: %v, want accepted in operator mode", err)
 	}
 }
 

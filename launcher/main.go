@@ -157,8 +157,12 @@ Throughput (summary printed at the end when ranks print known formats):
 
 Control:
   -timeout SECONDS         stop the job after this long (restarts included),
-                           exit 124 (default: $MPIEXEC_TIMEOUT, as mpiexec)
-  -kill-grace DURATION     SIGTERM to SIGKILL delay when stopping (default 5s)
+                           exit 124 (default: $MPIEXEC_TIMEOUT, as mpiexec);
+                           the stacks, then the stop, take at most
+                           -kill-grace each (+3s for hosts to confirm)
+  -kill-grace DURATION     SIGTERM to SIGKILL delay when stopping (default 5s);
+                           hosts that have not confirmed their ranks' end
+                           -kill-grace + 3s after the stop are cut off
   -max-restarts N          after a rank failure or a lost agent, start the
                            whole gang again, up to N times (default 0); never
                            after a signal or -timeout

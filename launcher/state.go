@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -78,13 +77,13 @@ type (
 	actCancel    struct{ cause error }      // end the job for this cause (first cause wins)
 	actFenceDone struct{ f wire.FenceDone } // release a barrier on every host
 	actClose     struct{ host int }         // give up on a host: close its session
-	actLog       struct {
-		host int
-		msg  string
-		err  error
-	} // a warning for the logs
-	actDump   struct{ abort bool } // ask every host still running for its ranks' stacks
-	actStacks struct {             // write and analyse the stacks collected
+	actDump      struct {                   // ask every host still running for its ranks' stacks
+		abort  bool
+		within time.Duration // and wait for them this long at most
+	}
+	actDumpWithin struct{ d time.Duration } // wait for the stacks being collected at most d from now
+	actGiveUpIn   struct{ d time.Duration } // cut off the hosts that have not confirmed their stop d from now
+	actStacks     struct {                  // write and analyse the stacks collected
 		stacks map[int]string
 		tools  []string
 	}
@@ -96,47 +95,50 @@ type (
 
 // state is a running job as its loop sees it; only apply changes it.
 type state struct {
-	hosts          []string // host names, by session index
-	hostOf         []int    // session index, by rank
-	reportBindings bool
+	hosts  []string // host names, by session index
+	hostOf []int    // session index, by rank
+	stateOptions
 
-	exited   []bool // by rank
-	done     []bool // by host: Done received, or lost
-	ndone    int
-	failures []*RankError
-	first    *RankError // the failure that stopped the job, if one did
+	exited     []bool // by rank: its Exit came (at most one per rank), or its host was lost
+	failed     []bool // by rank: its failure is listed (once, however many ways it failed)
+	gotStarted []bool // by host: its Started came (at most one per host)
+	done       []bool // by host: Done received, or lost
+	ndone      int
+	failures   []*RankError
+	first      *RankError // the failure that stopped the job, if one did
 	// runningAtFirst is how many other ranks still ran when first failed.
 	runningAtFirst int
 	stopping       bool
 	ended          bool // the job's end is decided (its context has a cause, or a hang dump runs): nothing more is blamed
 	killed         bool
 	lost           []string
-	fences         map[int]*fence
+	barrier        barrier           // the PMI barrier the job is in
 	dump           *dump             // the stacks being collected, nil when none are
 	names          map[string]string // the job's PMI name service: service -> port
 }
 
-// dump is one collection of every rank's stacks.
-type dump struct {
-	pending map[int]bool // hosts that have not answered
-	stop    bool         // stop the job once collected
-	cause   error        // and end it with this cause (nil: the cause it has)
-	stacks  map[int]string
-	tools   []string
+// stateOptions are what the job's loop decides with besides the events.
+type stateOptions struct {
+	reportBindings bool
+	grace          time.Duration // --kill-grace
+	dumpTimeout    time.Duration // the longest wait for stacks that stop nothing (SIGUSR1) or a hang's
 }
 
-// maxNames bounds the job's name table: MPI programs publish a handful
-// of names, and agents must not make the launcher grow without bound.
-const maxNames = 4096
+// stopSlack is how long past --kill-grace the hosts have to confirm that
+// their ranks ended (reaping, cleanup, the network) before they are cut
+// off: an agent that ignores Stop holds the launcher no longer.
+const stopSlack = 3 * time.Second
 
-type fence struct {
-	arrived map[int]bool
-	puts    map[string]string
-}
+// dumpGrace bounds the wait for stacks once the job is being stopped (a
+// timeout, a signal, a failure): --kill-grace, 1 s at least, so that
+// --timeout N ends the launcher by N + 2 x --kill-grace + stopSlack
+// whatever the agents do.
+func (st *state) dumpGrace() time.Duration { return max(st.grace, time.Second) }
 
-func newState(hosts []string, ranks []Rank, reportBindings bool) *state {
-	st := &state{hosts: hosts, hostOf: make([]int, len(ranks)), reportBindings: reportBindings,
-		exited: make([]bool, len(ranks)), done: make([]bool, len(hosts)), fences: map[int]*fence{}, names: map[string]string{}}
+func newState(hosts []string, ranks []Rank, o stateOptions) *state {
+	st := &state{hosts: hosts, hostOf: make([]int, len(ranks)), stateOptions: o,
+		exited: make([]bool, len(ranks)), failed: make([]bool, len(ranks)), gotStarted: make([]bool, len(hosts)),
+		done: make([]bool, len(hosts)), barrier: barrier{seq: 1}, names: map[string]string{}}
 	for _, r := range ranks {
 		st.hostOf[r.Rank] = r.Host
 	}
@@ -149,6 +151,11 @@ func (st *state) finished() bool { return st.ndone == len(st.hosts) && st.dump =
 
 // apply takes one event and returns what to do about it.
 func (st *state) apply(ev any) []action {
+	if h, ok := eventHost(ev); ok && st.done[h] {
+		// A host that is done (confirmed, lost, cut off) is not heard
+		// any more: what its reader had queued changes nothing.
+		return nil
+	}
 	switch ev := ev.(type) {
 	case evExit:
 		return st.exit(ev.host, ev.x)
@@ -169,7 +176,8 @@ func (st *state) apply(ev any) []action {
 	case evViolation:
 		return st.violation(ev.host, ev.what)
 	case evAgentError:
-		return []action{actLog{host: ev.host, msg: "agent error", err: errors.New(ev.msg)}}
+		// An agent's Error ends its session (the agent hangs up next).
+		return append(st.lose(ev.host, fmt.Errorf("it reported an error: %s", clip([]byte(ev.msg)))), actClose{ev.host})
 	case evStarted:
 		return st.started(ev.host, ev.st)
 	case evSignal:
@@ -181,7 +189,7 @@ func (st *state) apply(ev any) []action {
 		st.ended = true
 		var te *TimeoutError
 		if errors.As(ev.cause, &te) && !st.stopping {
-			return st.startDump(te.Error()+": collecting every rank's stacks, then stopping every rank", true, true, nil)
+			return st.startDump(te.Error()+": collecting every rank's stacks, then stopping every rank", true, true, nil, st.dumpGrace())
 		}
 		return st.stop()
 	case evHang:
@@ -189,12 +197,12 @@ func (st *state) apply(ev any) []action {
 			return nil
 		}
 		h := &HangError{Quiet: ev.quiet, Limit: ev.limit}
-		return st.startDump(h.Error()+": collecting every rank's stacks, then stopping every rank", true, true, h)
+		return st.startDump(h.Error()+": collecting every rank's stacks, then stopping every rank", true, true, h, st.dumpTimeout)
 	case evDumpRequest:
 		if st.stopping || st.dump != nil {
 			return nil
 		}
-		return st.startDump("SIGUSR1: collecting every rank's stacks; the job goes on", false, false, nil)
+		return st.startDump("SIGUSR1: collecting every rank's stacks; the job goes on", false, false, nil, st.dumpTimeout)
 	case evDumped:
 		return st.dumped(ev.host, ev.d)
 	case evDumpDeadline:
@@ -208,7 +216,7 @@ func (st *state) apply(ev any) []action {
 			if !st.done[h] {
 				st.lost = append(st.lost, name+" (did not confirm the end of its ranks)")
 				st.markDone(h)
-				acts = append(acts, actClose{h})
+				acts = append(append(acts, actClose{h}), st.noDumpFrom(h)...)
 			}
 		}
 		return acts
@@ -217,6 +225,33 @@ func (st *state) apply(ev any) []action {
 }
 
 type action any
+
+// eventHost is the host an event came from, if it came from one.
+func eventHost(ev any) (int, bool) {
+	switch ev := ev.(type) {
+	case evExit:
+		return ev.host, true
+	case evAbort:
+		return ev.host, true
+	case evFence:
+		return ev.host, true
+	case evName:
+		return ev.host, true
+	case evDone:
+		return ev.host, true
+	case evViolation:
+		return ev.host, true
+	case evLost:
+		return ev.host, true
+	case evAgentError:
+		return ev.host, true
+	case evStarted:
+		return ev.host, true
+	case evDumped:
+		return ev.host, true
+	}
+	return 0, false
+}
 
 // owns reports whether rank runs on host. It reads only what newState set,
 // so the readers may call it too.
@@ -231,71 +266,12 @@ func (st *state) markDone(host int) {
 	}
 }
 
-// startDump asks every running host for its ranks' stacks; stop stops
-// the job once they are in, ending it with cause unless that is nil.
-// Abort lets the agents end ranks in ways that print stacks (the job is
-// being stopped anyway).
-func (st *state) startDump(say string, abort, stop bool, cause error) []action {
-	if st.dump != nil { // a SIGUSR1 dump is on its way: stop after it
-		st.dump.stop = st.dump.stop || stop
-		return nil
-	}
-	d := &dump{pending: map[int]bool{}, stop: stop, cause: cause, stacks: map[int]string{}}
-	// A job that is stopped once the stacks are in blames nobody for what
-	// the collection does to its ranks (SIGABRT, SIGQUIT).
-	st.ended = st.ended || stop
-	for h := range st.hosts {
-		if !st.done[h] {
-			d.pending[h] = true
-		}
-	}
-	st.dump = d
-	acts := []action{actSay{say}, actDump{abort: abort}}
-	if len(d.pending) == 0 {
-		acts = append(acts, st.finishDump()...)
-	}
-	return acts
-}
-
-// dumped takes one host's stacks; the last host's completes the dump.
-func (st *state) dumped(host int, d wire.Dumped) []action {
-	if st.dump == nil || !st.dump.pending[host] {
-		return nil
-	}
-	delete(st.dump.pending, host)
-	for r, text := range d.Stacks {
-		if st.owns(host, r) {
-			st.dump.stacks[r] = text
-		}
-	}
-	for _, t := range d.Tools {
-		if !slices.Contains(st.dump.tools, t) {
-			st.dump.tools = append(st.dump.tools, t)
-		}
-	}
-	if len(st.dump.pending) > 0 {
-		return nil
-	}
-	return st.finishDump()
-}
-
-// finishDump reports the stacks, then stops the job if asked to.
-func (st *state) finishDump() []action {
-	d := st.dump
-	st.dump = nil
-	acts := []action{actStacks{stacks: d.stacks, tools: d.tools}}
-	if d.cause != nil {
-		acts = append(acts, actCancel{d.cause})
-	}
-	if d.stop {
-		acts = append(acts, st.stop()...)
-	}
-	return acts
-}
-
 func (st *state) exit(host int, x wire.Exit) []action {
 	if !st.owns(host, x.Rank) {
 		return st.violation(host, fmt.Sprintf("an exit for rank %d, which it does not run", x.Rank))
+	}
+	if st.exited[x.Rank] {
+		return st.violation(host, fmt.Sprintf("a second exit for rank %d", x.Rank))
 	}
 	st.exited[x.Rank] = true
 	if x.Code == 0 && x.Err == "" {
@@ -309,8 +285,13 @@ func (st *state) exit(host int, x wire.Exit) []action {
 
 // fail records a rank's failure; the first one before any stop is blamed
 // and stops the job. Failures after a signal or timeout are listed, not
-// blamed.
+// blamed. A rank is listed once: its first failure (an abort, then its
+// exit, counts as one; so do repeated aborts).
 func (st *state) fail(e *RankError) []action {
+	if st.failed[e.Rank] {
+		return nil
+	}
+	st.failed[e.Rank] = true
 	st.failures = append(st.failures, e)
 	if st.first != nil || st.stopping || st.ended {
 		return nil
@@ -324,20 +305,36 @@ func (st *state) fail(e *RankError) []action {
 	return append([]action{actCancel{e}}, st.stop()...)
 }
 
+// stop stops every rank, once. The hosts then have --kill-grace and
+// stopSlack to confirm; stacks still being collected are waited for at
+// most dumpGrace more.
 func (st *state) stop() []action {
 	if st.stopping {
 		return nil
 	}
-	st.stopping = true
-	return []action{actStop{}}
+	return append(st.stopped(), actStop{}) // the give-up counts from before the sends
 }
 
 func (st *state) kill() []action {
 	if st.killed {
 		return nil
 	}
-	st.killed, st.stopping = true, true
-	return []action{actKill{}}
+	var acts []action
+	if !st.stopping {
+		acts = st.stopped()
+	}
+	st.killed = true
+	return append(acts, actKill{})
+}
+
+// stopped marks the job stopping and bounds how long it may take.
+func (st *state) stopped() []action {
+	st.stopping = true
+	acts := []action{actGiveUpIn{st.grace + stopSlack}}
+	if st.dump != nil {
+		acts = append(acts, actDumpWithin{st.dumpGrace()})
+	}
+	return acts
 }
 
 // lose ends a host whose connection dropped: its running ranks fail with
@@ -347,19 +344,17 @@ func (st *state) lose(host int, err error) []action {
 		return nil
 	}
 	st.markDone(host)
-	var acts []action
-	if st.dump != nil && st.dump.pending[host] {
-		delete(st.dump.pending, host)
-		if len(st.dump.pending) == 0 {
-			acts = st.finishDump()
-		}
-	}
+	acts := st.noDumpFrom(host)
 	name := st.hosts[host]
 	var silent silentError
-	if errors.As(err, &silent) {
+	var stalled stalledError
+	switch {
+	case errors.As(err, &silent):
 		// The keepalives are why, whatever the frame reader was in the
 		// middle of when the connection closed.
 		err = silent
+	case errors.As(err, &stalled):
+		err = stalled // the same for a write that stalled
 	}
 	msg := fmt.Sprintf("lost the agent on %s: %v", name, err)
 	if err == io.EOF {
@@ -381,71 +376,25 @@ func (st *state) violation(host int, what string) []action {
 	return append(acts, actClose{host})
 }
 
-// fence merges one host's arrival at barrier f.Seq; the last host's
-// arrival releases every host with every host's puts.
-func (st *state) fence(host int, f wire.Fence) []action {
-	fs := st.fences[f.Seq]
-	if fs == nil {
-		fs = &fence{arrived: map[int]bool{}, puts: map[string]string{}}
-		st.fences[f.Seq] = fs
-	}
-	fs.arrived[host] = true
-	for k, v := range f.Puts {
-		fs.puts[k] = v
-	}
-	if len(fs.arrived) < len(st.hosts) {
-		return nil
-	}
-	delete(st.fences, f.Seq)
-	return []action{actFenceDone{wire.FenceDone{Seq: f.Seq, Puts: fs.puts}}}
-}
-
-// name answers a PMI name-service request from the job's one table, so a
-// name published by a rank on one host is found by ranks on every other
-// (Hydra keeps one table in mpiexec too). Every request is answered at
-// once: a lookup of a name nobody published is not found, never waited
-// for, as Hydra answers it.
-func (st *state) name(host int, n wire.Name) []action {
-	if len(n.Service) > wire.MaxNameLen || len(n.Port) > wire.MaxNameLen {
-		return st.violation(host, fmt.Sprintf("a name-service request of %d+%d bytes (at most %d each)", len(n.Service), len(n.Port), wire.MaxNameLen))
-	}
-	r := wire.NameReply{ID: n.ID, Status: wire.NameOK}
-	port, exists := st.names[n.Service]
-	switch n.Op {
-	case wire.NamePublish:
-		switch {
-		case exists:
-			r.Status = wire.NameExists
-		case len(st.names) >= maxNames:
-			r.Status = wire.NameFull
-		default:
-			st.names[n.Service] = n.Port
-		}
-	case wire.NameUnpublish:
-		if !exists {
-			r.Status = wire.NameNotFound
-		}
-		delete(st.names, n.Service)
-	case wire.NameLookup:
-		if !exists {
-			r.Status = wire.NameNotFound
-		}
-		r.Port = port
-	default:
-		return st.violation(host, fmt.Sprintf("a name-service request with the unknown op %q", n.Op))
-	}
-	return []action{actNameReply{host, r}}
-}
-
+// started takes a host's one Started, with pids of its own ranks only.
 func (st *state) started(host int, s wire.Started) []action {
-	if !st.reportBindings {
-		return nil
+	if st.gotStarted[host] {
+		return st.violation(host, "a second started message")
 	}
+	st.gotStarted[host] = true
 	ranks := make([]int, 0, len(s.Pids))
 	for r := range s.Pids {
 		ranks = append(ranks, r)
 	}
 	sort.Ints(ranks)
+	for _, r := range ranks {
+		if !st.owns(host, r) {
+			return st.violation(host, fmt.Sprintf("a pid for rank %d, which it does not run", r))
+		}
+	}
+	if !st.reportBindings {
+		return nil
+	}
 	acts := make([]action, 0, len(ranks))
 	for _, r := range ranks {
 		b := s.Bindings[r]

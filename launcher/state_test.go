@@ -14,9 +14,12 @@ import (
 	"gangway/agent/wire"
 )
 
+// testOptions: --kill-grace 5s, a minute for stacks that stop nothing.
+var testOptions = stateOptions{grace: 5 * time.Second, dumpTimeout: time.Minute}
+
 // twoHosts is a 4-rank job: ranks 0,1 on host 0 ("a"), 2,3 on host 1 ("b").
 func twoHosts() *state {
-	return newState([]string{"a", "b"}, []Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}, false)
+	return newState([]string{"a", "b"}, []Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}, testOptions)
 }
 
 // run applies events in order and returns every action and the state.
@@ -193,21 +196,137 @@ func TestApplyFences(t *testing.T) {
 	if acts := st.apply(evFence{0, wire.Fence{Seq: 1, Puts: map[string]string{"a": "1"}}}); len(acts) != 0 {
 		t.Fatalf("one host of two released the barrier: %v", acts)
 	}
-	// Another barrier in flight does not mix with the first.
-	if acts := st.apply(evFence{1, wire.Fence{Seq: 2}}); len(acts) != 0 {
-		t.Fatalf("barrier 2 released early: %v", acts)
-	}
 	acts := st.apply(evFence{1, wire.Fence{Seq: 1, Puts: map[string]string{"b": "2"}}})
 	want := []action{actFenceDone{wire.FenceDone{Seq: 1, Puts: map[string]string{"a": "1", "b": "2"}}}}
 	if !reflect.DeepEqual(acts, want) {
 		t.Fatalf("barrier 1: %v, want %v", acts, want)
 	}
-	if _, open := st.fences[1]; open {
-		t.Error("barrier 1 still open after release")
+	if st.barrier.seq != 2 || st.barrier.puts != nil {
+		t.Errorf("after barrier 1: %+v, want barrier 2 with nothing held", st.barrier)
 	}
-	acts = st.apply(evFence{0, wire.Fence{Seq: 2}})
+	acts = runEvents(st, evFence{1, wire.Fence{Seq: 2}}, evFence{0, wire.Fence{Seq: 2}})
 	if len(acts) != 1 || acts[0].(actFenceDone).f.Seq != 2 {
 		t.Errorf("barrier 2: %v", acts)
+	}
+	if len(st.lost) != 0 || len(st.failures) != 0 {
+		t.Errorf("lost %v, failures %v", st.lost, st.failures)
+	}
+}
+
+// TestApplyFencesOneInFlight: a host has at most one fence in flight, for
+// the open barrier; anything else ends it as a protocol violation, and
+// the launcher never holds a second barrier's puts.
+func TestApplyFencesOneInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		events []any
+		want   string
+	}{
+		{"a second fence before the release", []any{evFence{1, wire.Fence{Seq: 1}}, evFence{1, wire.Fence{Seq: 2}}},
+			"lost the agent on b: protocol violation: it sent fence 2 while its fence 1 was not released"},
+		{"the same fence twice", []any{evFence{1, wire.Fence{Seq: 1}}, evFence{1, wire.Fence{Seq: 1}}},
+			"lost the agent on b: protocol violation: it sent fence 1 while its fence 1 was not released"},
+		{"a barrier ahead", []any{evFence{1, wire.Fence{Seq: 5}}},
+			"lost the agent on b: protocol violation: it sent fence 5, but the next barrier is 1"},
+		{"a barrier released already", []any{evFence{0, wire.Fence{Seq: 1}}, evFence{1, wire.Fence{Seq: 1}}, evFence{1, wire.Fence{Seq: 1}}},
+			"lost the agent on b: protocol violation: it sent fence 1, but the next barrier is 2"},
+	} {
+		st := twoHosts()
+		acts := runEvents(st, tc.events...)
+		if !reflect.DeepEqual(st.lost, []string{tc.want}) || count[actClose](acts) != 1 {
+			t.Errorf("%s: lost %q, actions %v; want %q and the session closed", tc.name, st.lost, acts, tc.want)
+		}
+		var re *RankError
+		if !errors.As(cause(acts), &re) || re.Host != "b" || re.ExitCode != ExitLost {
+			t.Errorf("%s: cause %v, want a rank of b lost", tc.name, cause(acts))
+		}
+		if len(st.barrier.arrived) > 1 {
+			t.Errorf("%s: barrier %+v holds more than one arrival", tc.name, st.barrier)
+		}
+	}
+}
+
+// TestApplyExitsOnce: one Exit per rank, for the host's own ranks; a
+// second is a protocol violation, and no rank is listed twice however it
+// failed.
+func TestApplyExitsOnce(t *testing.T) {
+	st := twoHosts()
+	acts := runEvents(st, evExit{1, wire.Exit{Rank: 2, Code: 1}}, evExit{1, wire.Exit{Rank: 2, Code: 1}}, evExit{1, wire.Exit{Rank: 2, Code: 1}})
+	if want := []string{"lost the agent on b: protocol violation: it sent a second exit for rank 2"}; !reflect.DeepEqual(st.lost, want) {
+		t.Errorf("lost %q, want %q", st.lost, want)
+	}
+	var re *RankError
+	if !errors.As(cause(acts), &re) || re.Rank != 2 || re.ExitCode != 1 {
+		t.Errorf("cause %v, want rank 2's own failure", cause(acts))
+	}
+	// Rank 3 ran on b when b was lost: it fails too; rank 2 once.
+	if len(st.failures) != 2 || st.failures[0].Rank != 2 || st.failures[1].Rank != 3 {
+		t.Errorf("failures %v, want rank 2 then rank 3", st.failures)
+	}
+
+	// An abort, the same abort again and the rank's exit: one failure.
+	st = twoHosts()
+	acts = runEvents(st, evAbort{0, wire.Abort{Rank: 1, Code: 9}}, evAbort{0, wire.Abort{Rank: 1, Code: 9}}, evExit{0, wire.Exit{Rank: 1, Code: 9}})
+	if len(st.failures) != 1 || exitCode(cause(acts), false) != 9 || len(st.lost) != 0 {
+		t.Errorf("failures %v, lost %v, cause %v: want one failure, code 9, nobody lost", st.failures, st.lost, cause(acts))
+	}
+}
+
+// TestApplyStarted: one Started per host, with pids of its own ranks.
+func TestApplyStarted(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		events []any
+		want   []string
+	}{
+		{"its own ranks", []any{evStarted{1, wire.Started{Pids: map[int]int{2: 10, 3: 11}}}}, nil},
+		{"a rank it does not run", []any{evStarted{1, wire.Started{Pids: map[int]int{2: 10, 0: 11, 1000000: 12}}}},
+			[]string{"lost the agent on b: protocol violation: it sent a pid for rank 0, which it does not run"}},
+		{"twice", []any{evStarted{1, wire.Started{Pids: map[int]int{2: 10}}}, evStarted{1, wire.Started{Pids: map[int]int{3: 11}}}},
+			[]string{"lost the agent on b: protocol violation: it sent a second started message"}},
+	} {
+		st := twoHosts()
+		runEvents(st, tc.events...)
+		if !reflect.DeepEqual(st.lost, tc.want) {
+			t.Errorf("%s: lost %q, want %q", tc.name, st.lost, tc.want)
+		}
+	}
+}
+
+// TestApplyAgentError: an agent's Error ends its session; the host is
+// lost with the agent's words.
+func TestApplyAgentError(t *testing.T) {
+	st := twoHosts()
+	acts := runEvents(st, evAgentError{0, "bad signal"}, evAgentError{0, "again"})
+	if want := []string{"lost the agent on a: it reported an error: bad signal"}; !reflect.DeepEqual(st.lost, want) {
+		t.Errorf("lost %q, want %q", st.lost, want)
+	}
+	if count[actClose](acts) != 1 || !st.done[0] {
+		t.Errorf("actions %v: want host a closed once", acts)
+	}
+}
+
+// TestApplyDoneHostNotHeard: once a host is done (lost, cut off), what its
+// reader had queued changes nothing.
+func TestApplyDoneHostNotHeard(t *testing.T) {
+	st := twoHosts()
+	runEvents(st, evViolation{1, "something"})
+	failures, lost := len(st.failures), len(st.lost)
+	for _, ev := range []any{
+		evExit{1, wire.Exit{Rank: 2, Code: 3}},
+		evAbort{1, wire.Abort{Rank: 3, Code: 4}},
+		evFence{1, wire.Fence{Seq: 1}},
+		evStarted{1, wire.Started{}},
+		evName{1, wire.Name{Op: wire.NamePublish, Service: "s"}},
+		evAgentError{1, "x"},
+		evViolation{1, "more"},
+	} {
+		if acts := st.apply(ev); len(acts) != 0 {
+			t.Errorf("%+v from a lost host: %v", ev, acts)
+		}
+	}
+	if len(st.failures) != failures || len(st.lost) != lost || len(st.names) != 0 || st.barrier.arrived != nil {
+		t.Errorf("a lost host changed the state: failures %v, lost %v", st.failures, st.lost)
 	}
 }
 
@@ -221,6 +340,79 @@ func TestApplyGiveUp(t *testing.T) {
 	if len(st.lost) != 1 || st.lost[0] != "b (did not confirm the end of its ranks)" {
 		t.Errorf("lost %q", st.lost)
 	}
+}
+
+// find returns the first action of type T, and whether there is one.
+func find[T any](acts []action) (T, bool) {
+	for _, a := range acts {
+		if v, ok := a.(T); ok {
+			return v, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
+// TestApplyStopBounded: whatever the agents do, the stacks of a job being
+// stopped are waited for at most --kill-grace (1 s at least), and the
+// hosts have --kill-grace + stopSlack to confirm the stop; then they are
+// cut off and the job is finished.
+func TestApplyStopBounded(t *testing.T) {
+	grace := testOptions.grace
+	t.Run("Timeout", func(t *testing.T) {
+		st := twoHosts()
+		acts := st.apply(evCancel{&TimeoutError{After: 3 * time.Second}})
+		if d, ok := find[actDump](acts); !ok || d.within != grace || !d.abort {
+			t.Fatalf("timeout: %v, want a dump waited for %v", acts, grace)
+		}
+		acts = st.apply(evDumpDeadline{}) // neither host answered
+		if g, ok := find[actGiveUpIn](acts); !ok || g.d != grace+stopSlack || count[actStop](acts) != 1 {
+			t.Fatalf("dump deadline: %v, want a stop and a give-up in %v", acts, grace+stopSlack)
+		}
+		acts = st.apply(evGiveUp{}) // neither host confirmed
+		if count[actClose](acts) != 2 || !st.finished() {
+			t.Errorf("give-up: %v, finished %v; want both hosts closed and the job finished", acts, st.finished())
+		}
+	})
+	t.Run("NoGrace", func(t *testing.T) {
+		st := newState([]string{"a"}, []Rank{rk(0, 0, 0, 1, 0)}, stateOptions{grace: 0, dumpTimeout: time.Minute})
+		if d, _ := find[actDump](st.apply(evCancel{&TimeoutError{}})); d.within != time.Second {
+			t.Errorf("--kill-grace 0: stacks waited for %v, want 1s", d.within)
+		}
+	})
+	t.Run("SignalDuringSIGUSR1Dump", func(t *testing.T) {
+		st := twoHosts()
+		if d, _ := find[actDump](st.apply(evDumpRequest{})); d.within != time.Minute {
+			t.Errorf("SIGUSR1: stacks waited for %v, want the dump timeout", d.within)
+		}
+		acts := st.apply(evSignal{sig: syscall.SIGTERM, n: 1})
+		w, ok := find[actDumpWithin](acts)
+		if !ok || w.d != grace || count[actStop](acts) != 1 || count[actGiveUpIn](acts) != 1 {
+			t.Errorf("signal during a dump: %v, want a stop, a give-up and the dump cut to %v", acts, grace)
+		}
+		// The give-up also ends the wait for the stacks of the hosts it cuts off.
+		st.apply(evDumped{0, wire.Dumped{}})
+		acts = st.apply(evGiveUp{})
+		if count[actStacks](acts) != 1 || !st.finished() {
+			t.Errorf("give-up during a dump: %v, finished %v; want the stacks reported and the job finished", acts, st.finished())
+		}
+	})
+	t.Run("TimeoutDuringHangDump", func(t *testing.T) {
+		st := twoHosts()
+		if d, _ := find[actDump](st.apply(evHang{quiet: time.Minute, limit: time.Second})); d.within != time.Minute {
+			t.Errorf("hang: stacks waited for %v, want the dump timeout", d.within)
+		}
+		if w, ok := find[actDumpWithin](st.apply(evCancel{&TimeoutError{}})); !ok || w.d != grace {
+			t.Errorf("timeout during a hang dump: want the wait cut to %v", grace)
+		}
+	})
+	t.Run("KillAfterStop", func(t *testing.T) {
+		st := twoHosts()
+		acts := runEvents(st, evSignal{sig: syscall.SIGINT, n: 1}, evSignal{sig: syscall.SIGINT, n: 2})
+		if count[actGiveUpIn](acts) != 1 || count[actKill](acts) != 1 {
+			t.Errorf("%v: want one give-up and one kill", acts)
+		}
+	})
 }
 
 func TestExitCode(t *testing.T) {
@@ -307,6 +499,20 @@ func TestApplyDumps(t *testing.T) {
 		for _, a := range acts {
 			if s, ok := a.(actStacks); ok && s.stacks[3] != "s" {
 				t.Errorf("rank 3's stacks %q, want host b's", s.stacks[3])
+			}
+		}
+	})
+	t.Run("ToolsBounded", func(t *testing.T) {
+		st := twoHosts()
+		var tools []string
+		for i := range 1000 {
+			tools = append(tools, "tool"+strconv.Itoa(i))
+		}
+		tools = append(tools, strings.Repeat("x", maxToolLen+1))
+		acts := runEvents(st, evDumpRequest{}, evDumped{0, wire.Dumped{Tools: tools}}, evDumped{1, wire.Dumped{Tools: []string{"gdb", "gdb"}}})
+		for _, a := range acts {
+			if s, ok := a.(actStacks); ok && len(s.tools) != maxTools {
+				t.Errorf("tools %d, want at most %d", len(s.tools), maxTools)
 			}
 		}
 	})

@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +32,7 @@ import (
 )
 
 const (
+	hostKeyFile    = "ssh_host_ed25519_key" // the workers' host key in their Secrets
 	startAgentSrc  = "../start-agent.sh"
 	dockerfile     = "../../Dockerfile"
 	startAgentPath = "/usr/local/bin/start-agent.sh" // where the Dockerfile installs it
@@ -226,6 +229,7 @@ type script struct {
 	vars           map[string]bool
 	defaultSecrets string
 	keys           map[string]bool
+	hostCert       bool // it passes the Secret's host certificate as --host-cert
 }
 
 func readScript(t *testing.T) script {
@@ -244,8 +248,9 @@ func readScript(t *testing.T) script {
 	for _, m := range regexp.MustCompile(`\$secrets/([A-Za-z0-9_.-]+)`).FindAllStringSubmatch(string(b), -1) {
 		s.keys[m[1]] = true
 	}
-	if len(s.vars) < 5 || s.defaultSecrets == "" || !s.keys["authorized_keys"] {
-		t.Fatalf("start-agent.sh: cannot read its variables %v, secrets default %q or keys %v: its form changed?", s.vars, s.defaultSecrets, s.keys)
+	s.hostCert = strings.Contains(string(b), `--host-cert "$secrets/`+hostKeyFile+`-cert.pub"`)
+	if len(s.vars) < 5 || s.defaultSecrets == "" || !s.keys["authorized_keys"] || !s.hostCert {
+		t.Fatalf("start-agent.sh: cannot read its variables %v, secrets default %q, keys %v or its --host-cert: its form changed?", s.vars, s.defaultSecrets, s.keys)
 	}
 	return s
 }
@@ -318,9 +323,10 @@ func TestManifests(t *testing.T) {
 	sc := readScript(t)
 
 	type worker struct {
-		names []string // DNS names the pods get
-		port  int
-		gpus  int
+		names      []string // DNS names the pods get
+		port       int
+		gpus       int
+		principals []string // what their host certificate is signed for (certs.sh host in the manifest)
 	}
 	workers := map[string]worker{} // by file
 	type launch struct {
@@ -369,13 +375,21 @@ func TestManifests(t *testing.T) {
 						t.Errorf("%s: the launcher runs no program", where)
 					}
 					l := launch{where: where, cfg: cfg}
+					// Host certificates: the launcher trusts the workers'
+					// host CA from its known_hosts, never a key first seen.
+					if cfg.Transport.AcceptNewHosts {
+						t.Errorf("%s: --accept-new-host-keys trusts whatever answers first; trust the workers' host CA", where)
+					}
+					if cfg.Transport.KnownHosts == "" {
+						t.Errorf("%s: no --known-hosts with the workers' host CA", where)
+					}
 					// Identity and known_hosts come from a mounted Secret
-					// (the operator's in an MPIJob), or lie in /tmp.
+					// (the identity from the operator's in an MPIJob).
 					for _, f := range []string{cfg.Transport.Identity, cfg.Transport.KnownHosts} {
-						if f == "" || strings.HasPrefix(f, "/tmp/") {
+						if f == "" {
 							continue
 						}
-						if d.kind() == "MPIJob" {
+						if d.kind() == "MPIJob" && f == cfg.Transport.Identity {
 							mp, _ := get(d.m, "spec", "sshAuthMountPath").(string)
 							if path.Dir(f) != mp {
 								t.Errorf("%s: %s is not in sshAuthMountPath %q, where the operator mounts its keys", where, f, mp)
@@ -395,9 +409,10 @@ func TestManifests(t *testing.T) {
 					launches = append(launches, l)
 				case "agent":
 					port := checkAgentArgs(t, where, flags, argv[1:])
+					checkHostIdentity(t, where, docs, p, c, argv[1:])
 					if d.kind() == "MPIJob" {
 						w := workers[d.file]
-						w.port, w.gpus = port, gpus
+						w.port, w.gpus, w.principals = port, gpus, certPrincipals(t, d.file)
 						workers[d.file] = w
 					}
 				case "start-agent.sh":
@@ -432,6 +447,11 @@ func TestManifests(t *testing.T) {
 					if keys["authorized_keys"] == "" && keys["trusted_user_ca_keys"] == "" {
 						t.Errorf("%s: Secret %q has neither authorized_keys nor trusted_user_ca_keys", where, name)
 					}
+					for _, k := range []string{hostKeyFile, hostKeyFile + "-cert.pub"} {
+						if keys[k] == "" {
+							t.Errorf("%s: Secret %q has no %s: the workers present a host certificate (start-agent.sh passes it as --host-cert)", where, name, k)
+						}
+					}
 					for k := range keys {
 						if !sc.keys[k] {
 							t.Errorf("%s: Secret %q key %s is not a file start-agent.sh reads", where, name, k)
@@ -443,7 +463,7 @@ func TestManifests(t *testing.T) {
 					if d.kind() == "StatefulSet" {
 						replicas, _ := get(d.m, "spec", "replicas").(int)
 						svc, _ := get(d.m, "spec", "serviceName").(string)
-						w := worker{port: port, gpus: gpus}
+						w := worker{port: port, gpus: gpus, principals: certPrincipals(t, d.file)}
 						for i := range replicas {
 							w.names = append(w.names, fmt.Sprintf("%s-%d.%s", d.name(), i, svc))
 						}
@@ -489,9 +509,7 @@ func TestManifests(t *testing.T) {
 		if l.cfg.Place.NP > slots {
 			t.Errorf("%s: -np %d, but the hosts have %d slots", l.where, l.cfg.Place.NP, slots)
 		}
-		if l.knownHosts != "" {
-			checkKnownHosts(t, l.where, l.knownHosts, l.cfg, port)
-		}
+		checkHostCerts(t, l.where, l.knownHosts, l.cfg, port, w.principals)
 	}
 	if len(launches) < 2 || len(workers) < 2 {
 		t.Errorf("found %d launchers and %d worker sets, want the Job and the MPIJob with their workers", len(launches), len(workers))
@@ -523,29 +541,114 @@ func operatorHostfile(t *testing.T, d doc, args []string) []string {
 	return args
 }
 
-// checkKnownHosts: every host the launcher dials matches a line of its
-// known_hosts (as x/crypto's knownhosts matches patterns and ports).
-func checkKnownHosts(t *testing.T, where, text string, cfg launcher.Config, port int) {
+// checkHostIdentity: an agent run directly presents a host certificate:
+// --host-key and --host-cert (the key's -cert.pub, as ssh-keygen names
+// it), both from a Secret of the manifests mounted in its pod.
+func checkHostIdentity(t *testing.T, where string, docs []doc, p, c map[string]any, args []string) {
 	t.Helper()
+	val := func(name string) string {
+		for i, a := range args {
+			n, v, ok := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			switch {
+			case n == name && ok:
+				return v
+			case n == name && i+1 < len(args):
+				return args[i+1]
+			}
+		}
+		return ""
+	}
+	key, cert := val("host-key"), val("host-cert")
+	if key == "" || cert != key+"-cert.pub" {
+		t.Errorf("%s: --host-key %q --host-cert %q: want the key and its certificate (KEY-cert.pub)", where, key, cert)
+		return
+	}
+	for _, f := range []string{key, cert} {
+		_, vol := mountFor(p, c, f, true)
+		name, _ := get(vol, "secret", "secretName").(string)
+		keys, ok := secretKeys(docs, name)
+		if _, has := keys[path.Base(f)]; !ok || !has {
+			t.Errorf("%s: %s is on no mounted Secret of the manifests (Secret %q)", where, f, name)
+		}
+	}
+}
+
+// certPrincipals are the names the manifest's `certs.sh host DIR KEY
+// NAMES` comment signs the workers' host key for.
+func certPrincipals(t *testing.T, file string) []string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`certs\.sh host \S+ \S+ (\S+)`).FindAllStringSubmatch(string(b), -1)
+	if len(m) != 1 {
+		t.Errorf("%s: %d `certs.sh host CA KEY.pub NAMES` lines, want the one that signs the workers' host certificate", file, len(m))
+		return nil
+	}
+	return strings.Split(m[0][1], ",")
+}
+
+// checkHostCerts: the launcher's known_hosts trusts the host CA, and
+// nothing else, for every host it dials, and the workers' certificate
+// (as the manifests' certs.sh line signs it) passes there: with the CA
+// line's key replaced by a test CA's, x/crypto's knownhosts (which the
+// launcher uses) takes a certificate that CA signed for the principals
+// and refuses a plain key, as it would an impostor's.
+func checkHostCerts(t *testing.T, where, text string, cfg launcher.Config, port int, principals []string) {
+	t.Helper()
+	ca := newSigner(t)
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if f[0] != "@cert-authority" || len(f) < 4 {
+			t.Errorf("%s: known_hosts line %q is not a @cert-authority line: trust the workers' host CA, not a key", where, l)
+			continue
+		}
+		lines = append(lines, strings.Join([]string{f[0], f[1], strings.TrimSpace(string(ssh.MarshalAuthorizedKey(ca.PublicKey())))}, " "))
+	}
+	if len(lines) == 0 {
+		t.Errorf("%s: known_hosts has no @cert-authority line", where)
+		return
+	}
 	f := filepath.Join(t.TempDir(), "known_hosts")
-	if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
+	if err := os.WriteFile(f, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cb, err := knownhosts.New(f)
 	if err != nil {
 		t.Fatalf("%s: known_hosts: %v", where, err)
 	}
-	// The line's own key stands for the host's: what is checked is that
-	// the line applies to the name and port.
-	_, _, key, _, _, err := ssh.ParseKnownHosts([]byte(text))
-	if err != nil {
-		t.Fatalf("%s: known_hosts: %v", where, err)
+	key := newSigner(t).PublicKey()
+	cert := &ssh.Certificate{Key: key, CertType: ssh.HostCert, KeyId: "workers", ValidPrincipals: principals, ValidBefore: ssh.CertTimeInfinity}
+	if err := cert.SignCert(rand.Reader, ca); err != nil {
+		t.Fatal(err)
 	}
 	addr := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: port}
 	for _, h := range cfg.Place.Hosts {
 		hp := net.JoinHostPort(h.Name, strconv.Itoa(port))
-		if err := cb(hp, addr, key); err != nil {
-			t.Errorf("%s: known_hosts has no line for %s: %v", where, hp, err)
+		if err := cb(hp, addr, cert); err != nil {
+			t.Errorf("%s: the workers' certificate (certs.sh host ... %s) is refused for %s: %v", where, strings.Join(principals, ","), hp, err)
+		}
+		var ke *knownhosts.KeyError
+		if err := cb(hp, addr, newSigner(t).PublicKey()); !errors.As(err, &ke) || len(ke.Want) == 0 {
+			t.Errorf("%s: a plain key for %s: %v, want it refused (no CA line matches the host)", where, hp, err)
 		}
 	}
+}
+
+func newSigner(t *testing.T) ssh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -127,8 +127,9 @@ func TestLauncherRefusesOtherVersion(t *testing.T) {
 }
 
 // TestLauncherEndsLyingAgent: an agent that sends frames for ranks it
-// does not run (or a bad frame) is ended as a protocol violation naming
-// the host; the launcher neither panics nor waits, and exits 255.
+// does not run, a bad frame, a second Started or a second Exit for a rank
+// is ended as a protocol violation naming the host (an agent's Error ends
+// it too); the launcher neither panics nor waits, and exits 255.
 func TestLauncherEndsLyingAgent(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -142,6 +143,16 @@ func TestLauncherEndsLyingAgent(t *testing.T) {
 			"lost the agent on liar: protocol violation: it sent an exit for rank 7, which it does not run"},
 		{"BadOutputFrame", func(c *wire.Conn) error { return c.Send(wire.KindOutput, nil) },
 			"lost the agent on liar: protocol violation: it sent a bad output frame"},
+		{"SecondStarted", func(c *wire.Conn) error { return c.Send(wire.KindStarted, wire.Started{Pids: map[int]int{0: 1}}) },
+			"lost the agent on liar: protocol violation: it sent a second started message"},
+		{"SecondExit", func(c *wire.Conn) error {
+			if err := c.Send(wire.KindExit, wire.Exit{Rank: 0}); err != nil {
+				return err
+			}
+			return c.Send(wire.KindExit, wire.Exit{Rank: 0})
+		}, "lost the agent on liar: protocol violation: it sent a second exit for rank 0"},
+		{"AgentError", func(c *wire.Conn) error { return c.Send(wire.KindError, wire.Error{Msg: "boom"}) },
+			"lost the agent on liar: it reported an error: boom"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

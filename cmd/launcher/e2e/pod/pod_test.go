@@ -192,11 +192,13 @@ func (c *container) stop(t *testing.T, bed *testbed.Bed) {
 // kubelet's layout runs the agent as the container's PID 1; a real job
 // runs through it (its ranks see the agent as PID 1 and the Secret
 // read-only), also by DNS name with launcher-job.yaml's wildcard
-// known_hosts line; a rotated authorized_keys is honoured at the next login
-// without a restart; SIGTERM stops the container with nothing left; the
-// restarted container (fresh state directory) has the same host identity,
-// from the mounted key; without a mounted key the script says the
-// identity will change, and it does.
+// @cert-authority known_hosts line, the Secret's host certificate (as
+// workers.yaml makes it) letting the worker in; a rotated authorized_keys
+// is honoured at the next login without a restart; SIGTERM stops the
+// container with nothing left; the restarted container (fresh state
+// directory) has the same host identity, from the mounted key; without a
+// mounted key the script says the identity will change, and it does, and
+// the CA line then refuses the worker's name to it.
 func TestStartAgentAsPod(t *testing.T) {
 	roottest.RequireRoot(t)
 	bed, err := testbed.New(t.Context(), testbed.Options{Prefix: "gwk", Hosts: 1, Subnet: 213, Logf: t.Logf})
@@ -216,7 +218,12 @@ func TestStartAgentAsPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	hostKey := readFile(t, k1.HostKey)
-	sec := newSecret(t, map[string][]byte{"authorized_keys": readFile(t, k1.AuthorizedKeys), "ssh_host_ed25519_key": hostKey})
+	// The host certificate, as workers.yaml's comment makes it.
+	ca := filepath.Join(t.TempDir(), "ca")
+	certsScript(t, "ca", ca)
+	certsScript(t, "host", ca, k1.HostPub, "gangway-worker-0.gangway-worker")
+	hostCert := readFile(t, strings.TrimSuffix(k1.HostPub, ".pub")+"-cert.pub")
+	sec := newSecret(t, map[string][]byte{"authorized_keys": readFile(t, k1.AuthorizedKeys), "ssh_host_ed25519_key": hostKey, "ssh_host_ed25519_key-cert.pub": hostCert})
 	run := func(key string, args ...string) (string, string, int) {
 		return runLauncher(t, append([]string{"-i", key, "--known-hosts", knownHosts, "-H", addr + ":2", "-np", "2"}, args...)...)
 	}
@@ -237,25 +244,27 @@ func TestStartAgentAsPod(t *testing.T) {
 
 	// As launcher-job.yaml dials workers: by DNS name (a hosts file
 	// mounted over /etc/hosts in the launcher's mount namespace), with one
-	// wildcard known_hosts line for every worker.
+	// wildcard @cert-authority line for every worker.
 	hosts := filepath.Join(t.TempDir(), "hosts")
 	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"+addr+" gangway-worker-0.gangway-worker\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	wild := filepath.Join(t.TempDir(), "known_hosts")
-	pub := strings.Fields(string(readFile(t, k1.HostPub)))
-	if err := os.WriteFile(wild, []byte("[gangway-worker-*.gangway-worker]:22122 "+pub[0]+" "+pub[1]+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(wild, []byte(certsScript(t, "known-hosts", ca, "[gangway-worker-*.gangway-worker]:22122")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	launcherBin, _ := e2e.BuildBinaries(t)
-	out, stderr, code = runArgv(t, "unshare", "--mount", "/bin/sh", "-c", `mount --bind "$0" /etc/hosts && exec "$@"`, hosts,
-		launcherBin, "-i", k1.ClientKey, "--known-hosts", wild, "-H", "gangway-worker-0.gangway-worker:2", "-np", "2", "sh", "-c", `echo "rank $RANK on $GANGWAY_NAME"`)
+	byName := func(key string) (string, string, int) {
+		return runArgv(t, "unshare", "--mount", "/bin/sh", "-c", `mount --bind "$0" /etc/hosts && exec "$@"`, hosts,
+			launcherBin, "-i", key, "--known-hosts", wild, "-H", "gangway-worker-0.gangway-worker:2", "-np", "2", "sh", "-c", `echo "rank $RANK on $GANGWAY_NAME"`)
+	}
+	out, stderr, code = byName(k1.ClientKey)
 	if code != 0 || !strings.Contains(out, "rank 1 on w0") {
-		t.Errorf("job by DNS name with a wildcard known_hosts line: exit code %d\n%s\n%s", code, out, stderr)
+		t.Errorf("job by DNS name with the host CA's wildcard line: exit code %d\n%s\n%s", code, out, stderr)
 	}
 
 	// Rotation: the kubelet swaps ..data; the next login must see it.
-	sec.update(t, map[string][]byte{"authorized_keys": readFile(t, k2.AuthorizedKeys), "ssh_host_ed25519_key": hostKey})
+	sec.update(t, map[string][]byte{"authorized_keys": readFile(t, k2.AuthorizedKeys), "ssh_host_ed25519_key": hostKey, "ssh_host_ed25519_key-cert.pub": hostCert})
 	if out, stderr, code := run(k2.ClientKey, "true"); code != 0 {
 		t.Errorf("the rotated key is refused: exit code %d\n%s\n%s", code, out, stderr)
 	}
@@ -287,7 +296,25 @@ func TestStartAgentAsPod(t *testing.T) {
 	if out, stderr, code := run(k2.ClientKey, "true"); code != 1 || !strings.Contains(stderr, "HOST KEY MISMATCH") {
 		t.Errorf("a host without its mounted key was accepted, or failed otherwise: exit code %d, want 1 naming the host key\n%s\n%s", code, out, stderr)
 	}
+	// By the worker's name, this pod (no certificate) is an impostor.
+	if out, stderr, code := byName(k2.ClientKey); code != 1 || !strings.Contains(stderr, "trusts only host certificates for it") {
+		t.Errorf("a worker's name without the host certificate was accepted, or failed otherwise: exit code %d, want 1\n%s\n%s", code, out, stderr)
+	}
 	c.stop(t, bed)
+}
+
+// certsScript runs examples/certs.sh with args and returns its output.
+func certsScript(t *testing.T, args ...string) string {
+	t.Helper()
+	script, err := filepath.Abs(filepath.Join("..", "..", "..", "..", "examples", "certs.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(script, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("certs.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
 }
 
 func genKeys(t *testing.T) sshtest.Keys {
