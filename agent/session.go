@@ -699,11 +699,6 @@ func (s *session) spawn(ctx context.Context) error {
 		s.removeErrorFiles()
 		if s.pmi != nil {
 			s.pmi.Close()
-			// The job's PMI keys (up to pmi.Limits' bytes) are garbage
-			// now: give the memory back to the host at once, not when
-			// the runtime gets round to it, so that an idle agent shows
-			// what it holds.
-			debug.FreeOSMemory()
 		}
 		if cg != nil {
 			// Whatever escaped the ranks' supervisors dies with the job.
@@ -713,12 +708,24 @@ func (s *session) spawn(ctx context.Context) error {
 		}
 		if err == nil {
 			s.dumping.Lock() // stacks being collected go first
-			defer s.dumping.Unlock()
 			_ = s.conn.Send(wire.KindDone, nil)
+			s.dumping.Unlock()
+		}
+		if s.pmi != nil && s.pmi.Held() > freeOSMemoryAbove {
+			// The job's PMI keys (up to pmi.Limits' bytes) are garbage
+			// now: give the memory back to the host at once, not when
+			// the runtime gets round to it, so that an idle agent shows
+			// what it holds. A full collection costs a millisecond or
+			// more, so only after a job that kept much, and after Done.
+			debug.FreeOSMemory()
 		}
 	})
 	return err
 }
+
+// freeOSMemoryAbove is how many bytes of PMI keys a job must have kept
+// for its end to return the agent's free memory to the host at once.
+const freeOSMemoryAbove = 4 << 20
 
 // auditJob logs a job this host is about to run: its program and ranks.
 func (s *session) auditJob(j *wire.StartJob) {
@@ -742,9 +749,11 @@ func (s *session) stopAll(grace time.Duration) {
 	if s.endDump != nil {
 		s.endDump()
 	}
+	procs := make([]*proc.Proc, 0, len(s.procs))
 	for _, p := range s.procs {
-		p.Stop(grace)
+		procs = append(procs, p)
 	}
+	proc.StopAll(procs, grace)
 	if s.procs == nil {
 		// Prepared but never started: release what prepare made.
 		for _, f := range s.pmiFDs {

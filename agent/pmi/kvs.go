@@ -185,13 +185,15 @@ func (k *kvs) putNodeAttr(key, value string) error {
 	return nil
 }
 
-// drop lets go of every entry once the server is closed; gets then
-// find only the server-owned keys.
-func (k *kvs) drop() {
+// drop lets go of every entry once the server is closed, and says how
+// many bytes they held; gets then find only the server-owned keys.
+func (k *kvs) drop() (bytes int64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	bytes = k.budget.used.bytes
 	k.data, k.pending, k.nodeAttr = nil, nil, nil
 	k.budget.used, k.pendCost = usage{}, usage{}
+	return bytes
 }
 
 // reserve takes d from the budget (the server's own name table).

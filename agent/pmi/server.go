@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -163,6 +164,7 @@ type Server struct {
 	closed bool
 	conns  map[*conn]struct{}
 	ranks  map[int]*rankState
+	held   atomic.Int64 // what the keys held when Close dropped them
 }
 
 type rankState struct {
@@ -355,12 +357,17 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	// No request comes any more: what the job kept goes now, even while
 	// the caller still holds the Server.
-	s.kvs.drop()
+	s.held.Store(s.kvs.drop())
 	if l, ok := s.names.(*localNames); ok {
 		l.drop()
 	}
 	return nil
 }
+
+// Held is how many bytes (by the limits' count) the job's keys held when
+// Close let them go: a caller may give that much memory back to the host
+// at once.
+func (s *Server) Held() int64 { return s.held.Load() }
 
 // shutdown closes what blocks the server's goroutines.
 func (s *Server) shutdown() {

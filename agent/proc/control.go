@@ -28,6 +28,9 @@ type superGroup struct {
 	procs []*Proc       // by index in the job, none nil
 	ended atomic.Int32  // programs whose end is known
 	gone  chan struct{} // closed once the supervisor has been reaped
+	// stoppers are StopAll's Shutdowns; the last program's Done waits
+	// for them.
+	stoppers sync.WaitGroup
 }
 
 // supervised is a Proc's part in its group.
@@ -87,6 +90,13 @@ func (g *superGroup) write(b []byte, d time.Duration) error {
 // signal asks the supervisor to deliver sig to program i.
 func (g *superGroup) signal(i int, sig syscall.Signal) error {
 	return g.write([]byte("sig "+strconv.Itoa(i)+" "+strconv.Itoa(int(sig))+"\n"), time.Second)
+}
+
+// signalAll asks the supervisor to deliver sig to every program still
+// running, in one line ("sig * N"): a job's stop reaches a host's ranks
+// at once, not one write (and one wakeup of a busy agent) per rank.
+func (g *superGroup) signalAll(sig syscall.Signal) error {
+	return g.write([]byte("sig * "+strconv.Itoa(int(sig))+"\n"), time.Second)
 }
 
 // read takes the supervisor's reports until its end, then reaps it and

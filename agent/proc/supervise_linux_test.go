@@ -530,3 +530,49 @@ func TestGroupProgramsHoldOnlyTheirFds(t *testing.T) {
 		t.Fatal("no fds read")
 	}
 }
+
+// TestStopAll: a job's ranks under one supervisor, some ignoring SIGTERM,
+// are stopped with one line to the supervisor per signal: the others end
+// at SIGTERM, the ignoring ones at SIGKILL after the grace, every one
+// reported stopped; and the supervisor is gone with the last.
+func TestStopAll(t *testing.T) {
+	sup := supervisorExe(t)
+	var specs []Spec
+	for i := range 8 {
+		mode := "sleep"
+		if i%3 == 0 {
+			mode = "ignoreterm"
+		}
+		s := fake(t, mode)
+		s.Rank, s.Supervisor = i, sup
+		specs = append(specs, s)
+	}
+	caps := make([]*capture, len(specs))
+	for i := range caps {
+		caps[i] = newCapture()
+	}
+	procs, errs := StartGroup(t.Context(), specs, func(rank int, s Stream, b []byte) { caps[rank].sink(rank, s, b) })
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", i, err)
+		}
+	}
+	for i := range procs {
+		waitFor(t, caps[i], Stdout, "ready ")
+	}
+	supPid := procs[0].pid
+	StopAll(procs, 300*time.Millisecond)
+	for i, p := range procs {
+		r := p.Wait()
+		want := syscall.SIGTERM
+		if i%3 == 0 {
+			want = syscall.SIGKILL
+		}
+		if r.Signal != want || !r.Stopped {
+			t.Errorf("rank %d: %+v, want stopped by %v", i, r, want)
+		}
+	}
+	if !proctest.Gone(supPid) {
+		t.Errorf("the supervisor %d outlived its programs", supPid)
+	}
+}
