@@ -56,32 +56,21 @@ type Server struct {
 	// Self is the account the agent runs as; nil means the process's own
 	// (tests set it to try another agent's policy).
 	Self *Account
-	// HandshakeTimeout bounds the time from TCP accept to authenticated
-	// connection; 0 means 10s.
-	HandshakeTimeout time.Duration
-	// MaxStartups caps the connections not yet authenticated, in total;
-	// MaxStartupsPerSource caps them per source address. A connection
-	// over either cap is closed at once, before the SSH handshake (like
-	// sshd's MaxStartups and PerSourceMaxStartups). 0 means the defaults,
-	// DefaultMaxStartups and DefaultMaxStartupsPerSource.
-	MaxStartups          int
-	MaxStartupsPerSource int
+	// StartupLimits cap the connections not yet authenticated and bound
+	// how long they may take.
+	StartupLimits
 	// MaxSessions caps the open session channels of one connection (like
 	// sshd's MaxSessions); more are refused. 0 means DefaultMaxSessions.
 	MaxSessions int
 
 	conns    sync.WaitGroup
-	startups startups
+	startups *startups
 	policy   loginPolicy
 	authLog  limiter // refused logins and unusable key files
 }
 
-// Defaults of the caps on unauthenticated connections and sessions.
-const (
-	DefaultMaxStartups          = 100
-	DefaultMaxStartupsPerSource = 10
-	DefaultMaxSessions          = 10
-)
+// DefaultMaxSessions is MaxSessions' default, sshd's.
+const DefaultMaxSessions = 10
 
 // LoadHostKey reads an OpenSSH private key, or creates an ed25519 key
 // (mode 0600) at path when none exists, so the agent keeps its identity
@@ -209,111 +198,23 @@ const authLogBurst = 20
 
 // Serve accepts connections on l until ctx ends, then closes every
 // connection and waits for their sessions (and ranks) to end. Accept
-// errors (out of file descriptors, say) never end it: it backs off, from
-// 5 ms doubling to 1 s, and tries again.
+// errors (out of file descriptors, say) never end it (acceptLoop).
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	cfg := s.config()
+	s.startups = newStartups(s.StartupLimits)
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	defer s.conns.Wait()
-	s.startups.init(s.MaxStartups, s.MaxStartupsPerSource)
-	var bo acceptBackoff
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return fmt.Errorf("accept: %w", err)
-			}
-			d, first := bo.fail()
-			if first {
-				s.Log.Warn("accept failed; retrying with backoff", zap.Error(err))
-			}
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-			}
-			continue
-		}
-		if n, took := bo.ok(); n > 0 {
-			s.Log.Debug("accepting again", zap.Int("failures", n), zap.Duration("took", took))
-		}
-		src := sourceOf(c.RemoteAddr())
-		if why := s.startups.admit(src); why != "" {
-			c.Close()
-			s.startups.refused(s.Log, src, why)
-			continue
-		}
-		s.conns.Go(func() { s.serveConn(ctx, c, cfg, src) })
-	}
+	return acceptLoop(ctx, l, s.Log, s.startups, &s.conns, func(c *startupConn) { s.serveConn(ctx, c, cfg) })
 }
 
-// acceptBackoff spaces out accept retries: an episode starts at the
-// first failure and ends at the next success.
-type acceptBackoff struct {
-	delay time.Duration
-	n     int
-	since time.Time
-}
-
-const (
-	minAcceptBackoff = 5 * time.Millisecond
-	maxAcceptBackoff = time.Second
-)
-
-// fail counts a failure and returns how long to wait, and whether it
-// starts an episode (the only failure worth a log line).
-func (b *acceptBackoff) fail() (time.Duration, bool) {
-	b.n++
-	if b.n == 1 {
-		b.delay, b.since = minAcceptBackoff, time.Now()
-		return b.delay, true
-	}
-	b.delay = min(2*b.delay, maxAcceptBackoff)
-	return b.delay, false
-}
-
-// ok ends an episode, returning its failures and length.
-func (b *acceptBackoff) ok() (int, time.Duration) {
-	n := b.n
-	if n == 0 {
-		return 0, 0
-	}
-	b.n = 0
-	return n, time.Since(b.since)
-}
-
-// sourceOf is the address a connection came from, without its port.
-func sourceOf(a net.Addr) string {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.IP.String()
-	}
-	h, _, err := net.SplitHostPort(a.String())
+func (s *Server) serveConn(ctx context.Context, c *startupConn, cfg *ssh.ServerConfig) {
+	sc, chans, reqs, err := handshake(c, cfg)
 	if err != nil {
-		return a.String()
-	}
-	return h
-}
-
-func (s *Server) serveConn(ctx context.Context, c net.Conn, cfg *ssh.ServerConfig, src string) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
-	hs := s.HandshakeTimeout
-	if hs == 0 {
-		hs = 10 * time.Second
-	}
-	_ = c.SetDeadline(time.Now().Add(hs))
-	sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
-	s.startups.done(src)
-	if err != nil {
-		c.Close()
 		s.Log.Debug("handshake failed", zap.String("remote", c.RemoteAddr().String()), zap.Error(err))
 		return
 	}
-	_ = c.SetDeadline(time.Time{})
+	c.established()
 	li := loginOf(sc.Permissions)
 	if li == nil || li.account == nil {
 		sc.Close() // cannot happen: authorize always says who logged in
