@@ -63,7 +63,8 @@ func acceptLoop(ctx context.Context, l net.Listener, log *zap.Logger, st *startu
 
 // handshake runs the server side of c's SSH handshake within c's startup
 // deadlines. The connection still counts as a startup, under the login
-// grace deadline, until established is called.
+// grace deadline, until established is called: a connection the agent
+// then refuses keeps its slot while it is told why.
 func handshake(c *startupConn, cfg *ssh.ServerConfig) (*ssh.ServerConn, <-chan ssh.NewChannel, <-chan *ssh.Request, error) {
 	sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
 	if err != nil {

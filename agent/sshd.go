@@ -62,9 +62,12 @@ type Server struct {
 	// MaxSessions caps the open session channels of one connection (like
 	// sshd's MaxSessions); more are refused. 0 means DefaultMaxSessions.
 	MaxSessions int
+	// UserLimits cap what one user holds at once.
+	UserLimits
 
 	conns    sync.WaitGroup
 	startups *startups
+	users    *users
 	policy   loginPolicy
 	authLog  limiter // refused logins and unusable key files
 }
@@ -202,6 +205,7 @@ const authLogBurst = 20
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	cfg := s.config()
 	s.startups = newStartups(s.StartupLimits)
+	s.users = newUsers(s.UserLimits, s.Log)
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	defer s.conns.Wait()
@@ -214,13 +218,23 @@ func (s *Server) serveConn(ctx context.Context, c *startupConn, cfg *ssh.ServerC
 		s.Log.Debug("handshake failed", zap.String("remote", c.RemoteAddr().String()), zap.Error(err))
 		return
 	}
-	c.established()
 	li := loginOf(sc.Permissions)
 	if li == nil || li.account == nil {
+		c.established()
 		sc.Close() // cannot happen: authorize always says who logged in
 		return
 	}
 	log := s.Log.With(zap.String("remote", c.RemoteAddr().String()), zap.String("user", clip(sc.User())))
+	release, err := s.users.acquire(li.account, userConnections)
+	if err != nil {
+		// Still a startup, under its login grace deadline: the client
+		// hears why when it opens a channel, then the connection ends.
+		refuseConn(sc, chans, reqs, err.Error())
+		c.s.done(c)
+		return
+	}
+	defer release()
+	c.established()
 	auditLogin(log, li)
 	t0 := time.Now()
 	defer func() { log.Info("logout", zap.Duration("duration", time.Since(t0))) }()
@@ -249,12 +263,19 @@ func (s *Server) serveConn(ctx context.Context, c *startupConn, cfg *ssh.ServerC
 			}
 			continue
 		}
+		done, err := s.users.acquire(li.account, userSessions)
+		if err != nil {
+			_ = nc.Reject(ssh.ResourceShortage, err.Error())
+			continue
+		}
 		ch, creqs, err := nc.Accept()
 		if err != nil {
+			done()
 			continue
 		}
 		open.Add(1)
 		wg.Go(func() {
+			defer done()
 			ss := &stockSession{srv: s, log: log, conn: sc, ch: ch, login: li, remote: c.RemoteAddr(), local: c.LocalAddr()}
 			ss.serve(ctx, creqs)
 			open.Add(-1) // the session and what it ran have ended
@@ -265,10 +286,28 @@ func (s *Server) serveConn(ctx context.Context, c *startupConn, cfg *ssh.ServerC
 	cancel()
 }
 
+// refuseConn tells a connection the agent will not serve why, as the
+// refusal of the first channel it opens (ssh prints "open failed:
+// resource shortage: WHY", the launcher's error carries it), and closes
+// it. Its deadline (the login grace) bounds the wait.
+func refuseConn(sc *ssh.ServerConn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, why string) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer sc.Close()
+	wg.Go(func() { ssh.DiscardRequests(reqs) })
+	for nc := range chans {
+		_ = nc.Reject(ssh.ResourceShortage, why)
+		// Let the refusal reach the client before the connection ends:
+		// its reply to anything (here the keepalive's) comes after it.
+		_, _, _ = sc.SendRequest("keepalive@openssh.com", true, nil)
+		return
+	}
+}
+
 // subsystem serves the launcher protocol on a session channel, its ranks
 // running as the login's user.
 func (s *Server) subsystem(ctx context.Context, ch ssh.Channel, li *loginInfo) {
-	login := Login{Account: li.account, NoDropCaches: s.dropCachesRefusal(li.account)}
+	login := Login{Account: li.account, NoDropCaches: s.dropCachesRefusal(li.account), users: s.users}
 	if err := s.Agent.ServeLogin(ctx, ch, login); err != nil && !errors.Is(err, context.Canceled) {
 		s.Log.Info("launcher session ended", zap.String("user", clip(li.account.Name)), zap.Error(err))
 	}

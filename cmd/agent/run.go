@@ -73,6 +73,11 @@ func run(ctx context.Context, args []string) int {
 	fs.DurationVar(&startups.VersionTimeout, "version-timeout", agent.DefaultVersionTimeout, "close a connection that has not sent its SSH version line within this long")
 	fs.DurationVar(&startups.LoginGraceTime, "login-grace-time", agent.DefaultLoginGraceTime, "close a connection that has not logged in within this long (sshd's LoginGraceTime)")
 	maxSessions := fs.Int("max-sessions", agent.DefaultMaxSessions, "open sessions (commands, launcher sessions) on one connection; more are refused")
+	maxUserConns := fs.Int("max-user-connections", agent.DefaultMaxUserConnections, "logged-in connections of one user at once; one more has its sessions refused, naming this limit, and is closed")
+	maxUserSessions := fs.Int("max-user-sessions", agent.DefaultMaxUserSessions, "open sessions of one user at once, over all of the user's connections; more are refused")
+	maxUserJobs := fs.Int("max-user-jobs", agent.DefaultMaxUserJobs, "launcher jobs of one user at once (each has a supervisor process); one more is refused, naming this limit")
+	startJobTimeout := fs.Duration("start-job-timeout", agent.DefaultStartJobTimeout, "close a launcher session that has sent no job this long after it began\n"+
+		"(a launcher sends it once every host is up, within its --start-timeout, page caches are dropped and the preflight is done)")
 	cgroup := fs.Bool("cgroup", true, "put each job in a cgroup2 group under the agent's own, where cgroup2 is writable\n(under systemd, give the service Delegate=yes)")
 	logFormat := fs.String("log-format", "", "log format: json or console (default: console, with human times, when stderr is a terminal; json otherwise)")
 	verbose := fs.Bool("v", false, "debug logs")
@@ -90,7 +95,8 @@ func run(ctx context.Context, args []string) int {
 	for _, c := range []struct {
 		name string
 		v    int64
-	}{{"max-sessions", int64(*maxSessions)}, {"pmi-max-keys", int64(*pmiKeys)}, {"pmi-max-bytes", *pmiBytes}} {
+	}{{"max-sessions", int64(*maxSessions)}, {"max-user-connections", int64(*maxUserConns)}, {"max-user-sessions", int64(*maxUserSessions)},
+		{"max-user-jobs", int64(*maxUserJobs)}, {"pmi-max-keys", int64(*pmiKeys)}, {"pmi-max-bytes", *pmiBytes}} {
 		if c.v < 1 {
 			fmt.Fprintf(os.Stderr, "agent: --%s %d: must be at least 1\n", c.name, c.v)
 			return 2
@@ -99,7 +105,8 @@ func run(ctx context.Context, args []string) int {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"pmi-write-timeout", *pmiWrite}, {"version-timeout", startups.VersionTimeout}, {"login-grace-time", startups.LoginGraceTime}} {
+	}{{"pmi-write-timeout", *pmiWrite}, {"version-timeout", startups.VersionTimeout}, {"login-grace-time", startups.LoginGraceTime},
+		{"start-job-timeout", *startJobTimeout}} {
 		if d.v <= 0 {
 			fmt.Fprintf(os.Stderr, "agent: --%s %v: must be more than 0\n", d.name, d.v)
 			return 2
@@ -138,6 +145,7 @@ func run(ctx context.Context, args []string) int {
 		}
 		return 0
 	}
+	a.StartJobTimeout = *startJobTimeout
 	key, err := agent.LoadHostKey(*hostKey)
 	if err != nil {
 		log.Error("host key", zap.Error(err))
@@ -171,7 +179,8 @@ func run(ctx context.Context, args []string) int {
 	srv := &agent.Server{Agent: a, Log: log.Named("sshd"), HostKey: key, HostCert: certSigner, AuthorizedKeys: *authKeys,
 		TrustedUserCAKeys: *userCAs, PermitRootLogin: permit, AllowUsers: allowUsers, DropCachesUsers: dropUsers,
 		AcceptEnv:     append(slices.Clone(agent.DefaultAcceptEnv), acceptEnv...),
-		StartupLimits: startups, MaxSessions: *maxSessions}
+		StartupLimits: startups, MaxSessions: *maxSessions,
+		UserLimits: agent.UserLimits{MaxUserConnections: *maxUserConns, MaxUserSessions: *maxUserSessions, MaxUserJobs: *maxUserJobs}}
 	if err := srv.Serve(ctx, l); err != nil {
 		log.Error("serve", zap.Error(err))
 		return 1

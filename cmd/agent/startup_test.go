@@ -61,6 +61,10 @@ func TestStartupRefusals(t *testing.T) {
 			[]string{`-max-startups: "10:30:5": full must be at least start`}},
 		{"max-startups-per-source of two numbers", []string{"--host-key", key, "--max-startups-per-source", "10:30"}, func() {}, 2,
 			[]string{`"10:30": want N or start:rate:full`}},
+		{"max-user-jobs 0", []string{"--host-key", key, "--max-user-jobs", "0"}, func() {}, 2,
+			[]string{"--max-user-jobs 0: must be at least 1"}},
+		{"start-job-timeout 0", []string{"--host-key", key, "--start-job-timeout", "0s"}, func() {}, 2,
+			[]string{"--start-job-timeout 0s: must be more than 0"}},
 	} {
 		tc.setup()
 		code, stderr := runCapturing(t, append(base, tc.args...)...)
