@@ -132,44 +132,89 @@ func admitted(t *testing.T, src, dst string) net.Conn {
 	}
 }
 
-// TestMaxStartups: unauthenticated connections over the total cap or the
-// per-source cap are closed at once, before the SSH banner; a slot frees
-// when a connection's handshake ends; other sources and logins still get
-// in while one source is at its cap.
+// speak sends c's SSH version line (after reading the agent's banner,
+// unless read is set: it was) and waits for the agent's next message,
+// which proves the line was read: the connection is then in its
+// handshake, and stalls there.
+func speak(t *testing.T, c net.Conn, read bool) {
+	t.Helper()
+	if _, err := c.Write([]byte("SSH-2.0-stalling\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if !read && !banner(t, c) {
+		t.Fatal("a connection that spoke was refused")
+	}
+	_ = c.SetReadDeadline(time.Now().Add(agenttest.Deadline))
+	if _, err := c.Read(make([]byte, 1)); err != nil {
+		t.Fatalf("no key exchange after the version line: %v", err)
+	}
+}
+
+// hungUp reports whether the agent closes c (after whatever it sent)
+// within the deadline.
+func hungUp(t *testing.T, c net.Conn) bool {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(agenttest.Deadline))
+	_, err := io.Copy(io.Discard, c)
+	return err == nil || errors.Is(err, syscall.ECONNRESET)
+}
+
+// TestMaxStartups: at the caps on unauthenticated connections (hard caps
+// here, 4 in all and 2 per source), a new connection closes the oldest
+// one whose client has sent nothing (from its own source, for
+// the per-source cap), so idle sockets keep no one out, a login
+// included; when only connections that spoke are left, it is closed at
+// once, before the banner. A hang-up frees its slot.
 func TestMaxStartups(t *testing.T) {
 	t.Parallel()
 	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *agent.Server) {
-		s.MaxStartups, s.MaxStartupsPerSource = 4, 2
-		s.HandshakeTimeout = 2 * agenttest.Deadline // idle connections hold their slots throughout
+		s.MaxStartups, s.MaxStartupsPerSource = agent.StartupCap{Start: 4, Rate: 100, Full: 4}, agent.StartupCap{Start: 2, Rate: 100, Full: 2}
+		// Connections hold their slots throughout.
+		s.VersionTimeout, s.LoginGraceTime = 2*agenttest.Deadline, 2*agenttest.Deadline
 	}))
 	h := c.Hosts[0]
 	base := strings.TrimSuffix(h.Addr, ".1")
 	src := func(i int) string { return fmt.Sprintf("%s.%d", base, 100+i) }
 
 	a1, a2 := dialFrom(t, src(1), h.HostPort()), dialFrom(t, src(1), h.HostPort())
-	if !banner(t, a1) || !banner(t, a2) {
-		t.Fatal("first two connections from one source refused")
-	}
+	speak(t, a1, false)
+	speak(t, a2, false)
 	if banner(t, dialFrom(t, src(1), h.HostPort())) {
-		t.Fatal("third idle connection from one source admitted, per-source cap 2")
+		t.Fatal("third connection from a source whose two connections spoke admitted, per-source cap 2")
 	}
-	// Another source still gets in, and so does a login.
-	if !banner(t, dialFrom(t, src(2), h.HostPort())) {
-		t.Fatal("second source refused below the caps")
+	// Silent ones from another source: the third closes the first.
+	s1, s2 := dialFrom(t, src(2), h.HostPort()), dialFrom(t, src(2), h.HostPort())
+	if !banner(t, s1) || !banner(t, s2) {
+		t.Fatal("first two connections from a second source refused")
 	}
+	s3 := dialFrom(t, src(2), h.HostPort())
+	if !banner(t, s3) || !hungUp(t, s1) {
+		t.Fatal("a third silent connection from one source did not take the first one's place")
+	}
+	// At the total cap (2 that spoke, 2 silent), a login takes s2's place.
 	cl, err := dialAgent(h, c.Keys.ClientSigner)
 	if err != nil {
-		t.Fatalf("login while one source is at its cap: %v", err)
+		t.Fatalf("login at the total cap with silent connections: %v", err)
 	}
 	cl.Close()
-	// Four idle connections once the login's slot is free: the total cap.
-	admitted(t, src(2), h.HostPort())
-	if banner(t, dialFrom(t, src(3), h.HostPort())) {
-		t.Fatal("fifth idle connection admitted, total cap 4")
+	if !hungUp(t, s2) {
+		t.Fatal("the login did not close the oldest silent connection")
+	}
+	// Fill the total cap with connections that spoke: s3 goes too (for
+	// b1, when the agent still counted the login's slot, else for b2).
+	b1 := admitted(t, src(3), h.HostPort())
+	speak(t, b1, true)
+	b2 := admitted(t, src(4), h.HostPort())
+	if !hungUp(t, s3) {
+		t.Fatal("the last silent connection kept its place")
+	}
+	speak(t, b2, true)
+	if banner(t, dialFrom(t, src(5), h.HostPort())) {
+		t.Fatal("a fifth connection admitted with four that spoke, total cap 4")
 	}
 	// A hang-up ends that startup: its slot frees.
 	a1.Close()
-	admitted(t, src(3), h.HostPort())
+	admitted(t, src(5), h.HostPort())
 }
 
 // TestMaxSessions: a connection may hold MaxSessions open sessions; more

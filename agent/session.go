@@ -58,6 +58,10 @@ type Agent struct {
 	// PMILimits bound what each job's PMI server keeps and how long a
 	// reply waits for its rank; zero fields take pmi's defaults.
 	PMILimits pmi.Limits
+	// StartJobTimeout closes a launcher session that has not sent its
+	// job (StartJob) this long after its Hello, with an error naming the
+	// limit; 0 means no deadline.
+	StartJobTimeout time.Duration
 
 	mu   sync.Mutex
 	jobs map[string]int // job id -> live sessions, for logs and isolation checks
@@ -76,6 +80,18 @@ var ErrVersion = errors.New("protocol version mismatch")
 // DefaultLauncherTimeout is the agent's default LauncherTimeout: six
 // missed heartbeats.
 const DefaultLauncherTimeout = 30 * time.Second
+
+// DefaultStartJobTimeout is the agent's StartJobTimeout. A launcher
+// sends its job once every host has answered (within its
+// --start-timeout, 60 s by default), page caches are dropped (it waits
+// up to 5 minutes for that, with --drop-caches) and the preflight is done
+// (up to 30 s): 6.5 minutes with the launcher's defaults, and 10
+// leave room beyond that.
+const DefaultStartJobTimeout = 10 * time.Minute
+
+// ErrNoJob ends a session whose launcher sent no job within the agent's
+// StartJobTimeout.
+var ErrNoJob = errors.New("no job within the start-job timeout")
 
 // ErrLauncherSilent ends a session whose launcher sent nothing for the
 // agent's LauncherTimeout.
@@ -126,6 +142,9 @@ type Login struct {
 	// NoDropCaches, when not empty, is why this login may not drop page
 	// caches.
 	NoDropCaches string
+
+	// users, when set, counts the login's jobs against its user's limit.
+	users *users
 }
 
 // ServeSession serves one launcher session on rwc as the agent's own
@@ -187,6 +206,18 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login Lo
 		names: &launcherNames{conn: conn, wait: map[uint64]chan wire.NameReply{}}}
 	a.track(h.JobID, 1)
 	defer a.track(h.JobID, -1)
+	if d := a.StartJobTimeout; d > 0 {
+		t := time.AfterFunc(d, func() {
+			if s.hasJob() {
+				return
+			}
+			msg := fmt.Sprintf("no job within %v of the session's start (the agent's --start-job-timeout); closing the session", d)
+			log.Info("closing a launcher session that sent no job", zap.Duration("start_job_timeout", d))
+			_ = conn.Send(wire.KindError, wire.Error{Msg: msg})
+			cancel(ErrNoJob)
+		})
+		defer t.Stop()
+	}
 	var writer sync.WaitGroup
 	wctx, wcancel := context.WithCancel(ctx)
 	writer.Go(func() { s.stdinWriter(wctx) })
@@ -202,6 +233,7 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login Lo
 	s.failFences()
 	s.wait()
 	s.removeErrorFiles()
+	s.releaseJob()
 	return err
 }
 
@@ -269,6 +301,7 @@ type session struct {
 
 	mu      sync.Mutex
 	job     *wire.StartJob
+	release func() // gives back the job's place under its user's limit
 	procs   map[int]*proc.Proc
 	pmi     *pmi.Server
 	pmiFDs  map[int]*os.File
@@ -474,6 +507,13 @@ func (s *session) prepare(ctx context.Context, j *wire.StartJob) error {
 		default:
 			return fmt.Errorf("rank %d: working directory %s: %v on this host", r.Rank, short(r.Dir), err)
 		}
+	}
+	if u := s.login.users; u != nil && s.login.Account != nil {
+		release, err := u.acquire(s.login.Account, userJobs)
+		if err != nil {
+			return err
+		}
+		s.release = release
 	}
 	s.job = j
 	if j.PMI != nil && len(j.Ranks) > 0 {
@@ -767,6 +807,24 @@ func (s *session) stopAll(grace time.Duration) {
 }
 
 func (s *session) wait() { s.waiters.Wait() }
+
+// hasJob reports whether the session has been given its job.
+func (s *session) hasJob() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.job != nil
+}
+
+// releaseJob gives back the job's place under its user's limit, once
+// every rank (and so its supervisor) is gone.
+func (s *session) releaseJob() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.release != nil {
+		s.release()
+		s.release = nil
+	}
+}
 
 // mergeEnv overlays environments; later lists win. The result is sorted.
 func mergeEnv(lists ...[]string) []string {

@@ -55,8 +55,10 @@ type SrunOptions struct {
 	Wait time.Duration
 	// SignalGrace is SrunSignalGrace when 0.
 	SignalGrace time.Duration
-	// HandshakeTimeout bounds each connection's SSH handshake; 0 means 10s.
-	HandshakeTimeout time.Duration
+	// StartupLimits cap the connections not yet authenticated, as the
+	// agent's server does (peers' preflight probes and anyone who can
+	// reach the port, not only the launcher, connect).
+	StartupLimits
 }
 
 // NewEphemeralHostKey makes an ed25519 host key that lives in memory only.
@@ -190,9 +192,6 @@ func (a *Agent) ServeSrun(ctx context.Context, o SrunOptions) error {
 	if o.SignalGrace <= 0 {
 		o.SignalGrace = SrunSignalGrace
 	}
-	if o.HandshakeTimeout <= 0 {
-		o.HandshakeTimeout = 10 * time.Second
-	}
 	want := o.Launcher.Marshal()
 	cfg := &ssh.ServerConfig{
 		PublicKeyCallback: func(c ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
@@ -208,34 +207,15 @@ func (a *Agent) ServeSrun(ctx context.Context, o SrunOptions) error {
 	// The server's life (listener and connections) and the session's are
 	// apart from ctx: a signal must not cut the session off at once.
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s := &srunServer{a: a, cfg: cfg, hs: o.HandshakeTimeout, claimed: make(chan struct{}), done: make(chan struct{})}
+	s := &srunServer{a: a, cfg: cfg, claimed: make(chan struct{}), done: make(chan struct{})}
+	st := newStartups(o.StartupLimits)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stop()
 	context.AfterFunc(sctx, func() { o.Listener.Close() })
 	wg.Go(func() {
-		// As Server.Serve: an accept error other than the listener's
-		// close (out of file descriptors, say) is retried with backoff,
-		// never the end of the only way in.
-		var bo acceptBackoff
-		for {
-			c, err := o.Listener.Accept()
-			if err != nil {
-				if sctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-					return
-				}
-				d, first := bo.fail()
-				if first {
-					a.Log.Warn("accept failed; retrying with backoff", zap.Error(err))
-				}
-				select {
-				case <-time.After(d):
-				case <-sctx.Done():
-				}
-				continue
-			}
-			bo.ok()
-			wg.Go(func() { s.serveConn(sctx, c) })
+		if err := acceptLoop(sctx, o.Listener, a.Log, st, &wg, func(c *startupConn) { s.serveConn(sctx, c) }); err != nil {
+			a.Log.Debug("listener closed", zap.Error(err))
 		}
 	})
 
@@ -267,7 +247,6 @@ func (a *Agent) ServeSrun(ctx context.Context, o SrunOptions) error {
 type srunServer struct {
 	a       *Agent
 	cfg     *ssh.ServerConfig
-	hs      time.Duration
 	once    sync.Once
 	claimed chan struct{} // closed when a session starts
 	done    chan struct{} // closed when it has ended; err is then set
@@ -281,20 +260,15 @@ func (s *srunServer) claim() bool {
 	return ok
 }
 
-func (s *srunServer) serveConn(ctx context.Context, c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
-	_ = c.SetDeadline(time.Now().Add(s.hs))
-	sc, chans, reqs, err := ssh.NewServerConn(c, s.cfg)
+func (s *srunServer) serveConn(ctx context.Context, c *startupConn) {
+	sc, chans, reqs, err := handshake(c, s.cfg)
 	if err != nil {
 		// Peers' reachability probes (the preflight) land here too: they
 		// connect and close without a word.
-		c.Close()
 		s.a.Log.Debug("handshake failed", zap.String("remote", c.RemoteAddr().String()), zap.Error(err))
 		return
 	}
-	_ = c.SetDeadline(time.Time{})
+	c.established()
 	stop := context.AfterFunc(ctx, func() { sc.Close() })
 	defer stop()
 	var wg sync.WaitGroup

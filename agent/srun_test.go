@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"gangway/agent"
+	"gangway/agent/agenttest"
 	"gangway/agent/wire"
 )
 
@@ -27,6 +28,12 @@ type srunAgent struct {
 }
 
 func startSrun(t *testing.T, ctx context.Context, wait time.Duration) *srunAgent {
+	t.Helper()
+	return startSrunLimited(t, ctx, wait, agent.StartupLimits{})
+}
+
+// startSrunLimited is startSrun with caps on unauthenticated connections.
+func startSrunLimited(t *testing.T, ctx context.Context, wait time.Duration, lim agent.StartupLimits) *srunAgent {
 	t.Helper()
 	launcher, err := agent.NewEphemeralHostKey() // any ed25519 signer will do
 	if err != nil {
@@ -51,7 +58,7 @@ func startSrun(t *testing.T, ctx context.Context, wait time.Duration) *srunAgent
 	a := &agent.Agent{Name: "cn1", Version: "test", Log: zaptest.NewLogger(t)}
 	s := &srunAgent{ready: r, hostKey: hk.PublicKey(), launcher: launcher, done: make(chan error, 1)}
 	go func() {
-		s.done <- a.ServeSrun(ctx, agent.SrunOptions{Listener: l, HostKey: hk, Launcher: key, Wait: wait, SignalGrace: 200 * time.Millisecond})
+		s.done <- a.ServeSrun(ctx, agent.SrunOptions{Listener: l, HostKey: hk, Launcher: key, Wait: wait, SignalGrace: 200 * time.Millisecond, StartupLimits: lim})
 	}()
 	t.Cleanup(func() {
 		select {
@@ -160,6 +167,66 @@ func TestSrunOneSession(t *testing.T) {
 	if c2, err := net.DialTimeout("tcp", s.ready.Addr, time.Second); err == nil {
 		c2.Close()
 		t.Error("still listening after the session")
+	}
+}
+
+// TestSrunStartupCaps: the srun listener caps unauthenticated
+// connections as the agent's server does (here 2 at most, from any
+// source): a silent connection makes room for a new one, two that spoke
+// and stall keep a third out, and once one of them hangs up the
+// launcher logs in and gets its session. A silent connection is closed
+// at the version timeout.
+func TestSrunStartupCaps(t *testing.T) {
+	t.Parallel()
+	two := agent.StartupCap{Start: 2, Rate: 100, Full: 2}
+	s := startSrunLimited(t, t.Context(), time.Minute, agent.StartupLimits{MaxStartups: two, MaxStartupsPerSource: two,
+		VersionTimeout: 2 * agenttest.Deadline, LoginGraceTime: 2 * agenttest.Deadline})
+	s1, s2 := dialFrom(t, "127.0.0.1", s.ready.Addr), dialFrom(t, "127.0.0.1", s.ready.Addr)
+	if !banner(t, s1) || !banner(t, s2) {
+		t.Fatal("the first two connections refused")
+	}
+	s3 := dialFrom(t, "127.0.0.1", s.ready.Addr)
+	if !banner(t, s3) || !hungUp(t, s1) {
+		t.Fatal("a third silent connection did not take the first one's place")
+	}
+	speak(t, s2, true)
+	speak(t, s3, true)
+	if banner(t, dialFrom(t, "127.0.0.1", s.ready.Addr)) {
+		t.Fatal("a connection admitted beside two that spoke, cap 2")
+	}
+	if c, err := s.dial(s.launcher); err == nil {
+		c.Close()
+		t.Fatal("the launcher logged in beside two stalled connections, cap 2")
+	}
+	s2.Close()
+	var c *ssh.Client
+	waitFor(t, func() bool {
+		var err error
+		c, err = s.dial(s.launcher)
+		return err == nil
+	})
+	defer c.Close()
+	ch, ok := subsystem(t, c)
+	if !ok {
+		t.Fatal("gangway subsystem refused")
+	}
+	conn := wire.NewConn(ch)
+	if err := conn.Send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "j1", Host: "cn1"}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := conn.Recv(); err != nil || m.Kind != wire.KindFacts {
+		t.Fatalf("after hello: %v %v", m.Kind, err)
+	}
+	conn.Close()
+	if err := s.result(t); err != nil {
+		t.Errorf("ServeSrun after the launcher closed: %v, want nil", err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	quick := startSrunLimited(t, ctx, time.Minute, agent.StartupLimits{VersionTimeout: 200 * time.Millisecond})
+	t.Cleanup(cancel) // before startSrun's cleanup waits for it
+	if c := dialFrom(t, "127.0.0.1", quick.ready.Addr); !banner(t, c) || !hungUp(t, c) {
+		t.Fatal("a silent connection outlived the version timeout")
 	}
 }
 

@@ -56,32 +56,24 @@ type Server struct {
 	// Self is the account the agent runs as; nil means the process's own
 	// (tests set it to try another agent's policy).
 	Self *Account
-	// HandshakeTimeout bounds the time from TCP accept to authenticated
-	// connection; 0 means 10s.
-	HandshakeTimeout time.Duration
-	// MaxStartups caps the connections not yet authenticated, in total;
-	// MaxStartupsPerSource caps them per source address. A connection
-	// over either cap is closed at once, before the SSH handshake (like
-	// sshd's MaxStartups and PerSourceMaxStartups). 0 means the defaults,
-	// DefaultMaxStartups and DefaultMaxStartupsPerSource.
-	MaxStartups          int
-	MaxStartupsPerSource int
+	// StartupLimits cap the connections not yet authenticated and bound
+	// how long they may take.
+	StartupLimits
 	// MaxSessions caps the open session channels of one connection (like
 	// sshd's MaxSessions); more are refused. 0 means DefaultMaxSessions.
 	MaxSessions int
+	// UserLimits cap what one user holds at once.
+	UserLimits
 
 	conns    sync.WaitGroup
-	startups startups
+	startups *startups
+	users    *users
 	policy   loginPolicy
 	authLog  limiter // refused logins and unusable key files
 }
 
-// Defaults of the caps on unauthenticated connections and sessions.
-const (
-	DefaultMaxStartups          = 100
-	DefaultMaxStartupsPerSource = 10
-	DefaultMaxSessions          = 10
-)
+// DefaultMaxSessions is MaxSessions' default, sshd's.
+const DefaultMaxSessions = 10
 
 // LoadHostKey reads an OpenSSH private key, or creates an ed25519 key
 // (mode 0600) at path when none exists, so the agent keeps its identity
@@ -209,117 +201,40 @@ const authLogBurst = 20
 
 // Serve accepts connections on l until ctx ends, then closes every
 // connection and waits for their sessions (and ranks) to end. Accept
-// errors (out of file descriptors, say) never end it: it backs off, from
-// 5 ms doubling to 1 s, and tries again.
+// errors (out of file descriptors, say) never end it (acceptLoop).
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	cfg := s.config()
+	s.startups = newStartups(s.StartupLimits)
+	s.users = newUsers(s.UserLimits, s.Log)
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	defer s.conns.Wait()
-	s.startups.init(s.MaxStartups, s.MaxStartupsPerSource)
-	var bo acceptBackoff
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return fmt.Errorf("accept: %w", err)
-			}
-			d, first := bo.fail()
-			if first {
-				s.Log.Warn("accept failed; retrying with backoff", zap.Error(err))
-			}
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-			}
-			continue
-		}
-		if n, took := bo.ok(); n > 0 {
-			s.Log.Debug("accepting again", zap.Int("failures", n), zap.Duration("took", took))
-		}
-		src := sourceOf(c.RemoteAddr())
-		if why := s.startups.admit(src); why != "" {
-			c.Close()
-			s.startups.refused(s.Log, src, why)
-			continue
-		}
-		s.conns.Go(func() { s.serveConn(ctx, c, cfg, src) })
-	}
+	return acceptLoop(ctx, l, s.Log, s.startups, &s.conns, func(c *startupConn) { s.serveConn(ctx, c, cfg) })
 }
 
-// acceptBackoff spaces out accept retries: an episode starts at the
-// first failure and ends at the next success.
-type acceptBackoff struct {
-	delay time.Duration
-	n     int
-	since time.Time
-}
-
-const (
-	minAcceptBackoff = 5 * time.Millisecond
-	maxAcceptBackoff = time.Second
-)
-
-// fail counts a failure and returns how long to wait, and whether it
-// starts an episode (the only failure worth a log line).
-func (b *acceptBackoff) fail() (time.Duration, bool) {
-	b.n++
-	if b.n == 1 {
-		b.delay, b.since = minAcceptBackoff, time.Now()
-		return b.delay, true
-	}
-	b.delay = min(2*b.delay, maxAcceptBackoff)
-	return b.delay, false
-}
-
-// ok ends an episode, returning its failures and length.
-func (b *acceptBackoff) ok() (int, time.Duration) {
-	n := b.n
-	if n == 0 {
-		return 0, 0
-	}
-	b.n = 0
-	return n, time.Since(b.since)
-}
-
-// sourceOf is the address a connection came from, without its port.
-func sourceOf(a net.Addr) string {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.IP.String()
-	}
-	h, _, err := net.SplitHostPort(a.String())
+func (s *Server) serveConn(ctx context.Context, c *startupConn, cfg *ssh.ServerConfig) {
+	sc, chans, reqs, err := handshake(c, cfg)
 	if err != nil {
-		return a.String()
-	}
-	return h
-}
-
-func (s *Server) serveConn(ctx context.Context, c net.Conn, cfg *ssh.ServerConfig, src string) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
-	hs := s.HandshakeTimeout
-	if hs == 0 {
-		hs = 10 * time.Second
-	}
-	_ = c.SetDeadline(time.Now().Add(hs))
-	sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
-	s.startups.done(src)
-	if err != nil {
-		c.Close()
 		s.Log.Debug("handshake failed", zap.String("remote", c.RemoteAddr().String()), zap.Error(err))
 		return
 	}
-	_ = c.SetDeadline(time.Time{})
 	li := loginOf(sc.Permissions)
 	if li == nil || li.account == nil {
+		c.established()
 		sc.Close() // cannot happen: authorize always says who logged in
 		return
 	}
 	log := s.Log.With(zap.String("remote", c.RemoteAddr().String()), zap.String("user", clip(sc.User())))
+	release, err := s.users.acquire(li.account, userConnections)
+	if err != nil {
+		// Still a startup, under its login grace deadline: the client
+		// hears why when it opens a channel, then the connection ends.
+		refuseConn(sc, chans, reqs, err.Error())
+		c.s.done(c)
+		return
+	}
+	defer release()
+	c.established()
 	auditLogin(log, li)
 	t0 := time.Now()
 	defer func() { log.Info("logout", zap.Duration("duration", time.Since(t0))) }()
@@ -348,12 +263,19 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cfg *ssh.ServerConfi
 			}
 			continue
 		}
+		done, err := s.users.acquire(li.account, userSessions)
+		if err != nil {
+			_ = nc.Reject(ssh.ResourceShortage, err.Error())
+			continue
+		}
 		ch, creqs, err := nc.Accept()
 		if err != nil {
+			done()
 			continue
 		}
 		open.Add(1)
 		wg.Go(func() {
+			defer done()
 			ss := &stockSession{srv: s, log: log, conn: sc, ch: ch, login: li, remote: c.RemoteAddr(), local: c.LocalAddr()}
 			ss.serve(ctx, creqs)
 			open.Add(-1) // the session and what it ran have ended
@@ -364,10 +286,28 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cfg *ssh.ServerConfi
 	cancel()
 }
 
+// refuseConn tells a connection the agent will not serve why, as the
+// refusal of the first channel it opens (ssh prints "open failed:
+// resource shortage: WHY", the launcher's error carries it), and closes
+// it. Its deadline (the login grace) bounds the wait.
+func refuseConn(sc *ssh.ServerConn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, why string) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer sc.Close()
+	wg.Go(func() { ssh.DiscardRequests(reqs) })
+	for nc := range chans {
+		_ = nc.Reject(ssh.ResourceShortage, why)
+		// Let the refusal reach the client before the connection ends:
+		// its reply to anything (here the keepalive's) comes after it.
+		_, _, _ = sc.SendRequest("keepalive@openssh.com", true, nil)
+		return
+	}
+}
+
 // subsystem serves the launcher protocol on a session channel, its ranks
 // running as the login's user.
 func (s *Server) subsystem(ctx context.Context, ch ssh.Channel, li *loginInfo) {
-	login := Login{Account: li.account, NoDropCaches: s.dropCachesRefusal(li.account)}
+	login := Login{Account: li.account, NoDropCaches: s.dropCachesRefusal(li.account), users: s.users}
 	if err := s.Agent.ServeLogin(ctx, ch, login); err != nil && !errors.Is(err, context.Canceled) {
 		s.Log.Info("launcher session ended", zap.String("user", clip(li.account.Name)), zap.Error(err))
 	}

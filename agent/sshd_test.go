@@ -95,23 +95,33 @@ func TestRestrictedKeyRefused(t *testing.T) {
 	}
 }
 
-// TestHandshakeDeadline: a client that connects and says nothing is
-// dropped at the handshake deadline.
-func TestHandshakeDeadline(t *testing.T) {
+// TestStartupDeadlines: a client that connects and says nothing is
+// dropped at the version timeout; one that sends its version line and
+// stalls, at the login grace time.
+func TestStartupDeadlines(t *testing.T) {
 	t.Parallel()
-	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *agent.Server) { s.HandshakeTimeout = 500 * time.Millisecond }))
-	conn, err := net.Dial("tcp", c.Hosts[0].HostPort())
-	if err != nil {
-		t.Fatal(err)
+	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *agent.Server) {
+		s.VersionTimeout, s.LoginGraceTime = 300*time.Millisecond, time.Second
+	}))
+	for _, tc := range []struct {
+		name, send string
+	}{{"silent", ""}, {"version line, then nothing", "SSH-2.0-stalling\r\n"}} {
+		conn, err := net.Dial("tcp", c.Hosts[0].HostPort())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		t0 := time.Now()
+		if _, err := io.WriteString(conn, tc.send); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(agenttest.Deadline))
+		_, err = io.Copy(io.Discard, conn) // the banner, then EOF when the agent hangs up
+		if err != nil {
+			t.Fatalf("%s: agent kept the connection open: %v", tc.name, err)
+		}
+		t.Logf("%s: dropped after %v (version timeout 300ms, login grace 1s)", tc.name, time.Since(t0).Round(time.Millisecond))
 	}
-	defer conn.Close()
-	t0 := time.Now()
-	_ = conn.SetReadDeadline(time.Now().Add(agenttest.Deadline))
-	_, err = io.Copy(io.Discard, conn) // the banner, then EOF when the agent hangs up
-	if err != nil {
-		t.Fatalf("agent kept a silent connection open: %v", err)
-	}
-	t.Logf("silent client dropped after %v (handshake timeout 500ms)", time.Since(t0).Round(time.Millisecond))
 }
 
 // TestRefusesForwarding: channel types other than session (port

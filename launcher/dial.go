@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -59,6 +60,29 @@ type session struct {
 	port     int // the agent's port when its connection says (agentPorter), else 0
 	facts    wire.Facts
 	stopBeat func()
+
+	// said is the last error the agent sent (its reader sets it), and
+	// readDone closes when the reader has returned.
+	said     atomic.Pointer[string]
+	readDone chan struct{}
+}
+
+// sendFailed is the error of a send to s that failed with err: the
+// agent's own reason when it gave one before closing the session (a
+// session closed by its agent, for --start-job-timeout say, fails the
+// next send with a bare EOF while the reason waits unread), else err.
+// It waits up to a second for the reader to reach the session's end.
+func (s *session) sendFailed(what string, err error) error {
+	if s.readDone != nil {
+		select {
+		case <-s.readDone:
+		case <-time.After(time.Second):
+		}
+	}
+	if m := s.said.Load(); m != nil {
+		return &HostError{Host: s.host.Name, Err: errors.New(*m)}
+	}
+	return &HostError{Host: s.host.Name, Err: fmt.Errorf("%s: %w", what, err)}
 }
 
 // HeartbeatInterval is how often the launcher tells each agent it is

@@ -85,7 +85,11 @@ func newJob(bctx context.Context, cfg Config, d Deps, id string, attempt int, c 
 	}
 	j.out = newConsole(cfg.Out, len(c.ranks), d.Stdout, stderr, func(r int) string { return names[j.st.hostOf[r]] }, obs)
 	for _, s := range c.sessions {
-		j.readers.Go(func() { j.read(s) })
+		s.readDone = make(chan struct{})
+		j.readers.Go(func() {
+			defer close(s.readDone)
+			j.read(s)
+		})
 	}
 	return j, nil
 }
@@ -144,6 +148,9 @@ func (j *job) read(s *session) {
 		if err != nil {
 			j.log.Warn("bad message from agent", zap.String("host", s.host.Name), zap.Stringer("kind", m.Kind), zap.Error(err))
 			continue
+		}
+		if e, ok := ev.(evAgentError); ok {
+			s.said.Store(&e.msg) // for a send that fails after it (sendFailed)
 		}
 		if !j.send(ev) || m.Kind == wire.KindDone {
 			return

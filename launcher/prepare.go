@@ -94,7 +94,7 @@ func (j *job) start(ctx context.Context, envs [][]string) error {
 	for i, s := range j.sessions {
 		sj := wire.StartJob{JobID: j.id, KillGrace: j.cfg.Control.KillGrace, StdinRank: j.cfg.Out.Stdin, PMI: pmi, Bind: j.cfg.Place.bindSpec(), Ranks: byHost[i]}
 		if err := s.conn.Send(wire.KindStart, sj); err != nil {
-			return &HostError{Host: s.host.Name, Err: fmt.Errorf("send job: %w", err)}
+			return s.sendFailed("send job", err)
 		}
 	}
 	res, err := j.collect(ctx, wire.KindReady, j.cfg.Transport.StartTimeout)
@@ -205,7 +205,7 @@ func (j *job) preflight(ctx context.Context, choices []*nccl.Choice) error {
 			p.Targets = append(p.Targets, target[k])
 		}
 		if err := s.conn.Send(wire.KindProbe, p); err != nil {
-			return &HostError{Host: s.host.Name, Err: err}
+			return s.sendFailed("send preflight", err)
 		}
 	}
 	res, err := j.collect(ctx, wire.KindProbeResult, 30*time.Second)

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -65,9 +66,18 @@ func run(ctx context.Context, args []string) int {
 	srun := fs.Bool("srun", false, "started by the launcher's srun step: serve its one session on an ephemeral port, then exit")
 	srunWait := fs.Duration("srun-wait", agent.DefaultSrunWait, "with --srun: exit when the launcher has not come within this long")
 	dropCaches := fs.Bool("allow-drop-caches", os.Geteuid() == 0, "let launchers drop page caches (--drop-caches): root logins, and --drop-caches-users")
-	maxStartups := fs.Int("max-startups", agent.DefaultMaxStartups, "connections not yet authenticated, in total; more are closed at once (like sshd's MaxStartups)")
-	maxPerSource := fs.Int("max-startups-per-source", agent.DefaultMaxStartupsPerSource, "connections not yet authenticated from one address; more are closed at once")
+	startups := agent.StartupLimits{MaxStartups: agent.DefaultMaxStartups, MaxStartupsPerSource: agent.DefaultMaxStartupsPerSource}
+	fs.Var(&startups.MaxStartups, "max-startups", "connections not yet authenticated, in total, as sshd's MaxStartups `start:rate:full`: from start on, a new one is refused\n"+
+		"with probability rate%, rising to 100% at full (N: a hard cap of N), unless an idle one (its client sent nothing yet) can be closed instead")
+	fs.Var(&startups.MaxStartupsPerSource, "max-startups-per-source", "connections not yet authenticated from one address, `start:rate:full` as --max-startups")
+	fs.DurationVar(&startups.VersionTimeout, "version-timeout", agent.DefaultVersionTimeout, "close a connection that has not sent its SSH version line within this long")
+	fs.DurationVar(&startups.LoginGraceTime, "login-grace-time", agent.DefaultLoginGraceTime, "close a connection that has not logged in within this long (sshd's LoginGraceTime)")
 	maxSessions := fs.Int("max-sessions", agent.DefaultMaxSessions, "open sessions (commands, launcher sessions) on one connection; more are refused")
+	maxUserConns := fs.Int("max-user-connections", agent.DefaultMaxUserConnections, "logged-in connections of one user at once; one more has its sessions refused, naming this limit, and is closed")
+	maxUserSessions := fs.Int("max-user-sessions", agent.DefaultMaxUserSessions, "open sessions of one user at once, over all of the user's connections; more are refused")
+	maxUserJobs := fs.Int("max-user-jobs", agent.DefaultMaxUserJobs, "launcher jobs of one user at once (each has a supervisor process); one more is refused, naming this limit")
+	startJobTimeout := fs.Duration("start-job-timeout", agent.DefaultStartJobTimeout, "close a launcher session that has sent no job this long after it began\n"+
+		"(a launcher sends it once every host is up, within its --start-timeout, page caches are dropped and the preflight is done)")
 	cgroup := fs.Bool("cgroup", true, "put each job in a cgroup2 group under the agent's own, where cgroup2 is writable\n(under systemd, give the service Delegate=yes)")
 	logFormat := fs.String("log-format", "", "log format: json or console (default: console, with human times, when stderr is a terminal; json otherwise)")
 	verbose := fs.Bool("v", false, "debug logs")
@@ -85,16 +95,22 @@ func run(ctx context.Context, args []string) int {
 	for _, c := range []struct {
 		name string
 		v    int64
-	}{{"max-startups", int64(*maxStartups)}, {"max-startups-per-source", int64(*maxPerSource)}, {"max-sessions", int64(*maxSessions)},
-		{"pmi-max-keys", int64(*pmiKeys)}, {"pmi-max-bytes", *pmiBytes}} {
+	}{{"max-sessions", int64(*maxSessions)}, {"max-user-connections", int64(*maxUserConns)}, {"max-user-sessions", int64(*maxUserSessions)},
+		{"max-user-jobs", int64(*maxUserJobs)}, {"pmi-max-keys", int64(*pmiKeys)}, {"pmi-max-bytes", *pmiBytes}} {
 		if c.v < 1 {
 			fmt.Fprintf(os.Stderr, "agent: --%s %d: must be at least 1\n", c.name, c.v)
 			return 2
 		}
 	}
-	if *pmiWrite <= 0 {
-		fmt.Fprintf(os.Stderr, "agent: --pmi-write-timeout %v: must be more than 0\n", *pmiWrite)
-		return 2
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"pmi-write-timeout", *pmiWrite}, {"version-timeout", startups.VersionTimeout}, {"login-grace-time", startups.LoginGraceTime},
+		{"start-job-timeout", *startJobTimeout}} {
+		if d.v <= 0 {
+			fmt.Fprintf(os.Stderr, "agent: --%s %v: must be more than 0\n", d.name, d.v)
+			return 2
+		}
 	}
 	permit, err := agent.ParsePermitRootLogin(*permitRoot)
 	if err != nil {
@@ -112,7 +128,7 @@ func run(ctx context.Context, args []string) int {
 		LauncherTimeout: *launcherTimeout, Supervisor: proc.SupervisorExecutable(), NoCgroup: !*cgroup,
 		PMILimits: pmi.Limits{Keys: *pmiKeys, Bytes: *pmiBytes, WriteTimeout: *pmiWrite}}
 	if *srun {
-		return runSrun(ctx, a, *srunWait, log)
+		return runSrun(ctx, a, *srunWait, startups, log)
 	}
 	if *stdio {
 		// Other hosts' preflight probes dial this instead of sshd's port.
@@ -129,6 +145,7 @@ func run(ctx context.Context, args []string) int {
 		}
 		return 0
 	}
+	a.StartJobTimeout = *startJobTimeout
 	key, err := agent.LoadHostKey(*hostKey)
 	if err != nil {
 		log.Error("host key", zap.Error(err))
@@ -161,8 +178,9 @@ func run(ctx context.Context, args []string) int {
 	log.Info("serving", zap.String("addr", l.Addr().String()), zap.String("host_key", *hostKey), zap.String("version", version))
 	srv := &agent.Server{Agent: a, Log: log.Named("sshd"), HostKey: key, HostCert: certSigner, AuthorizedKeys: *authKeys,
 		TrustedUserCAKeys: *userCAs, PermitRootLogin: permit, AllowUsers: allowUsers, DropCachesUsers: dropUsers,
-		AcceptEnv:   append(slices.Clone(agent.DefaultAcceptEnv), acceptEnv...),
-		MaxStartups: *maxStartups, MaxStartupsPerSource: *maxPerSource, MaxSessions: *maxSessions}
+		AcceptEnv:     append(slices.Clone(agent.DefaultAcceptEnv), acceptEnv...),
+		StartupLimits: startups, MaxSessions: *maxSessions,
+		UserLimits: agent.UserLimits{MaxUserConnections: *maxUserConns, MaxUserSessions: *maxUserSessions, MaxUserJobs: *maxUserJobs}}
 	if err := srv.Serve(ctx, l); err != nil {
 		log.Error("serve", zap.Error(err))
 		return 1

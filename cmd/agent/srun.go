@@ -17,7 +17,7 @@ import (
 // runSrun is `agent --srun`: one agent of the launcher's srun step (see
 // agent.ServeSrun). Its stdout carries the readiness line and nothing
 // else; logs go to stderr, which srun also passes to the launcher.
-func runSrun(ctx context.Context, a *agent.Agent, wait time.Duration, log *zap.Logger) int {
+func runSrun(ctx context.Context, a *agent.Agent, wait time.Duration, startups agent.StartupLimits, log *zap.Logger) int {
 	key, err := agent.ParseLauncherKey(os.Getenv(wire.SrunKeyEnv))
 	if err != nil {
 		log.Error("srun mode", zap.Error(err))
@@ -53,7 +53,7 @@ func runSrun(ctx context.Context, a *agent.Agent, wait time.Duration, log *zap.L
 		return 1
 	}
 	log.Debug("serving the launcher's srun session", zap.String("addr", ready.Addr), zap.String("node", a.Name))
-	err = a.ServeSrun(ctx, agent.SrunOptions{Listener: l, HostKey: hk, Launcher: key, Wait: wait})
+	err = a.ServeSrun(ctx, agent.SrunOptions{Listener: l, HostKey: hk, Launcher: key, Wait: wait, StartupLimits: startups})
 	switch {
 	case err == nil:
 		return 0

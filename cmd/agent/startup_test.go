@@ -30,8 +30,9 @@ func runCapturing(t *testing.T, args ...string) (int, string) {
 }
 
 // TestStartupRefusals: the agent will not start with a host key others
-// may read, a host certificate that is not the host key's, or a
-// --permit-root-login it does not know, and says why.
+// may read, a host certificate that is not the host key's, a
+// --permit-root-login it does not know, or limits it cannot apply, and
+// says why.
 func TestStartupRefusals(t *testing.T) {
 	dir := t.TempDir()
 	key := filepath.Join(dir, "host_key")
@@ -56,6 +57,14 @@ func TestStartupRefusals(t *testing.T) {
 			[]string{"host certificate", "not a certificate"}},
 		{"permit-root-login", []string{"--host-key", key, "--permit-root-login", "sometimes"}, func() {}, 2,
 			[]string{`permit-root-login "sometimes": want yes, prohibit-password or no`}},
+		{"max-startups full below start", []string{"--host-key", key, "--max-startups", "10:30:5"}, func() {}, 2,
+			[]string{`-max-startups: "10:30:5": full must be at least start`}},
+		{"max-startups-per-source of two numbers", []string{"--host-key", key, "--max-startups-per-source", "10:30"}, func() {}, 2,
+			[]string{`"10:30": want N or start:rate:full`}},
+		{"max-user-jobs 0", []string{"--host-key", key, "--max-user-jobs", "0"}, func() {}, 2,
+			[]string{"--max-user-jobs 0: must be at least 1"}},
+		{"start-job-timeout 0", []string{"--host-key", key, "--start-job-timeout", "0s"}, func() {}, 2,
+			[]string{"--start-job-timeout 0s: must be more than 0"}},
 	} {
 		tc.setup()
 		code, stderr := runCapturing(t, append(base, tc.args...)...)

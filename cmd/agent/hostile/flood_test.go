@@ -20,14 +20,15 @@ import (
 type floodStats struct {
 	dials    atomic.Int64 // TCP connections opened
 	admitted atomic.Int64 // greeted with the SSH banner, then held idle
-	refused  atomic.Int64 // closed by the agent without a word
+	closed   atomic.Int64 // of those, closed by the agent within the hold
+	refused  atomic.Int64 // closed by the agent without a word: refused, or closed to make room before its banner
 	stalled  atomic.Int64 // neither within the hold: never accepted
 	failed   atomic.Int64 // the dial itself failed
 }
 
 func (s *floodStats) String() string {
-	return fmt.Sprintf("%d connections: %d admitted and held idle, %d refused at once, %d never accepted, %d dials failed",
-		s.dials.Load(), s.admitted.Load(), s.refused.Load(), s.stalled.Load(), s.failed.Load())
+	return fmt.Sprintf("%d connections: %d admitted and held idle (%d of them closed by the agent within the hold), %d closed before the banner, %d never accepted, %d dials failed",
+		s.dials.Load(), s.admitted.Load(), s.closed.Load(), s.refused.Load(), s.stalled.Load(), s.failed.Load())
 }
 
 // flood is one flooding worker: it opens connections from src to dst, one
@@ -53,7 +54,10 @@ func flood(ctx context.Context, src, dst string, max int64, hold time.Duration, 
 		switch {
 		case n > 0:
 			st.admitted.Add(1)
-			_, _ = c.Read(buf) // idle until the hold ends (or the agent hangs up)
+			// Idle until the hold ends or the agent hangs up.
+			if _, err := c.Read(buf); !errors.As(err, &ne) || !ne.Timeout() {
+				st.closed.Add(1)
+			}
 		case errors.As(err, &ne) && ne.Timeout():
 			st.stalled.Add(1)
 		default:
@@ -132,10 +136,12 @@ func addrIn(c *e2e.Cluster, i int) string {
 
 // TestFloodUnderLowFileLimit: an agent limited to 128 file descriptors
 // takes a flood of at least 1000 idle, unauthenticated connections from
-// one address, at most 200 open at once. The per-source cap closes the
-// surplus before the handshake, so the agent never runs out of
-// descriptors, and a real OpenSSH login from another address succeeds
-// during the flood and after it; the agent is alive at the end.
+// one address, at most 200 open at once. The per-source cap holds at
+// most 50 of them: past it, each new connection closes the oldest one
+// whose client has sent nothing, so the agent never runs out of
+// descriptors, and real OpenSSH logins from another address and from
+// the flooding address itself succeed during the flood and after it; the
+// agent is alive at the end.
 func TestFloodUnderLowFileLimit(t *testing.T) {
 	t.Parallel()
 	c := agentProc(t, e2e.Wrapped("prlimit", "--nofile=128:128"))
@@ -154,6 +160,9 @@ func TestFloodUnderLowFileLimit(t *testing.T) {
 		}
 	}
 	during := time.Since(t0)
+	if _, err := sshLogin(t, c, attacker); err != nil {
+		t.Fatalf("login from the flooding address during the flood (%v): %v", st, err)
+	}
 	if st.dials.Load() >= 20000 {
 		t.Fatalf("the flood ended (%v) before the logins did", st)
 	}
@@ -168,8 +177,8 @@ func TestFloodUnderLowFileLimit(t *testing.T) {
 		t.Fatalf("login from the flooding address after the flood: %v", err)
 	}
 	alive(t, p)
-	if st.refused.Load() == 0 || st.dials.Load() < 1000 {
-		t.Errorf("flood: %v; want at least 1000, some refused at once", st)
+	if st.closed.Load() == 0 || st.dials.Load() < 1000 {
+		t.Errorf("flood: %v; want at least 1000, some closed by the agent to make room", st)
 	}
 	if strings.Contains(p.Stderr.String(), "accept failed") {
 		t.Errorf("the agent ran out of descriptors under the caps:\n%s", e2e.Tail(p.Stderr.String(), 2000))
@@ -177,13 +186,13 @@ func TestFloodUnderLowFileLimit(t *testing.T) {
 	if peakFDs.Load() >= 128 {
 		t.Errorf("the agent had %d descriptors open, its limit is 128", peakFDs.Load())
 	}
-	logs := strings.Count(p.Stderr.String(), "refusing connections over the cap")
+	logs := strings.Count(p.Stderr.String(), "closing idle connections")
 	if logs == 0 || logs > 10 {
-		t.Errorf("%d log lines about refused connections, want a few (one per 10 s)", logs)
+		t.Errorf("%d log lines about connections closed to make room, want a few (one per 10 s)", logs)
 	}
 	rss, peak := memKiB(t, p.Pid())
-	t.Logf("flood: %v; 3 logins from another address took %v during it; the agent's descriptors peaked at %d of 128; %d refusal log lines; RSS %d KiB (peak %d KiB)",
-		st, during.Round(time.Millisecond), peakFDs.Load(), logs, rss, peak)
+	t.Logf("flood: %v; 3 logins from another address took %v during it; the agent's descriptors peaked at %d of 128; %d log lines about closing, %d about refusing; RSS %d KiB (peak %d KiB)",
+		st, during.Round(time.Millisecond), peakFDs.Load(), logs, strings.Count(p.Stderr.String(), "refusing connections over the cap"), rss, peak)
 }
 
 // TestFloodPastFileLimit: with the startup caps set above its file limit
@@ -230,4 +239,46 @@ func TestFloodPastFileLimit(t *testing.T) {
 	}
 	t.Logf("flood: %v; the agent ran out of descriptors in %d episodes (%d failed accepts, %d warnings) and kept serving",
 		st, recovered, failures, episodes)
+}
+
+// TestIdleFloodFromLauncherAddress: idle, unauthenticated connections
+// from the launcher's own source address (a login node's launchers share
+// it), 200 open at a time and each reopened as soon as the agent closes
+// it, do not keep the launcher out: its connection sends its version
+// line at once, so each idle one past the caps makes room for it, and an
+// 8-rank job starts and exits 0.
+func TestIdleFloodFromLauncherAddress(t *testing.T) {
+	t.Parallel()
+	launcherBin, _ := e2e.BuildBinaries(t)
+	c := agentProc(t)
+	p, h := c.Procs[0], c.Hosts[0]
+	// The address the kernel gives the launcher's connections.
+	probe, err := net.Dial("tcp", h.HostPort())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := probe.LocalAddr().(*net.TCPAddr).IP.String()
+	probe.Close()
+	peakFDs, stopSampling := sampleFDs(p.Pid())
+	st, stop := startFlood(t, 200, src, h.HostPort(), 1_000_000, time.Minute)
+	waitDials(t, st, 400)
+	l := e2e.StartProc(t, nil, launcherBin, append(append([]string{"-np", "8", "-H", c.HostList(8)}, c.SSHFlags()...),
+		"/bin/sh", "-c", "echo rank-$RANK-ok")...)
+	code := l.Wait(t)
+	took := l.Ended.Sub(l.Started)
+	during := st.String()
+	stop()
+	stopSampling()
+	alive(t, p)
+	if code != 0 || strings.Count(l.Stdout.String(), "-ok") != 8 {
+		t.Fatalf("the job during the flood (%v): exit %d\nstdout:\n%s\nstderr:\n%s", during, code, l.Stdout, l.Stderr)
+	}
+	if st.closed.Load() == 0 {
+		t.Errorf("flood: %v; want idle connections closed by the agent", st)
+	}
+	if !strings.Contains(p.Stderr.String(), "closing idle connections") {
+		t.Errorf("the agent did not log the connections it closed to make room:\n%s", e2e.Tail(p.Stderr.String(), 2000))
+	}
+	t.Logf("flood from the launcher's address %s: %v when the job ended; the 8-rank job took %v and exited 0; the agent's descriptors peaked at %d",
+		src, during, took.Round(time.Millisecond), peakFDs.Load())
 }
