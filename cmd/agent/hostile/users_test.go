@@ -123,13 +123,34 @@ func TestUserFlood(t *testing.T) {
 		return hello(t, ch, job)
 	}
 
-	// Jobs, each with a rank that sleeps, until one is refused.
+	// Jobs, each with a rank that sleeps, until one is refused. The first
+	// two flood their PMI servers first: one puts more than a job may
+	// keep (40,000 keys of 900 bytes against --pmi-max-bytes' 32 MiB) and
+	// reads its answers, the other asks 300,000 lookup_names and reads
+	// none (it is dropped and stopped after --pmi-write-timeout).
 	jobs, jobRefusal := 0, ""
 	sleep := []string{"/bin/sh", "-c", "exec sleep 600"}
+	const kvs = "kvs_flood"
+	pmiFlood := []string{
+		`awk -v k=` + kvs + ` 'BEGIN { v = sprintf("%900s", ""); gsub(/ /, "x", v); print "cmd=init pmi_version=1 pmi_subversion=1";
+			for (i = 0; i < 40000; i++) print "cmd=put kvsname=" k " key=k" i " value=" v }' >&"$PMI_FD" &
+		 echo "refused $(head -n 40001 <&"$PMI_FD" | grep -c "rc=-1")"; exec sleep 600`,
+		`awk 'BEGIN { print "cmd=init pmi_version=1 pmi_subversion=1"; for (i = 0; i < 300000; i++) print "cmd=lookup_name service=s" i }' >&"$PMI_FD"
+		 exec sleep 600`,
+	}
+	var putFlood *wire.Conn
 	for i := range agent.DefaultMaxUserJobs + 1 {
 		wc := launcherSession(fmt.Sprintf("flood%d", i))
-		if err := wc.Send(wire.KindStart, wire.StartJob{JobID: fmt.Sprintf("flood%d", i), StdinRank: -1, KillGrace: time.Second,
-			Ranks: []wire.RankSpec{{Rank: 0, Argv: sleep, Env: []string{"PATH=/usr/bin:/bin"}}}}); err != nil {
+		if i == 0 {
+			putFlood = wc
+		}
+		job := wire.StartJob{JobID: fmt.Sprintf("flood%d", i), StdinRank: -1, KillGrace: time.Second,
+			Ranks: []wire.RankSpec{{Rank: 0, Argv: sleep, Env: []string{"PATH=/usr/bin:/bin"}}}}
+		if i < len(pmiFlood) {
+			job.PMI = &wire.PMIJob{KVSName: kvs, Size: 2, Mapping: "(vector,(0,2,1))"}
+			job.Ranks[0].Argv = []string{"/bin/bash", "-c", pmiFlood[i]}
+		}
+		if err := wc.Send(wire.KindStart, job); err != nil {
 			t.Fatal(err)
 		}
 		var r wire.Ready
@@ -146,6 +167,21 @@ func TestUserFlood(t *testing.T) {
 	}
 	if jobs != agent.DefaultMaxUserJobs || !strings.Contains(jobRefusal, "--max-user-jobs") {
 		t.Fatalf("%d jobs started, then %q; want %d and a refusal naming --max-user-jobs", jobs, jobRefusal, agent.DefaultMaxUserJobs)
+	}
+	// The put flood's rank says how many puts were refused: the job's
+	// keys stopped at the bound.
+	refusedPuts := -1
+	for refusedPuts < 0 {
+		m, err := putFlood.Recv()
+		if err != nil {
+			t.Fatalf("the put flood's session: %v", err)
+		}
+		if _, _, data, err := m.Output(); err == nil && strings.HasPrefix(string(data), "refused ") {
+			refusedPuts, _ = strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(string(data), "refused ")))
+		}
+	}
+	if refusedPuts < 1000 {
+		t.Errorf("%d of 40,000 puts of 900 bytes refused, want those past --pmi-max-bytes", refusedPuts)
 	}
 	// Launcher sessions that never send a job: 10 on each of 3
 	// connections, as many as a connection takes.
@@ -216,6 +252,9 @@ func TestUserFlood(t *testing.T) {
 	}
 	fdFlood := openFDs(p.Pid())
 	rssFlood, _ := memKiB(t, p.Pid())
+	if rssFlood > 256<<10 {
+		t.Errorf("the agent's RSS at the flood's height is %d KiB", rssFlood)
+	}
 	sups, supPSS := supervisors(p.Pid())
 
 	// The flooder's own launcher is told which limit it hit.
@@ -246,8 +285,8 @@ func TestUserFlood(t *testing.T) {
 	if n := strings.Count(p.Stderr.String(), "refused over a per-user limit"); n == 0 || n > 3*20 {
 		t.Errorf("%d log lines for refusals over a per-user limit, want some, rate-limited", n)
 	}
-	t.Logf("flooder %s: %d jobs (%d supervisors, PSS %d KiB together), %d launcher sessions without a job, %d sessions, %d connections; refusals:\n  %s\n  %s\n  %s",
-		flooder.Name, jobs, sups, supPSS, idle, sessions, len(conns), jobRefusal, sessionRefusal, connRefusal)
+	t.Logf("flooder %s: %d jobs (%d supervisors, PSS %d KiB together; one put 40,000 PMI keys of 900 bytes, %d refused; one asked 300,000 lookup_names unread), %d launcher sessions without a job, %d sessions, %d connections; refusals:\n  %s\n  %s\n  %s",
+		flooder.Name, jobs, sups, supPSS, refusedPuts, idle, sessions, len(conns), jobRefusal, sessionRefusal, connRefusal)
 	t.Logf("the agent: %d descriptors and RSS %d KiB before, %d descriptors (of 1024) and RSS %d KiB at the flood's height; the other user's 8-rank job took %v and exited 0",
 		fd0, rss0, fdFlood, rssFlood, v.Ended.Sub(v.Started).Round(time.Millisecond))
 }
