@@ -333,7 +333,9 @@ func StartGroup(ctx context.Context, specs []Spec, out Sink) (procs []*Proc, err
 	if first.Cgroup != nil {
 		applyCgroup(cmd.SysProcAttr, first.Cgroup)
 	}
-	if err := cmd.Start(); err != nil {
+	// The supervisor starts with an empty signal mask, which its own
+	// forks then give every program without a locked thread each.
+	if err := StartClean(cmd); err != nil {
 		fail(fmt.Errorf("supervisor %s: %w", first.Supervisor, err))
 		return procs, errs
 	}

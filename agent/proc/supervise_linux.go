@@ -288,7 +288,14 @@ func startOne(r superRank, files []uintptr, cred *syscall.Credential) (int, erro
 		// without a supervisor.
 		Sys: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}}
 	var pid int
-	err := startClean(r.CPUs, func() (err error) {
+	// The supervisor's own mask is empty (StartGroup started it clean),
+	// and a fork restores it: a locked thread is needed only to give the
+	// program a CPU set.
+	fork := func(start func() error) error { return start() }
+	if len(r.CPUs) > 0 {
+		fork = func(start func() error) error { return startClean(r.CPUs, start) }
+	}
+	err := fork(func() (err error) {
 		pid, err = syscall.ForkExec(r.Path, r.Argv, attr)
 		return err
 	})
