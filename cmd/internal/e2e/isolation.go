@@ -280,19 +280,14 @@ func CheckIsolated(t testing.TB, ranks []IsolatedRank, cgroup bool) {
 			t.Errorf("rank %d: no PMI_FD (%q)", r.Rank, pmiFD)
 		}
 		for _, p := range []int{r.Pid, r.Child} {
-			fds := proctest.Fds(p)
-			if p == r.Pid {
-				// The Go runtime's own: epoll, eventfd and pidfds (anon
-				// inodes), the CPU quota files it keeps open to size
-				// GOMAXPROCS, and the rank's dup of its PMI socket.
-				pmi := fds[want[len(want)-1]]
-				for fd, target := range fds {
-					own := strings.HasPrefix(target, "anon_inode:") || strings.HasPrefix(target, "/sys/fs/cgroup/") || target == pmi
-					if !slices.Contains(want, fd) && own {
-						delete(fds, fd)
-					}
+			var fds map[int]string
+			proctest.WaitFds(p, 5*time.Second, func(read map[int]string) bool {
+				fds = read
+				if p == r.Pid {
+					fds = runtimeFdsOut(read, want)
 				}
-			}
+				return slices.Equal(slices.Sorted(maps.Keys(fds)), want)
+			})
 			if nums := slices.Sorted(maps.Keys(fds)); !slices.Equal(nums, want) {
 				t.Errorf("rank %d (pid %d) holds fds %v, want %v: %v", r.Rank, p, nums, want, fds)
 			}
@@ -323,6 +318,21 @@ func CheckIsolated(t testing.TB, ranks []IsolatedRank, cgroup bool) {
 			t.Errorf("a rank runs in cgroup %q: want a job cgroup %v", c, cgroup)
 		}
 	}
+}
+
+// runtimeFdsOut is a Go rank's descriptors less the runtime's own: epoll,
+// eventfd and pidfds (anon inodes), the CPU quota files it keeps open to
+// size GOMAXPROCS, and the rank's dup of its PMI socket (want's last).
+func runtimeFdsOut(fds map[int]string, want []int) map[int]string {
+	pmi := fds[want[len(want)-1]]
+	out := map[int]string{}
+	for fd, target := range fds {
+		own := strings.HasPrefix(target, "anon_inode:") || strings.HasPrefix(target, "/sys/fs/cgroup/") || target == pmi
+		if slices.Contains(want, fd) || !own {
+			out[fd] = target
+		}
+	}
+	return out
 }
 
 var forgedRe = regexp.MustCompile(`forged-(\d+)`)
