@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"go.uber.org/zap"
+
+	"gangway/agent/wire"
 )
 
 // RunAsTracer runs argv as a dump runs gdb for the ranks of user name
@@ -26,4 +28,9 @@ func RunAsTracer(ctx context.Context, name string, scope int, argv ...string) (s
 	}
 	err = cmd.Wait()
 	return string(out.buf), err
+}
+
+// bindCPUs binds one rank as a job's binder does (cpuBinder.bind).
+func (a *Agent) bindCPUs(mode string, r wire.RankSpec, f wire.Facts, allowed []int) ([]int, error) {
+	return a.binder(allowed).bind(mode, r, f)
 }

@@ -223,11 +223,11 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login Lo
 	writer.Go(func() { s.stdinWriter(wctx) })
 	err = s.loop(ctx)
 	wcancel()
-	// Stop first: a writer blocked on a full pipe returns once its rank dies.
+	// Whatever ended the session, no rank outlives it. Stop before waiting
+	// for the writer: one blocked on a full pipe returns once its rank dies.
+	// The loop, the only caller of spawn, has ended: no rank starts after.
 	s.stopAll(LostGrace)
 	writer.Wait()
-	// Whatever ended the session, no rank outlives it.
-	s.stopAll(LostGrace)
 	// No FenceDone can come now; the ranks were stopped first, so none
 	// sees its barrier fail.
 	s.failFences()

@@ -38,7 +38,7 @@ import (
 // captureFor bounds the wait for the aborted ranks to exit, having
 // printed their stacks (a SIGABRT may also write a core file of the whole
 // process first). gdb's own bounds are in gdb.go.
-var (
+const (
 	captureFor = 20 * time.Second
 	settle     = time.Second
 )

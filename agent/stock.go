@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -264,13 +265,13 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 		copiers.Go(func() { _, _ = io.Copy(ss.ch, master) })
 		inputs.Go(func() { _, _ = io.Copy(master, ss.ch) }) // ends when the channel closes
 	} else {
-		inR, inW, err := os.Pipe()
+		child, ours, err := stdioPipes()
 		if err != nil {
 			ss.fail(err.Error())
 			return
 		}
-		outR, outW, _ := os.Pipe()
-		errR, errW, _ := os.Pipe()
+		inR, outW, errW := child[0], child[1], child[2]
+		inW, outR, errR := ours[0], ours[1], ours[2]
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 		// A session of its own, as sshd gives every session: the command
 		// never holds the agent's controlling terminal.
@@ -328,6 +329,29 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 		// closed below.
 	}
 	ss.exitStatus(cmd.ProcessState, werr)
+}
+
+// stdioPipes makes a command's stdin, stdout and stderr pipes: child
+// holds the ends the command gets (stdin's read end, stdout's and
+// stderr's write ends), ours the agent's. On an error (out of file
+// descriptors) every pipe made so far is closed.
+func stdioPipes() (child, ours [3]*os.File, err error) {
+	for i := range 3 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			for j := range i {
+				child[j].Close()
+				ours[j].Close()
+			}
+			return child, ours, fmt.Errorf("pipe: %w", err)
+		}
+		if i == 0 {
+			child[i], ours[i] = r, w
+		} else {
+			child[i], ours[i] = w, r
+		}
+	}
+	return child, ours, nil
 }
 
 func (ss *stockSession) exitStatus(ps *os.ProcessState, err error) {
