@@ -52,7 +52,7 @@ func (s *session) errorFileEnv(r wire.RankSpec) []string {
 		}
 		s.errorRoot = root
 		dir := root
-		if cred := s.login.Account.credential(); cred != nil {
+		if cred := s.login.Account.Credential(); cred != nil {
 			// Others may pass through to their own directory.
 			dir = filepath.Join(root, "ranks")
 			if os.Chmod(root, 0o711) != nil || os.Mkdir(dir, 0o700) != nil || os.Chown(dir, int(cred.Uid), int(cred.Gid)) != nil {
@@ -110,7 +110,7 @@ func (s *session) readErrorFile(rank int) string {
 
 // rankUid is the uid the session's ranks run as.
 func (s *session) rankUid() int {
-	if c := s.login.Account.credential(); c != nil {
+	if c := s.login.Account.Credential(); c != nil {
 		return int(c.Uid)
 	}
 	return os.Geteuid()

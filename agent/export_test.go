@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"gangway/agent/account"
 	"gangway/agent/wire"
 )
 
@@ -13,11 +14,11 @@ import (
 // under Yama's ptrace_scope scope (the account's credential, the
 // tracer's capabilities, environment and bounds) and returns its output.
 func RunAsTracer(ctx context.Context, name string, scope int, argv ...string) (string, error) {
-	a, err := lookupAccount(name)
+	a, err := account.Lookup(name)
 	if err != nil {
 		return "", err
 	}
-	t := tracerFor(argv[0], a.credential(), scope, zap.NewNop())
+	t := tracerFor(argv[0], a.Credential(), scope, zap.NewNop())
 	if t.refuse != "" {
 		return "", fmt.Errorf("refused: %s", t.refuse)
 	}

@@ -144,7 +144,7 @@ func (s *session) dump(ctx context.Context, d wire.Dump) wire.Dumped {
 	}
 	out := wire.Dumped{Stacks: map[int]string{}}
 	gdb, _ := exec.LookPath("gdb")
-	t := newTracer(gdb, s.login.Account.credential(), s.log)
+	t := newTracer(gdb, s.login.Account.Credential(), s.log)
 	if t.refuse == "" {
 		out.Tools = append(out.Tools, "gdb")
 	}

@@ -21,6 +21,7 @@ import (
 	"gangway/agent"
 	"gangway/agent/pmi"
 	"gangway/agent/proc"
+	"gangway/agent/sshd"
 	"gangway/agent/wire"
 	"gangway/cmd/internal/logging"
 	"gangway/hostfile"
@@ -56,7 +57,7 @@ func run(ctx context.Context, args []string) int {
 	authKeys := fs.String("authorized-keys", filepath.Join(home, ".ssh", "authorized_keys"), "authorized_keys file for the agent's own user, beside every user's ~/.ssh/authorized_keys (read at every login)")
 	hostCert := fs.String("host-cert", "", "host certificate `FILE` of --host-key (the -cert.pub that ssh-keygen -s CA -h writes), offered beside the key")
 	userCAs := fs.String("trusted-user-ca-keys", "", "`FILE` of CA public keys whose user certificates log in as their principals (read at every login); default: none")
-	permitRoot := fs.String("permit-root-login", agent.PermitRootProhibitPassword, "root logins: yes, prohibit-password (keys and certificates: the same as yes, the agent takes nothing else) or no")
+	permitRoot := fs.String("permit-root-login", sshd.PermitRootProhibitPassword, "root logins: yes, prohibit-password (keys and certificates: the same as yes, the agent takes nothing else) or no")
 	var allowUsers, acceptEnv listFlag
 	fs.Var(&allowUsers, "allow-users", "only these `USERS` may log in (comma-separated, * and ? patterns; repeatable); default: every user")
 	fs.Var(&acceptEnv, "accept-env", "stock sessions also take env requests for names matching `PATTERN` (* and ?; repeatable), beside LANG and LC_*; others are refused")
@@ -64,18 +65,18 @@ func run(ctx context.Context, args []string) int {
 	name := fs.String("name", "", "name reported to the launcher (default: hostname)")
 	stdio := fs.Bool("stdio", false, "serve one launcher session on stdin/stdout and exit")
 	srun := fs.Bool("srun", false, "started by the launcher's srun step: serve its one session on an ephemeral port, then exit")
-	srunWait := fs.Duration("srun-wait", agent.DefaultSrunWait, "with --srun: exit when the launcher has not come within this long")
+	srunWait := fs.Duration("srun-wait", sshd.DefaultSrunWait, "with --srun: exit when the launcher has not come within this long")
 	dropCaches := fs.Bool("allow-drop-caches", os.Geteuid() == 0, "let launchers drop page caches (--drop-caches): root logins, and --drop-caches-users")
-	startups := agent.StartupLimits{MaxStartups: agent.DefaultMaxStartups, MaxStartupsPerSource: agent.DefaultMaxStartupsPerSource}
+	startups := sshd.StartupLimits{MaxStartups: sshd.DefaultMaxStartups, MaxStartupsPerSource: sshd.DefaultMaxStartupsPerSource}
 	fs.Var(&startups.MaxStartups, "max-startups", "connections not yet authenticated, in total, as sshd's MaxStartups `start:rate:full`: from start on, a new one is refused\n"+
 		"with probability rate%, rising to 100% at full (N: a hard cap of N), unless an idle one (its client sent nothing yet) can be closed instead")
 	fs.Var(&startups.MaxStartupsPerSource, "max-startups-per-source", "connections not yet authenticated from one address, `start:rate:full` as --max-startups")
-	fs.DurationVar(&startups.VersionTimeout, "version-timeout", agent.DefaultVersionTimeout, "close a connection that has not sent its SSH version line within this long")
-	fs.DurationVar(&startups.LoginGraceTime, "login-grace-time", agent.DefaultLoginGraceTime, "close a connection that has not logged in within this long (sshd's LoginGraceTime)")
-	maxSessions := fs.Int("max-sessions", agent.DefaultMaxSessions, "open sessions (commands, launcher sessions) on one connection; more are refused")
-	maxUserConns := fs.Int("max-user-connections", agent.DefaultMaxUserConnections, "logged-in connections of one user at once; one more has its sessions refused, naming this limit, and is closed")
-	maxUserSessions := fs.Int("max-user-sessions", agent.DefaultMaxUserSessions, "open sessions of one user at once, over all of the user's connections; more are refused")
-	maxUserJobs := fs.Int("max-user-jobs", agent.DefaultMaxUserJobs, "launcher jobs of one user at once (each has a supervisor process); one more is refused, naming this limit")
+	fs.DurationVar(&startups.VersionTimeout, "version-timeout", sshd.DefaultVersionTimeout, "close a connection that has not sent its SSH version line within this long")
+	fs.DurationVar(&startups.LoginGraceTime, "login-grace-time", sshd.DefaultLoginGraceTime, "close a connection that has not logged in within this long (sshd's LoginGraceTime)")
+	maxSessions := fs.Int("max-sessions", sshd.DefaultMaxSessions, "open sessions (commands, launcher sessions) on one connection; more are refused")
+	maxUserConns := fs.Int("max-user-connections", sshd.DefaultMaxUserConnections, "logged-in connections of one user at once; one more has its sessions refused, naming this limit, and is closed")
+	maxUserSessions := fs.Int("max-user-sessions", sshd.DefaultMaxUserSessions, "open sessions of one user at once, over all of the user's connections; more are refused")
+	maxUserJobs := fs.Int("max-user-jobs", sshd.DefaultMaxUserJobs, "launcher jobs of one user at once (each has a supervisor process); one more is refused, naming this limit")
 	startJobTimeout := fs.Duration("start-job-timeout", agent.DefaultStartJobTimeout, "close a launcher session that has sent no job this long after it began\n"+
 		"(a launcher sends it once every host is up, within its --start-timeout, page caches are dropped and the preflight is done)")
 	cgroup := fs.Bool("cgroup", true, "put each job in a cgroup2 group under the agent's own, where cgroup2 is writable\n(under systemd, give the service Delegate=yes)")
@@ -112,12 +113,12 @@ func run(ctx context.Context, args []string) int {
 			return 2
 		}
 	}
-	permit, err := agent.ParsePermitRootLogin(*permitRoot)
+	permit, err := sshd.ParsePermitRootLogin(*permitRoot)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agent: --%v\n", err)
 		return 2
 	}
-	dropUsers := agent.SplitList(*dropCachesUsers)
+	dropUsers := sshd.SplitList(*dropCachesUsers)
 	if *showVersion {
 		fmt.Printf("agent %s (protocol %d)\n", version, wire.Version)
 		return 0
@@ -146,14 +147,14 @@ func run(ctx context.Context, args []string) int {
 		return 0
 	}
 	a.StartJobTimeout = *startJobTimeout
-	key, err := agent.LoadHostKey(*hostKey)
+	key, err := sshd.LoadHostKey(*hostKey)
 	if err != nil {
 		log.Error("host key", zap.Error(err))
 		return 1
 	}
 	var certSigner ssh.Signer
 	if *hostCert != "" {
-		s, cert, err := agent.LoadHostCert(*hostCert, key)
+		s, cert, err := sshd.LoadHostCert(*hostCert, key)
 		if err != nil {
 			log.Error("host certificate", zap.Error(err))
 			return 1
@@ -176,11 +177,11 @@ func run(ctx context.Context, args []string) int {
 		return 1
 	}
 	log.Info("serving", zap.String("addr", l.Addr().String()), zap.String("host_key", *hostKey), zap.String("version", version))
-	srv := &agent.Server{Agent: a, Log: log.Named("sshd"), HostKey: key, HostCert: certSigner, AuthorizedKeys: *authKeys,
+	srv := &sshd.Server{Subsystem: a.ServeLogin, Log: log.Named("sshd"), HostKey: key, HostCert: certSigner, AuthorizedKeys: *authKeys,
 		TrustedUserCAKeys: *userCAs, PermitRootLogin: permit, AllowUsers: allowUsers, DropCachesUsers: dropUsers,
-		AcceptEnv:     append(slices.Clone(agent.DefaultAcceptEnv), acceptEnv...),
+		AcceptEnv:     append(slices.Clone(sshd.DefaultAcceptEnv), acceptEnv...),
 		StartupLimits: startups, MaxSessions: *maxSessions,
-		UserLimits: agent.UserLimits{MaxUserConnections: *maxUserConns, MaxUserSessions: *maxUserSessions, MaxUserJobs: *maxUserJobs}}
+		UserLimits: sshd.UserLimits{MaxUserConnections: *maxUserConns, MaxUserSessions: *maxUserSessions, MaxUserJobs: *maxUserJobs}}
 	if err := srv.Serve(ctx, l); err != nil {
 		log.Error("serve", zap.Error(err))
 		return 1
@@ -194,7 +195,7 @@ type listFlag []string
 func (l *listFlag) String() string { return strings.Join(*l, ",") }
 
 func (l *listFlag) Set(s string) error {
-	*l = append(*l, agent.SplitList(s)...)
+	*l = append(*l, sshd.SplitList(s)...)
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package agent
+package sshd
 
 import (
 	"context"
@@ -18,10 +18,18 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/crypto/ssh"
 
+	"gangway/agent/account"
 	"gangway/agent/proc"
 	"gangway/agent/wire"
+	"gangway/internal/environ"
 	"gangway/internal/syncx"
+	"gangway/internal/textx"
 )
+
+// lostGrace is how long a stock session's command gets between SIGTERM
+// and SIGKILL when its connection drops (agent.LostGrace, for a
+// launcher session's ranks, is the same).
+const lostGrace = 2 * time.Second
 
 // maxEnvRequests is how many env requests a session accepts, as in sshd:
 // a client cannot grow a session's environment without bound.
@@ -69,7 +77,7 @@ func (ss *stockSession) serve(ctx context.Context, reqs <-chan *ssh.Request) {
 			var kv struct{ Name, Value string }
 			if ssh.Unmarshal(req.Payload, &kv) == nil && !ss.isStarted() && wire.ValidEnvName(kv.Name) {
 				if !ss.srv.acceptsEnv(kv.Name) {
-					ss.log.Debug("refused env request: not in --accept-env", zap.String("name", clip(kv.Name)))
+					ss.log.Debug("refused env request: not in --accept-env", zap.String("name", textx.Clip(kv.Name)))
 					break
 				}
 				ss.mu.Lock()
@@ -124,11 +132,15 @@ func (ss *stockSession) serve(ctx context.Context, reqs <-chan *ssh.Request) {
 		case "subsystem":
 			var s struct{ Name string }
 			if ssh.Unmarshal(req.Payload, &s) != nil || s.Name != wire.Subsystem {
-				ss.log.Debug("refused unknown subsystem", zap.String("name", clip(s.Name)))
+				ss.log.Debug("refused unknown subsystem", zap.String("name", textx.Clip(s.Name)))
 				break
 			}
 			if ss.login.forceCommand != "" {
 				ss.log.Info("refused subsystem: the certificate forces a command", zap.String("subsystem", s.Name))
+				break
+			}
+			if ss.srv.Subsystem == nil {
+				ss.log.Debug("refused subsystem: this server runs no launcher sessions", zap.String("subsystem", s.Name))
 				break
 			}
 			if ss.claim() {
@@ -193,10 +205,10 @@ func (ss *stockSession) auditCommand(kind, command string) {
 	ss.mu.Unlock()
 	f := []zap.Field{zap.Bool("pty", pty)}
 	if kind == "exec" {
-		f = append(f, zap.String("command", clip(command)))
+		f = append(f, zap.String("command", textx.Clip(command)))
 	}
 	if ss.login.forceCommand != "" {
-		f = append(f, zap.String("force_command", clip(ss.login.forceCommand)))
+		f = append(f, zap.String("force_command", textx.Clip(ss.login.forceCommand)))
 	}
 	ss.log.Info(kind, f...)
 }
@@ -224,12 +236,12 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 		cmd = exec.Command(a.Shell, "-c", command)
 	}
 	cmd.Dir = a.Home
-	if err := a.enter(a.Home); err != nil {
+	if err := a.Enter(a.Home); err != nil {
 		// As sshd: the session starts in / and says why.
 		_, _ = io.WriteString(ss.ch.Stderr(), "Could not chdir to home directory "+a.Home+": "+err.Error()+"\n")
 		cmd.Dir = "/"
 	}
-	cred := a.credential()
+	cred := a.Credential()
 	ss.mu.Lock()
 	cmd.Env = ss.environ(a, extra)
 	pty := ss.pty
@@ -302,7 +314,7 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 	exited, stopped := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(stopped)
-		_ = proc.StopGroup(pid, LostGrace, exited)
+		_ = proc.StopGroup(pid, lostGrace, exited)
 	})
 	// The command's pid, and so its group's id, is its own until it is
 	// reaped: every signal to the group is sent, or refused (exited),
@@ -396,12 +408,12 @@ func (ss *stockSession) fail(msg string) {
 // user's identity and the connection on top, then the client's env
 // requests (those --accept-env lets through), then TERM for a PTY, then
 // extra (SSH_ORIGINAL_COMMAND).
-func (ss *stockSession) environ(a *Account, extra []string) []string {
-	base := ss.srv.Agent.BaseEnv
+func (ss *stockSession) environ(a *account.Account, extra []string) []string {
+	base := ss.srv.BaseEnv
 	if base == nil {
 		base = os.Environ()
 	}
-	conn := append(a.identity(),
+	conn := append(a.Identity(),
 		"SSH_CLIENT="+hostPortSpaced(ss.remote)+" "+portOf(ss.local),
 		"SSH_CONNECTION="+hostPortSpaced(ss.remote)+" "+hostPortSpaced(ss.local),
 	)
@@ -409,11 +421,11 @@ func (ss *stockSession) environ(a *Account, extra []string) []string {
 	if ss.pty != nil && ss.pty.Term != "" {
 		term = []string{"TERM=" + ss.pty.Term}
 	}
-	return mergeEnv(base, conn, ss.env, term, extra)
+	return environ.Merge(base, conn, ss.env, term, extra)
 }
 
 // chownTTY gives a pty's slave to a, group tty, mode 0620, as sshd does.
-func chownTTY(slave *os.File, a *Account) error {
+func chownTTY(slave *os.File, a *account.Account) error {
 	gid := int(a.Gid)
 	if g, err := user.LookupGroup("tty"); err == nil {
 		if n, err := strconv.Atoi(g.Gid); err == nil {
