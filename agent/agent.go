@@ -2,10 +2,11 @@
 // launcher's job on this host (ServeSession, ServeLogin) over the wire
 // protocol. It answers Hello with the host's facts, checks and prepares
 // the job (working directories, PMI sockets, CPU bindings), starts its
-// ranks under supervisors and a job cgroup, carries their output, exits,
-// PMI barriers and names to the launcher, collects hung ranks' stacks and
-// torchrun's error files, and stops every rank when the launcher says so,
-// falls silent, or goes away.
+// ranks under supervisors and a job cgroup with what rankEnv (env.go)
+// adds to their environment, carries their output, exits, PMI barriers
+// and names to the launcher, collects hung ranks' stacks and torchrun's
+// error files, and stops every rank when the launcher says so, falls
+// silent, or goes away.
 //
 // The SSH server that logs users in and hands an Agent its sessions
 // (agent/sshd) is a room of its own: agent must not import agent/sshd,

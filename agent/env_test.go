@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"gangway/agent/account"
 	"gangway/agent/wire"
 )
 
@@ -25,5 +26,27 @@ func TestSrunRankEnv(t *testing.T) {
 	}
 	if got := SrunRankEnv(in); !slices.Equal(got, want) {
 		t.Errorf("SrunRankEnv:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestRankEnvPrecedence: what the agent adds to a rank's environment and
+// which source wins a name: base < the login's identity < the rank's
+// error file < the launcher's Env < PMI_FD.
+func TestRankEnvPrecedence(t *testing.T) {
+	base := []string{"HOME=/agent", "PATH=/bin", "PMI_FD=9", "TORCHELASTIC_ERROR_FILE=/agent/err", "USER=agent"}
+	who := &account.Account{Name: "u", Home: "/home/u", Shell: "/bin/bash"}
+	r := wire.RankSpec{Rank: 1, Env: []string{"PMI_FD=7", "RANK=1", "USER=launcher"}}
+	got := rankEnv(base, who, "/shm/rank.1.json", r, []string{"PMI_FD=3"})
+	want := []string{"HOME=/home/u", "LOGNAME=u", "PATH=/bin", "PMI_FD=3", "RANK=1", "SHELL=/bin/bash",
+		"TORCHELASTIC_ERROR_FILE=/shm/rank.1.json", "USER=launcher"}
+	if !slices.Equal(got, want) {
+		t.Errorf("rankEnv:\n got %q\nwant %q", got, want)
+	}
+	// The launcher's own error file wins; no login: no identity; no PMI.
+	r.Env = append(r.Env, "TORCHELASTIC_ERROR_FILE=/launcher/err")
+	got = rankEnv(base, nil, "/shm/rank.1.json", r, nil)
+	want = []string{"HOME=/agent", "PATH=/bin", "PMI_FD=7", "RANK=1", "TORCHELASTIC_ERROR_FILE=/launcher/err", "USER=launcher"}
+	if !slices.Equal(got, want) {
+		t.Errorf("rankEnv without a login:\n got %q\nwant %q", got, want)
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"gangway/agent/pmi"
 	"gangway/agent/proc"
 	"gangway/agent/wire"
-	"gangway/internal/environ"
 	"gangway/internal/textx"
 )
 
@@ -378,10 +377,7 @@ func (s *session) spawn(ctx context.Context) error {
 		return errors.New("job already started")
 	}
 	s.procs = map[int]*proc.Proc{}
-	base := s.a.BaseEnv
-	if base == nil {
-		base = os.Environ()
-	}
+	base := s.a.baseEnv()
 	pids := map[int]int{}
 	bindings := map[int]string{}
 	binder := s.a.binder(allowedCPUs())
@@ -391,13 +387,9 @@ func (s *session) spawn(ctx context.Context) error {
 	}
 	cg := s.a.jobCgroup(s.log, s.jobID)
 	var all sync.WaitGroup
-	var identity []string
-	if a := s.login.Account; a != nil {
-		identity = a.Identity()
-	}
 	var specs []proc.Spec
 	for _, r := range j.Ranks {
-		env := environ.Merge(base, identity, r.Env, s.pmiEnv[r.Rank], s.errorFileEnv(r))
+		env := rankEnv(base, s.login.Account, s.errorFile(r), r, s.pmiEnv[r.Rank])
 		spec := proc.Spec{Rank: r.Rank, Argv: r.Argv, Env: env, Dir: r.Dir, Stdin: r.Rank == j.StdinRank, Grace: j.KillGrace,
 			Supervisor: s.a.Supervisor, Cgroup: cg, Credential: s.login.Account.Credential()}
 		if f := s.pmiFDs[r.Rank]; f != nil {
