@@ -159,29 +159,8 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login ac
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 
-	m, err := conn.Recv()
+	h, f, err := a.hello(ctx, conn, login)
 	if err != nil {
-		return fmt.Errorf("read hello: %w", err)
-	}
-	var h wire.Hello
-	if m.Kind != wire.KindHello {
-		return fmt.Errorf("expected hello, got %s", m.Kind)
-	}
-	if err := m.Decode(&h); err != nil {
-		return err
-	}
-	if h.Version != wire.Version {
-		ve := &wire.VersionError{Ours: wire.Version, Theirs: h.Version}
-		_ = conn.Send(wire.KindError, wire.Error{Msg: ve.Error()})
-		return fmt.Errorf("%w: %w", ErrVersion, ve)
-	}
-	f, err := a.gather(ctx, h.Peers, login)
-	if err != nil {
-		_ = conn.Send(wire.KindError, wire.Error{Msg: err.Error()})
-		return err
-	}
-	f.FreePort = freePort()
-	if err := conn.Send(wire.KindFacts, f); err != nil {
 		return err
 	}
 	log := a.Log.With(zap.String("job", textx.Clip(h.JobID)))
@@ -230,6 +209,35 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login ac
 	s.removeErrorFiles()
 	s.releaseJob()
 	return err
+}
+
+// hello reads the launcher's Hello and answers it with this host's
+// facts, or with an Error (another protocol version: ErrVersion; the
+// host's discovery failed).
+func (a *Agent) hello(ctx context.Context, conn *wire.Conn, login account.Login) (wire.Hello, wire.Facts, error) {
+	var h wire.Hello
+	m, err := conn.Recv()
+	if err != nil {
+		return h, wire.Facts{}, fmt.Errorf("read hello: %w", err)
+	}
+	if m.Kind != wire.KindHello {
+		return h, wire.Facts{}, fmt.Errorf("expected hello, got %s", m.Kind)
+	}
+	if err := m.Decode(&h); err != nil {
+		return h, wire.Facts{}, err
+	}
+	if h.Version != wire.Version {
+		ve := &wire.VersionError{Ours: wire.Version, Theirs: h.Version}
+		_ = conn.Send(wire.KindError, wire.Error{Msg: ve.Error()})
+		return h, wire.Facts{}, fmt.Errorf("%w: %w", ErrVersion, ve)
+	}
+	f, err := a.gather(ctx, h.Peers, login)
+	if err != nil {
+		_ = conn.Send(wire.KindError, wire.Error{Msg: err.Error()})
+		return h, f, err
+	}
+	f.FreePort = freePort()
+	return h, f, conn.Send(wire.KindFacts, f)
 }
 
 func (a *Agent) track(job string, d int) {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
@@ -103,16 +102,17 @@ func (s *session) loop(ctx context.Context) error {
 	}
 }
 
+// handle acts on one message from the launcher; an error ends the
+// session (the launcher is told why).
 func (s *session) handle(ctx context.Context, m wire.Msg) error {
 	switch m.Kind {
 	case wire.KindStart:
-		var j wire.StartJob
-		if err := m.Decode(&j); err != nil {
+		j, err := decode[wire.StartJob](m)
+		if err != nil {
 			return err
 		}
-		err := s.prepare(ctx, &j)
 		r := wire.Ready{}
-		if err != nil {
+		if err := s.prepare(ctx, &j); err != nil {
 			r.Err = err.Error()
 		} else {
 			s.auditJob(&j)
@@ -123,91 +123,50 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 	case wire.KindPing:
 		// The launcher's heartbeat: its arrival is all that counts.
 	case wire.KindDump:
-		var d wire.Dump
-		if err := m.Decode(&d); err != nil {
+		d, err := decode[wire.Dump](m)
+		if err != nil {
 			return err
 		}
-		// gdb takes seconds: off the loop, so Stop still works meanwhile.
-		// The dump holds dumping until its answer is sent, and Done waits
-		// for it, so that the stacks reach the launcher first. The
-		// launcher asks for one dump at a time.
-		// The dump ends, answering with what it has, before the launcher
-		// stops waiting (d.Within), or when it stops the job (Stop), or
-		// when the session ends.
-		if !s.dumping.TryLock() {
-			return s.conn.Send(wire.KindDumped, wire.Dumped{})
-		}
-		dctx, cancel := context.WithTimeout(ctx, dumpBudget(d.Within))
-		s.mu.Lock()
-		s.endDump = cancel
-		s.mu.Unlock()
-		s.waiters.Go(func() {
-			defer s.dumping.Unlock()
-			defer cancel()
-			_ = s.conn.Send(wire.KindDumped, s.dump(dctx, d))
-		})
+		return s.startDump(ctx, d)
 	case wire.KindStdin:
 		rank, data, err := m.Stdin()
 		if err != nil {
 			return err
 		}
-		// The launcher sends one chunk at a time and waits for the ack, so
-		// this never blocks the loop that must keep handling Stop.
-		select {
-		case s.stdin <- stdinChunk{rank, data}:
-		default:
-			s.log.Warn("stdin chunk beyond the window dropped", zap.Int("rank", rank))
-		}
+		s.queueStdin(rank, data)
 	case wire.KindSignal:
-		var sig wire.Signal
-		if err := m.Decode(&sig); err != nil {
-			return err
-		}
-		n, err := proc.ParseSignal(sig.Name)
+		sig, err := decode[wire.Signal](m)
 		if err != nil {
 			return err
 		}
-		s.mu.Lock()
-		for _, p := range s.procs {
-			_ = p.Signal(n)
-		}
-		s.mu.Unlock()
+		return s.signalAll(sig.Name)
 	case wire.KindStop:
-		var st wire.Stop
-		if err := m.Decode(&st); err != nil {
+		st, err := decode[wire.Stop](m)
+		if err != nil {
 			return err
 		}
 		s.stopAll(st.Grace)
 	case wire.KindFenceDone:
-		var fd wire.FenceDone
-		if err := m.Decode(&fd); err != nil {
+		fd, err := decode[wire.FenceDone](m)
+		if err != nil {
 			return err
 		}
-		s.fmu.Lock()
-		done := s.fences[fd.Seq]
-		delete(s.fences, fd.Seq)
-		s.fmu.Unlock()
-		if done != nil {
-			// Releases the local ranks from here: the PMI server's
-			// replies do not wait, so no goroutine sits between the
-			// launcher's answer and the ranks.
-			done(fd.Puts, nil)
-		}
+		s.fenceDone(fd)
 	case wire.KindNameReply:
-		var r wire.NameReply
-		if err := m.Decode(&r); err != nil {
+		r, err := decode[wire.NameReply](m)
+		if err != nil {
 			return err
 		}
 		s.names.answer(r)
 	case wire.KindPrepare:
-		var p wire.Prepare
-		if err := m.Decode(&p); err != nil {
+		p, err := decode[wire.Prepare](m)
+		if err != nil {
 			return err
 		}
 		return s.conn.Send(wire.KindPrepared, s.a.prepareNode(p, s.login))
 	case wire.KindProbe:
-		var p wire.Probe
-		if err := m.Decode(&p); err != nil {
+		p, err := decode[wire.Probe](m)
+		if err != nil {
 			return err
 		}
 		// Dialing peers takes up to the probe's timeout: off the loop, so
@@ -217,6 +176,78 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		return fmt.Errorf("unexpected message %s", m.Kind)
 	}
 	return nil
+}
+
+// decode decodes m's payload as a T.
+func decode[T any](m wire.Msg) (T, error) {
+	var v T
+	err := m.Decode(&v)
+	return v, err
+}
+
+// startDump starts collecting the stacks of every local rank (Dump).
+// gdb takes seconds: off the loop, so Stop still works meanwhile. The
+// dump holds dumping until its answer is sent, and Done waits for it,
+// so that the stacks reach the launcher first. The launcher asks for
+// one dump at a time; one asked while another runs is answered at once,
+// empty. The dump ends, answering with what it has, before the launcher
+// stops waiting (d.Within), or when it stops the job (Stop), or when
+// the session ends.
+func (s *session) startDump(ctx context.Context, d wire.Dump) error {
+	if !s.dumping.TryLock() {
+		return s.conn.Send(wire.KindDumped, wire.Dumped{})
+	}
+	dctx, cancel := context.WithTimeout(ctx, dumpBudget(d.Within))
+	s.mu.Lock()
+	s.endDump = cancel
+	s.mu.Unlock()
+	s.waiters.Go(func() {
+		defer s.dumping.Unlock()
+		defer cancel()
+		_ = s.conn.Send(wire.KindDumped, s.dump(dctx, d))
+	})
+	return nil
+}
+
+// queueStdin hands a chunk of a rank's stdin (empty: EOF) to the
+// writer. The launcher sends one chunk at a time and waits for the ack,
+// so this never blocks the loop that must keep handling Stop.
+func (s *session) queueStdin(rank int, data []byte) {
+	select {
+	case s.stdin <- stdinChunk{rank, data}:
+	default:
+		s.log.Warn("stdin chunk beyond the window dropped", zap.Int("rank", rank))
+	}
+}
+
+// signalAll sends the signal named name (checked against proc's
+// allowlist) to every rank's process group.
+func (s *session) signalAll(name string) error {
+	n, err := proc.ParseSignal(name)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.procs {
+		_ = p.Signal(n)
+	}
+	return nil
+}
+
+// fenceDone releases a barrier the launcher has completed (FenceDone)
+// with the job's puts.
+func (s *session) fenceDone(fd wire.FenceDone) {
+	s.fmu.Lock()
+	done := s.fences[fd.Seq]
+	delete(s.fences, fd.Seq)
+	s.fmu.Unlock()
+	if done != nil {
+		// Releases the local ranks from here: the PMI server's replies
+		// do not wait, so no goroutine sits between the launcher's
+		// answer and the ranks.
+		done(fd.Puts, nil)
+	}
 }
 
 // prepare readies every local rank without starting any: PMI sockets and
@@ -365,138 +396,6 @@ func (s *session) failFences() {
 		done(nil, errSessionOver)
 	}
 }
-
-func (s *session) spawn(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j := s.job
-	if j == nil {
-		return errors.New("go before start")
-	}
-	if s.procs != nil {
-		return errors.New("job already started")
-	}
-	s.procs = map[int]*proc.Proc{}
-	base := s.a.baseEnv()
-	pids := map[int]int{}
-	bindings := map[int]string{}
-	binder := s.a.binder(allowedCPUs())
-	sink := func(rank int, st proc.Stream, data []byte) {
-		s.capture.add(rank, st, data)
-		_ = s.conn.SendOutput(rank, wire.Stream(st), data)
-	}
-	cg := s.a.jobCgroup(s.log, s.jobID)
-	var all sync.WaitGroup
-	var specs []proc.Spec
-	for _, r := range j.Ranks {
-		env := rankEnv(base, s.login.Account, s.errorFile(r), r, s.pmiEnv[r.Rank])
-		spec := proc.Spec{Rank: r.Rank, Argv: r.Argv, Env: env, Dir: r.Dir, Stdin: r.Rank == j.StdinRank, Grace: j.KillGrace,
-			Supervisor: s.a.Supervisor, Cgroup: cg, Credential: s.login.Account.Credential()}
-		if f := s.pmiFDs[r.Rank]; f != nil {
-			spec.ExtraFiles = []*os.File{f}
-		}
-		cpus, err := binder.bind(j.Bind, r, s.facts)
-		if err != nil {
-			_ = s.conn.Send(wire.KindExit, wire.Exit{Rank: r.Rank, Code: 1, Err: "-bind-to " + j.Bind + ": " + err.Error()})
-			continue
-		}
-		spec.CPUs = cpus
-		if cpus != nil {
-			bindings[r.Rank] = FormatCPUList(cpus)
-		}
-		specs = append(specs, spec)
-	}
-	// One supervisor for all of this host's ranks: one re-execution of the
-	// agent per job, not per rank.
-	var procs []*proc.Proc
-	var errs []error
-	if s.a.Supervisor != "" {
-		procs, errs = proc.StartGroup(ctx, specs, sink)
-	} else {
-		procs, errs = make([]*proc.Proc, len(specs)), make([]error, len(specs))
-		for i, spec := range specs {
-			procs[i], errs[i] = proc.Start(ctx, spec, sink)
-		}
-	}
-	// The programs (or their supervisor) have their own copies.
-	for _, f := range s.pmiFDs {
-		f.Close()
-	}
-	for i, p := range procs {
-		rank := specs[i].Rank
-		if err := errs[i]; err != nil {
-			res := proc.StartResult(rank, err)
-			_ = s.conn.Send(wire.KindExit, wire.Exit{Rank: rank, Code: res.Code, Err: err.Error()})
-			continue
-		}
-		s.procs[rank] = p
-		all.Add(1)
-		s.waiters.Go(func() {
-			defer all.Done()
-			res := p.Wait()
-			x := wire.Exit{Rank: res.Rank, Pid: res.Pid, Code: res.Code, Signal: int(res.Signal), SignalName: proc.SignalName(res.Signal), Stopped: res.Stopped || s.endedByDump(res.Rank)}
-			switch {
-			case s.pmi == nil:
-			case s.pmi.Failed(res.Rank) != nil:
-				// Stopped by pmiFailed: a failure of its own.
-				x.Err, x.Stopped = s.pmi.Failed(res.Rank).Error(), false
-				x.Code = max(x.Code, 1)
-			case x.Code == 0 && s.pmi.Initialized(res.Rank) && !s.pmi.Finalized(res.Rank):
-				x.Code, x.Err = 1, "exited without PMI finalize (MPI_Finalize not called)"
-			}
-			if res.Err != nil && x.Err == "" {
-				// A supervised program that could not start: a failure of
-				// its own, even when a stop reached its supervisor.
-				x.Err, x.Stopped = res.Err.Error(), false
-			}
-			if x.Code != 0 {
-				x.ErrorFile = s.readErrorFile(res.Rank)
-			}
-			_ = s.conn.Send(wire.KindExit, x)
-		})
-	}
-	// After every start: a supervised rank's pid is known once its
-	// supervisor has started the program, and supervisors start together.
-	for rank, p := range s.procs {
-		pids[rank] = p.Pid()
-	}
-	err := s.conn.Send(wire.KindStarted, wire.Started{Pids: pids, Bindings: bindings})
-	s.log.Debug("ranks started", zap.Int("ranks", len(pids)))
-	s.waiters.Go(func() {
-		all.Wait()
-		// Every rank's Exit, and with it its error file, has been sent:
-		// the files go now, not at the session's end, which an agent
-		// killed once the job is over (a Slurm step's end) never reaches.
-		s.removeErrorFiles()
-		if s.pmi != nil {
-			s.pmi.Close()
-		}
-		if cg != nil {
-			// Whatever escaped the ranks' supervisors dies with the job.
-			if err := cg.Close(cgroupCloseTimeout); err != nil {
-				s.log.Warn("job cgroup", zap.Error(err))
-			}
-		}
-		if err == nil {
-			s.dumping.Lock() // stacks being collected go first
-			_ = s.conn.Send(wire.KindDone, nil)
-			s.dumping.Unlock()
-		}
-		if s.pmi != nil && s.pmi.Held() > freeOSMemoryAbove {
-			// The job's PMI keys (up to pmi.Limits' bytes) are garbage
-			// now: give the memory back to the host at once, not when
-			// the runtime gets round to it, so that an idle agent shows
-			// what it holds. A full collection costs a millisecond or
-			// more, so only after a job that kept much, and after Done.
-			debug.FreeOSMemory()
-		}
-	})
-	return err
-}
-
-// freeOSMemoryAbove is how many bytes of PMI keys a job must have kept
-// for its end to return the agent's free memory to the host at once.
-const freeOSMemoryAbove = 4 << 20
 
 // auditJob logs a job this host is about to run: its program and ranks.
 func (s *session) auditJob(j *wire.StartJob) {
