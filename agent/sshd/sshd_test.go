@@ -1,4 +1,4 @@
-package agent_test
+package sshd_test
 
 import (
 	"crypto/ecdsa"
@@ -16,10 +16,10 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent"
 	"gangway/agent/agenttest"
 	"gangway/agent/agenttest/sshtest"
 	"gangway/agent/proc/proctest"
+	"gangway/agent/sshd"
 )
 
 func dialAgent(h *agenttest.Host, signer ssh.Signer) (*ssh.Client, error) {
@@ -100,7 +100,7 @@ func TestRestrictedKeyRefused(t *testing.T) {
 // stalls, at the login grace time.
 func TestStartupDeadlines(t *testing.T) {
 	t.Parallel()
-	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *agent.Server) {
+	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *sshd.Server) {
 		s.VersionTimeout, s.LoginGraceTime = 300*time.Millisecond, time.Second
 	}))
 	for _, tc := range []struct {

@@ -1,4 +1,4 @@
-package agent
+package sshd
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gangway/agent/account"
 )
 
 func TestGlobMatch(t *testing.T) {
@@ -36,7 +38,7 @@ func TestGlobMatch(t *testing.T) {
 // TestLoginPolicy: which user names may log in, as a table over a fake
 // passwd database (the shells are real files: checkShell reads them).
 func TestLoginPolicy(t *testing.T) {
-	accounts := map[string]*Account{
+	accounts := map[string]*account.Account{
 		"root":  {Name: "root", Uid: 0, Gid: 0, Home: "/root", Shell: "/bin/sh"},
 		"alice": {Name: "alice", Uid: 1000, Gid: 1000, Home: "/home/alice", Shell: "/bin/sh"},
 		"bob":   {Name: "bob", Uid: 1001, Gid: 1001, Home: "/home/bob", Shell: "/bin/sh"},
@@ -44,17 +46,17 @@ func TestLoginPolicy(t *testing.T) {
 		"ghost": {Name: "ghost", Uid: 997, Gid: 997, Home: "/", Shell: "/nonexistent/shell"},
 		"nosh":  {Name: "nosh", Uid: 996, Gid: 996, Home: "/", Shell: "/bin/false"},
 	}
-	lookup := func(name string) (*Account, error) {
+	lookup := func(name string) (*account.Account, error) {
 		if a, ok := accounts[name]; ok {
 			return a, nil
 		}
-		return nil, ErrUnknownUser
+		return nil, account.ErrUnknownUser
 	}
 	root, alice := accounts["root"], accounts["alice"]
-	lone := &Account{Name: "1234", Uid: 1234, Gid: 1234, Home: "/", Shell: "/bin/sh"} // no passwd entry
+	lone := &account.Account{Name: "1234", Uid: 1234, Gid: 1234, Home: "/", Shell: "/bin/sh"} // no passwd entry
 	for _, tc := range []struct {
 		name       string
-		self       *Account
+		self       *account.Account
 		permitRoot string
 		allow      []string
 		user       string
@@ -121,20 +123,6 @@ func TestSourceAllowed(t *testing.T) {
 		if err := sourceAllowed(addr, tc.list); (err == nil) != tc.ok {
 			t.Errorf("source-address %q for %v: %v, want allowed %v", tc.list, addr.IP, err, tc.ok)
 		}
-	}
-}
-
-func TestClip(t *testing.T) {
-	if got := clip("short"); got != "short" {
-		t.Errorf("clip(short) = %q", got)
-	}
-	long := strings.Repeat("é", 100) // 200 bytes
-	got := clip(long)
-	if !strings.HasSuffix(got, "...(200 bytes)") || len(got) > 64+len("...(200 bytes)") {
-		t.Errorf("clip(200 bytes) = %q", got)
-	}
-	if s := strings.TrimSuffix(got, "...(200 bytes)"); strings.ToValidUTF8(s, "?") != s {
-		t.Errorf("clip cut a character: %q", got)
 	}
 }
 

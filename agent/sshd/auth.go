@@ -1,4 +1,4 @@
-package agent
+package sshd
 
 import (
 	"errors"
@@ -10,12 +10,15 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/crypto/ssh"
+
+	"gangway/agent/account"
+	"gangway/internal/textx"
 )
 
 // loginInfo is what authentication learnt about a connection; it rides
 // in the connection's ssh.Permissions.ExtraData under loginKey.
 type loginInfo struct {
-	account *Account
+	account *account.Account
 	method  string // "publickey" or "certificate"
 	keyType string
 	// fingerprint is the SHA256 fingerprint of the client's key (for a
@@ -86,7 +89,7 @@ type keyFile struct {
 // keyFiles are the authorized_keys files that may let a log in: the
 // user's own ~/.ssh/authorized_keys (sshd's default), and, when a is the
 // agent's own user, the agent's --authorized-keys file.
-func (s *Server) keyFiles(a *Account) []keyFile {
+func (s *Server) keyFiles(a *account.Account) []keyFile {
 	own := filepath.Join(a.Home, ".ssh", "authorized_keys")
 	files := []keyFile{{own, a.Uid, a.Home}}
 	if s.AuthorizedKeys != "" && a.Uid == s.policy.self.Uid && filepath.Clean(s.AuthorizedKeys) != own {
@@ -95,7 +98,7 @@ func (s *Server) keyFiles(a *Account) []keyFile {
 	return files
 }
 
-func (s *Server) authorizeKey(c ssh.ConnMetadata, key ssh.PublicKey, a *Account) (*loginInfo, error) {
+func (s *Server) authorizeKey(c ssh.ConnMetadata, key ssh.PublicKey, a *account.Account) (*loginInfo, error) {
 	k := string(key.Marshal())
 	for _, f := range s.keyFiles(a) {
 		b, err := readTrusted(f.path, f.uid, f.home)
@@ -108,7 +111,7 @@ func (s *Server) authorizeKey(c ssh.ConnMetadata, key ssh.PublicKey, a *Account)
 			continue
 		}
 		if bad != "" {
-			s.refused(c, key, "its authorized_keys option "+clip(bad)+" cannot be enforced by the agent", zap.String("file", f.path))
+			s.refused(c, key, "its authorized_keys option "+textx.Clip(bad)+" cannot be enforced by the agent", zap.String("file", f.path))
 			return nil, fmt.Errorf("public key for %q has option %s, which the agent cannot enforce", c.User(), bad)
 		}
 		return &loginInfo{method: "publickey", keyType: key.Type(), fingerprint: ssh.FingerprintSHA256(key), source: f.path}, nil
@@ -121,7 +124,7 @@ func (s *Server) authorizeKey(c ssh.ConnMetadata, key ssh.PublicKey, a *Account)
 // (most users have none), an unsafe one as a warning naming the path.
 func (s *Server) unreadable(path, user string, err error) {
 	if errors.Is(err, os.ErrNotExist) {
-		s.Log.Debug("no authorized_keys file", zap.String("file", path), zap.String("user", clip(user)))
+		s.Log.Debug("no authorized_keys file", zap.String("file", path), zap.String("user", textx.Clip(user)))
 		return
 	}
 	if suppressed, ok := s.authLog.allow(); ok {
@@ -130,7 +133,7 @@ func (s *Server) unreadable(path, user string, err error) {
 		if errors.As(err, &ue) {
 			msg = "ignoring an authorized_keys file others could have written (StrictModes)"
 		}
-		s.Log.Warn(msg, zap.String("file", path), zap.String("user", clip(user)), zap.Error(err), zap.Int("suppressed", suppressed))
+		s.Log.Warn(msg, zap.String("file", path), zap.String("user", textx.Clip(user)), zap.Error(err), zap.Int("suppressed", suppressed))
 	}
 }
 
@@ -140,9 +143,9 @@ func (s *Server) unreadable(path, user string, err error) {
 // validity, from an address its source-address allows, with no critical
 // option the agent does not know (force-command and source-address are
 // honoured).
-func (s *Server) authorizeCert(c ssh.ConnMetadata, cert *ssh.Certificate, a *Account) (*loginInfo, *ssh.Permissions, error) {
+func (s *Server) authorizeCert(c ssh.ConnMetadata, cert *ssh.Certificate, a *account.Account) (*loginInfo, *ssh.Permissions, error) {
 	refuse := func(why string) (*loginInfo, *ssh.Permissions, error) {
-		s.refused(c, cert, why, zap.String("key_id", clip(cert.KeyId)), zap.Uint64("serial", cert.Serial))
+		s.refused(c, cert, why, zap.String("key_id", textx.Clip(cert.KeyId)), zap.Uint64("serial", cert.Serial))
 		return nil, nil, errors.New(why)
 	}
 	if s.TrustedUserCAKeys == "" {
@@ -202,13 +205,13 @@ func sourceAllowed(remote net.Addr, list string) error {
 		}
 		_, n, err := net.ParseCIDR(s)
 		if err != nil {
-			return fmt.Errorf("source-address: bad entry %q", clip(s))
+			return fmt.Errorf("source-address: bad entry %q", textx.Clip(s))
 		}
 		if n.Contains(ta.IP) {
 			return nil
 		}
 	}
-	return fmt.Errorf("source-address %s does not allow %s", clip(list), ta.IP)
+	return fmt.Errorf("source-address %s does not allow %s", textx.Clip(list), ta.IP)
 }
 
 // refused logs a refused login, rate-limited.
@@ -223,7 +226,7 @@ func (s *Server) refused(c ssh.ConnMetadata, key ssh.PublicKey, why string, extr
 	} else if key != nil {
 		fp = ssh.FingerprintSHA256(key)
 	}
-	fields := append([]zap.Field{zap.String("remote", c.RemoteAddr().String()), zap.String("user", clip(c.User())),
+	fields := append([]zap.Field{zap.String("remote", c.RemoteAddr().String()), zap.String("user", textx.Clip(c.User())),
 		zap.String("fingerprint", fp), zap.String("reason", why), zap.Int("suppressed", suppressed)}, extra...)
 	s.Log.Info("refused login", fields...)
 }

@@ -1,4 +1,4 @@
-package agent
+package sshd
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,10 +16,18 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/crypto/ssh"
 
+	"gangway/agent/account"
 	"gangway/agent/proc"
 	"gangway/agent/wire"
+	"gangway/internal/environ"
 	"gangway/internal/syncx"
+	"gangway/internal/textx"
 )
+
+// lostGrace is how long a stock session's command gets between SIGTERM
+// and SIGKILL when its connection drops (agent.LostGrace, for a
+// launcher session's ranks, is the same).
+const lostGrace = 2 * time.Second
 
 // maxEnvRequests is how many env requests a session accepts, as in sshd:
 // a client cannot grow a session's environment without bound.
@@ -65,51 +72,14 @@ func (ss *stockSession) serve(ctx context.Context, reqs <-chan *ssh.Request) {
 		ok := false
 		switch req.Type {
 		case "env":
-			var kv struct{ Name, Value string }
-			if ssh.Unmarshal(req.Payload, &kv) == nil && !ss.isStarted() && wire.ValidEnvName(kv.Name) {
-				if !ss.srv.acceptsEnv(kv.Name) {
-					ss.log.Debug("refused env request: not in --accept-env", zap.String("name", clip(kv.Name)))
-					break
-				}
-				ss.mu.Lock()
-				if ok = len(ss.env) < maxEnvRequests; ok {
-					ss.env = append(ss.env, kv.Name+"="+kv.Value)
-				}
-				ss.mu.Unlock()
-			}
+			ok = ss.setEnv(req.Payload)
 		case "pty-req":
-			var p ptyReq
-			if ssh.Unmarshal(req.Payload, &p) == nil && !ss.isStarted() {
-				if ss.login.noPTY {
-					ss.log.Debug("refused pty request: the certificate lacks permit-pty")
-					break
-				}
-				ss.mu.Lock()
-				ss.pty = &p
-				ss.mu.Unlock()
-				ok = true
-			}
+			ok = ss.setPTY(req.Payload)
 		case "window-change":
-			var w struct{ Cols, Rows, Width, Height uint32 }
-			if ssh.Unmarshal(req.Payload, &w) == nil {
-				ss.mu.Lock()
-				if ss.tty != nil {
-					_ = setWinsize(ss.tty, w.Rows, w.Cols)
-				}
-				ss.mu.Unlock()
-				ok = true
-			}
+			ok = ss.resize(req.Payload)
 		case "exec", "shell":
-			var command string
-			if req.Type == "exec" {
-				var c struct{ Command string }
-				if ssh.Unmarshal(req.Payload, &c) != nil {
-					break
-				}
-				command = c.Command
-			}
-			if ss.claim() {
-				ok = true
+			command, parsed := execCommand(req)
+			if parsed && ss.claim() {
 				ss.auditCommand(req.Type, command)
 				if req.WantReply {
 					_ = req.Reply(true, nil)
@@ -121,17 +91,8 @@ func (ss *stockSession) serve(ctx context.Context, reqs <-chan *ssh.Request) {
 				continue
 			}
 		case "subsystem":
-			var s struct{ Name string }
-			if ssh.Unmarshal(req.Payload, &s) != nil || s.Name != wire.Subsystem {
-				ss.log.Debug("refused unknown subsystem", zap.String("name", clip(s.Name)))
-				break
-			}
-			if ss.login.forceCommand != "" {
-				ss.log.Info("refused subsystem: the certificate forces a command", zap.String("subsystem", s.Name))
-				break
-			}
-			if ss.claim() {
-				ss.log.Info("subsystem", zap.String("subsystem", s.Name))
+			if name, allowed := ss.subsystemAllowed(req.Payload); allowed && ss.claim() {
+				ss.log.Info("subsystem", zap.String("subsystem", name))
 				if req.WantReply {
 					_ = req.Reply(true, nil)
 				}
@@ -151,6 +112,91 @@ func (ss *stockSession) serve(ctx context.Context, reqs <-chan *ssh.Request) {
 			_ = req.Reply(ok, nil)
 		}
 	}
+}
+
+// setEnv takes an env request before the command starts, for a valid
+// name --accept-env lets through, up to maxEnvRequests.
+func (ss *stockSession) setEnv(payload []byte) bool {
+	var kv struct{ Name, Value string }
+	if ssh.Unmarshal(payload, &kv) != nil || ss.isStarted() || !wire.ValidEnvName(kv.Name) {
+		return false
+	}
+	if !ss.srv.acceptsEnv(kv.Name) {
+		ss.log.Debug("refused env request: not in --accept-env", zap.String("name", textx.Clip(kv.Name)))
+		return false
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if len(ss.env) >= maxEnvRequests {
+		return false
+	}
+	ss.env = append(ss.env, kv.Name+"="+kv.Value)
+	return true
+}
+
+// setPTY takes a pty-req before the command starts, unless the login's
+// certificate lacks permit-pty.
+func (ss *stockSession) setPTY(payload []byte) bool {
+	var p ptyReq
+	if ssh.Unmarshal(payload, &p) != nil || ss.isStarted() {
+		return false
+	}
+	if ss.login.noPTY {
+		ss.log.Debug("refused pty request: the certificate lacks permit-pty")
+		return false
+	}
+	ss.mu.Lock()
+	ss.pty = &p
+	ss.mu.Unlock()
+	return true
+}
+
+// resize applies a window-change to the session's PTY, if it has one.
+func (ss *stockSession) resize(payload []byte) bool {
+	var w struct{ Cols, Rows, Width, Height uint32 }
+	if ssh.Unmarshal(payload, &w) != nil {
+		return false
+	}
+	ss.mu.Lock()
+	if ss.tty != nil {
+		_ = setWinsize(ss.tty, w.Rows, w.Cols)
+	}
+	ss.mu.Unlock()
+	return true
+}
+
+// execCommand is an exec request's command ("" for shell), and whether
+// the request could be read.
+func execCommand(req *ssh.Request) (string, bool) {
+	if req.Type != "exec" {
+		return "", true
+	}
+	var c struct{ Command string }
+	if ssh.Unmarshal(req.Payload, &c) != nil {
+		return "", false
+	}
+	return c.Command, true
+}
+
+// subsystemAllowed reads a subsystem request: its name, and whether this
+// session may run it: the gangway subsystem only, not under a
+// certificate that forces a command, and only where the server runs
+// launcher sessions (Server.Subsystem).
+func (ss *stockSession) subsystemAllowed(payload []byte) (string, bool) {
+	var s struct{ Name string }
+	if ssh.Unmarshal(payload, &s) != nil || s.Name != wire.Subsystem {
+		ss.log.Debug("refused unknown subsystem", zap.String("name", textx.Clip(s.Name)))
+		return s.Name, false
+	}
+	if ss.login.forceCommand != "" {
+		ss.log.Info("refused subsystem: the certificate forces a command", zap.String("subsystem", s.Name))
+		return s.Name, false
+	}
+	if ss.srv.Subsystem == nil {
+		ss.log.Debug("refused subsystem: this server runs no launcher sessions", zap.String("subsystem", s.Name))
+		return s.Name, false
+	}
+	return s.Name, true
 }
 
 func (ss *stockSession) isStarted() bool {
@@ -192,10 +238,10 @@ func (ss *stockSession) auditCommand(kind, command string) {
 	ss.mu.Unlock()
 	f := []zap.Field{zap.Bool("pty", pty)}
 	if kind == "exec" {
-		f = append(f, zap.String("command", clip(command)))
+		f = append(f, zap.String("command", textx.Clip(command)))
 	}
 	if ss.login.forceCommand != "" {
-		f = append(f, zap.String("force_command", clip(ss.login.forceCommand)))
+		f = append(f, zap.String("force_command", textx.Clip(ss.login.forceCommand)))
 	}
 	ss.log.Info(kind, f...)
 }
@@ -207,6 +253,56 @@ func (ss *stockSession) auditCommand(kind, command string) {
 // process group is stopped when the connection drops while the command
 // runs.
 func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
+	a := ss.login.account
+	cmd, pty := ss.command(shell, command)
+	// copiers carry output to the client; inputs carry the client's stdin
+	// and end when the channel closes, which run does last.
+	var copiers, inputs sync.WaitGroup
+	defer inputs.Wait()
+	defer ss.ch.Close()
+	var child []*os.File
+	var closeIn func()
+	var err error
+	if pty != nil {
+		child, closeIn, err = ss.attachPTY(cmd, pty, a, &copiers, &inputs)
+	} else {
+		child, closeIn, err = ss.attachPipes(cmd, a.Credential(), &copiers, &inputs)
+	}
+	if err != nil {
+		ss.fail(err.Error())
+		return
+	}
+	defer closeIn()
+	err = proc.StartClean(cmd)
+	for _, f := range child {
+		f.Close()
+	}
+	if err != nil {
+		ss.fail(err.Error())
+		return
+	}
+	werr := ss.wait(ctx, cmd)
+	// After a normal exit the group is left alone, as OpenSSH's sshd does:
+	// a daemon that forks and calls setsid (orted --daemonize, nohup jobs)
+	// must not be killed in the window before setsid. Only a dropped
+	// connection or a signal while the command runs stops the group.
+	select {
+	case <-syncx.Done(copiers.Wait):
+	case <-time.After(2 * time.Second):
+		// A process that left the group (a daemon) may keep the output
+		// pipes open. Its copiers are not waited for: they end when it
+		// closes them or exits, or at its next write once the channel is
+		// closed below.
+	}
+	ss.exitStatus(cmd.ProcessState, werr)
+}
+
+// command is what run starts for the client's request: the login
+// shell, as a login shell for shell or with -c command (the
+// certificate's force-command instead, the client's command then in
+// SSH_ORIGINAL_COMMAND), in the user's home (else /, saying why), with
+// the session's environment; and the session's PTY request, or nil.
+func (ss *stockSession) command(shell bool, command string) (*exec.Cmd, *ptyReq) {
 	a := ss.login.account
 	var extra []string
 	if forced := ss.login.forceCommand; forced != "" {
@@ -223,77 +319,23 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 		cmd = exec.Command(a.Shell, "-c", command)
 	}
 	cmd.Dir = a.Home
-	if err := a.enter(a.Home); err != nil {
+	if err := a.Enter(a.Home); err != nil {
 		// As sshd: the session starts in / and says why.
 		_, _ = io.WriteString(ss.ch.Stderr(), "Could not chdir to home directory "+a.Home+": "+err.Error()+"\n")
 		cmd.Dir = "/"
 	}
-	cred := a.credential()
 	ss.mu.Lock()
+	defer ss.mu.Unlock()
 	cmd.Env = ss.environ(a, extra)
-	pty := ss.pty
-	ss.mu.Unlock()
+	return cmd, ss.pty
+}
 
-	// copiers carry output to the client; inputs carry the client's stdin
-	// and end when the channel closes, which run does last.
-	var copiers, inputs sync.WaitGroup
-	defer inputs.Wait()
-	defer ss.ch.Close()
-	var err error
-	var closeAfterStart []*os.File
-	if pty != nil {
-		var master, slave *os.File
-		if master, slave, err = openPTY(pty.Rows, pty.Cols); err != nil {
-			ss.fail("cannot allocate a pty: " + err.Error())
-			return
-		}
-		defer master.Close()
-		if cred != nil {
-			if err := chownTTY(slave, a); err != nil {
-				slave.Close()
-				ss.fail("cannot give the pty to " + a.Name + ": " + err.Error())
-				return
-			}
-		}
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Credential: cred}
-		closeAfterStart = append(closeAfterStart, slave)
-		ss.mu.Lock()
-		ss.tty = master
-		ss.mu.Unlock()
-		copiers.Go(func() { _, _ = io.Copy(ss.ch, master) })
-		inputs.Go(func() { _, _ = io.Copy(master, ss.ch) }) // ends when the channel closes
-	} else {
-		inR, inW, err := os.Pipe()
-		if err != nil {
-			ss.fail(err.Error())
-			return
-		}
-		outR, outW, _ := os.Pipe()
-		errR, errW, _ := os.Pipe()
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-		// A session of its own, as sshd gives every session: the command
-		// never holds the agent's controlling terminal.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
-		closeAfterStart = append(closeAfterStart, inR, outW, errW)
-		// stdin: ends at the client's EOF; if the command exits first, the
-		// write end is closed below and the copy ends at the next write.
-		inputs.Go(func() {
-			_, _ = io.Copy(inW, ss.ch)
-			inW.Close()
-		})
-		defer inW.Close()
-		copiers.Go(func() { _, _ = io.Copy(ss.ch, outR); outR.Close() })
-		copiers.Go(func() { _, _ = io.Copy(ss.ch.Stderr(), errR); errR.Close() })
-	}
-	err = proc.StartClean(cmd)
-	for _, f := range closeAfterStart {
-		f.Close()
-	}
-	if err != nil {
-		ss.fail(err.Error())
-		return
-	}
+// wait waits for cmd, started, to exit and reaps it. When ctx ends first
+// (the connection dropped) its process group is stopped: SIGTERM, and
+// SIGKILL after lostGrace. The command's pid, and so its group's id, is
+// its own until it is reaped: every signal to the group is sent, or
+// refused (exited), between its exit and the reap.
+func (ss *stockSession) wait(ctx context.Context, cmd *exec.Cmd) error {
 	ss.mu.Lock()
 	ss.cmd = cmd
 	ss.mu.Unlock()
@@ -301,11 +343,8 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 	exited, stopped := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(stopped)
-		_ = proc.StopGroup(pid, LostGrace, exited)
+		_ = proc.StopGroup(pid, lostGrace, exited)
 	})
-	// The command's pid, and so its group's id, is its own until it is
-	// reaped: every signal to the group is sent, or refused (exited),
-	// between its exit and the reap.
 	_ = proc.WaitExited(pid)
 	ss.mu.Lock()
 	ss.exited = true
@@ -314,20 +353,7 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 	if !stop() {
 		<-stopped // the group has had its SIGKILL
 	}
-	werr := cmd.Wait()
-	// After a normal exit the group is left alone, as OpenSSH's sshd does:
-	// a daemon that forks and calls setsid (orted --daemonize, nohup jobs)
-	// must not be killed in the window before setsid. Only a dropped
-	// connection or a signal while the command runs stops the group.
-	select {
-	case <-syncx.Done(copiers.Wait):
-	case <-time.After(2 * time.Second):
-		// A process that left the group (a daemon) may keep the output
-		// pipes open. Its copiers are not waited for: they end when it
-		// closes them or exits, or at its next write once the channel is
-		// closed below.
-	}
-	ss.exitStatus(cmd.ProcessState, werr)
+	return cmd.Wait()
 }
 
 func (ss *stockSession) exitStatus(ps *os.ProcessState, err error) {
@@ -372,12 +398,12 @@ func (ss *stockSession) fail(msg string) {
 // user's identity and the connection on top, then the client's env
 // requests (those --accept-env lets through), then TERM for a PTY, then
 // extra (SSH_ORIGINAL_COMMAND).
-func (ss *stockSession) environ(a *Account, extra []string) []string {
-	base := ss.srv.Agent.BaseEnv
+func (ss *stockSession) environ(a *account.Account, extra []string) []string {
+	base := ss.srv.BaseEnv
 	if base == nil {
 		base = os.Environ()
 	}
-	conn := append(a.identity(),
+	conn := append(a.Identity(),
 		"SSH_CLIENT="+hostPortSpaced(ss.remote)+" "+portOf(ss.local),
 		"SSH_CONNECTION="+hostPortSpaced(ss.remote)+" "+hostPortSpaced(ss.local),
 	)
@@ -385,21 +411,7 @@ func (ss *stockSession) environ(a *Account, extra []string) []string {
 	if ss.pty != nil && ss.pty.Term != "" {
 		term = []string{"TERM=" + ss.pty.Term}
 	}
-	return mergeEnv(base, conn, ss.env, term, extra)
-}
-
-// chownTTY gives a pty's slave to a, group tty, mode 0620, as sshd does.
-func chownTTY(slave *os.File, a *Account) error {
-	gid := int(a.Gid)
-	if g, err := user.LookupGroup("tty"); err == nil {
-		if n, err := strconv.Atoi(g.Gid); err == nil {
-			gid = n
-		}
-	}
-	if err := slave.Chown(int(a.Uid), gid); err != nil {
-		return err
-	}
-	return slave.Chmod(0o620)
+	return environ.Merge(base, conn, ss.env, term, extra)
 }
 
 // acceptsEnv reports whether stock sessions take the variable name from

@@ -1,4 +1,11 @@
-package agent
+// Package account is what the agent's SSH server (agent/sshd) and its
+// launcher sessions (agent) both speak of: local users that sessions run
+// as (Account: ids, groups, home, login shell) and Login, who a launcher
+// session serves, as the server established it. It owns the passwd and
+// group lookups and nothing else. Of gangway's packages it imports only
+// agent/proc (Enter tries a chdir as the user); it must not import agent
+// or agent/sshd, which both import it.
+package account
 
 import (
 	"bufio"
@@ -33,8 +40,8 @@ var ErrUnknownUser = errors.New("no such local user")
 // passwdFile is where login shells are read from; tests may not change it.
 const passwdFile = "/etc/passwd"
 
-// lookupAccount finds the local account called name.
-func lookupAccount(name string) (*Account, error) {
+// Lookup finds the local account called name.
+func Lookup(name string) (*Account, error) {
 	if !plausibleUserName(name) {
 		return nil, ErrUnknownUser
 	}
@@ -121,11 +128,11 @@ func passwdShell(path, name string) (shell string, found bool, err error) {
 	return "", false, sc.Err()
 }
 
-// checkShell says why shell cannot be a login shell: it must exist, be an
+// CheckShell says why shell cannot be a login shell: it must exist, be an
 // executable file, and be neither nologin nor false (by name, or by the
 // name of what it links to). /etc/shells is not consulted: containers
 // often lack it, and sshd does not read it either.
-func checkShell(shell string) error {
+func CheckShell(shell string) error {
 	if !filepath.IsAbs(shell) {
 		return fmt.Errorf("login shell %q is not an absolute path", shell)
 	}
@@ -148,26 +155,26 @@ func checkShell(shell string) error {
 	return nil
 }
 
-// credential is what a child process needs to run as a: nil when a is
+// Credential is what a child process needs to run as a: nil when a is
 // the agent's own user (no change of ids).
-func (a *Account) credential() *syscall.Credential {
+func (a *Account) Credential() *syscall.Credential {
 	if a == nil || (int(a.Uid) == os.Geteuid() && int(a.Gid) == os.Getegid()) {
 		return nil
 	}
 	return &syscall.Credential{Uid: a.Uid, Gid: a.Gid, Groups: a.Groups}
 }
 
-// identity is the environment that names a: USER, LOGNAME, HOME, SHELL.
-func (a *Account) identity() []string {
+// Identity is the environment that names a: USER, LOGNAME, HOME, SHELL.
+func (a *Account) Identity() []string {
 	return []string{"HOME=" + a.Home, "LOGNAME=" + a.Name, "SHELL=" + a.Shell, "USER=" + a.Name}
 }
 
-// selfAccount is the account the agent runs as. Without a passwd entry
+// Self is the account the agent runs as. Without a passwd entry
 // (a container started with an arbitrary uid) it is built from the
 // process's ids, $USER and $HOME, with /bin/sh as its shell.
-func selfAccount() *Account {
+func Self() *Account {
 	if u, err := user.Current(); err == nil {
-		if a, err := lookupAccount(u.Username); err == nil && int(a.Uid) == os.Geteuid() {
+		if a, err := Lookup(u.Username); err == nil && int(a.Uid) == os.Geteuid() {
 			return a
 		}
 	}
@@ -188,10 +195,10 @@ func selfAccount() *Account {
 	return a
 }
 
-// enter says why a cannot make dir its working directory, or nil. The
+// Enter says why a cannot make dir its working directory, or nil. The
 // chdir is tried as a's user (proc.Enterable): ACLs, groups and mounts
 // count as they will for a's processes, and a user learns nothing about
 // a path they could not learn themselves.
-func (a *Account) enter(dir string) error {
-	return proc.Enterable(a.credential(), dir)
+func (a *Account) Enter(dir string) error {
+	return proc.Enterable(a.Credential(), dir)
 }

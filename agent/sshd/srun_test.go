@@ -1,10 +1,9 @@
-package agent_test
+package sshd_test
 
 import (
 	"context"
 	"errors"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"gangway/agent"
 	"gangway/agent/agenttest"
+	"gangway/agent/sshd"
 	"gangway/agent/wire"
 )
 
@@ -29,21 +29,21 @@ type srunAgent struct {
 
 func startSrun(t *testing.T, ctx context.Context, wait time.Duration) *srunAgent {
 	t.Helper()
-	return startSrunLimited(t, ctx, wait, agent.StartupLimits{})
+	return startSrunLimited(t, ctx, wait, sshd.StartupLimits{})
 }
 
 // startSrunLimited is startSrun with caps on unauthenticated connections.
-func startSrunLimited(t *testing.T, ctx context.Context, wait time.Duration, lim agent.StartupLimits) *srunAgent {
+func startSrunLimited(t *testing.T, ctx context.Context, wait time.Duration, lim sshd.StartupLimits) *srunAgent {
 	t.Helper()
-	launcher, err := agent.NewEphemeralHostKey() // any ed25519 signer will do
+	launcher, err := sshd.NewEphemeralHostKey() // any ed25519 signer will do
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := agent.ParseLauncherKey(string(ssh.MarshalAuthorizedKey(launcher.PublicKey())))
+	key, err := sshd.ParseLauncherKey(string(ssh.MarshalAuthorizedKey(launcher.PublicKey())))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hk, err := agent.NewEphemeralHostKey()
+	hk, err := sshd.NewEphemeralHostKey()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,14 +51,14 @@ func startSrunLimited(t *testing.T, ctx context.Context, wait time.Duration, lim
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := agent.SrunReadyLine("cn1", l, hk, "127.0.0.1")
+	r, err := sshd.SrunReadyLine("cn1", l, hk, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := &agent.Agent{Name: "cn1", Version: "test", Log: zaptest.NewLogger(t)}
 	s := &srunAgent{ready: r, hostKey: hk.PublicKey(), launcher: launcher, done: make(chan error, 1)}
 	go func() {
-		s.done <- a.ServeSrun(ctx, agent.SrunOptions{Listener: l, HostKey: hk, Launcher: key, Wait: wait, SignalGrace: 200 * time.Millisecond, StartupLimits: lim})
+		s.done <- sshd.ServeSrun(ctx, sshd.SrunOptions{Log: a.Log, Session: a.ServeSession, Listener: l, HostKey: hk, Launcher: key, Wait: wait, SignalGrace: 200 * time.Millisecond, StartupLimits: lim})
 	}()
 	t.Cleanup(func() {
 		select {
@@ -119,7 +119,7 @@ func TestSrunOneSession(t *testing.T) {
 	if _, err := wire.ParseSrunReady(s.ready.String()); err != nil {
 		t.Fatal(err)
 	}
-	other, _ := agent.NewEphemeralHostKey()
+	other, _ := sshd.NewEphemeralHostKey()
 	if c, err := s.dial(other); err == nil {
 		c.Close()
 		t.Fatal("a key other than the launcher's logged in")
@@ -178,8 +178,8 @@ func TestSrunOneSession(t *testing.T) {
 // at the version timeout.
 func TestSrunStartupCaps(t *testing.T) {
 	t.Parallel()
-	two := agent.StartupCap{Start: 2, Rate: 100, Full: 2}
-	s := startSrunLimited(t, t.Context(), time.Minute, agent.StartupLimits{MaxStartups: two, MaxStartupsPerSource: two,
+	two := sshd.StartupCap{Start: 2, Rate: 100, Full: 2}
+	s := startSrunLimited(t, t.Context(), time.Minute, sshd.StartupLimits{MaxStartups: two, MaxStartupsPerSource: two,
 		VersionTimeout: 2 * agenttest.Deadline, LoginGraceTime: 2 * agenttest.Deadline})
 	s1, s2 := dialFrom(t, "127.0.0.1", s.ready.Addr), dialFrom(t, "127.0.0.1", s.ready.Addr)
 	if !banner(t, s1) || !banner(t, s2) {
@@ -223,7 +223,7 @@ func TestSrunStartupCaps(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
-	quick := startSrunLimited(t, ctx, time.Minute, agent.StartupLimits{VersionTimeout: 200 * time.Millisecond})
+	quick := startSrunLimited(t, ctx, time.Minute, sshd.StartupLimits{VersionTimeout: 200 * time.Millisecond})
 	t.Cleanup(cancel) // before startSrun's cleanup waits for it
 	if c := dialFrom(t, "127.0.0.1", quick.ready.Addr); !banner(t, c) || !hungUp(t, c) {
 		t.Fatal("a silent connection outlived the version timeout")
@@ -235,13 +235,13 @@ func TestSrunStartupCaps(t *testing.T) {
 func TestSrunNoLauncher(t *testing.T) {
 	t.Parallel()
 	s := startSrun(t, t.Context(), 200*time.Millisecond)
-	if err := s.result(t); !errors.Is(err, agent.ErrNoLauncher) {
+	if err := s.result(t); !errors.Is(err, sshd.ErrNoLauncher) {
 		t.Errorf("got %v, want ErrNoLauncher", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	s = startSrun(t, ctx, time.Hour)
 	cancel()
-	if err := s.result(t); !errors.Is(err, agent.ErrNoLauncher) || !strings.Contains(err.Error(), "signal") {
+	if err := s.result(t); !errors.Is(err, sshd.ErrNoLauncher) || !strings.Contains(err.Error(), "signal") {
 		t.Errorf("got %v, want ErrNoLauncher naming the signal", err)
 	}
 }
@@ -279,31 +279,10 @@ func TestSrunSignalGrace(t *testing.T) {
 	}
 }
 
-func TestSrunRankEnv(t *testing.T) {
-	in := []string{
-		"PATH=/usr/bin", "HOME=/root", wire.SrunKeyEnv + "=ssh-ed25519 AAAA",
-		"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=cn[1-3]", "SLURM_JOBID=7", "SLURM_CLUSTER_NAME=c", "SLURM_CONF=/etc/slurm.conf",
-		"SLURMD_NODENAME=cn2", "SLURM_SUBMIT_DIR=/home/u", "SLURM_NNODES=3", "SLURM_JOB_CPUS_PER_NODE=8(x3)",
-		"SLURM_PROCID=1", "SLURM_LOCALID=0", "SLURM_NODEID=1", "SLURM_NTASKS=3", "SLURM_NPROCS=3", "SLURM_GTIDS=1",
-		"SLURM_STEP_ID=0", "SLURM_STEPID=0", "SLURM_STEP_NODELIST=cn[1-3]", "SLURM_TASKS_PER_NODE=1(x3)",
-		"SLURM_CPU_BIND=quiet,none", "SLURM_CPU_BIND_TYPE=none", "SLURM_SRUN_COMM_HOST=10.0.0.1", "SLURM_LAUNCH_NODE_IPADDR=10.0.0.1",
-		"SLURM_TASK_PID=99", "PMI_FD=5", "PMIX_RANK=1", "NCCL_DEBUG=INFO",
-	}
-	want := []string{
-		"PATH=/usr/bin", "HOME=/root",
-		"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=cn[1-3]", "SLURM_JOBID=7", "SLURM_CLUSTER_NAME=c", "SLURM_CONF=/etc/slurm.conf",
-		"SLURMD_NODENAME=cn2", "SLURM_SUBMIT_DIR=/home/u", "SLURM_NNODES=3", "SLURM_JOB_CPUS_PER_NODE=8(x3)",
-		"NCCL_DEBUG=INFO",
-	}
-	if got := agent.SrunRankEnv(in); !slices.Equal(got, want) {
-		t.Errorf("SrunRankEnv:\n got %q\nwant %q", got, want)
-	}
-}
-
 func TestParseLauncherKey(t *testing.T) {
-	k, _ := agent.NewEphemeralHostKey()
+	k, _ := sshd.NewEphemeralHostKey()
 	line := string(ssh.MarshalAuthorizedKey(k.PublicKey()))
-	if got, err := agent.ParseLauncherKey(line); err != nil || string(got.Marshal()) != string(k.PublicKey().Marshal()) {
+	if got, err := sshd.ParseLauncherKey(line); err != nil || string(got.Marshal()) != string(k.PublicKey().Marshal()) {
 		t.Errorf("ParseLauncherKey(%q) = %v, %v", line, got, err)
 	}
 	for _, tt := range []struct{ v, want string }{
@@ -311,7 +290,7 @@ func TestParseLauncherKey(t *testing.T) {
 		{"ssh-ed25519 !!!", wire.SrunKeyEnv},
 		{line + line, "more than one key"},
 	} {
-		if _, err := agent.ParseLauncherKey(tt.v); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := sshd.ParseLauncherKey(tt.v); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("ParseLauncherKey(%q) = %v, want an error containing %q", tt.v, err, tt.want)
 		}
 	}
@@ -320,14 +299,14 @@ func TestParseLauncherKey(t *testing.T) {
 // TestSrunReadyLineRoute: the reported address is the local end of the
 // route to the launcher.
 func TestSrunReadyLineRoute(t *testing.T) {
-	k, _ := agent.NewEphemeralHostKey()
+	k, _ := sshd.NewEphemeralHostKey()
 	l, err := net.Listen("tcp", ":0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	r, err := agent.SrunReadyLine("cn1", l, k, "127.0.0.5")
+	r, err := sshd.SrunReadyLine("cn1", l, k, "127.0.0.5")
 	if err != nil {
 		t.Fatal(err)
 	}

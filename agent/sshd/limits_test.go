@@ -1,4 +1,4 @@
-package agent_test
+package sshd_test
 
 import (
 	"context"
@@ -19,9 +19,9 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent"
 	"gangway/agent/agenttest"
 	"gangway/agent/agenttest/sshtest"
+	"gangway/agent/sshd"
 )
 
 // failingListener fails its Accepts while fail is above zero, as a
@@ -55,7 +55,7 @@ func TestAcceptErrorsBackOff(t *testing.T) {
 	}
 	l := &failingListener{Listener: tl}
 	l.fail.Store(8)
-	srv := &agent.Server{Agent: &agent.Agent{Name: "a", Log: log}, Log: log, HostKey: keys.HostSigner, AuthorizedKeys: keys.AuthorizedKeys}
+	srv := &sshd.Server{Log: log, HostKey: keys.HostSigner, AuthorizedKeys: keys.AuthorizedKeys}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, l) }()
@@ -167,8 +167,8 @@ func hungUp(t *testing.T, c net.Conn) bool {
 // once, before the banner. A hang-up frees its slot.
 func TestMaxStartups(t *testing.T) {
 	t.Parallel()
-	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *agent.Server) {
-		s.MaxStartups, s.MaxStartupsPerSource = agent.StartupCap{Start: 4, Rate: 100, Full: 4}, agent.StartupCap{Start: 2, Rate: 100, Full: 2}
+	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *sshd.Server) {
+		s.MaxStartups, s.MaxStartupsPerSource = sshd.StartupCap{Start: 4, Rate: 100, Full: 4}, sshd.StartupCap{Start: 2, Rate: 100, Full: 2}
 		// Connections hold their slots throughout.
 		s.VersionTimeout, s.LoginGraceTime = 2*agenttest.Deadline, 2*agenttest.Deadline
 	}))
@@ -221,7 +221,7 @@ func TestMaxStartups(t *testing.T) {
 // are refused with a reason, and a closed session frees its place.
 func TestMaxSessions(t *testing.T) {
 	t.Parallel()
-	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *agent.Server) { s.MaxSessions = 3 }))
+	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *sshd.Server) { s.MaxSessions = 3 }))
 	cl, err := dialAgent(c.Hosts[0], c.Keys.ClientSigner)
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +263,7 @@ func TestMaxSessions(t *testing.T) {
 // and refuses more; the command still runs with the ones it took.
 func TestEnvRequestsCapped(t *testing.T) {
 	t.Parallel()
-	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *agent.Server) { s.AcceptEnv = []string{"V*"} }))
+	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *sshd.Server) { s.AcceptEnv = []string{"V*"} }))
 	cl, err := dialAgent(c.Hosts[0], c.Keys.ClientSigner)
 	if err != nil {
 		t.Fatal(err)

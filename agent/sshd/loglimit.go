@@ -1,28 +1,9 @@
-package agent
+package sshd
 
 import (
-	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 )
-
-// maxLogString is how much of a string a client chose (a user name, a
-// command, an env name, a certificate's key ID) goes into a log line.
-const maxLogString = 64
-
-// clip shortens an untrusted string for the log: at most maxLogString
-// bytes, cut at a character boundary, with the full length noted.
-func clip(s string) string {
-	if len(s) <= maxLogString {
-		return s
-	}
-	cut := maxLogString
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "...(" + strconv.Itoa(len(s)) + " bytes)"
-}
 
 // limiter lets through at most burst log lines per period and counts
 // the rest, so that a flood of refused connections or logins cannot

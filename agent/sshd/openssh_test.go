@@ -1,4 +1,4 @@
-package agent_test
+package sshd_test
 
 import (
 	"bytes"

@@ -1,16 +1,27 @@
-package agent
+// Package sshd is the agent's SSH server: who may log in and as whom
+// (authorized keys and user certificates, the login policy, StrictModes
+// checks of key files), the caps on connections not yet authenticated
+// (MaxStartups, deadlines) and on what one user holds (UserLimits), the
+// audit log of logins and commands, stock sessions (exec, shell, pty,
+// env requests, signals) for ssh and Open MPI's orted, and the one
+// accept loop that both Server and the srun mode's one-session server
+// (ServeSrun) run.
+//
+// It does not run launcher sessions: it hands the gangway subsystem's
+// channel to the function it is given (Server.Subsystem,
+// SrunOptions.Session), which cmd/agent wires to package agent's Agent.
+// So it must not import gangway/agent (the launcher session), and agent
+// must not import it: both import agent/account, the accounts and logins
+// they share. Besides that it imports agent/proc, agent/wire and
+// internal/... only (.ci/check-imports.sh).
+package sshd
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,13 +29,24 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/crypto/ssh"
+
+	"gangway/agent/account"
+	"gangway/internal/textx"
 )
 
 // Server is the agent's SSH server: stock sessions for ssh and Open MPI's
 // orted, and the gangway subsystem for the launcher.
 type Server struct {
-	Agent *Agent
-	Log   *zap.Logger
+	Log *zap.Logger
+	// Subsystem serves the launcher's protocol (the gangway subsystem)
+	// on a session channel for login, until the channel closes or ctx
+	// ends; cmd/agent gives it agent.Agent.ServeLogin. nil refuses the
+	// subsystem.
+	Subsystem func(ctx context.Context, ch io.ReadWriteCloser, login account.Login) error
+	// BaseEnv is the environment stock sessions start from, below the
+	// user's identity, the connection's variables and the client's env
+	// requests; nil means the agent's own (os.Environ()).
+	BaseEnv []string
 	// HostKey signs the handshake (LoadHostKey).
 	HostKey ssh.Signer
 	// HostCert, when set, is HostKey's host certificate as a signer
@@ -50,12 +72,9 @@ type Server struct {
 	// AcceptEnv are the patterns of the variables stock sessions take
 	// from env requests; nil means DefaultAcceptEnv.
 	AcceptEnv []string
-	// DropCachesUsers may drop page caches besides root, when the
-	// Agent's AllowDropCaches lets anyone.
+	// DropCachesUsers may drop page caches besides root, when the agent
+	// lets anyone (agent.Agent.AllowDropCaches).
 	DropCachesUsers []string
-	// Self is the account the agent runs as; nil means the process's own
-	// (tests set it to try another agent's policy).
-	Self *Account
 	// StartupLimits cap the connections not yet authenticated and bound
 	// how long they may take.
 	StartupLimits
@@ -64,6 +83,10 @@ type Server struct {
 	MaxSessions int
 	// UserLimits cap what one user holds at once.
 	UserLimits
+
+	// self is the account the agent runs as; nil means the process's own
+	// (account.Self). Tests set it to try another agent's policy.
+	self *account.Account
 
 	conns    sync.WaitGroup
 	startups *startups
@@ -75,114 +98,12 @@ type Server struct {
 // DefaultMaxSessions is MaxSessions' default, sshd's.
 const DefaultMaxSessions = 10
 
-// LoadHostKey reads an OpenSSH private key, or creates an ed25519 key
-// (mode 0600) at path when none exists, so the agent keeps its identity
-// across restarts. A key that group or others may access is refused
-// (ErrHostKeyModes), as sshd refuses it.
-func LoadHostKey(path string) (ssh.Signer, error) {
-	b, err := readHostKey(path)
-	if errors.Is(err, os.ErrNotExist) {
-		_, priv, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			return nil, err
-		}
-		blk, err := ssh.MarshalPrivateKey(priv, "gangway agent host key")
-		if err != nil {
-			return nil, err
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, fmt.Errorf("host key dir: %w", err)
-		}
-		b = pem.EncodeToMemory(blk)
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			return nil, fmt.Errorf("write host key: %w", err)
-		}
-		pub, _ := ssh.NewSignerFromKey(priv)
-		if err := os.WriteFile(path+".pub", ssh.MarshalAuthorizedKey(pub.PublicKey()), 0o644); err != nil {
-			return nil, fmt.Errorf("write host key: %w", err)
-		}
-	} else if err != nil {
-		return nil, err
-	}
-	s, err := ssh.ParsePrivateKey(b)
-	if err != nil {
-		return nil, fmt.Errorf("host key %s: %w", path, err)
-	}
-	return s, nil
-}
-
-// readHostKey reads the key file at path after checking its modes, on
-// the file it opened (one lookup: the file checked is the file read).
-func readHostKey(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read host key: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("read host key: %w", err)
-	}
-	if err := checkHostKeyFile(path, fi); err != nil {
-		return nil, err
-	}
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fmt.Errorf("read host key: %w", err)
-	}
-	return b, nil
-}
-
-// LoadHostCert reads a host certificate (the -cert.pub file that
-// `ssh-keygen -s CA -h` writes) for key and returns the signer that
-// presents it. The certificate must be a host certificate of key's
-// public key and valid now.
-func LoadHostCert(path string, key ssh.Signer) (ssh.Signer, *ssh.Certificate, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read host certificate: %w", err)
-	}
-	pub, _, _, _, err := ssh.ParseAuthorizedKey(b)
-	if err != nil {
-		return nil, nil, fmt.Errorf("host certificate %s: %w", path, err)
-	}
-	cert, ok := pub.(*ssh.Certificate)
-	if !ok {
-		return nil, nil, fmt.Errorf("host certificate %s: a plain %s key, not a certificate", path, pub.Type())
-	}
-	if cert.CertType != ssh.HostCert {
-		return nil, nil, fmt.Errorf("host certificate %s: a user certificate; sign with ssh-keygen -s CA -h", path)
-	}
-	if string(cert.Key.Marshal()) != string(key.PublicKey().Marshal()) {
-		return nil, nil, fmt.Errorf("host certificate %s certifies %s, not the host key %s", path, ssh.FingerprintSHA256(cert.Key), ssh.FingerprintSHA256(key.PublicKey()))
-	}
-	now := uint64(time.Now().Unix())
-	if now < cert.ValidAfter || (cert.ValidBefore != ssh.CertTimeInfinity && now >= cert.ValidBefore) {
-		return nil, nil, fmt.Errorf("host certificate %s is not valid now (valid from %s to %s)", path, certTime(cert.ValidAfter), certTime(cert.ValidBefore))
-	}
-	s, err := ssh.NewCertSigner(cert, key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("host certificate %s: %w", path, err)
-	}
-	return s, cert, nil
-}
-
-func certTime(t uint64) string {
-	if t == ssh.CertTimeInfinity {
-		return "forever"
-	}
-	return time.Unix(int64(t), 0).UTC().Format(time.RFC3339)
-}
-
 func (s *Server) config() *ssh.ServerConfig {
-	self := s.Self
+	self := s.self
 	if self == nil {
-		self = selfAccount()
+		self = account.Self()
 	}
-	s.policy = loginPolicy{self: self, permitRoot: s.PermitRootLogin, allowUsers: s.AllowUsers, lookup: lookupAccount}
+	s.policy = loginPolicy{self: self, permitRoot: s.PermitRootLogin, allowUsers: s.AllowUsers, lookup: account.Lookup}
 	s.authLog = limiter{period: refusalLogEvery, burst: authLogBurst}
 	cfg := &ssh.ServerConfig{
 		PublicKeyCallback: s.authorize,
@@ -224,7 +145,7 @@ func (s *Server) serveConn(ctx context.Context, c *startupConn, cfg *ssh.ServerC
 		sc.Close() // cannot happen: authorize always says who logged in
 		return
 	}
-	log := s.Log.With(zap.String("remote", c.RemoteAddr().String()), zap.String("user", clip(sc.User())))
+	log := s.Log.With(zap.String("remote", c.RemoteAddr().String()), zap.String("user", textx.Clip(sc.User())))
 	release, err := s.users.acquire(li.account, userConnections)
 	if err != nil {
 		// Still a startup, under its login grace deadline: the client
@@ -304,18 +225,20 @@ func refuseConn(sc *ssh.ServerConn, chans <-chan ssh.NewChannel, reqs <-chan *ss
 	}
 }
 
-// subsystem serves the launcher protocol on a session channel, its ranks
-// running as the login's user.
-func (s *Server) subsystem(ctx context.Context, ch ssh.Channel, li *loginInfo) {
-	login := Login{Account: li.account, NoDropCaches: s.dropCachesRefusal(li.account), users: s.users}
-	if err := s.Agent.ServeLogin(ctx, ch, login); err != nil && !errors.Is(err, context.Canceled) {
-		s.Log.Info("launcher session ended", zap.String("user", clip(li.account.Name)), zap.Error(err))
+// subsystem serves the launcher protocol on a session channel
+// (Subsystem), its ranks running as the login's user, its job counted
+// against the user's MaxUserJobs.
+func (s *Server) subsystem(ctx context.Context, ch io.ReadWriteCloser, li *loginInfo) {
+	login := account.Login{Account: li.account, NoDropCaches: s.dropCachesRefusal(li.account),
+		TakeJob: func() (func(), error) { return s.users.acquire(li.account, userJobs) }}
+	if err := s.Subsystem(ctx, ch, login); err != nil && !errors.Is(err, context.Canceled) {
+		s.Log.Info("launcher session ended", zap.String("user", textx.Clip(li.account.Name)), zap.Error(err))
 	}
 }
 
 // dropCachesRefusal says why a may not drop page caches, or "": root
 // may, and so may the users in DropCachesUsers.
-func (s *Server) dropCachesRefusal(a *Account) string {
+func (s *Server) dropCachesRefusal(a *account.Account) string {
 	if a.Uid == 0 || slices.Contains(s.DropCachesUsers, a.Name) {
 		return ""
 	}
@@ -328,9 +251,9 @@ func auditLogin(log *zap.Logger, li *loginInfo) {
 	f := []zap.Field{zap.String("method", li.method), zap.String("key_type", li.keyType), zap.String("fingerprint", li.fingerprint),
 		zap.Uint32("uid", li.account.Uid)}
 	if li.method == "certificate" {
-		f = append(f, zap.String("key_id", clip(li.keyID)), zap.Uint64("serial", li.serial), zap.String("ca_fingerprint", li.ca))
+		f = append(f, zap.String("key_id", textx.Clip(li.keyID)), zap.Uint64("serial", li.serial), zap.String("ca_fingerprint", li.ca))
 		if li.forceCommand != "" {
-			f = append(f, zap.String("force_command", clip(li.forceCommand)))
+			f = append(f, zap.String("force_command", textx.Clip(li.forceCommand)))
 		}
 	} else {
 		f = append(f, zap.String("file", li.source))

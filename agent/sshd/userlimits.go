@@ -1,10 +1,12 @@
-package agent
+package sshd
 
 import (
 	"fmt"
 	"sync"
 
 	"go.uber.org/zap"
+
+	"gangway/agent/account"
 )
 
 // UserLimits cap what one user (one uid) may hold on an agent at once,
@@ -105,7 +107,7 @@ func (u *users) max(r userResource) int {
 
 // acquire takes one r for a, or refuses with a *UserLimitError (logged,
 // rate-limited). release gives it back; calling it again does nothing.
-func (u *users) acquire(a *Account, r userResource) (release func(), err error) {
+func (u *users) acquire(a *account.Account, r userResource) (release func(), err error) {
 	u.mu.Lock()
 	h := u.held[a.Uid]
 	if h == nil {

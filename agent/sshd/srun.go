@@ -1,4 +1,4 @@
-package agent
+package sshd
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -47,6 +48,11 @@ var ErrNoLauncher = errors.New("no launcher session")
 
 // SrunOptions configures ServeSrun.
 type SrunOptions struct {
+	Log *zap.Logger
+	// Session serves the launcher's session on the gangway subsystem's
+	// channel, until the channel closes or ctx ends; cmd/agent gives it
+	// agent.Agent.ServeSession.
+	Session  func(ctx context.Context, ch io.ReadWriteCloser) error
 	Listener net.Listener  // where the launcher dials in (ServeSrun closes it)
 	HostKey  ssh.Signer    // the agent's ephemeral host key (NewEphemeralHostKey)
 	Launcher ssh.PublicKey // the only key that may log in
@@ -137,46 +143,6 @@ func reportIP(launchIP string) (net.IP, error) {
 	return nil, errors.New("no address to report: no route to the launcher (SLURM_LAUNCH_NODE_IPADDR) and no global unicast address")
 }
 
-// SrunRankEnv is the environment ranks start from under an agent started
-// by srun: the agent's own, less what describes the agent's step and task
-// rather than the job, so that ranks look as they do under an agent
-// started any other way. Frameworks that read SLURM_PROCID, SLURM_NTASKS
-// or SLURM_LOCALID to find their rank (when SLURM_NTASKS is set) would
-// otherwise take the agent's task number for theirs; the launcher's
-// RANK, WORLD_SIZE, LOCAL_RANK and PMI_* are the ranks' identity. The
-// job's SLURM_JOB_*, SLURM_CLUSTER_NAME, SLURM_CONF, SLURM_SUBMIT_*,
-// SLURMD_NODENAME and the like stay.
-func SrunRankEnv(environ []string) []string {
-	out := make([]string, 0, len(environ))
-	for _, kv := range environ {
-		k, _, _ := strings.Cut(kv, "=")
-		if !stepVar(k) {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-// stepVar reports whether k describes the agent's srun step or task
-// (srun's output environment) rather than the job.
-func stepVar(k string) bool {
-	switch k {
-	case wire.SrunKeyEnv,
-		"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_GTIDS", "SLURM_TASK_PID",
-		"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
-		"SLURM_STEPID", "SLURM_LAUNCH_NODE_IPADDR", "SLURM_DISTRIBUTION", "SLURM_MPI_TYPE",
-		"SLURM_PRIO_PROCESS", "SLURM_UMASK", "SLURM_LABELIO", "SLURM_OVERLAP", "SLURM_EXPORT_ENV",
-		"SLURM_CPUS_PER_TASK", "SLURM_KILL_BAD_EXIT", "SLURM_STDINMODE":
-		return true
-	}
-	for _, p := range []string{"SLURM_STEP_", "SLURM_CPU_BIND", "SLURM_SRUN_COMM_", "PMI_", "PMIX_"} {
-		if strings.HasPrefix(k, p) {
-			return true
-		}
-	}
-	return false
-}
-
 // ServeSrun serves the one launcher session of an agent started by srun:
 // it accepts SSH connections on o.Listener, authenticated by o.Launcher's
 // key only, and the first connection to open the gangway subsystem gets
@@ -185,7 +151,7 @@ func stepVar(k string) bool {
 // (ErrNoLauncher), or when ctx ends before a session started. Once the
 // session runs, ctx ending (the agent's SIGTERM) ends it after
 // o.SignalGrace. Every rank and connection is gone when it returns.
-func (a *Agent) ServeSrun(ctx context.Context, o SrunOptions) error {
+func ServeSrun(ctx context.Context, o SrunOptions) error {
 	if o.Wait <= 0 {
 		o.Wait = DefaultSrunWait
 	}
@@ -207,15 +173,15 @@ func (a *Agent) ServeSrun(ctx context.Context, o SrunOptions) error {
 	// The server's life (listener and connections) and the session's are
 	// apart from ctx: a signal must not cut the session off at once.
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s := &srunServer{a: a, cfg: cfg, claimed: make(chan struct{}), done: make(chan struct{})}
+	s := &srunServer{log: o.Log, session: o.Session, cfg: cfg, claimed: make(chan struct{}), done: make(chan struct{})}
 	st := newStartups(o.StartupLimits)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stop()
 	context.AfterFunc(sctx, func() { o.Listener.Close() })
 	wg.Go(func() {
-		if err := acceptLoop(sctx, o.Listener, a.Log, st, &wg, func(c *startupConn) { s.serveConn(sctx, c) }); err != nil {
-			a.Log.Debug("listener closed", zap.Error(err))
+		if err := acceptLoop(sctx, o.Listener, o.Log, st, &wg, func(c *startupConn) { s.serveConn(sctx, c) }); err != nil {
+			o.Log.Debug("listener closed", zap.Error(err))
 		}
 	})
 
@@ -228,11 +194,11 @@ func (a *Agent) ServeSrun(ctx context.Context, o SrunOptions) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%w: stopped by a signal before the launcher came", ErrNoLauncher)
 	}
-	a.Log.Debug("launcher session started")
+	o.Log.Debug("launcher session started")
 	select {
 	case <-s.done:
 	case <-ctx.Done():
-		a.Log.Info("signalled; the session goes on for a grace period", zap.Duration("grace", o.SignalGrace))
+		o.Log.Info("signalled; the session goes on for a grace period", zap.Duration("grace", o.SignalGrace))
 		select {
 		case <-s.done:
 		case <-time.After(o.SignalGrace):
@@ -245,7 +211,8 @@ func (a *Agent) ServeSrun(ctx context.Context, o SrunOptions) error {
 
 // srunServer is ServeSrun's SSH side.
 type srunServer struct {
-	a       *Agent
+	log     *zap.Logger
+	session func(ctx context.Context, ch io.ReadWriteCloser) error
 	cfg     *ssh.ServerConfig
 	once    sync.Once
 	claimed chan struct{} // closed when a session starts
@@ -265,7 +232,7 @@ func (s *srunServer) serveConn(ctx context.Context, c *startupConn) {
 	if err != nil {
 		// Peers' reachability probes (the preflight) land here too: they
 		// connect and close without a word.
-		s.a.Log.Debug("handshake failed", zap.String("remote", c.RemoteAddr().String()), zap.Error(err))
+		s.log.Debug("handshake failed", zap.String("remote", c.RemoteAddr().String()), zap.Error(err))
 		return
 	}
 	c.established()
@@ -304,7 +271,7 @@ func (s *srunServer) serveChannel(ctx context.Context, sc *ssh.ServerConn, ch ss
 		}
 		started = true
 		session.Go(func() {
-			s.err = s.a.ServeSession(ctx, subsystemConn{ch, sc})
+			s.err = s.session(ctx, subsystemConn{ch, sc})
 			close(s.done)
 		})
 	}

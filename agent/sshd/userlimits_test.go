@@ -1,4 +1,4 @@
-package agent_test
+package sshd_test
 
 import (
 	"errors"
@@ -14,6 +14,7 @@ import (
 
 	"gangway/agent"
 	"gangway/agent/agenttest"
+	"gangway/agent/sshd"
 	"gangway/agent/wire"
 )
 
@@ -76,8 +77,8 @@ func refusedFor(t *testing.T, what string, err error, limit string) {
 func TestUserLimits(t *testing.T) {
 	t.Parallel()
 	core, logs := observer.New(zapcore.WarnLevel)
-	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *agent.Server) {
-		s.UserLimits = agent.UserLimits{MaxUserConnections: 3, MaxUserSessions: 4, MaxUserJobs: 1}
+	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *sshd.Server) {
+		s.UserLimits = sshd.UserLimits{MaxUserConnections: 3, MaxUserSessions: 4, MaxUserJobs: 1}
 		s.Log = zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))
 	}))
 	h := c.Hosts[0]

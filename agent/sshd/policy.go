@@ -1,9 +1,11 @@
-package agent
+package sshd
 
 import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"gangway/agent/account"
 )
 
 // PermitRootLogin values, as sshd's: the agent authenticates with keys
@@ -28,10 +30,10 @@ func ParsePermitRootLogin(s string) (string, error) {
 // loginPolicy decides which local users a client may log in as, before
 // any key is looked at.
 type loginPolicy struct {
-	self       *Account // the account the agent runs as
-	permitRoot string   // PermitRoot*; "" means prohibit-password
-	allowUsers []string // patterns; empty allows every user
-	lookup     func(name string) (*Account, error)
+	self       *account.Account // the account the agent runs as
+	permitRoot string           // PermitRoot*; "" means prohibit-password
+	allowUsers []string         // patterns; empty allows every user
+	lookup     func(name string) (*account.Account, error)
 }
 
 // refusal is why a login is refused: why for the agent's log, banner
@@ -47,7 +49,7 @@ type refusal struct {
 // agent that does not run as root, every user but its own are refused.
 // Only the last says why to the client: the others would tell a
 // stranger which accounts exist.
-func (p loginPolicy) account(name string) (*Account, *refusal) {
+func (p loginPolicy) account(name string) (*account.Account, *refusal) {
 	if p.self.Uid != 0 && name != p.self.Name {
 		return nil, &refusal{
 			why: "the agent runs as " + p.self.Name + ", not as root, and can run sessions only as " + p.self.Name,
@@ -56,16 +58,16 @@ func (p loginPolicy) account(name string) (*Account, *refusal) {
 		}
 	}
 	a, err := p.lookup(name)
-	if errors.Is(err, ErrUnknownUser) && p.self.Uid != 0 && name == p.self.Name {
+	if errors.Is(err, account.ErrUnknownUser) && p.self.Uid != 0 && name == p.self.Name {
 		a, err = p.self, nil // a container's arbitrary uid without a passwd entry
 	}
 	switch {
-	case errors.Is(err, ErrUnknownUser):
+	case errors.Is(err, account.ErrUnknownUser):
 		return nil, &refusal{why: "unknown user"}
 	case err != nil:
 		return nil, &refusal{why: err.Error()}
 	}
-	if err := checkShell(a.Shell); err != nil {
+	if err := account.CheckShell(a.Shell); err != nil {
 		return nil, &refusal{why: err.Error()}
 	}
 	if a.Uid == 0 && p.permitRoot == PermitRootNo {

@@ -1,4 +1,4 @@
-package agent_test
+package sshd_test
 
 import (
 	"os"
@@ -9,9 +9,9 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent"
 	"gangway/agent/agenttest"
 	"gangway/agent/agenttest/sshtest"
+	"gangway/agent/sshd"
 )
 
 // newCA makes a CA key pair with ssh-keygen and returns its private key
@@ -78,7 +78,7 @@ func TestUserCertificates(t *testing.T) {
 	ca, other := newCA(t, "user-ca"), newCA(t, "other-ca")
 	u := agenttest.NewUser(t, "")
 	obs, logs := observed()
-	c := agenttest.StartLocal(t, 1, withServer(obs, func(s *agent.Server) { s.TrustedUserCAKeys = ca + ".pub" }))
+	c := agenttest.StartLocal(t, 1, withServer(obs, func(s *sshd.Server) { s.TrustedUserCAKeys = ca + ".pub" }))
 	h := c.Hosts[0]
 
 	run := func(t *testing.T, args []string, command string) (string, string, int) {
@@ -216,7 +216,7 @@ func TestLoadHostCert(t *testing.T) {
 	ca := newCA(t, "host-ca")
 	dir := t.TempDir()
 	key := filepath.Join(dir, "host_key")
-	signer, err := agent.LoadHostKey(key)
+	signer, err := sshd.LoadHostKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestLoadHostCert(t *testing.T) {
 		agenttest.SSHKeygen(t, append(append([]string{"-q", "-s", ca, "-I", "h"}, opts...), cp)...)
 		return filepath.Join(filepath.Dir(cp), "key-cert.pub")
 	}
-	if _, cert, err := agent.LoadHostCert(sign(key+".pub", "-h", "-n", "host1"), signer); err != nil || cert.ValidPrincipals[0] != "host1" {
+	if _, cert, err := sshd.LoadHostCert(sign(key+".pub", "-h", "-n", "host1"), signer); err != nil || cert.ValidPrincipals[0] != "host1" {
 		t.Fatalf("good certificate: %v", err)
 	}
 	other := filepath.Join(dir, "other")
@@ -241,7 +241,7 @@ func TestLoadHostCert(t *testing.T) {
 		"expired":          {sign(key+".pub", "-h", "-n", "host1", "-V", "20200101:20200102"), "not valid now"},
 		"plain key":        {key + ".pub", "not a certificate"},
 	} {
-		if _, _, err := agent.LoadHostCert(tc.file, signer); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, _, err := sshd.LoadHostCert(tc.file, signer); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", name, err, tc.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package agent_test
+package sshd_test
 
 import (
 	"fmt"
@@ -14,23 +14,24 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent"
+	"gangway/agent/account"
 	"gangway/agent/agenttest"
 	"gangway/agent/agenttest/sshtest"
+	"gangway/agent/sshd"
 )
 
 // observed returns a server adjustment (for withServer) that replaces
 // the SSH server's log with an observer (debug and up), and the
 // recorded entries.
-func observed() (func(*agent.Server), *observer.ObservedLogs) {
+func observed() (func(*sshd.Server), *observer.ObservedLogs) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	return func(s *agent.Server) { s.Log = zap.New(core) }, logs
+	return func(s *sshd.Server) { s.Log = zap.New(core) }, logs
 }
 
 // withServer combines server adjustments into one option (agenttest
 // keeps only the last WithServer).
-func withServer(fs ...func(s *agent.Server)) agenttest.Option {
-	return agenttest.WithServer(func(_ int, s *agent.Server) {
+func withServer(fs ...func(s *sshd.Server)) agenttest.Option {
+	return agenttest.WithServer(func(_ int, s *sshd.Server) {
 		for _, f := range fs {
 			f(s)
 		}
@@ -134,8 +135,8 @@ func TestRefusedUsers(t *testing.T) {
 	}
 
 	t.Run("permit-root-login no and allow-users", func(t *testing.T) {
-		c := agenttest.StartLocal(t, 1, withServer(func(s *agent.Server) {
-			s.PermitRootLogin = agent.PermitRootNo
+		c := agenttest.StartLocal(t, 1, withServer(func(s *sshd.Server) {
+			s.PermitRootLogin = sshd.PermitRootNo
 			s.AllowUsers = []string{"gwtestuser*"}
 		}))
 		h := c.Hosts[0]
@@ -147,7 +148,7 @@ func TestRefusedUsers(t *testing.T) {
 		}
 	})
 	t.Run("allow-users", func(t *testing.T) {
-		c := agenttest.StartLocal(t, 1, withServer(func(s *agent.Server) { s.AllowUsers = []string{"root"} }))
+		c := agenttest.StartLocal(t, 1, withServer(func(s *sshd.Server) { s.AllowUsers = []string{"root"} }))
 		h := c.Hosts[0]
 		if _, stderr, code := sshRun(t, h, as(keys, h.Port, u.Name), "", nil, "true"); code != 255 {
 			t.Errorf("%s outside --allow-users root logged in: exit %d, %q", u.Name, code, stderr)
@@ -159,16 +160,16 @@ func TestRefusedUsers(t *testing.T) {
 }
 
 // TestNonRootAgentServesItsUserOnly: an agent that does not run as root
-// (Server.Self) accepts only its own user name, and tells a client that
+// (SetSelf) accepts only its own user name, and tells a client that
 // names another user why.
 func TestNonRootAgentServesItsUserOnly(t *testing.T) {
 	agenttest.RequireRoot(t)
 	t.Parallel()
 	u := agenttest.NewUser(t, "")
 	keys := u.NewKeys(t)
-	self := &agent.Account{Name: u.Name, Uid: u.Uid, Gid: u.Gid, Groups: []uint32{u.Gid}, Home: u.Home, Shell: "/bin/bash"}
+	self := &account.Account{Name: u.Name, Uid: u.Uid, Gid: u.Gid, Groups: []uint32{u.Gid}, Home: u.Home, Shell: "/bin/bash"}
 	obs, logs := observed()
-	c := agenttest.StartLocal(t, 1, withServer(obs, func(s *agent.Server) { s.Self = self }))
+	c := agenttest.StartLocal(t, 1, withServer(obs, func(s *sshd.Server) { s.SetSelf(self) }))
 	h := c.Hosts[0]
 	args := append([]string{"-o", "LogLevel=INFO"}, as(keys, h.Port, "root")...) // the first value wins: INFO shows banners
 	stdout, stderr, code := sshRun(t, h, args, "", nil, "echo should-not-run")
@@ -252,13 +253,13 @@ func TestStrictModes(t *testing.T) {
 func TestHostKeyModes(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "host_key")
-	if _, err := agent.LoadHostKey(path); err != nil {
+	if _, err := sshd.LoadHostKey(path); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(path, 0o640); err != nil {
 		t.Fatal(err)
 	}
-	_, err := agent.LoadHostKey(path)
+	_, err := sshd.LoadHostKey(path)
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "0640") || !strings.Contains(err.Error(), "chmod 600") {
 		t.Fatalf("LoadHostKey of a 0640 key: %v; want a refusal naming the file, its mode and the fix", err)
 	}
@@ -268,8 +269,8 @@ func TestHostKeyModes(t *testing.T) {
 // TestAcceptEnvPatterns: --accept-env adds patterns to LANG and LC_*.
 func TestAcceptEnvPatterns(t *testing.T) {
 	t.Parallel()
-	c := agenttest.StartLocal(t, 1, withServer(func(s *agent.Server) {
-		s.AcceptEnv = append(append([]string{}, agent.DefaultAcceptEnv...), "GW_*", "OMP_NUM_THREAD?")
+	c := agenttest.StartLocal(t, 1, withServer(func(s *sshd.Server) {
+		s.AcceptEnv = append(append([]string{}, sshd.DefaultAcceptEnv...), "GW_*", "OMP_NUM_THREAD?")
 	}))
 	h := c.Hosts[0]
 	env := []string{"LANG=C", "GW_A=1", "OMP_NUM_THREADS=4", "LD_PRELOAD=/x.so", "GWX=2"}
