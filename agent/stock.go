@@ -19,6 +19,7 @@ import (
 
 	"gangway/agent/proc"
 	"gangway/agent/wire"
+	"gangway/internal/osproc"
 	"gangway/internal/syncx"
 )
 
@@ -301,7 +302,7 @@ func (ss *stockSession) run(ctx context.Context, shell bool, command string) {
 	exited, stopped := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(stopped)
-		_ = proc.StopGroup(pid, LostGrace, exited)
+		_ = osproc.StopGroup(pid, LostGrace, exited)
 	})
 	// The command's pid, and so its group's id, is its own until it is
 	// reaped: every signal to the group is sent, or refused (exited),

@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"gangway/internal/osproc"
 	"gangway/internal/syncx"
 )
 
@@ -96,9 +97,6 @@ type Result struct {
 	// Stopped is true when the rank ended after Stop (or ctx cancel).
 	Stopped bool
 }
-
-// Failed reports whether the rank ended unsuccessfully.
-func (r Result) Failed() bool { return r.Code != 0 || r.Err != nil }
 
 func (r Result) String() string {
 	switch {
@@ -425,11 +423,11 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 		}
 		return nil
 	}
-	return killGroup(p.pid, sig)
+	return osproc.KillGroup(p.pid, sig)
 }
 
 // Stop sends SIGTERM to the group and SIGKILL after grace (the spec's grace
-// when grace <= 0), by Shutdown; of several Stops the shortest grace wins.
+// when grace <= 0), by osproc.Shutdown; of several Stops the shortest grace wins.
 // It returns at once; Wait for the end.
 func (p *Proc) Stop(grace time.Duration) {
 	if grace <= 0 {
@@ -443,7 +441,7 @@ func (p *Proc) Stop(grace time.Duration) {
 	p.stopd = true
 	// Signal does nothing once the leader has been reaped, so a late
 	// SIGKILL never reaches a reused process group.
-	p.stoppers.Go(func() { _ = Shutdown(p.Signal, grace, p.reaped) })
+	p.stoppers.Go(func() { _ = osproc.Shutdown(p.Signal, grace, p.reaped) })
 }
 
 // StopAll stops procs as Stop stops each, with grace (each one's own
@@ -481,7 +479,7 @@ func StopAll(procs []*Proc, grace time.Duration) {
 			p.stopMu.Unlock()
 		}
 		if live {
-			g.stoppers.Go(func() { _ = Shutdown(g.signalAll, d, g.gone) })
+			g.stoppers.Go(func() { _ = osproc.Shutdown(g.signalAll, d, g.gone) })
 		}
 	}
 }
@@ -502,8 +500,11 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 		<-p.sup.end
 		code, sig = p.sup.result()
 	} else {
-		err := p.cmd.Wait()
-		code, sig = exitCode(err, p.cmd.ProcessState)
+		_ = p.cmd.Wait() // the state says how it ended
+		var waited bool
+		if code, sig, waited = osproc.ProcessExitCode(p.cmd.ProcessState); !waited {
+			code = 1
+		}
 	}
 	stopCtx()
 
@@ -516,7 +517,7 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 		// The leader is gone; anything left in its group (dataloader
 		// workers, a shell's background jobs) dies with it. A supervisor
 		// has done that before it reported the end.
-		_ = killGroup(p.pid, syscall.SIGKILL)
+		_ = osproc.KillGroup(p.pid, syscall.SIGKILL)
 	} else if p.sup.g.last() {
 		// The job's last program on this host: its supervisor is killing
 		// everything below it, and is done when it exits.
@@ -549,17 +550,6 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 			p.res.Err = p.sup.err // worded by execError in the supervisor
 		}
 	}
-}
-
-// exitCode is the result of exec.Cmd's Wait, with the process state.
-func exitCode(err error, ps *os.ProcessState) (int, syscall.Signal) {
-	if ps == nil {
-		return 1, 0
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal()), ws.Signal()
-	}
-	return ps.ExitCode(), 0
 }
 
 // pump reads r and calls emit with whole lines, batching as many complete

@@ -17,6 +17,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"gangway/internal/osproc"
 )
 
 const supervisorSupported = true
@@ -350,7 +352,7 @@ func (s *supervisor) signal(i int, sig syscall.Signal) {
 		return
 	}
 	if p := s.ranks[i]; p.pid > 0 && !p.exited {
-		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		_ = osproc.KillGroup(p.pid, syscall.SIGKILL)
 	}
 }
 
@@ -390,7 +392,7 @@ func (s *supervisor) forward(i int, sig syscall.Signal) {
 	if p.pid == 0 || p.exited || s.killing || sig <= 0 || sig > 64 {
 		return
 	}
-	if err := syscall.Kill(-p.pid, sig); errors.Is(err, syscall.ESRCH) {
+	if err := osproc.SignalGroup(p.pid, sig); errors.Is(err, syscall.ESRCH) {
 		_ = syscall.Kill(p.pid, sig)
 	}
 }
@@ -407,7 +409,7 @@ func (s *supervisor) kill() {
 func (s *supervisor) killBelow() {
 	for _, p := range s.ranks {
 		if p.pid > 0 && !p.exited {
-			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+			_ = osproc.KillGroup(p.pid, syscall.SIGKILL)
 		}
 	}
 	if !s.procOK {
@@ -450,7 +452,7 @@ func (s *supervisor) reap() {
 		}
 		i := s.rankOf(pid)
 		if i >= 0 {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = osproc.KillGroup(pid, syscall.SIGKILL)
 		}
 		var ws syscall.WaitStatus
 		for {
@@ -494,8 +496,8 @@ func descendants(pid int) []Member {
 		if err != nil {
 			continue
 		}
-		if pp, start, ok := ppidStart(p); ok && pp > 0 {
-			kids[pp] = append(kids[pp], Member{Pid: p, Start: start})
+		if s, err := osproc.ReadStat(p); err == nil && s.PPid > 0 {
+			kids[s.PPid] = append(kids[s.PPid], Member{Pid: p, Start: s.Start})
 		}
 	}
 	var out []Member
@@ -511,24 +513,6 @@ func descendants(pid int) []Member {
 	return out
 }
 
-// ppidStart reads the parent pid and start time from one read of
-// /proc/PID/stat.
-func ppidStart(pid int) (ppid int, start uint64, ok bool) {
-	f := statFields(pid) // from state: ppid is f[1], starttime f[19]
-	if len(f) < 20 {
-		return 0, 0, false
-	}
-	pp, err1 := strconv.Atoi(f[1])
-	start, err2 := strconv.ParseUint(f[19], 10, 64)
-	return pp, start, err1 == nil && err2 == nil
-}
-
-// ppid reads the parent pid from /proc/PID/stat, or 0.
-func ppid(pid int) int {
-	pp, _, _ := ppidStart(pid)
-	return pp
-}
-
 // kill sends SIGKILL to m if it is still the process the snapshot saw
 // (the same start time), through a pidfd opened before the check, so a
 // later process given the same pid is never hit: a descendant that its
@@ -538,31 +522,22 @@ func (m Member) kill() {
 	fd, err := unix.PidfdOpen(m.Pid, 0)
 	if err != nil {
 		if !errors.Is(err, unix.ESRCH) {
-			if _, start, ok := ppidStart(m.Pid); ok && start == m.Start {
+			if m.same() {
 				_ = syscall.Kill(m.Pid, syscall.SIGKILL)
 			}
 		}
 		return
 	}
 	defer unix.Close(fd)
-	if _, start, ok := ppidStart(m.Pid); ok && start == m.Start {
+	if m.same() {
 		_ = unix.PidfdSendSignal(fd, syscall.SIGKILL, nil, 0)
 	}
 }
 
-// statFields are the fields of /proc/PID/stat after the command name
-// (state, ppid, pgrp, ...), or nil.
-func statFields(pid int) []string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(s[i+1:])
+// same reports whether m's pid still names the process the snapshot saw.
+func (m Member) same() bool {
+	s, err := osproc.ReadStat(m.Pid)
+	return err == nil && s.Start == m.Start
 }
 
 // supervisorPath is the file to execute for Spec.Supervisor. selfExe

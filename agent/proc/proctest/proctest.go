@@ -43,6 +43,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"gangway/internal/osproc"
 )
 
 // Env is the variable that switches a test binary into helper mode.
@@ -224,15 +226,11 @@ func run(mode string) int {
 // State returns the state letter of /proc/PID/stat ('R', 'S', 'Z'...), or
 // 0 when the process does not exist.
 func State(pid int) byte {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s, err := osproc.ReadStat(pid)
 	if err != nil {
 		return 0
 	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0
-	}
-	return b[i+2]
+	return s.State
 }
 
 // Gone reports whether pid no longer runs: no /proc entry, or a zombie
