@@ -245,7 +245,7 @@ func TestMPICH(t *testing.T) {
 		var disconnected []int
 		ev := Events{
 			Abort: func(rank, code int, _ string) { aborts <- abort{rank, code} },
-			Disconnect: func(rank int, finalized bool) {
+			disconnect: func(rank int, finalized bool) {
 				mu.Lock()
 				defer mu.Unlock()
 				if !finalized {

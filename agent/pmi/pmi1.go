@@ -141,7 +141,7 @@ func (c *conn) servePMI1() (v2 bool, err error) {
 		case "get_maxes":
 			reply = fmt.Sprintf("cmd=maxes kvsname_max=%d keylen_max=%d vallen_max=%d", pmi1KVSNameMax, pmi1KeyMax, pmi1ValMax)
 		case "get_appnum":
-			reply = "cmd=appnum appnum=" + strconv.Itoa(s.job.AppNum)
+			reply = "cmd=appnum appnum=" + strconv.Itoa(appNum)
 		case "get_my_kvsname":
 			reply = "cmd=my_kvsname kvsname=" + s.job.KVSName
 		case "get_universe_size":

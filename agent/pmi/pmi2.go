@@ -315,7 +315,7 @@ func (c *conn) pmi2Fullinit(req attrs) error {
 		attr{"pmi-subversion", "0"},
 		attr{"rank", strconv.Itoa(rank)},
 		attr{"size", strconv.Itoa(s.job.Size)},
-		attr{"appnum", strconv.Itoa(s.job.AppNum)},
+		attr{"appnum", strconv.Itoa(appNum)},
 		attr{"debugged", "FALSE"},
 		attr{"pmiverbose", "FALSE"},
 		rcOK)
