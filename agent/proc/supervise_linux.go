@@ -105,6 +105,9 @@ type supervisor struct {
 	none     bool      // no child is left
 	lastReap time.Time // when a child was last reaped
 	scanning bool      // killing has turned to scanning /proc
+	// tick wakes the loop while killing; tickC is nil until it runs.
+	tick  *time.Ticker
+	tickC <-chan time.Time
 }
 
 // superProc is one program: pid 0 when it never started.
@@ -123,6 +126,22 @@ type supervisorCmdLine struct {
 }
 
 func (s *supervisor) run(c supervisorCmd) int {
+	sigs := make(chan os.Signal, 32)
+	br, code := s.setUp(c, sigs)
+	if br == nil {
+		return code
+	}
+	cmds := make(chan supervisorCmdLine, 16)
+	go readControl(br, cmds)
+	s.loop(sigs, cmds)
+	return 0
+}
+
+// setUp makes this process the supervisor SupervisorMain describes,
+// reads its job from the control socket and starts every program. It
+// returns the control socket's reader for the agent's further lines, or
+// nil and the exit code when the supervisor must end at once.
+func (s *supervisor) setUp(c supervisorCmd, sigs chan<- os.Signal) (*bufio.Reader, int) {
 	// The job's fds came as fds 3 on, without close-on-exec: each program
 	// gets its own as its 0, 1, 2 and PMI_FD (ForkExec's dup2 clears the
 	// flag on those alone), and none of another program's.
@@ -132,16 +151,15 @@ func (s *supervisor) run(c supervisorCmd) int {
 	// started ignoring it (SIGHUP under nohup), as sshd and systemd start
 	// a session's; the rest that the runtime leaves ignored are reset too.
 	DefaultSignalsForChildren()
-	sigs := make(chan os.Signal, 32)
 	signal.Notify(sigs, append([]os.Signal{syscall.SIGCHLD, parentDeathSignal}, forwarded...)...)
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: cannot become a subreaper: %v\n", supervisorArgv0, err)
-		return 2
+		return nil, 2
 	}
 	// The parent-death signal arriving before Notify was ignored by the Go
 	// runtime: look at the parent now that it is caught.
 	if s.parentGone() {
-		return 1
+		return nil, 1
 	}
 	s.ctl = c.ctlFD
 	ctl := os.NewFile(uintptr(c.ctlFD), "control")
@@ -149,89 +167,125 @@ func (s *supervisor) run(c supervisorCmd) int {
 	s.procOK = self == strconv.Itoa(os.Getpid())
 
 	br := bufio.NewReaderSize(ctl, 64<<10)
-	line, err := br.ReadBytes('\n')
-	if err != nil {
-		return 1 // the agent went before it said what to run
-	}
-	var spec superSpec
-	if err := json.Unmarshal(line, &spec); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: job: %v\n", supervisorArgv0, err)
-		return 2
-	}
-	for i, r := range spec.Ranks {
-		spec.Ranks[i].Env = append(spec.Env[:len(spec.Env):len(spec.Env)], r.Env...)
+	spec, code := readJob(br)
+	if code != 0 {
+		return nil, code
 	}
 	s.startAll(spec, c.cred)
 	if s.left == 0 {
 		s.kill()
 	}
-	cmds := make(chan supervisorCmdLine, 16)
-	go readControl(br, cmds)
+	return br, 0
+}
 
-	var tick *time.Ticker
-	var tickC <-chan time.Time
+// readJob reads the job, one JSON line, and gives each program the job's
+// common environment followed by its own. The code is 1 when the agent
+// went before it said what to run, 2 for a job that does not parse.
+func readJob(br *bufio.Reader) (superSpec, int) {
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		return superSpec{}, 1
+	}
+	var spec superSpec
+	if err := json.Unmarshal(line, &spec); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: job: %v\n", supervisorArgv0, err)
+		return superSpec{}, 2
+	}
+	for i, r := range spec.Ranks {
+		spec.Ranks[i].Env = append(spec.Env[:len(spec.Env):len(spec.Env)], r.Env...)
+	}
+	return spec, 0
+}
+
+// loop serves signals and the agent's commands, reaping after each, until
+// everything below the supervisor is dead once killing has begun.
+func (s *supervisor) loop(sigs <-chan os.Signal, cmds <-chan supervisorCmdLine) {
 	for {
 		select {
 		case sig := <-sigs:
-			switch {
-			case sig == syscall.SIGCHLD:
-			case sig == parentDeathSignal:
-				if s.parentGone() {
-					s.kill()
-				}
-			default:
-				for i := range s.ranks {
-					s.forward(i, sig.(syscall.Signal))
-				}
-			}
+			s.onSignal(sig.(syscall.Signal))
 		case cmd, ok := <-cmds:
-			switch {
-			case !ok || cmd.rank < 0: // the agent closed the socket, or died
+			if !ok || cmd.rank < 0 { // the agent closed the socket, or died
 				s.kill()
 				cmds = nil
-			case cmd.all:
-				for i := range s.ranks {
-					s.signal(i, cmd.sig)
-				}
-			case cmd.rank >= len(s.ranks):
-			default:
-				s.signal(cmd.rank, cmd.sig)
+			} else {
+				s.onCommand(cmd)
 			}
-		case <-tickC:
+		case <-s.tickC:
 		}
 		s.reap()
-		if s.killing && !s.none && time.Since(s.lastReap) < settleFor {
-			// What is left of the programs' groups got SIGKILL when their
-			// leaders were reaped, and is dying: let SIGCHLD reap it first.
-			// A scan of /proc costs milliseconds, and tens of them while a
-			// host's ranks all exit at once (81 ms measured with 8 ranks
-			// and their children on each of 16 namespace hosts).
-			if tick == nil {
-				tick = time.NewTicker(settleFor)
-				tickC = tick.C
-			}
-			continue
-		}
-		if s.killing && !s.none {
-			// Scanning /proc costs; with no child left, nothing is below.
-			s.killBelow()
-			s.reap()
-			if !s.scanning {
-				// SIGCHLD is not enough while killing: a process can fork just
-				// before it dies, and its child reparents here silently.
-				s.scanning = true
-				if tick == nil {
-					tick = time.NewTicker(scanEvery)
-					tickC = tick.C
-				}
-				tick.Reset(scanEvery)
-			}
-		}
-		if s.killing && (s.none || time.Since(s.killFrom) > killBelowFor) {
-			break
+		if s.killing && s.killStep() {
+			return
 		}
 	}
-	return 0
+}
+
+// onSignal handles a signal the supervisor caught: SIGCHLD only wakes
+// it to reap, the parent-death signal starts the killing when the agent
+// is gone, and every other one goes to every live program's group.
+func (s *supervisor) onSignal(sig syscall.Signal) {
+	switch {
+	case sig == syscall.SIGCHLD:
+	case sig == parentDeathSignal:
+		if s.parentGone() {
+			s.kill()
+		}
+	default:
+		for i := range s.ranks {
+			s.forward(i, sig)
+		}
+	}
+}
+
+// onCommand delivers the agent's signal to one program or to all.
+func (s *supervisor) onCommand(cmd supervisorCmdLine) {
+	switch {
+	case cmd.all:
+		for i := range s.ranks {
+			s.signal(i, cmd.sig)
+		}
+	case cmd.rank >= len(s.ranks):
+	default:
+		s.signal(cmd.rank, cmd.sig)
+	}
+}
+
+// killStep goes on killing everything below the supervisor, and reports
+// whether it is done: no child left, or killBelowFor spent.
+func (s *supervisor) killStep() bool {
+	if !s.none && time.Since(s.lastReap) < settleFor {
+		// What is left of the programs' groups got SIGKILL when their
+		// leaders were reaped, and is dying: let SIGCHLD reap it first.
+		// A scan of /proc costs milliseconds, and tens of them while a
+		// host's ranks all exit at once (81 ms measured with 8 ranks
+		// and their children on each of 16 namespace hosts).
+		s.wakeEvery(settleFor, false)
+		return false
+	}
+	if !s.none {
+		// Scanning /proc costs; with no child left, nothing is below.
+		s.killBelow()
+		s.reap()
+		if !s.scanning {
+			// SIGCHLD is not enough while killing: a process can fork just
+			// before it dies, and its child reparents here silently.
+			s.scanning = true
+			s.wakeEvery(scanEvery, true)
+		}
+	}
+	return s.none || time.Since(s.killFrom) > killBelowFor
+}
+
+// wakeEvery makes the loop wake every d, starting a ticker if there is
+// none; reset sets a running one to d.
+func (s *supervisor) wakeEvery(d time.Duration, reset bool) {
+	switch {
+	case s.tick == nil:
+		s.tick = time.NewTicker(d)
+		s.tickC = s.tick.C
+	case reset:
+		s.tick.Reset(d)
+	}
 }
 
 // startAll starts every program of spec and reports each start, then
