@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	"go.uber.org/zap"
+
+	"gangway/internal/osproc"
 )
 
 // Error-file directories are named after the agent that made them,
@@ -24,23 +26,13 @@ var errorDirPrefix = sync.OnceValue(func() string {
 	return "gangway-" + strconv.Itoa(os.Getpid()) + "." + strconv.FormatUint(startTime(os.Getpid()), 10) + "-"
 })
 
-// startTime is pid's start time from /proc/PID/stat (field 22), or 0.
+// startTime is pid's start time (clock ticks after boot), or 0.
 func startTime(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := osproc.ReadStat(pid)
 	if err != nil {
 		return 0
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:]) // from the state, field 3
-	if len(f) < 20 {
-		return 0
-	}
-	n, _ := strconv.ParseUint(f[19], 10, 64)
-	return n
+	return st.Start
 }
 
 // staleErrorDir reports whether name is an error-file directory whose

@@ -15,6 +15,7 @@ import (
 
 	"gangway/agent/proc"
 	"gangway/agent/wire"
+	"gangway/internal/osproc"
 )
 
 // gdb for hang diagnosis runs with the privilege of the rank it looks
@@ -191,7 +192,7 @@ func (t tracer) command(ctx context.Context, out *headWriter, args ...string) *e
 	cmd.Dir = "/" // the agent's may be closed to the rank's user
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = t.sysProcAttr()
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.Cancel = func() error { return osproc.KillGroup(cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	return cmd
 }

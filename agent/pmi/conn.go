@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -218,6 +219,20 @@ func (c *conn) async(f func() error) {
 			c.nc.Close()
 		}
 	})
+}
+
+// abort reports the rank's abort (PMI-1 abort, PMI-2 abort) through
+// Events.Abort, once: with exitcode, or def when it carries none. The
+// rank then waits to be killed.
+func (c *conn) abort(exitcode string, def int, msg string) {
+	code, err := strconv.Atoi(exitcode)
+	if err != nil {
+		code = def
+	}
+	if c.s.ev.Abort != nil && !c.aborted {
+		c.s.ev.Abort(c.id(), code, msg)
+	}
+	c.aborted = true
 }
 
 // id is the connection's rank.

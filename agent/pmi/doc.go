@@ -27,8 +27,14 @@
 //     (cut at NUL, fragments and tokens without '=' dropped, and a ';' at
 //     the garbage boundary always ends the last pair).
 //   - PMI-2 abort carries no exit code; Events.Abort then reports 1.
-//   - publish_name/lookup_name (and PMI-2 name-*) are local to this server.
-//     Spawn (mcmd=spawn, PMI-2 spawn) is refused.
+//   - publish_name, unpublish_name and lookup_name (and PMI-2 name-publish,
+//     name-unpublish and name-lookup) are job-wide: the server asks
+//     Events.Names, which the agent forwards to the launcher, so a name one
+//     host's rank publishes is found by a rank on any host. A lookup of a
+//     name not published is answered at once (not found), never held, as
+//     Hydra answers. Without Names (a job whose ranks are all local) the
+//     server keeps the names itself. Spawn (mcmd=spawn, PMI-2 spawn) is
+//     refused.
 //   - A rank is served one request at a time, as PMI-1 is specified and
 //     MPICH's clients speak both protocols: while the reply to a barrier,
 //     a waiting getnodeattr or a name-service call is pending, the server

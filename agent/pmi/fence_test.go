@@ -114,7 +114,7 @@ func testTwoHosts(t *testing.T, async bool) {
 func TestFenceError(t *testing.T) {
 	boom := errors.New("launcher gone")
 	fencers := map[string]Fencer{
-		"Fence":      FenceFunc(func(context.Context, int, map[string]string) (map[string]string, error) { return nil, boom }),
+		"Fence":      fenceFunc(func(context.Context, int, map[string]string) (map[string]string, error) { return nil, boom }),
 		"FenceAsync": failingAsync{boom},
 	}
 	for name, f := range fencers {

@@ -150,13 +150,20 @@ type round struct {
 	waiting []func(map[string]string, error) // asyncHost's dones
 }
 
+// fenceFunc adapts a function to the Fencer interface.
+type fenceFunc func(ctx context.Context, seq int, puts map[string]string) (map[string]string, error)
+
+func (f fenceFunc) Fence(ctx context.Context, seq int, puts map[string]string) (map[string]string, error) {
+	return f(ctx, seq, puts)
+}
+
 func newCoordinator(hosts int) *coordinator {
 	return &coordinator{hosts: hosts, rounds: make(map[int]*round)}
 }
 
 // host returns host h's Fencer.
 func (c *coordinator) host(h int) Fencer {
-	return FenceFunc(func(ctx context.Context, seq int, puts map[string]string) (map[string]string, error) {
+	return fenceFunc(func(ctx context.Context, seq int, puts map[string]string) (map[string]string, error) {
 		c.mu.Lock()
 		r, ok := c.rounds[seq]
 		if !ok {
@@ -245,8 +252,8 @@ func newTestServer(t *testing.T, job Job, local []int, f Fencer, ev Events) *Ser
 	t.Helper()
 	var mu sync.Mutex
 	var trace []string
-	if ev.Debug == nil {
-		ev.Debug = func(format string, args ...any) {
+	if ev.debug == nil {
+		ev.debug = func(format string, args ...any) {
 			mu.Lock()
 			trace = append(trace, fmt.Sprintf(format, args...))
 			mu.Unlock()
@@ -285,7 +292,7 @@ func (l *eventLog) events() Events {
 			l.mu.Unlock()
 			l.changed <- struct{}{}
 		},
-		Disconnect: func(rank int, finalized bool) {
+		disconnect: func(rank int, finalized bool) {
 			l.mu.Lock()
 			l.disconnects = append(l.disconnects, fmt.Sprintf("%d:%v", rank, finalized))
 			l.mu.Unlock()

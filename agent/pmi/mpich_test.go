@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"gangway/agent/wire"
+	"gangway/internal/osproc"
 )
 
 // Real MPICH (Debian's mpich 4.0.2, ch4:ucx, PMI-1 client) against Servers
@@ -105,7 +106,7 @@ func startRank(t *testing.T, bin string, args []string, rank int, env []string, 
 // kill kills the rank's process group and waits until it is reaped, after
 // which its output may be read.
 func (p *rankProc) kill() {
-	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	_ = osproc.KillGroup(p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.done
 }
 
@@ -244,7 +245,7 @@ func TestMPICH(t *testing.T) {
 		var disconnected []int
 		ev := Events{
 			Abort: func(rank, code int, _ string) { aborts <- abort{rank, code} },
-			Disconnect: func(rank int, finalized bool) {
+			disconnect: func(rank int, finalized bool) {
 				mu.Lock()
 				defer mu.Unlock()
 				if !finalized {
@@ -267,12 +268,12 @@ func TestMPICH(t *testing.T) {
 		}
 		// The ranks wait to be killed, as hydra's would.
 		for _, p := range procs {
-			if st := procState(p.cmd.Process.Pid); st == "" || st == "Z" {
-				t.Fatalf("rank %d ended by itself (state %q) before the kill", p.rank, st)
+			if st := procState(p.cmd.Process.Pid); st == 0 || st == 'Z' {
+				t.Fatalf("rank %d ended by itself (state %q) before the kill", p.rank, rune(st))
 			}
 		}
 		for _, p := range procs {
-			if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+			if err := osproc.SignalGroup(p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 				t.Fatalf("kill group of rank %d: %v", p.rank, err)
 			}
 		}
@@ -295,8 +296,8 @@ func TestMPICH(t *testing.T) {
 			if !errors.As(p.err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 				t.Errorf("rank %d ended with %v, want SIGKILL", p.rank, p.err)
 			}
-			if st := procState(pgid); st != "" {
-				t.Errorf("rank %d: /proc/%d/stat still there after reaping (state %q)", p.rank, pgid, st)
+			if st := procState(pgid); st != 0 {
+				t.Errorf("rank %d: /proc/%d/stat still there after reaping (state %q)", p.rank, pgid, rune(st))
 			}
 		}
 		// Both connections ended without finalize and were reported.
@@ -319,24 +320,12 @@ func TestMPICH(t *testing.T) {
 	})
 }
 
-// procStat returns the state and process group of pid from /proc/PID/stat,
-// or "" if there is no such process.
-func procStat(pid int) (state string, pgrp int) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return "", 0
-	}
-	// pid (comm) state ppid pgrp ...; comm may hold spaces and ')'.
-	i := bytes.LastIndexByte(b, ')')
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 {
-		return "", 0
-	}
-	pgrp, _ = strconv.Atoi(f[2])
-	return f[0], pgrp
+// procState is the state letter of pid from /proc/PID/stat, or 0 if there
+// is no such process.
+func procState(pid int) byte {
+	s, _ := osproc.ReadStat(pid)
+	return s.State
 }
-
-func procState(pid int) string { s, _ := procStat(pid); return s }
 
 // groupAlive lists the processes of group pgid that are not zombies.
 func groupAlive(pgid int) []int {
@@ -347,7 +336,7 @@ func groupAlive(pgid int) []int {
 		if err != nil {
 			continue
 		}
-		if st, pg := procStat(pid); pg == pgid && st != "" && st != "Z" && st != "X" {
+		if s, err := osproc.ReadStat(pid); err == nil && s.Pgrp == pgid && s.Live() {
 			alive = append(alive, pid)
 		}
 	}

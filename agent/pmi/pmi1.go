@@ -97,7 +97,6 @@ func (c *conn) writeLine(line string) error {
 // servePMI1 runs the PMI-1 request loop. It returns v2=true when the client
 // asked for PMI-2 (cmd=init pmi_version=2) and was acknowledged.
 func (c *conn) servePMI1() (v2 bool, err error) {
-	s := c.s
 	for {
 		line, err := c.readLine()
 		if err != nil {
@@ -107,86 +106,93 @@ func (c *conn) servePMI1() (v2 bool, err error) {
 			return false, err
 		}
 		c.s.debugf("pmi rank %d -> %s", c.id(), strings.TrimSuffix(line, "\n"))
-		req := parsePMI1(line)
-		if _, ok := req.get("mcmd"); ok {
-			if err := c.skipMulti(); err != nil {
-				return false, err
-			}
-			if err := c.writeLine("cmd=spawn_result rc=-1 msg=spawn_not_supported"); err != nil {
-				return false, err
-			}
-			continue
-		}
-		var reply string
-		switch cmd := req.str("cmd"); cmd {
-		case "init":
-			switch req.str("pmi_version") {
-			case "1":
-				reply = "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0"
-				s.setInitialized(c.id())
-			case "2":
-				return true, c.writeLine("cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0")
-			default:
-				reply = "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1"
-			}
-		case "initack":
-			rank, err := strconv.Atoi(req.str("pmiid"))
-			if err == nil {
-				err = c.confirm(rank)
-			}
-			if err != nil {
-				return false, fmt.Errorf("initack %q: %w", req.str("pmiid"), err)
-			}
-			reply = fmt.Sprintf("cmd=initack\ncmd=set size=%d\ncmd=set rank=%d\ncmd=set debug=0", s.job.Size, rank)
-		case "get_maxes":
-			reply = fmt.Sprintf("cmd=maxes kvsname_max=%d keylen_max=%d vallen_max=%d", pmi1KVSNameMax, pmi1KeyMax, pmi1ValMax)
-		case "get_appnum":
-			reply = "cmd=appnum appnum=" + strconv.Itoa(s.job.AppNum)
-		case "get_my_kvsname":
-			reply = "cmd=my_kvsname kvsname=" + s.job.KVSName
-		case "get_universe_size":
-			size := s.job.UniverseSize
-			if size <= 0 {
-				size = -1
-			}
-			reply = "cmd=universe_size size=" + strconv.Itoa(size)
-		case "put":
-			reply = c.pmi1Put(req)
-		case "get":
-			reply = c.pmi1Get(req)
-		case "barrier_in":
-			// Released by whoever completes the barrier (pmi1BarrierOut):
-			// no goroutine waits for it.
-			done := c.later()
-			if _, err := s.barrier(c, func(seq int, err error) { c.pmi1BarrierOut(seq, err); done() }); err != nil {
-				return false, err // closes the connection: barrier_out has no rc
-			}
-			continue
-		case "finalize":
-			s.setFinalized(c.id())
-			reply = "cmd=finalize_ack"
-		case "abort":
-			code, err := strconv.Atoi(req.str("exitcode"))
-			if err != nil {
-				code = 1
-			}
-			if s.ev.Abort != nil && !c.aborted {
-				s.ev.Abort(c.id(), code, req.str("msg"))
-			}
-			c.aborted = true // reported once
-			continue         // no reply: the client waits to be killed
-		case "publish_name", "unpublish_name", "lookup_name":
-			// The job-wide name service answers from elsewhere (the
-			// launcher): wait off the reader, as a barrier does.
-			c.async(func() error { return c.writeLine(c.pmi1Name(cmd, req)) })
-			continue
-		default:
-			reply = "cmd=" + pmi1Token(cmd) + "_result rc=-1 msg=unknown_command"
-		}
-		if err := c.writeLine(reply); err != nil {
+		reply, v2, err := c.pmi1Request(parsePMI1(line))
+		switch {
+		case err != nil:
 			return false, err
+		case v2:
+			return true, c.writeLine(reply)
+		case reply == "": // answered later (a barrier, the name service), or never (abort)
+		default:
+			if err := c.writeLine(reply); err != nil {
+				return false, err
+			}
 		}
 	}
+}
+
+// pmi1Request answers one PMI-1 request: reply is the line to send, ""
+// when the answer comes later or never; v2 is set when the client
+// switches to PMI-2 once reply is sent; an error closes the connection.
+func (c *conn) pmi1Request(req attrs) (reply string, v2 bool, err error) {
+	s := c.s
+	if _, ok := req.get("mcmd"); ok {
+		if err := c.skipMulti(); err != nil {
+			return "", false, err
+		}
+		return "cmd=spawn_result rc=-1 msg=spawn_not_supported", false, nil
+	}
+	switch cmd := req.str("cmd"); cmd {
+	case "init":
+		reply, v2 = c.pmi1Init(req)
+	case "initack":
+		rank, err := strconv.Atoi(req.str("pmiid"))
+		if err == nil {
+			err = c.confirm(rank)
+		}
+		if err != nil {
+			return "", false, fmt.Errorf("initack %q: %w", req.str("pmiid"), err)
+		}
+		reply = fmt.Sprintf("cmd=initack\ncmd=set size=%d\ncmd=set rank=%d\ncmd=set debug=0", s.job.Size, rank)
+	case "get_maxes":
+		reply = fmt.Sprintf("cmd=maxes kvsname_max=%d keylen_max=%d vallen_max=%d", pmi1KVSNameMax, pmi1KeyMax, pmi1ValMax)
+	case "get_appnum":
+		reply = "cmd=appnum appnum=" + strconv.Itoa(appNum)
+	case "get_my_kvsname":
+		reply = "cmd=my_kvsname kvsname=" + s.job.KVSName
+	case "get_universe_size":
+		size := s.job.UniverseSize
+		if size <= 0 {
+			size = -1
+		}
+		reply = "cmd=universe_size size=" + strconv.Itoa(size)
+	case "put":
+		reply = c.pmi1Put(req)
+	case "get":
+		reply = c.pmi1Get(req)
+	case "barrier_in":
+		// Released by whoever completes the barrier (pmi1BarrierOut):
+		// no goroutine waits for it.
+		done := c.later()
+		if _, err := s.barrier(c, func(seq int, err error) { c.pmi1BarrierOut(seq, err); done() }); err != nil {
+			return "", false, err // closes the connection: barrier_out has no rc
+		}
+	case "finalize":
+		s.setFinalized(c.id())
+		reply = "cmd=finalize_ack"
+	case "abort":
+		c.abort(req.str("exitcode"), 1, req.str("msg")) // no reply: the client waits to be killed
+	case "publish_name", "unpublish_name", "lookup_name":
+		// The job-wide name service answers from elsewhere (the
+		// launcher): wait off the reader, as a barrier does.
+		c.async(func() error { return c.writeLine(c.pmi1Name(cmd, req)) })
+	default:
+		reply = "cmd=" + pmi1Token(cmd) + "_result rc=-1 msg=unknown_command"
+	}
+	return reply, v2, nil
+}
+
+// pmi1Init answers cmd=init: PMI-1 served here, or v2 for a client that
+// asks for PMI-2.
+func (c *conn) pmi1Init(req attrs) (reply string, v2 bool) {
+	switch req.str("pmi_version") {
+	case "1":
+		c.s.setInitialized(c.id())
+		return "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0", false
+	case "2":
+		return "cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0", true
+	}
+	return "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1", false
 }
 
 // pmi1BarrierOut releases the rank from a completed barrier. A failed

@@ -186,11 +186,11 @@ func TestPMI1LongKeysAndSegments(t *testing.T) {
 }
 
 func TestPMI1MiscCommands(t *testing.T) {
-	s := newTestServer(t, Job{KVSName: "kvs_9", Size: 1, AppNum: 2}, []int{0}, nil, Events{})
+	s := newTestServer(t, Job{KVSName: "kvs_9", Size: 1}, []int{0}, nil, Events{})
 	c := fdClient(t, s, 0)
 	for _, tt := range [][2]string{
 		{"cmd=get_universe_size", "cmd=universe_size size=-1"}, // unknown, as Hydra without -usize
-		{"cmd=get_appnum", "cmd=appnum appnum=2"},
+		{"cmd=get_appnum", "cmd=appnum appnum=0"},              // one application, as Hydra numbers the first
 		{"cmd=get kvsname=kvs_9 key=PMI_dead_processes", "cmd=get_result rc=0 msg=success value="},
 		{"cmd=get kvsname=kvs_9 key=PMI_process_mapping", "cmd=get_result rc=-1 msg=key_PMI_process_mapping_not_found value=unknown"},
 		// The name service with no Names given: a table of the server's

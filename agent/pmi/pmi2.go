@@ -160,7 +160,6 @@ var (
 
 // servePMI2 runs the PMI-2 request loop.
 func (c *conn) servePMI2() error {
-	s := c.s
 	for {
 		payload, quirk, err := readPMI2(c.br)
 		if err != nil {
@@ -169,100 +168,101 @@ func (c *conn) servePMI2() error {
 		if err := c.awaitReply(); err != nil {
 			return err
 		}
-		s.debugf("pmi rank %d -> %q", c.id(), payload)
-		req := parsePMI2(payload, quirk)
-		cmd := req.str("cmd")
-		switch cmd {
-		case "fullinit":
-			err = c.pmi2Fullinit(req)
-		case "job-getid":
-			err = c.writePMI2(req, "job-getid-response", attr{"jobid", s.job.JobID}, rcOK)
-		case "info-getjobattr":
-			err = c.pmi2JobAttr(req)
-		case "info-putnodeattr":
-			key, ok := req.get("key")
-			val, okv := req.get("value")
-			switch {
-			case !ok || !okv || key == "":
-				err = c.pmi2Err(req, cmd, "missing key or value")
-			case len(key) > pmi2KeyMax || len(val) > pmi2ValMax:
-				err = c.pmi2Err(req, cmd, "key or value too long")
-			default:
-				if perr := s.kvs.putNodeAttr(key, val); perr != nil {
-					err = c.pmi2Err(req, cmd, "%v", perr)
-					break
-				}
-				err = c.writePMI2(req, "info-putnodeattr-response", rcOK)
-			}
-		case "info-getnodeattr":
-			key := req.str("key")
-			if key == "" {
-				err = c.pmi2Err(req, cmd, "missing key")
-				break
-			}
-			c.async(func() error {
-				v, ok, err := s.kvs.getNodeAttr(c.ctx, key, req.str("wait") == "TRUE")
-				switch {
-				case err != nil:
-					return err
-				case ok:
-					return c.writePMI2(req, "info-getnodeattr-response", foundTrue, attr{"value", v}, rcOK)
-				}
-				return c.writePMI2(req, "info-getnodeattr-response", foundFalse, rcOK)
-			})
-		case "kvs-put":
-			key, ok := req.get("key")
-			val, okv := req.get("value")
-			switch {
-			case !ok || !okv || key == "":
-				err = c.pmi2Err(req, cmd, "missing key or value")
-			case len(key) > pmi2KeyMax || len(val) > pmi2ValMax:
-				err = c.pmi2Err(req, cmd, "key or value too long")
-			default:
-				if perr := s.kvs.put(key, val); perr != nil {
-					err = c.pmi2Err(req, cmd, "%v", perr)
-					break
-				}
-				err = c.writePMI2(req, "kvs-put-response", rcOK)
-			}
-		case "kvs-fence":
-			// Answered by whoever completes the barrier: no goroutine
-			// waits for it.
-			done := c.later()
-			if seq, ferr := s.barrier(c, func(seq int, ferr error) { c.pmi2FenceResponse(req, seq, ferr); done() }); ferr != nil {
-				done()
-				err = c.pmi2Err(req, cmd, "barrier %d failed: %v", seq, ferr)
-			}
-		case "kvs-get":
-			if v, ok := s.kvs.get(req.str("key")); ok {
-				err = c.writePMI2(req, "kvs-get-response", foundTrue, attr{"value", v}, rcOK)
-			} else {
-				err = c.writePMI2(req, "kvs-get-response", foundFalse, rcOK)
-			}
-		case "finalize":
-			s.setFinalized(c.id())
-			err = c.writePMI2(req, "finalize-response", rcOK)
-		case "abort":
-			code, cerr := strconv.Atoi(req.str("exitcode"))
-			if cerr != nil {
-				code = pmi2Abort
-			}
-			if s.ev.Abort != nil && !c.aborted {
-				s.ev.Abort(c.id(), code, req.str("msg"))
-			}
-			c.aborted = true // reported once
-		case "name-publish", "name-unpublish", "name-lookup":
-			// Answered by the job-wide name service: off the reader.
-			c.async(func() error { return c.pmi2Name(cmd, req) })
-		case "spawn":
-			err = c.pmi2Err(req, cmd, "spawn_not_supported")
-		default:
-			err = c.pmi2Err(req, cmd, "unknown command %q", cmd)
-		}
-		if err != nil {
+		c.s.debugf("pmi rank %d -> %q", c.id(), payload)
+		if err := c.pmi2Request(parsePMI2(payload, quirk)); err != nil {
 			return err
 		}
 	}
+}
+
+// pmi2Request answers one PMI-2 request, or leaves the answer to whoever
+// has it (a fence, a node attribute waited for, the name service); an
+// error closes the connection.
+func (c *conn) pmi2Request(req attrs) error {
+	s := c.s
+	switch cmd := req.str("cmd"); cmd {
+	case "fullinit":
+		return c.pmi2Fullinit(req)
+	case "job-getid":
+		return c.writePMI2(req, "job-getid-response", attr{"jobid", s.job.JobID}, rcOK)
+	case "info-getjobattr":
+		return c.pmi2JobAttr(req)
+	case "info-putnodeattr":
+		return c.pmi2Put(req, cmd, s.kvs.putNodeAttr)
+	case "info-getnodeattr":
+		return c.pmi2GetNodeAttr(req)
+	case "kvs-put":
+		return c.pmi2Put(req, cmd, s.kvs.put)
+	case "kvs-fence":
+		return c.pmi2Fence(req)
+	case "kvs-get":
+		if v, ok := s.kvs.get(req.str("key")); ok {
+			return c.writePMI2(req, "kvs-get-response", foundTrue, attr{"value", v}, rcOK)
+		}
+		return c.writePMI2(req, "kvs-get-response", foundFalse, rcOK)
+	case "finalize":
+		s.setFinalized(c.id())
+		return c.writePMI2(req, "finalize-response", rcOK)
+	case "abort":
+		c.abort(req.str("exitcode"), pmi2Abort, req.str("msg")) // no reply: the client waits to be killed
+		return nil
+	case "name-publish", "name-unpublish", "name-lookup":
+		// Answered by the job-wide name service: off the reader.
+		c.async(func() error { return c.pmi2Name(cmd, req) })
+		return nil
+	case "spawn":
+		return c.pmi2Err(req, cmd, "spawn_not_supported")
+	default:
+		return c.pmi2Err(req, cmd, "unknown command %q", cmd)
+	}
+}
+
+// pmi2Put answers kvs-put and info-putnodeattr (cmd): put keeps the pair,
+// within PMI-2's lengths and the job's limits.
+func (c *conn) pmi2Put(req attrs, cmd string, put func(key, value string) error) error {
+	key, ok := req.get("key")
+	val, okv := req.get("value")
+	switch {
+	case !ok || !okv || key == "":
+		return c.pmi2Err(req, cmd, "missing key or value")
+	case len(key) > pmi2KeyMax || len(val) > pmi2ValMax:
+		return c.pmi2Err(req, cmd, "key or value too long")
+	}
+	if err := put(key, val); err != nil {
+		return c.pmi2Err(req, cmd, "%v", err)
+	}
+	return c.writePMI2(req, cmd+"-response", rcOK)
+}
+
+// pmi2GetNodeAttr answers info-getnodeattr off the reader: with wait=TRUE
+// the answer waits until a local rank puts the attribute.
+func (c *conn) pmi2GetNodeAttr(req attrs) error {
+	key := req.str("key")
+	if key == "" {
+		return c.pmi2Err(req, "info-getnodeattr", "missing key")
+	}
+	c.async(func() error {
+		v, ok, err := c.s.kvs.getNodeAttr(c.ctx, key, req.str("wait") == "TRUE")
+		switch {
+		case err != nil:
+			return err
+		case ok:
+			return c.writePMI2(req, "info-getnodeattr-response", foundTrue, attr{"value", v}, rcOK)
+		}
+		return c.writePMI2(req, "info-getnodeattr-response", foundFalse, rcOK)
+	})
+	return nil
+}
+
+// pmi2Fence enters the rank into the barrier. It is answered by whoever
+// completes the barrier (pmi2FenceResponse): no goroutine waits for it.
+func (c *conn) pmi2Fence(req attrs) error {
+	done := c.later()
+	if seq, err := c.s.barrier(c, func(seq int, err error) { c.pmi2FenceResponse(req, seq, err); done() }); err != nil {
+		done()
+		return c.pmi2Err(req, "kvs-fence", "barrier %d failed: %v", seq, err)
+	}
+	return nil
 }
 
 // pmi2Name answers name-publish, name-unpublish and name-lookup through
@@ -315,7 +315,7 @@ func (c *conn) pmi2Fullinit(req attrs) error {
 		attr{"pmi-subversion", "0"},
 		attr{"rank", strconv.Itoa(rank)},
 		attr{"size", strconv.Itoa(s.job.Size)},
-		attr{"appnum", strconv.Itoa(s.job.AppNum)},
+		attr{"appnum", strconv.Itoa(appNum)},
 		attr{"debugged", "FALSE"},
 		attr{"pmiverbose", "FALSE"},
 		rcOK)

@@ -104,7 +104,7 @@ func padLeft(n int) string {
 
 func TestPMI2Session(t *testing.T) {
 	log := newEventLog()
-	job := Job{KVSName: "kvs_2", JobID: "job2", Size: 2, Mapping: "(vector,(0,1,2))", AppNum: 0}
+	job := Job{KVSName: "kvs_2", JobID: "job2", Size: 2, Mapping: "(vector,(0,1,2))"}
 	s := newTestServer(t, job, []int{0, 1}, nil, log.events())
 	r0, r1 := fdClient(t, s, 0), fdClient(t, s, 1)
 

@@ -27,8 +27,6 @@ type Job struct {
 	// hostname exchange; PMI-2 info-getjobattr answers found=FALSE, which
 	// MPICH's PMI-2 path treats as fatal.
 	Mapping string
-	// AppNum is the application number (cmd=appnum, PMI-2 appnum).
-	AppNum int
 	// JobID is the PMI-2 job id (job-getid). Empty means KVSName.
 	JobID string
 	// UniverseSize is the answer to PMI-1 get_universe_size and PMI-2
@@ -53,14 +51,6 @@ type Job struct {
 // have their connection closed (their MPI_Init or MPI_Barrier then fails).
 type Fencer interface {
 	Fence(ctx context.Context, seq int, puts map[string]string) (map[string]string, error)
-}
-
-// FenceFunc adapts a function to the Fencer interface.
-type FenceFunc func(ctx context.Context, seq int, puts map[string]string) (map[string]string, error)
-
-// Fence calls f.
-func (f FenceFunc) Fence(ctx context.Context, seq int, puts map[string]string) (map[string]string, error) {
-	return f(ctx, seq, puts)
 }
 
 // AsyncFencer is a Fencer that answers without a goroutine waiting on
@@ -124,23 +114,29 @@ type Events struct {
 	// waits to be killed: the agent must kill the job and the launcher exit
 	// with code.
 	Abort func(rank, code int, msg string)
-	// Disconnect reports the end of a rank's connection while
-	// the server is running. finalized is false when the rank never sent
-	// finalize: an abnormal exit.
-	Disconnect func(rank int, finalized bool)
 	// Fail reports that the server dropped rank's connection because
 	// the rank broke a bound: it left its replies unread for
 	// Limits.WriteTimeout (err wraps ErrStalled). The agent should end
 	// the rank, as Hydra ends a job whose rank's PMI connection closes
 	// early. Called once per rank, at most.
 	Fail func(rank int, err error)
-	// Debug, if set, receives one line per request and reply.
-	Debug func(format string, args ...any)
 	// Names is the job's name service (the agent forwards it to the
 	// launcher). nil means a table of this server's own, which is the
 	// job's when every rank is local.
 	Names Names
+
+	// What this package's tests observe: disconnect reports the end of a
+	// rank's connection while the server is running (finalized is false
+	// when the rank never sent finalize: an abnormal exit); debug
+	// receives one line per request and reply.
+	disconnect func(rank int, finalized bool)
+	debug      func(format string, args ...any)
 }
+
+// appNum is every rank's application number (PMI-1 get_appnum, PMI-2
+// appnum): a gangway job is one application, as Hydra numbers the first
+// of an MPMD command line.
+const appNum = 0
 
 // ErrClosed is the cancellation cause once Close has been called.
 var ErrClosed = errors.New("pmi: server closed")
@@ -404,8 +400,8 @@ func (s *Server) connDone(c *conn) {
 		report = !s.closed
 	}
 	s.mu.Unlock()
-	if report && s.ev.Disconnect != nil {
-		s.ev.Disconnect(rank, finalized)
+	if report && s.ev.disconnect != nil {
+		s.ev.disconnect(rank, finalized)
 	}
 }
 
@@ -457,8 +453,8 @@ func (s *Server) setFinalized(rank int) {
 }
 
 func (s *Server) debugf(format string, args ...any) {
-	if s.ev.Debug != nil {
-		s.ev.Debug(format, args...)
+	if s.ev.debug != nil {
+		s.ev.debug(format, args...)
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"gangway/internal/osproc"
 )
 
 // superGroup is the agent's side of one supervisor and the programs it
@@ -182,16 +184,14 @@ func (s *supervised) ended() bool {
 // started).
 func (g *superGroup) last() bool { return int(g.ended.Load()) >= len(g.procs) }
 
-// result is the program's exit code and signal, as exitCode gives them
-// for a child of the agent.
+// result is the program's exit code and signal, as a child of the agent's
+// own would have them.
 func (s *supervised) result() (int, syscall.Signal) {
 	switch {
 	case s.err != nil:
 		return s.code, 0
 	case s.lost:
-		return 128 + int(syscall.SIGKILL), syscall.SIGKILL
-	case s.ws.Signaled():
-		return 128 + int(s.ws.Signal()), s.ws.Signal()
+		return osproc.SignalCode(syscall.SIGKILL), syscall.SIGKILL
 	}
-	return s.ws.ExitStatus(), 0
+	return osproc.ExitCode(s.ws)
 }

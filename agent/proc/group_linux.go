@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"gangway/internal/osproc"
 )
 
 // scanGroups reads every /proc/PID/stat once and keeps the processes
@@ -23,31 +25,18 @@ func scanGroups(want map[int]bool) []groupEntry {
 		if err != nil {
 			continue
 		}
-		pgid, start, ok := pgidStart(pid)
-		if ok && want[pgid] {
-			out = append(out, groupEntry{pgid, Member{pid, start}})
+		if s, err := osproc.ReadStat(pid); err == nil && want[s.Pgrp] {
+			out = append(out, groupEntry{s.Pgrp, Member{pid, s.Start}})
 		}
 	}
 	return out
 }
 
-// pgidStart reads pid's process group and start time from one read of
-// /proc/PID/stat.
-func pgidStart(pid int) (pgid int, start uint64, ok bool) {
-	f := statFields(pid) // from state: pgrp is f[2], starttime f[19]
-	if len(f) < 20 {
-		return 0, 0, false
-	}
-	pgid, err1 := strconv.Atoi(f[2])
-	start, err2 := strconv.ParseUint(f[19], 10, 64)
-	return pgid, start, err1 == nil && err2 == nil
-}
-
 // Current reports whether m is still the process the snapshot saw, in
 // process group pgid.
 func (m Member) Current(pgid int) bool {
-	g, start, ok := pgidStart(m.Pid)
-	return ok && g == pgid && start == m.Start
+	s, err := osproc.ReadStat(m.Pid)
+	return err == nil && s.Pgrp == pgid && s.Start == m.Start
 }
 
 // ErrNotCurrent says a member is no longer the process its snapshot saw:

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gangway/internal/osproc"
 )
 
 // TestGroups: one pass over /proc lists each group's processes, its
@@ -22,7 +24,7 @@ func TestGroups(t *testing.T) {
 	}
 	pgid := cmd.Process.Pid
 	t.Cleanup(func() {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = osproc.KillGroup(pgid, syscall.SIGKILL)
 		_ = cmd.Wait()
 	})
 	var ms []Member

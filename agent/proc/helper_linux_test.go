@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"gangway/agent/proc/proctest"
+	"gangway/internal/osproc"
 )
 
 // testHelperEnv switches the test binary into one of this package's
@@ -166,41 +167,32 @@ func helperOrphans() int {
 	}
 }
 
-// procs returns the pid, comm and state of every process in /proc.
-func procs() []procInfo {
+// procs returns every process in /proc.
+func procs() []osproc.Stat {
 	ents, _ := os.ReadDir("/proc")
-	var out []procInfo
+	var out []osproc.Stat
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
+		if s, err := osproc.ReadStat(pid); err == nil {
+			out = append(out, s)
 		}
-		s := string(b)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		f := strings.Fields(s[end+1:])
-		if open < 0 || len(f) < 2 {
-			continue
-		}
-		pp, _ := strconv.Atoi(f[1])
-		out = append(out, procInfo{pid: pid, ppid: pp, comm: s[open+1 : end], state: f[0][0]})
 	}
 	return out
 }
 
-type procInfo struct {
-	pid, ppid int
-	comm      string
-	state     byte
+// ppid reads the parent pid from /proc/PID/stat, or 0.
+func ppid(pid int) int {
+	s, _ := osproc.ReadStat(pid)
+	return s.PPid
 }
 
 func countComm(comm string) int {
 	n := 0
 	for _, p := range procs() {
-		if p.comm == comm && p.state != 'Z' {
+		if p.Comm == comm && p.State != 'Z' {
 			n++
 		}
 	}
@@ -210,7 +202,7 @@ func countComm(comm string) int {
 func countState(st byte) int {
 	n := 0
 	for _, p := range procs() {
-		if p.state == st {
+		if p.State == st {
 			n++
 		}
 	}

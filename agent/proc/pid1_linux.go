@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"gangway/internal/osproc"
 )
 
 // pid1Signals are the signals PID1 forwards to the agent: what container
@@ -53,10 +55,8 @@ func pid1Main(args []string) int {
 				break
 			}
 			if pid == child {
-				if ws.Signaled() {
-					return 128 + int(ws.Signal())
-				}
-				return ws.ExitStatus()
+				code, _ := osproc.ExitCode(ws)
+				return code
 			}
 		}
 		if sig := <-sigs; sig != syscall.SIGCHLD {

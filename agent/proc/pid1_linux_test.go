@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gangway/agent/proc/proctest"
+	"gangway/internal/osproc"
 )
 
 // TestPID1ReapsOrphans runs this binary as PID 1 of a new PID namespace
@@ -34,7 +35,7 @@ func TestPID1ReapsOrphans(t *testing.T) {
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = osproc.KillGroup(cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 	})
 	lines := newLineReader(out.(*os.File)).untilAll(t, 60*time.Second, "sleepers", "zombies", "ready")
@@ -47,8 +48,8 @@ func TestPID1ReapsOrphans(t *testing.T) {
 	// PID 1 of the namespace is unshare's child.
 	var init1 int
 	for _, p := range procs() {
-		if p.ppid == cmd.Process.Pid {
-			init1 = p.pid
+		if p.PPid == cmd.Process.Pid {
+			init1 = p.Pid
 		}
 	}
 	if init1 == 0 {

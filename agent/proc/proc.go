@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"gangway/internal/osproc"
 	"gangway/internal/syncx"
 )
 
@@ -96,9 +97,6 @@ type Result struct {
 	// Stopped is true when the rank ended after Stop (or ctx cancel).
 	Stopped bool
 }
-
-// Failed reports whether the rank ended unsuccessfully.
-func (r Result) Failed() bool { return r.Code != 0 || r.Err != nil }
 
 func (r Result) String() string {
 	switch {
@@ -240,7 +238,6 @@ func StartGroup(ctx context.Context, specs []Spec, out Sink) (procs []*Proc, err
 	if len(specs) == 0 {
 		return procs, errs
 	}
-	first := specs[0]
 	mine, theirs, err := newControl()
 	if err != nil {
 		for i, spec := range specs {
@@ -248,86 +245,129 @@ func StartGroup(ctx context.Context, specs []Spec, out Sink) (procs []*Proc, err
 		}
 		return procs, errs
 	}
-	g := &superGroup{f: mine, gone: make(chan struct{})}
-	files := []*os.File{theirs} // the supervisor's fd 3 on
 	defer closeFile(theirs)
-	fd := func(f *os.File) int {
-		if f == nil {
-			return -1
-		}
-		files = append(files, f)
-		return 2 + len(files)
+	b := &groupStart{g: &superGroup{f: mine, gone: make(chan struct{})}, files: []*os.File{theirs},
+		pipes: map[int]*rankPipes{}, procs: procs, errs: errs}
+	defer b.closeTheirs()
+	b.addAll(specs)
+	if len(b.spec.Ranks) == 0 {
+		mine.Close()
+		return procs, errs
 	}
-	var spec superSpec
-	pipes := map[int]*rankPipes{}
-	// Every program is looked up as its user, in one go: the programs
-	// share the credential.
+	b.splitEnv()
+	cmd, err := b.startSupervisor(specs[0])
+	if err != nil {
+		b.fail(err)
+		return procs, errs
+	}
+	b.g.cmd = cmd
+	if err := b.g.writeSpec(b.spec); err != nil {
+		// The supervisor reads its job first thing; one that cannot is
+		// stopped by someone else, and dies with its programs unstarted.
+		_ = cmd.Process.Kill()
+	}
+	go b.g.read()
+	for i, p := range procs {
+		if p == nil {
+			continue
+		}
+		p.pid = cmd.Process.Pid
+		go p.supervise(ctx, out, b.pipes[i].outR, b.pipes[i].errR)
+	}
+	return procs, errs
+}
+
+// groupStart is StartGroup's work: the supervisor's job and the files
+// it inherits, and each program's Proc (procs[i]; errs[i] when specs[i]
+// cannot start) and pipes.
+type groupStart struct {
+	g     *superGroup
+	files []*os.File // the supervisor's fd 3 on
+	spec  superSpec
+	pipes map[int]*rankPipes
+	procs []*Proc
+	errs  []error
+}
+
+// fd adds f to the supervisor's files and returns its number there; -1
+// for nil (the supervisor's own stdin, /dev/null).
+func (b *groupStart) fd(f *os.File) int {
+	if f == nil {
+		return -1
+	}
+	b.files = append(b.files, f)
+	return 2 + len(b.files)
+}
+
+// addAll adds every program of specs to the job, or sets its error.
+// Every program is looked up as its user, in one go: the programs share
+// the credential.
+func (b *groupStart) addAll(specs []Spec) {
 	paths := make([]string, len(specs))
-	_ = AsUser(first.Credential, func() error {
+	_ = AsUser(specs[0].Credential, func() error {
 		for i, s := range specs {
 			if len(s.Argv) > 0 {
-				paths[i], errs[i] = lookPath(s.Argv[0], envValue(s.Env, "PATH"), s.Dir)
+				paths[i], b.errs[i] = lookPath(s.Argv[0], envValue(s.Env, "PATH"), s.Dir)
 			}
 		}
 		return nil
 	})
 	for i, s := range specs {
 		if len(s.Argv) == 0 {
-			errs[i] = fmt.Errorf("rank %d: empty command", s.Rank)
+			b.errs[i] = fmt.Errorf("rank %d: empty command", s.Rank)
 			continue
 		}
-		if s.Grace <= 0 {
-			s.Grace = 5 * time.Second
+		if b.errs[i] == nil {
+			b.add(i, s, paths[i])
 		}
-		path := paths[i]
-		if errs[i] != nil {
-			continue
-		}
-		rp, err := newRankPipes(s)
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		defer rp.closeTheirs()
-		pipes[i] = rp
-		r := superRank{Path: path, Argv: s.Argv, Env: dedupEnv(s.Env), Dir: s.Dir, CPUs: s.CPUs,
-			Files: []int{fd(rp.stdinR), fd(rp.outW), fd(rp.errW)}}
-		for _, f := range s.ExtraFiles {
-			r.Files = append(r.Files, fd(f))
-		}
-		p := &Proc{spec: s, stdin: rp.stdinW, done: make(chan struct{}), reaped: make(chan struct{}),
-			sup: &supervised{g: g, index: len(spec.Ranks), known: make(chan struct{}), end: make(chan struct{})}}
-		spec.Ranks = append(spec.Ranks, r)
-		g.procs = append(g.procs, p)
-		procs[i] = p
 	}
-	fail := func(err error) {
-		for i, p := range procs {
-			if p != nil {
-				errs[i] = fmt.Errorf("rank %d: %w", p.spec.Rank, err)
-				procs[i] = nil
-				pipes[i].closeOurs()
-			}
-		}
-		mine.Close()
+}
+
+// add adds program i, found at path, to the job: its pipes, its files
+// and its Proc.
+func (b *groupStart) add(i int, s Spec, path string) {
+	if s.Grace <= 0 {
+		s.Grace = 5 * time.Second
 	}
-	if len(spec.Ranks) == 0 {
-		mine.Close()
-		return procs, errs
+	rp, err := newRankPipes(s)
+	if err != nil {
+		b.errs[i] = err
+		return
 	}
-	envs := make([][]string, len(spec.Ranks))
-	for i, r := range spec.Ranks {
+	b.pipes[i] = rp
+	r := superRank{Path: path, Argv: s.Argv, Env: dedupEnv(s.Env), Dir: s.Dir, CPUs: s.CPUs,
+		Files: []int{b.fd(rp.stdinR), b.fd(rp.outW), b.fd(rp.errW)}}
+	for _, f := range s.ExtraFiles {
+		r.Files = append(r.Files, b.fd(f))
+	}
+	p := &Proc{spec: s, stdin: rp.stdinW, done: make(chan struct{}), reaped: make(chan struct{}),
+		sup: &supervised{g: b.g, index: len(b.spec.Ranks), known: make(chan struct{}), end: make(chan struct{})}}
+	b.spec.Ranks = append(b.spec.Ranks, r)
+	b.g.procs = append(b.g.procs, p)
+	b.procs[i] = p
+}
+
+// splitEnv sends the variables every program has once, in the job's
+// Env, and each program's others with it.
+func (b *groupStart) splitEnv() {
+	envs := make([][]string, len(b.spec.Ranks))
+	for i, r := range b.spec.Ranks {
 		envs[i] = r.Env
 	}
 	common, rest := splitEnv(envs)
-	spec.Env = common
-	for i := range spec.Ranks {
-		spec.Ranks[i].Env = rest[i]
+	b.spec.Env = common
+	for i := range b.spec.Ranks {
+		b.spec.Ranks[i].Env = rest[i]
 	}
-	// Stdin and stdout /dev/null (a program's stdin without Spec.Stdin is
-	// the supervisor's: superRank.Files), stderr the agent's.
+}
+
+// startSupervisor starts the supervisor, with first's Supervisor,
+// Credential and Cgroup. Its stdin and stdout are /dev/null (a
+// program's stdin without Spec.Stdin is the supervisor's:
+// superRank.Files), its stderr the agent's.
+func (b *groupStart) startSupervisor(first Spec) (*exec.Cmd, error) {
 	cmd := &exec.Cmd{Path: supervisorPath(first.Supervisor), Args: supervisorArgs(3, os.Getpid(), first.Credential),
-		Env: []string{}, ExtraFiles: files, Stderr: os.Stderr}
+		Env: []string{}, ExtraFiles: b.files, Stderr: os.Stderr}
 	cmd.SysProcAttr = sysProcAttr()
 	setPdeathsig(cmd.SysProcAttr, parentDeathSignal)
 	if first.Cgroup != nil {
@@ -336,24 +376,30 @@ func StartGroup(ctx context.Context, specs []Spec, out Sink) (procs []*Proc, err
 	// The supervisor starts with an empty signal mask, which its own
 	// forks then give every program without a locked thread each.
 	if err := StartClean(cmd); err != nil {
-		fail(fmt.Errorf("supervisor %s: %w", first.Supervisor, err))
-		return procs, errs
+		return nil, fmt.Errorf("supervisor %s: %w", first.Supervisor, err)
 	}
-	g.cmd = cmd
-	if err := g.writeSpec(spec); err != nil {
-		// The supervisor reads its job first thing; one that cannot is
-		// stopped by someone else, and dies with its programs unstarted.
-		_ = cmd.Process.Kill()
-	}
-	go g.read()
-	for i, p := range procs {
-		if p == nil {
-			continue
+	return cmd, nil
+}
+
+// fail sets err for every program added, when the supervisor could not
+// start.
+func (b *groupStart) fail(err error) {
+	for i, p := range b.procs {
+		if p != nil {
+			b.errs[i] = fmt.Errorf("rank %d: %w", p.spec.Rank, err)
+			b.procs[i] = nil
+			b.pipes[i].closeOurs()
 		}
-		p.pid = cmd.Process.Pid
-		go p.supervise(ctx, out, pipes[i].outR, pipes[i].errR)
 	}
-	return procs, errs
+	b.g.f.Close()
+}
+
+// closeTheirs closes the programs' ends of their pipes, which the
+// supervisor has copies of once started.
+func (b *groupStart) closeTheirs() {
+	for _, rp := range b.pipes {
+		rp.closeTheirs()
+	}
 }
 
 // StartResult turns a Start error into the Result a failed start reports.
@@ -425,11 +471,11 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 		}
 		return nil
 	}
-	return killGroup(p.pid, sig)
+	return osproc.KillGroup(p.pid, sig)
 }
 
 // Stop sends SIGTERM to the group and SIGKILL after grace (the spec's grace
-// when grace <= 0), by Shutdown; of several Stops the shortest grace wins.
+// when grace <= 0), by osproc.Shutdown; of several Stops the shortest grace wins.
 // It returns at once; Wait for the end.
 func (p *Proc) Stop(grace time.Duration) {
 	if grace <= 0 {
@@ -443,7 +489,7 @@ func (p *Proc) Stop(grace time.Duration) {
 	p.stopd = true
 	// Signal does nothing once the leader has been reaped, so a late
 	// SIGKILL never reaches a reused process group.
-	p.stoppers.Go(func() { _ = Shutdown(p.Signal, grace, p.reaped) })
+	p.stoppers.Go(func() { _ = osproc.Shutdown(p.Signal, grace, p.reaped) })
 }
 
 // StopAll stops procs as Stop stops each, with grace (each one's own
@@ -481,7 +527,7 @@ func StopAll(procs []*Proc, grace time.Duration) {
 			p.stopMu.Unlock()
 		}
 		if live {
-			g.stoppers.Go(func() { _ = Shutdown(g.signalAll, d, g.gone) })
+			g.stoppers.Go(func() { _ = osproc.Shutdown(g.signalAll, d, g.gone) })
 		}
 	}
 }
@@ -502,8 +548,11 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 		<-p.sup.end
 		code, sig = p.sup.result()
 	} else {
-		err := p.cmd.Wait()
-		code, sig = exitCode(err, p.cmd.ProcessState)
+		_ = p.cmd.Wait() // the state says how it ended
+		var waited bool
+		if code, sig, waited = osproc.ProcessExitCode(p.cmd.ProcessState); !waited {
+			code = 1
+		}
 	}
 	stopCtx()
 
@@ -516,7 +565,7 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 		// The leader is gone; anything left in its group (dataloader
 		// workers, a shell's background jobs) dies with it. A supervisor
 		// has done that before it reported the end.
-		_ = killGroup(p.pid, syscall.SIGKILL)
+		_ = osproc.KillGroup(p.pid, syscall.SIGKILL)
 	} else if p.sup.g.last() {
 		// The job's last program on this host: its supervisor is killing
 		// everything below it, and is done when it exits.
@@ -549,17 +598,6 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 			p.res.Err = p.sup.err // worded by execError in the supervisor
 		}
 	}
-}
-
-// exitCode is the result of exec.Cmd's Wait, with the process state.
-func exitCode(err error, ps *os.ProcessState) (int, syscall.Signal) {
-	if ps == nil {
-		return 1, 0
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal()), ws.Signal()
-	}
-	return ps.ExitCode(), 0
 }
 
 // pump reads r and calls emit with whole lines, batching as many complete

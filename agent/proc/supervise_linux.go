@@ -17,6 +17,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"gangway/internal/osproc"
 )
 
 const supervisorSupported = true
@@ -103,6 +105,9 @@ type supervisor struct {
 	none     bool      // no child is left
 	lastReap time.Time // when a child was last reaped
 	scanning bool      // killing has turned to scanning /proc
+	// tick wakes the loop while killing; tickC is nil until it runs.
+	tick  *time.Ticker
+	tickC <-chan time.Time
 }
 
 // superProc is one program: pid 0 when it never started.
@@ -121,6 +126,22 @@ type supervisorCmdLine struct {
 }
 
 func (s *supervisor) run(c supervisorCmd) int {
+	sigs := make(chan os.Signal, 32)
+	br, code := s.setUp(c, sigs)
+	if br == nil {
+		return code
+	}
+	cmds := make(chan supervisorCmdLine, 16)
+	go readControl(br, cmds)
+	s.loop(sigs, cmds)
+	return 0
+}
+
+// setUp makes this process the supervisor SupervisorMain describes,
+// reads its job from the control socket and starts every program. It
+// returns the control socket's reader for the agent's further lines, or
+// nil and the exit code when the supervisor must end at once.
+func (s *supervisor) setUp(c supervisorCmd, sigs chan<- os.Signal) (*bufio.Reader, int) {
 	// The job's fds came as fds 3 on, without close-on-exec: each program
 	// gets its own as its 0, 1, 2 and PMI_FD (ForkExec's dup2 clears the
 	// flag on those alone), and none of another program's.
@@ -130,16 +151,15 @@ func (s *supervisor) run(c supervisorCmd) int {
 	// started ignoring it (SIGHUP under nohup), as sshd and systemd start
 	// a session's; the rest that the runtime leaves ignored are reset too.
 	DefaultSignalsForChildren()
-	sigs := make(chan os.Signal, 32)
 	signal.Notify(sigs, append([]os.Signal{syscall.SIGCHLD, parentDeathSignal}, forwarded...)...)
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: cannot become a subreaper: %v\n", supervisorArgv0, err)
-		return 2
+		return nil, 2
 	}
 	// The parent-death signal arriving before Notify was ignored by the Go
 	// runtime: look at the parent now that it is caught.
 	if s.parentGone() {
-		return 1
+		return nil, 1
 	}
 	s.ctl = c.ctlFD
 	ctl := os.NewFile(uintptr(c.ctlFD), "control")
@@ -147,89 +167,125 @@ func (s *supervisor) run(c supervisorCmd) int {
 	s.procOK = self == strconv.Itoa(os.Getpid())
 
 	br := bufio.NewReaderSize(ctl, 64<<10)
-	line, err := br.ReadBytes('\n')
-	if err != nil {
-		return 1 // the agent went before it said what to run
-	}
-	var spec superSpec
-	if err := json.Unmarshal(line, &spec); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: job: %v\n", supervisorArgv0, err)
-		return 2
-	}
-	for i, r := range spec.Ranks {
-		spec.Ranks[i].Env = append(spec.Env[:len(spec.Env):len(spec.Env)], r.Env...)
+	spec, code := readJob(br)
+	if code != 0 {
+		return nil, code
 	}
 	s.startAll(spec, c.cred)
 	if s.left == 0 {
 		s.kill()
 	}
-	cmds := make(chan supervisorCmdLine, 16)
-	go readControl(br, cmds)
+	return br, 0
+}
 
-	var tick *time.Ticker
-	var tickC <-chan time.Time
+// readJob reads the job, one JSON line, and gives each program the job's
+// common environment followed by its own. The code is 1 when the agent
+// went before it said what to run, 2 for a job that does not parse.
+func readJob(br *bufio.Reader) (superSpec, int) {
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		return superSpec{}, 1
+	}
+	var spec superSpec
+	if err := json.Unmarshal(line, &spec); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: job: %v\n", supervisorArgv0, err)
+		return superSpec{}, 2
+	}
+	for i, r := range spec.Ranks {
+		spec.Ranks[i].Env = append(spec.Env[:len(spec.Env):len(spec.Env)], r.Env...)
+	}
+	return spec, 0
+}
+
+// loop serves signals and the agent's commands, reaping after each, until
+// everything below the supervisor is dead once killing has begun.
+func (s *supervisor) loop(sigs <-chan os.Signal, cmds <-chan supervisorCmdLine) {
 	for {
 		select {
 		case sig := <-sigs:
-			switch {
-			case sig == syscall.SIGCHLD:
-			case sig == parentDeathSignal:
-				if s.parentGone() {
-					s.kill()
-				}
-			default:
-				for i := range s.ranks {
-					s.forward(i, sig.(syscall.Signal))
-				}
-			}
+			s.onSignal(sig.(syscall.Signal))
 		case cmd, ok := <-cmds:
-			switch {
-			case !ok || cmd.rank < 0: // the agent closed the socket, or died
+			if !ok || cmd.rank < 0 { // the agent closed the socket, or died
 				s.kill()
 				cmds = nil
-			case cmd.all:
-				for i := range s.ranks {
-					s.signal(i, cmd.sig)
-				}
-			case cmd.rank >= len(s.ranks):
-			default:
-				s.signal(cmd.rank, cmd.sig)
+			} else {
+				s.onCommand(cmd)
 			}
-		case <-tickC:
+		case <-s.tickC:
 		}
 		s.reap()
-		if s.killing && !s.none && time.Since(s.lastReap) < settleFor {
-			// What is left of the programs' groups got SIGKILL when their
-			// leaders were reaped, and is dying: let SIGCHLD reap it first.
-			// A scan of /proc costs milliseconds, and tens of them while a
-			// host's ranks all exit at once (81 ms measured with 8 ranks
-			// and their children on each of 16 namespace hosts).
-			if tick == nil {
-				tick = time.NewTicker(settleFor)
-				tickC = tick.C
-			}
-			continue
-		}
-		if s.killing && !s.none {
-			// Scanning /proc costs; with no child left, nothing is below.
-			s.killBelow()
-			s.reap()
-			if !s.scanning {
-				// SIGCHLD is not enough while killing: a process can fork just
-				// before it dies, and its child reparents here silently.
-				s.scanning = true
-				if tick == nil {
-					tick = time.NewTicker(scanEvery)
-					tickC = tick.C
-				}
-				tick.Reset(scanEvery)
-			}
-		}
-		if s.killing && (s.none || time.Since(s.killFrom) > killBelowFor) {
-			break
+		if s.killing && s.killStep() {
+			return
 		}
 	}
-	return 0
+}
+
+// onSignal handles a signal the supervisor caught: SIGCHLD only wakes
+// it to reap, the parent-death signal starts the killing when the agent
+// is gone, and every other one goes to every live program's group.
+func (s *supervisor) onSignal(sig syscall.Signal) {
+	switch {
+	case sig == syscall.SIGCHLD:
+	case sig == parentDeathSignal:
+		if s.parentGone() {
+			s.kill()
+		}
+	default:
+		for i := range s.ranks {
+			s.forward(i, sig)
+		}
+	}
+}
+
+// onCommand delivers the agent's signal to one program or to all.
+func (s *supervisor) onCommand(cmd supervisorCmdLine) {
+	switch {
+	case cmd.all:
+		for i := range s.ranks {
+			s.signal(i, cmd.sig)
+		}
+	case cmd.rank >= len(s.ranks):
+	default:
+		s.signal(cmd.rank, cmd.sig)
+	}
+}
+
+// killStep goes on killing everything below the supervisor, and reports
+// whether it is done: no child left, or killBelowFor spent.
+func (s *supervisor) killStep() bool {
+	if !s.none && time.Since(s.lastReap) < settleFor {
+		// What is left of the programs' groups got SIGKILL when their
+		// leaders were reaped, and is dying: let SIGCHLD reap it first.
+		// A scan of /proc costs milliseconds, and tens of them while a
+		// host's ranks all exit at once (81 ms measured with 8 ranks
+		// and their children on each of 16 namespace hosts).
+		s.wakeEvery(settleFor, false)
+		return false
+	}
+	if !s.none {
+		// Scanning /proc costs; with no child left, nothing is below.
+		s.killBelow()
+		s.reap()
+		if !s.scanning {
+			// SIGCHLD is not enough while killing: a process can fork just
+			// before it dies, and its child reparents here silently.
+			s.scanning = true
+			s.wakeEvery(scanEvery, true)
+		}
+	}
+	return s.none || time.Since(s.killFrom) > killBelowFor
+}
+
+// wakeEvery makes the loop wake every d, starting a ticker if there is
+// none; reset sets a running one to d.
+func (s *supervisor) wakeEvery(d time.Duration, reset bool) {
+	switch {
+	case s.tick == nil:
+		s.tick = time.NewTicker(d)
+		s.tickC = s.tick.C
+	case reset:
+		s.tick.Reset(d)
+	}
 }
 
 // startAll starts every program of spec and reports each start, then
@@ -350,7 +406,7 @@ func (s *supervisor) signal(i int, sig syscall.Signal) {
 		return
 	}
 	if p := s.ranks[i]; p.pid > 0 && !p.exited {
-		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		_ = osproc.KillGroup(p.pid, syscall.SIGKILL)
 	}
 }
 
@@ -390,7 +446,7 @@ func (s *supervisor) forward(i int, sig syscall.Signal) {
 	if p.pid == 0 || p.exited || s.killing || sig <= 0 || sig > 64 {
 		return
 	}
-	if err := syscall.Kill(-p.pid, sig); errors.Is(err, syscall.ESRCH) {
+	if err := osproc.SignalGroup(p.pid, sig); errors.Is(err, syscall.ESRCH) {
 		_ = syscall.Kill(p.pid, sig)
 	}
 }
@@ -407,7 +463,7 @@ func (s *supervisor) kill() {
 func (s *supervisor) killBelow() {
 	for _, p := range s.ranks {
 		if p.pid > 0 && !p.exited {
-			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+			_ = osproc.KillGroup(p.pid, syscall.SIGKILL)
 		}
 	}
 	if !s.procOK {
@@ -450,7 +506,7 @@ func (s *supervisor) reap() {
 		}
 		i := s.rankOf(pid)
 		if i >= 0 {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = osproc.KillGroup(pid, syscall.SIGKILL)
 		}
 		var ws syscall.WaitStatus
 		for {
@@ -494,8 +550,8 @@ func descendants(pid int) []Member {
 		if err != nil {
 			continue
 		}
-		if pp, start, ok := ppidStart(p); ok && pp > 0 {
-			kids[pp] = append(kids[pp], Member{Pid: p, Start: start})
+		if s, err := osproc.ReadStat(p); err == nil && s.PPid > 0 {
+			kids[s.PPid] = append(kids[s.PPid], Member{Pid: p, Start: s.Start})
 		}
 	}
 	var out []Member
@@ -511,24 +567,6 @@ func descendants(pid int) []Member {
 	return out
 }
 
-// ppidStart reads the parent pid and start time from one read of
-// /proc/PID/stat.
-func ppidStart(pid int) (ppid int, start uint64, ok bool) {
-	f := statFields(pid) // from state: ppid is f[1], starttime f[19]
-	if len(f) < 20 {
-		return 0, 0, false
-	}
-	pp, err1 := strconv.Atoi(f[1])
-	start, err2 := strconv.ParseUint(f[19], 10, 64)
-	return pp, start, err1 == nil && err2 == nil
-}
-
-// ppid reads the parent pid from /proc/PID/stat, or 0.
-func ppid(pid int) int {
-	pp, _, _ := ppidStart(pid)
-	return pp
-}
-
 // kill sends SIGKILL to m if it is still the process the snapshot saw
 // (the same start time), through a pidfd opened before the check, so a
 // later process given the same pid is never hit: a descendant that its
@@ -538,31 +576,22 @@ func (m Member) kill() {
 	fd, err := unix.PidfdOpen(m.Pid, 0)
 	if err != nil {
 		if !errors.Is(err, unix.ESRCH) {
-			if _, start, ok := ppidStart(m.Pid); ok && start == m.Start {
+			if m.same() {
 				_ = syscall.Kill(m.Pid, syscall.SIGKILL)
 			}
 		}
 		return
 	}
 	defer unix.Close(fd)
-	if _, start, ok := ppidStart(m.Pid); ok && start == m.Start {
+	if m.same() {
 		_ = unix.PidfdSendSignal(fd, syscall.SIGKILL, nil, 0)
 	}
 }
 
-// statFields are the fields of /proc/PID/stat after the command name
-// (state, ppid, pgrp, ...), or nil.
-func statFields(pid int) []string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(s[i+1:])
+// same reports whether m's pid still names the process the snapshot saw.
+func (m Member) same() bool {
+	s, err := osproc.ReadStat(m.Pid)
+	return err == nil && s.Start == m.Start
 }
 
 // supervisorPath is the file to execute for Spec.Supervisor. selfExe

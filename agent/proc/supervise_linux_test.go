@@ -177,13 +177,13 @@ func TestSupervisorReapsOrphans(t *testing.T) {
 	sup := p.pid
 	children := func() (orphans, zombies []int) {
 		for _, q := range procs() {
-			if q.ppid != sup || q.pid == prog {
+			if q.PPid != sup || q.Pid == prog {
 				continue
 			}
-			if q.state == 'Z' {
-				zombies = append(zombies, q.pid)
+			if q.State == 'Z' {
+				zombies = append(zombies, q.Pid)
 			} else {
-				orphans = append(orphans, q.pid)
+				orphans = append(orphans, q.Pid)
 			}
 		}
 		return orphans, zombies

@@ -20,6 +20,7 @@ import (
 	"gangway/agent/proc"
 	"gangway/agent/wire"
 	"gangway/internal/environ"
+	"gangway/internal/osproc"
 	"gangway/internal/syncx"
 	"gangway/internal/textx"
 )
@@ -228,7 +229,7 @@ func (ss *stockSession) signal(name string) bool {
 		// name another process: as sshd, no signal after the exit.
 		return false
 	}
-	return syscall.Kill(-ss.cmd.Process.Pid, sig) == nil
+	return osproc.SignalGroup(ss.cmd.Process.Pid, sig) == nil
 }
 
 // auditCommand logs what a session runs.
@@ -343,7 +344,7 @@ func (ss *stockSession) wait(ctx context.Context, cmd *exec.Cmd) error {
 	exited, stopped := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(stopped)
-		_ = proc.StopGroup(pid, lostGrace, exited)
+		_ = osproc.StopGroup(pid, lostGrace, exited)
 	})
 	_ = proc.WaitExited(pid)
 	ss.mu.Lock()

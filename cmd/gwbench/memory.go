@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gangway/internal/osproc"
 )
 
 // memory measures a fresh agent's resident size while it runs 8 ranks
@@ -126,20 +128,7 @@ func children(pid int, comm string) []int {
 		if err != nil || c == pid {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open {
-			continue
-		}
-		f := strings.Fields(s[end+1:])
-		if len(f) < 2 || s[open+1:end] != comm {
-			continue
-		}
-		if pp, _ := strconv.Atoi(f[1]); pp == pid {
+		if s, err := osproc.ReadStat(c); err == nil && s.Comm == comm && s.PPid == pid {
 			out = append(out, c)
 		}
 	}
@@ -150,23 +139,10 @@ func children(pid int, comm string) []int {
 // their reaped children (ranks), from /proc/PID/stat, in clock ticks.
 func cpuTimes(pids []int) (self, kids int64) {
 	for _, pid := range pids {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			continue
+		if s, err := osproc.ReadStat(pid); err == nil {
+			self += int64(s.UTime + s.STime)
+			kids += s.CUTime + s.CSTime
 		}
-		s := string(b)
-		end := strings.LastIndexByte(s, ')')
-		if end < 0 {
-			continue
-		}
-		f := strings.Fields(s[end+1:])
-		// f[0] is field 3 (state): utime is field 14, stime 15, cutime 16, cstime 17.
-		if len(f) < 15 {
-			continue
-		}
-		num := func(i int) int64 { n, _ := strconv.ParseInt(f[i-3], 10, 64); return n }
-		self += num(14) + num(15)
-		kids += num(16) + num(17)
 	}
 	return self, kids
 }

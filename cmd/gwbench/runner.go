@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"gangway/agent/proc"
 	"gangway/cmd/internal/testbed"
+	"gangway/internal/osproc"
 )
 
 // cmdSpec is one command to time.
@@ -49,7 +49,7 @@ func runTimed(ctx context.Context, s cmdSpec) outcome {
 	cmd := exec.CommandContext(ctx, s.argv[0], s.argv[1:]...)
 	cmd.Env = append(os.Environ(), s.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return proc.StopGroup(cmd.Process.Pid, 0, nil) } // no grace: SIGKILL
+	cmd.Cancel = func() error { return osproc.KillGroup(cmd.Process.Pid, syscall.SIGKILL) } // no grace
 	cmd.WaitDelay = 5 * time.Second
 	outTail := testbed.Tail{Max: 1 << 20}
 	switch {
@@ -83,9 +83,9 @@ func runTimed(ctx context.Context, s cmdSpec) outcome {
 	end := time.Now()
 	close(stop)
 	o := outcome{HWM: <-hwm, Took: end.Sub(t0), End: end, Stdout: outTail.String(), Stderr: errTail.String()}
-	_ = proc.StopGroup(cmd.Process.Pid, 0, nil)
+	_ = osproc.KillGroup(cmd.Process.Pid, syscall.SIGKILL)
 	if st := cmd.ProcessState; st != nil {
-		o.Code = st.ExitCode()
+		o.Code, _, _ = osproc.ProcessExitCode(st)
 		o.CPU = st.UserTime() + st.SystemTime()
 	}
 	switch {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -190,7 +192,15 @@ func TestModesEndOnSignals(t *testing.T) {
 	rsh := startLauncher(t, false, "--rsh", "-p", port, "-i", keys.ClientKey, "--accept-new-host-keys",
 		"--known-hosts", filepath.Join(t.TempDir(), "kh"), "127.0.0.1", "true")
 	analyze := startLauncher(t, true, "--analyze", "/dev/stdin")
-	time.Sleep(300 * time.Millisecond) // both blocked: in the handshake, in a read
+	// Both blocked, in the handshake and in a read, once each catches the
+	// signal it is about to get.
+	for _, w := range []struct {
+		l   *launch
+		sig syscall.Signal
+	}{{rsh, syscall.SIGTERM}, {analyze, syscall.SIGINT}} {
+		waitCatches(t, w.l.cmd.Process.Pid, w.sig)
+	}
+	time.Sleep(100 * time.Millisecond)
 	if err := syscall.Kill(rsh.cmd.Process.Pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -200,4 +210,23 @@ func TestModesEndOnSignals(t *testing.T) {
 	assertCode(t, rsh, 143)
 	assertCode(t, analyze, 130)
 	t.Logf("--rsh ended %v after its start, --analyze %v", rsh.stopped.Sub(rsh.start).Round(time.Millisecond), analyze.stopped.Sub(analyze.start).Round(time.Millisecond))
+}
+
+// waitCatches waits until pid has a handler for sig (its SigCgt in
+// /proc/PID/status): a signal sent before would kill it outright.
+func waitCatches(t *testing.T, pid int, sig syscall.Signal) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for time.Now().Before(end) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+				if m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && m&(1<<(uint(sig)-1)) != 0 {
+					return
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("pid %d never caught signal %d", pid, sig)
 }

@@ -43,6 +43,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"gangway/internal/osproc"
 )
 
 // Env is the variable that switches a test binary into helper mode.
@@ -85,69 +87,20 @@ func run(mode string) int {
 		}
 		return 0
 	case "sleep":
-		fmt.Fprintf(w, "ready %d\n", os.Getpid())
-		w.Flush()
-		time.Sleep(time.Hour)
+		ready(w)
+		return hang()
 	case "ignoreterm":
 		signal.Ignore(syscall.SIGTERM)
-		fmt.Fprintf(w, "ready %d\n", os.Getpid())
-		w.Flush()
-		time.Sleep(time.Hour)
+		ready(w)
+		return hang()
 	case "grandchild":
-		c := exec.Command("sleep", "3600")
-		if err := c.Start(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
-		}
-		fmt.Fprintf(w, "child %d\n", c.Process.Pid)
-		w.Flush()
-		if n > 0 { // exit early and leave the grandchild behind
-			return 0
-		}
-		time.Sleep(time.Hour)
+		return grandchild(w, n)
 	case "daemon":
-		c := exec.Command("/proc/self/exe")
-		c.Env = append(os.Environ(), Env+"=daemonize")
-		c.Stdout, c.Stderr = os.Stdout, os.Stderr
-		w.Flush()
-		if err := c.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "daemonize:", err)
-			return 2
-		}
-		if n > 0 {
-			return 0
-		}
-		fmt.Fprintf(w, "ready %d\n", os.Getpid())
-		w.Flush()
-		time.Sleep(time.Hour)
+		return daemon(w, n)
 	case "daemonize": // daemon's middle process
-		if _, err := syscall.Setsid(); err != nil {
-			fmt.Fprintln(os.Stderr, "setsid:", err)
-			return 2
-		}
-		c := exec.Command("sleep", "3600")
-		if err := c.Start(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
-		}
-		fmt.Fprintf(w, "daemon %d\n", c.Process.Pid)
-		return 0
+		return daemonize(w)
 	case "flood":
-		r := rank()
-		ew := bufio.NewWriterSize(os.Stderr, 64<<10)
-		defer ew.Flush()
-		pad := strings.Repeat("x", 100)
-		for i := 0; i < n; i++ {
-			// rank, index, checksum-free padding: 100 bytes with the newline
-			line := fmt.Sprintf("r%s i%d ", r, i)
-			line += pad[:99-len(line)]
-			w.WriteString(line)
-			w.WriteByte('\n')
-			if i%10 == 0 {
-				ew.WriteString(line)
-				ew.WriteByte('\n')
-			}
-		}
+		flood(w, n)
 		return 0
 	case "longline":
 		w.WriteString(strings.Repeat("L", n))
@@ -155,84 +108,171 @@ func run(mode string) int {
 		return 0
 	case "cat":
 		w.Flush()
-		_, err := io.Copy(os.Stdout, os.Stdin)
-		if err != nil {
+		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
 			return 3
 		}
 		return 0
 	case "kill":
 		w.Flush()
 		syscall.Kill(os.Getpid(), syscall.Signal(n))
-		time.Sleep(time.Hour)
+		return hang()
 	case "failafter":
-		parts := strings.Split(arg, ":")
-		ms, _ := strconv.Atoi(parts[0])
-		code := 1
-		if len(parts) > 1 {
-			code, _ = strconv.Atoi(parts[1])
-		}
-		fmt.Fprintf(w, "rank %s failing in %dms\n", rank(), ms)
-		w.Flush()
-		time.Sleep(time.Duration(ms) * time.Millisecond)
-		fmt.Fprintf(os.Stderr, "rank %s: fatal error, exiting %d\n", rank(), code)
-		return code
+		return failAfter(w, arg)
 	case "failonfile":
-		path, code := arg, 1
-		if i := strings.LastIndexByte(arg, ':'); i >= 0 {
-			path = arg[:i]
-			code, _ = strconv.Atoi(arg[i+1:])
-		}
-		fmt.Fprintf(w, "ready %d\n", os.Getpid())
-		w.Flush()
-		for {
-			if _, err := os.Stat(path); err == nil {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		fmt.Fprintf(os.Stderr, "rank %s: fatal error, exiting %d\n", rank(), code)
-		return code
+		return failOnFile(w, arg)
 	case "trapterm":
-		c := make(chan os.Signal, 4)
-		signal.Notify(c, syscall.SIGTERM)
-		fmt.Fprintf(w, "ready %d\n", os.Getpid())
-		w.Flush()
-		for range c {
-			fmt.Fprintf(w, "term %d\n", os.Getpid())
-			w.Flush()
-		}
-		return 0
+		return trapTerm(w)
 	case "byrank":
-		r, def := rank(), ""
-		for _, item := range strings.Split(arg, ",") {
-			k, m, _ := strings.Cut(item, "=")
-			if k == r {
-				return run(m)
-			}
-			if k == "*" {
-				def = m
-			}
-		}
-		if def != "" {
-			return run(def)
+		if m, ok := byRank(arg); ok {
+			return run(m)
 		}
 	}
 	fmt.Fprintf(os.Stderr, "proctest: unknown mode %q\n", mode)
 	return 99
 }
 
+// ready prints "ready PID".
+func ready(w *bufio.Writer) {
+	fmt.Fprintf(w, "ready %d\n", os.Getpid())
+	w.Flush()
+}
+
+// hang sleeps until the test kills the process, an hour at most, and
+// then exits 99.
+func hang() int {
+	time.Sleep(time.Hour)
+	return 99
+}
+
+func grandchild(w *bufio.Writer, n int) int {
+	c := exec.Command("sleep", "3600")
+	if err := c.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	fmt.Fprintf(w, "child %d\n", c.Process.Pid)
+	w.Flush()
+	if n > 0 { // exit early and leave the grandchild behind
+		return 0
+	}
+	return hang()
+}
+
+func daemon(w *bufio.Writer, n int) int {
+	c := exec.Command("/proc/self/exe")
+	c.Env = append(os.Environ(), Env+"=daemonize")
+	c.Stdout, c.Stderr = os.Stdout, os.Stderr
+	w.Flush()
+	if err := c.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "daemonize:", err)
+		return 2
+	}
+	if n > 0 {
+		return 0
+	}
+	ready(w)
+	return hang()
+}
+
+func daemonize(w *bufio.Writer) int {
+	if _, err := syscall.Setsid(); err != nil {
+		fmt.Fprintln(os.Stderr, "setsid:", err)
+		return 2
+	}
+	c := exec.Command("sleep", "3600")
+	if err := c.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	fmt.Fprintf(w, "daemon %d\n", c.Process.Pid)
+	return 0
+}
+
+// flood prints n numbered lines of 100 bytes with their newline on
+// stdout, and every tenth on stderr.
+func flood(w *bufio.Writer, n int) {
+	r := rank()
+	ew := bufio.NewWriterSize(os.Stderr, 64<<10)
+	defer ew.Flush()
+	pad := strings.Repeat("x", 100)
+	for i := 0; i < n; i++ {
+		// rank, index, checksum-free padding: 100 bytes with the newline
+		line := fmt.Sprintf("r%s i%d ", r, i)
+		line += pad[:99-len(line)]
+		w.WriteString(line)
+		w.WriteByte('\n')
+		if i%10 == 0 {
+			ew.WriteString(line)
+			ew.WriteByte('\n')
+		}
+	}
+}
+
+func failAfter(w *bufio.Writer, arg string) int {
+	parts := strings.Split(arg, ":")
+	ms, _ := strconv.Atoi(parts[0])
+	code := 1
+	if len(parts) > 1 {
+		code, _ = strconv.Atoi(parts[1])
+	}
+	fmt.Fprintf(w, "rank %s failing in %dms\n", rank(), ms)
+	w.Flush()
+	time.Sleep(time.Duration(ms) * time.Millisecond)
+	fmt.Fprintf(os.Stderr, "rank %s: fatal error, exiting %d\n", rank(), code)
+	return code
+}
+
+func failOnFile(w *bufio.Writer, arg string) int {
+	path, code := arg, 1
+	if i := strings.LastIndexByte(arg, ':'); i >= 0 {
+		path = arg[:i]
+		code, _ = strconv.Atoi(arg[i+1:])
+	}
+	ready(w)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Fprintf(os.Stderr, "rank %s: fatal error, exiting %d\n", rank(), code)
+	return code
+}
+
+func trapTerm(w *bufio.Writer) int {
+	c := make(chan os.Signal, 4)
+	signal.Notify(c, syscall.SIGTERM)
+	ready(w)
+	for range c {
+		fmt.Fprintf(w, "term %d\n", os.Getpid())
+		w.Flush()
+	}
+	return 0
+}
+
+// byRank is the mode SPEC (R=MODE,...,*=MODE) gives this rank.
+func byRank(spec string) (string, bool) {
+	r, def := rank(), ""
+	for _, item := range strings.Split(spec, ",") {
+		k, m, _ := strings.Cut(item, "=")
+		if k == r {
+			return m, true
+		}
+		if k == "*" {
+			def = m
+		}
+	}
+	return def, def != ""
+}
+
 // State returns the state letter of /proc/PID/stat ('R', 'S', 'Z'...), or
 // 0 when the process does not exist.
 func State(pid int) byte {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s, err := osproc.ReadStat(pid)
 	if err != nil {
 		return 0
 	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0
-	}
-	return b[i+2]
+	return s.State
 }
 
 // Gone reports whether pid no longer runs: no /proc entry, or a zombie

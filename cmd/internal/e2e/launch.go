@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"gangway/agent/proc/proctest"
+	"gangway/internal/osproc"
 	"gangway/launcher"
 )
 
@@ -134,7 +135,7 @@ func killLeftoverRanks(t testing.TB, out *Output) {
 				continue
 			}
 			t.Logf("e2e: killing leftover rank pid %d", pid)
-			_ = syscall.Kill(-pid, syscall.SIGKILL) // ranks lead their groups
+			_ = osproc.KillGroup(pid, syscall.SIGKILL) // ranks lead their groups
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"gangway/agent/agenttest"
+	"gangway/internal/osproc"
 )
 
 // Proc is a real process started by a test: a bin/agent or a bin/launcher.
@@ -66,7 +67,7 @@ func StartProc(t testing.TB, env []string, name string, args ...string) *Proc {
 			case <-p.done:
 			case <-time.After(15 * time.Second):
 				t.Logf("e2e: %s (pid %d) ignored SIGTERM for 15s; killing its group", filepath.Base(name), pid)
-				_ = syscall.Kill(-pid, syscall.SIGKILL)
+				_ = osproc.KillGroup(pid, syscall.SIGKILL)
 				<-p.done
 			}
 		}

@@ -14,45 +14,18 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"gangway/internal/osproc"
 )
 
-// Info is what the leftover checks report about a process.
-type Info struct {
-	Pid, PPid int
-	Comm      string
-	State     string
-	Start     uint64 // start time in clock ticks since boot: tells a reused pid apart
-}
+// Info is what the leftover checks report about a process: its
+// /proc/PID/stat, whose Start (with Pid) tells a reused pid apart.
+type Info = osproc.Stat
 
-func (p Info) String() string {
-	return fmt.Sprintf("pid %d (%s) state %s ppid %d", p.Pid, p.Comm, p.State, p.PPid)
-}
-
-// Live reports whether p was running when read (not a zombie, not dead).
-func (p Info) Live() bool { return p.State != "Z" && p.State != "X" }
-
-// Read parses /proc/PID/stat ("pid (comm) S ppid ..."; comm may hold
-// spaces and parentheses).
+// Read reads /proc/PID/stat; false when pid does not exist (any more).
 func Read(pid int) (Info, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return Info{}, false
-	}
-	return parseStat(pid, b)
-}
-
-func parseStat(pid int, b []byte) (Info, bool) {
-	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-	if open < 0 || end < open {
-		return Info{}, false
-	}
-	f := strings.Fields(string(b[end+1:]))
-	if len(f) < 20 {
-		return Info{}, false
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	st, _ := strconv.ParseUint(f[19], 10, 64) // field 22 of stat
-	return Info{Pid: pid, PPid: ppid, Comm: string(b[open+1 : end]), State: f[0], Start: st}, true
+	p, err := osproc.ReadStat(pid)
+	return p, err == nil
 }
 
 // Alive reports whether p still runs: the same pid and start time, live.

@@ -7,32 +7,6 @@ import (
 	"testing"
 )
 
-func TestParseStat(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		ok   bool
-		comm string
-		ppid int
-	}{
-		{"42 (sleep) S 7 42 42 0 -1 4194304 100 0 0 0 0 0 0 0 20 0 1 0 12345 0 0", true, "sleep", 7},
-		{"42 (a (b) c) R 1 42 42 0 -1 4194304 100 0 0 0 0 0 0 0 20 0 1 0 99 0 0", true, "a (b) c", 1},
-		{"42 (short) S 1", false, "", 0},
-		{"no parens", false, "", 0},
-		{"", false, "", 0},
-	} {
-		p, ok := parseStat(42, []byte(tc.in))
-		if ok != tc.ok || ok && (p.Comm != tc.comm || p.PPid != tc.ppid) {
-			t.Errorf("%q: %+v %v, want comm %q ppid %d ok %v", tc.in, p, ok, tc.comm, tc.ppid, tc.ok)
-		}
-	}
-}
-
-func FuzzParseStat(f *testing.F) {
-	f.Add([]byte("42 (sleep) S 7 42 42 0 -1 4194304 100 0 0 0 0 0 0 0 20 0 1 0 12345 0 0"))
-	f.Add([]byte("1 ()) ) Z"))
-	f.Fuzz(func(t *testing.T, b []byte) { _, _ = parseStat(1, b) })
-}
-
 // TestTaggedAndDescendants: a child started with a tag is found by it and
 // below this process; killed and reaped, it is gone from both.
 func TestTaggedAndDescendants(t *testing.T) {

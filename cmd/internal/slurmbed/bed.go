@@ -17,6 +17,7 @@ import (
 
 	"gangway/cmd/internal/procscan"
 	"gangway/cmd/internal/testbed"
+	"gangway/internal/osproc"
 )
 
 // Options describes a bed.
@@ -366,7 +367,7 @@ func (b *Bed) Command(ctx context.Context, name string, args ...string) *exec.Cm
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(os.Environ(), b.Env()...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.Cancel = func() error { return osproc.KillGroup(cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
 }

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"gangway/agent/proc"
+	"gangway/internal/osproc"
 )
 
 // Command returns a command that runs name inside host's namespace
@@ -32,7 +32,7 @@ func (b *Bed) Command(ctx context.Context, host int, name string, args ...string
 		cmd.Err = err
 	}
 	cmd.SysProcAttr = sysProcAttr()
-	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.Cancel = func() error { return osproc.KillGroup(cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
 }
@@ -122,7 +122,7 @@ func (p *Proc) wait() {
 	if waitExited(p.Pid) == nil {
 		p.mu.Lock()
 		p.exited = true
-		_ = killGroup(p.Pid, syscall.SIGKILL)
+		_ = osproc.KillGroup(p.Pid, syscall.SIGKILL)
 		p.mu.Unlock()
 	}
 	p.err = p.cmd.Wait()
@@ -138,7 +138,7 @@ func (p *Proc) signal(sig syscall.Signal) error {
 	if p.exited {
 		return nil
 	}
-	return killGroup(p.Pid, sig)
+	return osproc.KillGroup(p.Pid, sig)
 }
 
 // Stop sends SIGTERM to the process group, SIGKILL after grace, waits for
@@ -154,7 +154,7 @@ func (p *Proc) Stop(grace time.Duration) error {
 func (p *Proc) stop(grace time.Duration) error {
 	// p.signal does nothing once the leader has exited, so the SIGKILL
 	// that follows an exit within the grace never reaches a reused group.
-	if err := proc.Shutdown(p.signal, grace, p.done); err != nil {
+	if err := osproc.Shutdown(p.signal, grace, p.done); err != nil {
 		return fmt.Errorf("stop %s: %w", p, err)
 	}
 	select {
@@ -176,7 +176,7 @@ func waitGroupGone(pid int, timeout time.Duration) error {
 		if err != nil {
 			return err
 		}
-		if st, err := readStat(pid); err == nil && st.State == 'Z' {
+		if st, err := osproc.ReadStat(pid); err == nil && st.State == 'Z' {
 			left = append(left, st) // reused PIDs are never zombies of ours
 		}
 		if len(left) == 0 {
@@ -193,56 +193,19 @@ func waitGroupGone(pid int, timeout time.Duration) error {
 	}
 }
 
-// procStat is the part of /proc/PID/stat we use.
-type procStat struct {
-	Pid, PPid, Pgrp int
-	Comm            string
-	State           byte
-}
-
-func (s procStat) String() string {
-	return fmt.Sprintf("pid %d (%s) state %c ppid %d", s.Pid, s.Comm, s.State, s.PPid)
-}
-
-// readStat parses /proc/PID/stat: "pid (comm) S ppid pgrp ...", where comm
-// may itself contain spaces and parentheses.
-func readStat(pid int) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, err
-	}
-	s := string(b)
-	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || end < open {
-		return procStat{}, fmt.Errorf("/proc/%d/stat: cannot parse %q", pid, s)
-	}
-	f := strings.Fields(s[end+1:])
-	if len(f) < 3 || len(f[0]) != 1 {
-		return procStat{}, fmt.Errorf("/proc/%d/stat: cannot parse %q", pid, s)
-	}
-	st := procStat{Pid: pid, Comm: s[open+1 : end], State: f[0][0]}
-	var err1, err2 error
-	st.PPid, err1 = strconv.Atoi(f[1])
-	st.Pgrp, err2 = strconv.Atoi(f[2])
-	if err := errors.Join(err1, err2); err != nil {
-		return procStat{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	return st, nil
-}
-
 // groupMembers lists the processes whose process group is pgid.
-func groupMembers(pgid int) ([]procStat, error) {
+func groupMembers(pgid int) ([]osproc.Stat, error) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("list /proc: %w", err)
 	}
-	var members []procStat
+	var members []osproc.Stat
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		st, err := readStat(pid)
+		st, err := osproc.ReadStat(pid)
 		if err != nil {
 			continue // exited while we looked
 		}
@@ -255,20 +218,10 @@ func groupMembers(pgid int) ([]procStat, error) {
 
 // procComm returns the command name of pid, for messages.
 func procComm(pid int) string {
-	if st, err := readStat(pid); err == nil {
+	if st, err := osproc.ReadStat(pid); err == nil {
 		return st.Comm
 	}
 	return "?"
-}
-
-func killGroup(pgid int, sig syscall.Signal) error {
-	if pgid <= 1 {
-		return fmt.Errorf("refusing to signal process group %d", pgid)
-	}
-	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("kill -%d %d: %w", sig, pgid, err)
-	}
-	return nil
 }
 
 func killPid(pid int) error {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gangway/cmd/internal/testbed"
+	"gangway/internal/osproc"
 )
 
 // pgroup lists the PIDs whose process group is pgid, from /proc.
@@ -24,14 +25,11 @@ func pgroup(t *testing.T, pgid int) []int {
 	}
 	var pids []int
 	for _, e := range ents {
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if pg, _ := strconv.Atoi(f[2]); pg == pgid {
-			pid, _ := strconv.Atoi(e.Name())
+		if s, err := osproc.ReadStat(pid); err == nil && s.Pgrp == pgid {
 			pids = append(pids, pid)
 		}
 	}

@@ -287,7 +287,7 @@ func TestOpenMPIMpirun(t *testing.T) {
 		for time.Since(killed) < 10*time.Second {
 			left = nil
 			for _, p := range append(taggedProcs(tag), desc...) {
-				if now, ok := readProc(p.Pid); ok && now.Start == p.Start && now.State != "Z" {
+				if now, ok := readProc(p.Pid); ok && now.Start == p.Start && now.Live() {
 					left = append(left, now)
 				}
 			}

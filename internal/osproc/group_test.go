@@ -1,4 +1,4 @@
-package proc
+package osproc
 
 import (
 	"errors"
@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"gangway/agent/proc/proctest"
 )
 
 // recorder is a signal function that records what it was asked to send.
@@ -67,10 +65,9 @@ func TestStopGroupRefusesBadGroups(t *testing.T) {
 
 // startGroup starts argv as the leader of a new process group and returns
 // it with a channel closed once it has been reaped.
-func startGroup(t *testing.T, argv []string, env ...string) (*exec.Cmd, <-chan struct{}) {
+func startGroup(t *testing.T, argv []string) (*exec.Cmd, <-chan struct{}) {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -78,19 +75,16 @@ func startGroup(t *testing.T, argv []string, env ...string) (*exec.Cmd, <-chan s
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = KillGroup(cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
 	})
 	return cmd, exited
 }
 
 func TestStopGroupEscalatesToKill(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd, exited := startGroup(t, []string{exe}, proctest.Env+"=ignoreterm")
-	time.Sleep(200 * time.Millisecond) // let it ignore SIGTERM
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd, exited := startGroup(t, []string{"/bin/sh", "-c", `trap "" TERM; : > "$0"; exec sleep 3600`, ready})
+	waitFile(t, ready) // SIGTERM is ignored from here on
 	t0 := time.Now()
 	if err := StopGroup(cmd.Process.Pid, 300*time.Millisecond, exited); err != nil {
 		t.Fatal(err)
@@ -125,7 +119,54 @@ func TestStopGroupKillsLeftovers(t *testing.T) {
 	if el := time.Since(t0); el > 20*time.Second {
 		t.Errorf("StopGroup took %v although the leader died of SIGTERM", el)
 	}
-	if left := proctest.WaitGone(10*time.Second, member); len(left) > 0 {
+	if !waitGone(10*time.Second, member) {
 		t.Fatalf("group member %d ignoring SIGTERM still runs after StopGroup", member)
+	}
+}
+
+// waitFile waits until path exists.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", path)
+		}
+	}
+}
+
+// waitGone waits up to d for pid to be gone from /proc or a zombie (which
+// kill(pid, 0) would still find), and reports whether it is.
+func waitGone(d time.Duration, pid int) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
+		if s, err := ReadStat(pid); err != nil || !s.Live() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+func TestSignalGroupReportsAGoneGroup(t *testing.T) {
+	cmd := exec.Command("/bin/true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	// The group's only process has been reaped: its id names no group
+	// (pids are not reused this soon on a machine with pid_max >= 32768;
+	// signal 0 harms none that is).
+	pgid := cmd.Process.Pid
+	if err := SignalGroup(pgid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("SignalGroup(%d) after its end: %v, want ESRCH", pgid, err)
+	}
+	if err := KillGroup(pgid, 0); err != nil {
+		t.Errorf("KillGroup(%d) after its end: %v, want nil", pgid, err)
+	}
+	if err := SignalGroup(1, 0); err == nil || !strings.Contains(err.Error(), "refusing") {
+		t.Errorf("SignalGroup(1): %v, want a refusal", err)
 	}
 }

@@ -1,4 +1,4 @@
-package proc
+package osproc
 
 import (
 	"errors"
@@ -6,6 +6,29 @@ import (
 	"syscall"
 	"time"
 )
+
+// SignalGroup sends sig to every process of process group pgid: the one
+// place gangway calls kill(-pgid). It refuses pgid <= 1, since kill(2)
+// reads -1 as every process and 0 as the caller's own group. A group with
+// no process left gives an error that wraps syscall.ESRCH.
+func SignalGroup(pgid int, sig syscall.Signal) error {
+	if pgid <= 1 {
+		return fmt.Errorf("refusing to signal process group %d", pgid)
+	}
+	if err := syscall.Kill(-pgid, sig); err != nil {
+		return fmt.Errorf("kill -%d -%d: %w", int(sig), pgid, err)
+	}
+	return nil
+}
+
+// KillGroup is SignalGroup where a group with no process left is not an
+// error.
+func KillGroup(pgid int, sig syscall.Signal) error {
+	if err := SignalGroup(pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return nil
+}
 
 // Shutdown stops a process the one way gangway stops processes: it sends
 // SIGTERM through signal, waits until exited is closed (the process has
@@ -37,21 +60,8 @@ func Shutdown(signal func(syscall.Signal) error, grace time.Duration, exited <-c
 	return nil
 }
 
-// StopGroup is Shutdown for process group pgid: the signals go to -pgid,
-// and a group that no longer exists is not an error.
+// StopGroup is Shutdown for process group pgid: the signals go to the
+// group (KillGroup), and a group with no process left is not an error.
 func StopGroup(pgid int, grace time.Duration, exited <-chan struct{}) error {
-	return Shutdown(func(sig syscall.Signal) error { return killGroup(pgid, sig) }, grace, exited)
-}
-
-// killGroup sends sig to process group pgid; a group that no longer exists
-// is not an error. pgid must be a real group: kill(2) reads -1 as every
-// process and 0 as the caller's own group.
-func killGroup(pgid int, sig syscall.Signal) error {
-	if pgid <= 1 {
-		return fmt.Errorf("refusing to signal process group %d", pgid)
-	}
-	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("kill -%d -%d: %w", int(sig), pgid, err)
-	}
-	return nil
+	return Shutdown(func(sig syscall.Signal) error { return KillGroup(pgid, sig) }, grace, exited)
 }
