@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"gangway/hostfile"
+	"gangway/launcher/plan"
 )
 
 func hosts(spec string) []hostfile.Host {
@@ -234,10 +235,10 @@ func TestFilterHosts(t *testing.T) {
 		var inc, exc map[string][]int
 		var err error
 		if tt.include != "" {
-			inc, err = parseHostGPUs(tt.include)
+			inc, err = plan.ParseHostGPUs(tt.include)
 		}
 		if err == nil && tt.exclude != "" {
-			exc, err = parseHostGPUs(tt.exclude)
+			exc, err = plan.ParseHostGPUs(tt.exclude)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -251,35 +252,6 @@ func TestFilterHosts(t *testing.T) {
 		}
 		if msg := wantHosts(Config{Place: Placement{Hosts: got}}, strings.Split(tt.want, ",")...); err != nil || msg != "" {
 			t.Errorf("%s: %v %s", tt.name, err, msg)
-		}
-	}
-}
-
-// TestPlanRankBy: -rank-by renumbers the placement -map-by made.
-func TestPlanRankBy(t *testing.T) {
-	hs := hosts("a:2,b:2,c:1")
-	for _, tt := range []struct {
-		mapBy, rankBy string
-		want          []int // host of each rank
-	}{
-		{"slot", "", []int{0, 0, 1, 1, 2}},
-		{"slot", "node", []int{0, 1, 2, 0, 1}},
-		{"node", "", []int{0, 1, 2, 0, 1}},
-		{"node", "slot", []int{0, 0, 1, 1, 2}},
-	} {
-		ranks, err := Plan(hs, 0, PlanOptions{MapBy: tt.mapBy, RankBy: tt.rankBy})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []int
-		for _, r := range ranks {
-			got = append(got, r.Host)
-		}
-		if !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("map-by %s rank-by %q: hosts %v, want %v", tt.mapBy, tt.rankBy, got, tt.want)
-		}
-		if tt.mapBy == "slot" && tt.rankBy == "node" && (ranks[3].LocalRank != 1 || ranks[3].LocalSize != 2) {
-			t.Errorf("rank 3: %+v, want local rank 1 of 2 on a", ranks[3])
 		}
 	}
 }
@@ -347,7 +319,7 @@ func FuzzHostFilter(f *testing.F) {
 	}
 	base := hosts("a:4,b:4,c:4")
 	f.Fuzz(func(t *testing.T, s string, include bool) {
-		m, err := parseHostGPUs(s)
+		m, err := plan.ParseHostGPUs(s)
 		if err != nil {
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gangway/hostfile"
+	"gangway/launcher/plan"
 )
 
 // Config is a validated command line, grouped by the part of the launcher
@@ -45,7 +46,7 @@ type Placement struct {
 	PerSocket, PE int
 	RankBy        string // slot | node | "" (as MapBy)
 	GPUsPer       int    // GPUs in each rank's CUDA_VISIBLE_DEVICES
-	GPUs          GPUFilter
+	GPUs          plan.GPUFilter
 }
 
 // Environment is what the ranks get besides their identity.
@@ -82,12 +83,12 @@ const (
 
 // Output is how rank output and the launcher's own messages are shown.
 type Output struct {
-	// Tags is how console lines show their rank; TagAuto (no flag given)
+	// Tags is how console lines show their rank; plan.TagAuto (no flag given)
 	// is resolved by Main from the launcher's stdout (Resolve).
-	Tags           TagStyle
+	Tags           plan.TagStyle
 	Timestamp      bool
 	Dir            string // --output-filename
-	From           RankSet
+	From           plan.RankSet
 	Stdin          int // the rank that gets the launcher's stdin, or -1
 	ReportBindings bool
 	DisplayMap     bool // print the placement on stderr before running
@@ -202,10 +203,6 @@ type usageError struct{ error }
 func (u usageError) Unwrap() error        { return u.error }
 func (u usageError) Is(target error) bool { return target == ErrUsage }
 
-// MaxRanks bounds -np and every plan: beyond it the launcher's per-rank
-// tables alone would exhaust a jump host's memory.
-const MaxRanks = 1 << 20
-
 // Defaults used by Parse.
 const (
 	DefaultPort         = 22122
@@ -236,8 +233,8 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 	switch {
 	case c.Place.NP < 0:
 		return c, fmt.Errorf("%w: -np %d: must be positive", ErrUsage, c.Place.NP)
-	case c.Place.NP > MaxRanks:
-		return c, fmt.Errorf("%w: -np %d: at most %d ranks", ErrUsage, c.Place.NP, MaxRanks)
+	case c.Place.NP > plan.MaxRanks:
+		return c, fmt.Errorf("%w: -np %d: at most %d ranks", ErrUsage, c.Place.NP, plan.MaxRanks)
 	case c.Place.NPerNode < 0:
 		return c, fmt.Errorf("%w: -N %d: must be positive", ErrUsage, c.Place.NPerNode)
 	}
@@ -339,8 +336,8 @@ func (b *Bench) validate() error {
 // planOptions are the placement options of Plan. The implicit local host
 // takes any -np (as torchrun's --nproc_per_node); its slots only set the
 // default.
-func (p Placement) planOptions() PlanOptions {
-	return PlanOptions{MapBy: p.MapBy, RankBy: p.RankBy, NPerNode: p.NPerNode, Oversubscribe: p.Oversubscribe || p.Source == HostsLocal}
+func (p Placement) planOptions() plan.Options {
+	return plan.Options{MapBy: p.MapBy, RankBy: p.RankBy, NPerNode: p.NPerNode, Oversubscribe: p.Oversubscribe || p.Source == HostsLocal}
 }
 
 // validRunID accepts what a path element and a log field can carry.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gangway/hostfile"
+	"gangway/launcher/plan"
 )
 
 // fakeEnv returns a getenv and an environ for Parse that read only m.
@@ -227,18 +228,18 @@ func TestParse(t *testing.T) {
 		{"--wd", []string{"--wd", "/data"}, nil, func(c *Config) { c.Env.Dir = "/data" }},
 		{"--gpus-per-rank", []string{"--gpus-per-rank", "2"}, nil, func(c *Config) { c.Place.GPUsPer = 2 }},
 		{"output flags", []string{"--tag-output", "-timestamp-output", "--output-filename", "out", "-output-from", "0,2-3"}, nil, func(c *Config) {
-			c.Out.Tags, c.Out.Timestamp, c.Out.Dir = TagMpirun, true, "out"
-			c.Out.From = RankSet{ranges: [][2]int{{0, 0}, {2, 3}}}
+			c.Out.Tags, c.Out.Timestamp, c.Out.Dir = plan.TagMpirun, true, "out"
+			c.Out.From = mustRankSet("0,2-3")
 		}},
-		{"-l", []string{"-l"}, nil, func(c *Config) { c.Out.Tags = TagRank }},
-		{"-prepend-rank", []string{"-prepend-rank"}, nil, func(c *Config) { c.Out.Tags = TagRank }},
-		{"--tags none", []string{"--tags", "none"}, nil, func(c *Config) { c.Out.Tags = TagNone }},
-		{"--tags=rank", []string{"--tags=rank"}, nil, func(c *Config) { c.Out.Tags = TagRank }},
-		{"--tags mpirun", []string{"--tags", "mpirun"}, nil, func(c *Config) { c.Out.Tags = TagMpirun }},
-		{"--tags auto", []string{"-l", "--tags", "auto"}, nil, func(c *Config) { c.Out.Tags = TagAuto }},
-		{"last tag flag wins", []string{"--tag-output", "-l"}, nil, func(c *Config) { c.Out.Tags = TagRank }},
-		{"last tag flag wins, other order", []string{"-l", "--tag-output"}, nil, func(c *Config) { c.Out.Tags = TagMpirun }},
-		{"-l=false: no tags", []string{"-l=false"}, nil, func(c *Config) { c.Out.Tags = TagNone }},
+		{"-l", []string{"-l"}, nil, func(c *Config) { c.Out.Tags = plan.TagRank }},
+		{"-prepend-rank", []string{"-prepend-rank"}, nil, func(c *Config) { c.Out.Tags = plan.TagRank }},
+		{"--tags none", []string{"--tags", "none"}, nil, func(c *Config) { c.Out.Tags = plan.TagNone }},
+		{"--tags=rank", []string{"--tags=rank"}, nil, func(c *Config) { c.Out.Tags = plan.TagRank }},
+		{"--tags mpirun", []string{"--tags", "mpirun"}, nil, func(c *Config) { c.Out.Tags = plan.TagMpirun }},
+		{"--tags auto", []string{"-l", "--tags", "auto"}, nil, func(c *Config) { c.Out.Tags = plan.TagAuto }},
+		{"last tag flag wins", []string{"--tag-output", "-l"}, nil, func(c *Config) { c.Out.Tags = plan.TagRank }},
+		{"last tag flag wins, other order", []string{"-l", "--tag-output"}, nil, func(c *Config) { c.Out.Tags = plan.TagMpirun }},
+		{"-l=false: no tags", []string{"-l=false"}, nil, func(c *Config) { c.Out.Tags = plan.TagNone }},
 		{"--stdin none", []string{"--stdin", "none"}, nil, func(c *Config) { c.Out.Stdin = -1 }},
 		{"--stdin 3", []string{"--stdin", "3"}, nil, func(c *Config) { c.Out.Stdin = 3 }},
 		{"--timeout seconds", []string{"--timeout", "90"}, nil, func(c *Config) { c.Control.Timeout = 90 * time.Second }},
@@ -516,4 +517,12 @@ func TestParseEnvWarnings(t *testing.T) {
 			}
 		})
 	}
+}
+
+func mustRankSet(s string) plan.RankSet {
+	rs, err := plan.ParseRankSet(s)
+	if err != nil {
+		panic(err)
+	}
+	return rs
 }

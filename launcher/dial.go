@@ -18,6 +18,7 @@ import (
 	"gangway/agent/wire"
 	"gangway/hostfile"
 	"gangway/internal/syncx"
+	"gangway/launcher/plan"
 )
 
 // Dialer opens a protocol stream to the agent on one host. addr is the
@@ -113,15 +114,6 @@ type HostError struct {
 func (e *HostError) Error() string { return fmt.Sprintf("host %s: %v", e.Host, e.Err) }
 func (e *HostError) Unwrap() error { return e.Err }
 
-// isLocal reports whether h is served by the in-process agent.
-func isLocal(h hostfile.Host) bool {
-	return h.Port == 0 && h.User == "" && (h.Name == "localhost" || h.Name == "127.0.0.1")
-}
-
-// localHost is the implicit host of a job given no hosts: this machine,
-// through the in-process agent.
-func localHost(slots int) hostfile.Host { return hostfile.Host{Name: "localhost", Slots: slots} }
-
 // localSlots is the local host's default rank count: one per GPU, else one
 // per CPU.
 func localSlots(f wire.Facts) int {
@@ -135,7 +127,7 @@ func localSlots(f wire.Facts) int {
 // that runs ranks and, for a job, the plan over them.
 type cluster struct {
 	sessions []*session
-	ranks    []Rank
+	ranks    []plan.Rank
 }
 
 func (c *cluster) close() {
@@ -145,17 +137,17 @@ func (c *cluster) close() {
 }
 
 // dial is the first phase of a job and of --inspect: it plans the job
-// (plan=true; a bad -np fails before any network traffic), reaches every
+// (planned; a bad -np fails before any network traffic), reaches every
 // host that runs ranks, and gives the implicit local host its slots from
 // its facts. Plan errors are usage errors.
-func dial(ctx context.Context, cfg Config, d Deps, jobID string, plan bool) (*cluster, error) {
+func dial(ctx context.Context, cfg Config, d Deps, jobID string, planned bool) (*cluster, error) {
 	hosts := cfg.Place.Hosts
 	local := cfg.Place.Source == HostsLocal
 	if local {
-		hosts = []hostfile.Host{localHost(1)}
+		hosts = []hostfile.Host{plan.Local(1)}
 	}
-	var ranks []Rank
-	if plan && !local {
+	var ranks []plan.Rank
+	if planned && !local {
 		var err error
 		if hosts, ranks, err = runHosts(cfg, hosts); err != nil {
 			return nil, usageError{err}
@@ -174,21 +166,21 @@ func dial(ctx context.Context, cfg Config, d Deps, jobID string, plan bool) (*cl
 		return nil, err
 	}
 	c := &cluster{sessions: sessions, ranks: ranks}
-	if plan && cfg.Place.PerSocket > 0 {
+	if planned && cfg.Place.PerSocket > 0 {
 		if c.ranks, err = planPerSocket(cfg, sessions); err != nil {
 			c.close()
 			return nil, usageError{err}
 		}
 	} else if local {
 		sessions[0].host.Slots = localSlots(sessions[0].facts)
-		if plan {
-			if c.ranks, err = Plan([]hostfile.Host{sessions[0].host}, cfg.Place.NP, cfg.Place.planOptions()); err != nil {
+		if planned {
+			if c.ranks, err = plan.Ranks([]hostfile.Host{sessions[0].host}, cfg.Place.NP, cfg.Place.planOptions()); err != nil {
 				c.close()
 				return nil, usageError{err}
 			}
 		}
 	}
-	if plan {
+	if planned {
 		d.Log.Info("placement", zap.Int("ranks", len(c.ranks)), zap.String("map-by", cfg.Place.MapBy), zap.String("ranks on hosts", placementSummary(names, c.ranks)))
 	}
 	return c, nil
@@ -212,7 +204,7 @@ func logHosts(log *zap.Logger, p Placement, hosts []hostfile.Host) {
 }
 
 // placementSummary is where ranks run, per host: "a: 0-7; b: 8-15".
-func placementSummary(hosts []string, ranks []Rank) string {
+func placementSummary(hosts []string, ranks []plan.Rank) string {
 	per := make([][]int, len(hosts))
 	for _, r := range ranks {
 		per[r.Host] = append(per[r.Host], r.Rank)
@@ -220,45 +212,25 @@ func placementSummary(hosts []string, ranks []Rank) string {
 	parts := make([]string, 0, len(hosts))
 	for i, h := range hosts {
 		if len(per[i]) > 0 {
-			parts = append(parts, h+": "+rankRanges(per[i]))
+			parts = append(parts, h+": "+plan.Ranges(per[i]))
 		}
 	}
 	return strings.Join(parts, "; ")
 }
 
-// usedHosts keeps the hosts that run ranks and renumbers the plan.
 // runHosts plans the job on hosts where the plan is known before
 // dialling and returns the hosts that run ranks, with the plan; with
 // per-socket placement, which needs the hosts' facts, it returns hosts
 // as given and no plan.
-func runHosts(cfg Config, hosts []hostfile.Host) ([]hostfile.Host, []Rank, error) {
+func runHosts(cfg Config, hosts []hostfile.Host) ([]hostfile.Host, []plan.Rank, error) {
 	if cfg.Place.PerSocket > 0 {
 		return hosts, nil, nil
 	}
-	ranks, err := Plan(hosts, cfg.Place.NP, cfg.Place.planOptions())
+	ranks, err := plan.Ranks(hosts, cfg.Place.NP, cfg.Place.planOptions())
 	if err != nil {
 		return hosts, nil, err
 	}
-	return usedHosts(hosts, ranks), ranks, nil
-}
-
-func usedHosts(hosts []hostfile.Host, ranks []Rank) []hostfile.Host {
-	used := make([]bool, len(hosts))
-	for _, r := range ranks {
-		used[r.Host] = true
-	}
-	idx := make([]int, len(hosts))
-	var out []hostfile.Host
-	for i, h := range hosts {
-		if used[i] {
-			idx[i] = len(out)
-			out = append(out, h)
-		}
-	}
-	for k := range ranks {
-		ranks[k].Host = idx[ranks[k].Host]
-	}
-	return out
+	return plan.UsedHosts(hosts, ranks), ranks, nil
 }
 
 // dialAll is dialAllTo without the status line.
@@ -301,7 +273,7 @@ func dialAllTo(ctx context.Context, log *zap.Logger, status io.Writer, hosts []h
 	var wg sync.WaitGroup
 	for i, h := range hosts {
 		d := remote
-		if isLocal(h) {
+		if plan.IsLocal(h) {
 			d = local
 		}
 		wg.Go(func() {
@@ -552,7 +524,7 @@ func dialOne(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire.H
 // planPerSocket plans -map-by ppr:N:socket once the hosts' facts tell
 // their sockets: every host gets N slots per socket. Every dialled host
 // must run ranks.
-func planPerSocket(cfg Config, sessions []*session) ([]Rank, error) {
+func planPerSocket(cfg Config, sessions []*session) ([]plan.Rank, error) {
 	hosts := make([]hostfile.Host, len(sessions))
 	for i, s := range sessions {
 		if s.facts.Sockets < 1 {
@@ -563,11 +535,11 @@ func planPerSocket(cfg Config, sessions []*session) ([]Rank, error) {
 	}
 	o := cfg.Place.planOptions()
 	o.Oversubscribe = false
-	ranks, err := Plan(hosts, cfg.Place.NP, o)
+	ranks, err := plan.Ranks(hosts, cfg.Place.NP, o)
 	if err != nil {
 		return nil, err
 	}
-	if used := usedHosts(hosts, ranks); len(used) != len(hosts) {
+	if used := plan.UsedHosts(hosts, ranks); len(used) != len(hosts) {
 		return nil, fmt.Errorf("-map-by ppr:%d:socket: -np %d leaves hosts without ranks; give fewer hosts", cfg.Place.PerSocket, len(ranks))
 	}
 	return ranks, nil

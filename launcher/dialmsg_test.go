@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"gangway/hostfile"
+	"gangway/launcher/plan"
 )
 
 func TestWaitingLine(t *testing.T) {
@@ -88,7 +89,7 @@ func TestSSHExecError(t *testing.T) {
 }
 
 func TestPlacementSummary(t *testing.T) {
-	ranks := []Rank{{Rank: 0, Host: 0}, {Rank: 1, Host: 1}, {Rank: 2, Host: 0}, {Rank: 3, Host: 1}, {Rank: 4, Host: 0}}
+	ranks := []plan.Rank{{Rank: 0, Host: 0}, {Rank: 1, Host: 1}, {Rank: 2, Host: 0}, {Rank: 3, Host: 1}, {Rank: 4, Host: 0}}
 	if got, want := placementSummary([]string{"a", "b", "c"}, ranks), "a: 0,2,4; b: 1,3"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}

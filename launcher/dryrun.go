@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"gangway/hostfile"
+	"gangway/launcher/plan"
 	"gangway/nccl"
 )
 
@@ -35,7 +36,7 @@ func DryRun(ctx context.Context, w io.Writer, cfg Config) error {
 	hosts := cfg.Place.Hosts
 	if cfg.Place.Source == HostsLocal {
 		// No facts without dialling: the local host has a slot per CPU.
-		hosts = []hostfile.Host{localHost(runtime.NumCPU())}
+		hosts = []hostfile.Host{plan.Local(runtime.NumCPU())}
 	}
 	if cfg.Place.PerSocket > 0 {
 		// Sockets are known from the hosts' facts only: a dry run
@@ -45,11 +46,11 @@ func DryRun(ctx context.Context, w io.Writer, cfg Config) error {
 			hosts[i].Slots = cfg.Place.PerSocket
 		}
 	}
-	ranks, err := Plan(hosts, cfg.Place.NP, cfg.Place.planOptions())
+	ranks, err := plan.Ranks(hosts, cfg.Place.NP, cfg.Place.planOptions())
 	if err != nil {
 		return err
 	}
-	hosts = usedHosts(hosts, ranks)
+	hosts = plan.UsedHosts(hosts, ranks)
 	he := make([]HostEnv, len(hosts))
 	for i, h := range hosts {
 		he[i] = HostEnv{Name: h.Name}
@@ -79,7 +80,7 @@ func DryRun(ctx context.Context, w io.Writer, cfg Config) error {
 // writePlacement writes the placement table of --dry-run and
 // --display-map: a header line, then one row per rank. GPU is "-" when
 // the ranks' GPUs are not known (a dry run).
-func writePlacement(w io.Writer, cfg Config, hosts []string, ranks []Rank) {
+func writePlacement(w io.Writer, cfg Config, hosts []string, ranks []plan.Rank) {
 	how := "map-by " + cfg.Place.MapBy
 	if cfg.Place.RankBy != "" {
 		how += ", rank-by " + cfg.Place.RankBy

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"gangway/hostfile"
+	"gangway/launcher/plan"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from DryRun's output")
@@ -161,8 +162,8 @@ func TestDryRunNotEnoughSlots(t *testing.T) {
 	}
 	var out bytes.Buffer
 	err = DryRun(t.Context(), &out, cfg)
-	if !errors.Is(err, ErrNotEnoughSlots) {
-		t.Errorf("DryRun = %v, want ErrNotEnoughSlots", err)
+	if !errors.Is(err, plan.ErrNotEnoughSlots) {
+		t.Errorf("DryRun = %v, want plan.ErrNotEnoughSlots", err)
 	}
 	if out.Len() != 0 {
 		t.Errorf("DryRun printed %q before failing", out.String())

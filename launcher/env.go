@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"gangway/launcher/plan"
 	"gangway/nccl"
 )
 
@@ -57,7 +58,7 @@ var identityKeys = map[string]bool{
 // win over everything but the rank's identity). The result is indexed by
 // rank; each entry is sorted KEY=VALUE. The host's own environment (the
 // agent's) is the base the ranks start from.
-func Environ(ranks []Rank, hosts []HostEnv, j JobEnv) [][]string {
+func Environ(ranks []plan.Rank, hosts []HostEnv, j JobEnv) [][]string {
 	b := newEnvBuilder(ranks, hosts, j)
 	out := make([][]string, len(ranks))
 	for _, r := range ranks {
@@ -79,7 +80,7 @@ type envBuilder struct {
 	tfCluster string
 }
 
-func newEnvBuilder(ranks []Rank, hosts []HostEnv, j JobEnv) *envBuilder {
+func newEnvBuilder(ranks []plan.Rank, hosts []HostEnv, j JobEnv) *envBuilder {
 	b := &envBuilder{hosts: hosts, j: j, size: len(ranks), cross: make([][]int, len(hosts))}
 	local := make([]int, len(hosts))
 	for _, r := range ranks {
@@ -108,7 +109,7 @@ func newEnvBuilder(ranks []Rank, hosts []HostEnv, j JobEnv) *envBuilder {
 // {"type":"worker","index": - the rank's index and "},"environment":
 // "cloud"} follow. Worker i is rank i, on its host's data address at
 // port plus its local rank.
-func tfCluster(ranks []Rank, hosts []HostEnv, port int) string {
+func tfCluster(ranks []plan.Rank, hosts []HostEnv, port int) string {
 	workers := make([]string, len(ranks))
 	for _, r := range ranks {
 		addr := cmp.Or(hosts[r.Host].Addr, hosts[r.Host].Name)
@@ -119,7 +120,7 @@ func tfCluster(ranks []Rank, hosts []HostEnv, port int) string {
 }
 
 // rank is one rank's environment, sorted.
-func (b *envBuilder) rank(r Rank) []string {
+func (b *envBuilder) rank(r plan.Rank) []string {
 	h, j, size := b.hosts[r.Host], b.j, b.size
 	m := map[string]string{
 		"RANK": itoa(r.Rank), "WORLD_SIZE": itoa(size),

@@ -10,6 +10,7 @@ import (
 
 	"gangway/agent/wire"
 	"gangway/hostfile"
+	"gangway/launcher/plan"
 	"gangway/nccl"
 )
 
@@ -80,7 +81,7 @@ func wantIdentity(id identity, masterAddr, masterPort, jobID string) map[string]
 }
 
 func TestEnvironTwoByTwo(t *testing.T) {
-	ranks := []Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}
+	ranks := []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}
 	hosts := []HostEnv{{Name: "a"}, {Name: "b"}}
 	envs := Environ(ranks, hosts, JobEnv{JobID: "j1", MasterAddr: "10.0.0.1", MasterPort: 29500})
 	if len(envs) != 4 {
@@ -147,14 +148,14 @@ func TestEnvironTwoByTwo(t *testing.T) {
 func TestEnvironUneven(t *testing.T) {
 	tests := []struct {
 		name  string
-		ranks []Rank
+		ranks []plan.Rank
 		hosts []HostEnv
 		want  []identity
 	}{
 		{
 			// -map-by node over a:2,b:3,c:1 with -np 5 (see TestPlan).
 			name: "map-by node",
-			ranks: []Rank{
+			ranks: []plan.Rank{
 				rk(0, 0, 0, 2, 0), rk(1, 1, 0, 2, 1), rk(2, 2, 0, 1, 2),
 				rk(3, 0, 1, 2, 0), rk(4, 1, 1, 2, 1),
 			},
@@ -170,7 +171,7 @@ func TestEnvironUneven(t *testing.T) {
 		{
 			// -map-by slot over a:3,b:1.
 			name:  "map-by slot, uneven",
-			ranks: []Rank{rk(0, 0, 0, 3, 0), rk(1, 0, 1, 3, 0), rk(2, 0, 2, 3, 0), rk(3, 1, 0, 1, 1)},
+			ranks: []plan.Rank{rk(0, 0, 0, 3, 0), rk(1, 0, 1, 3, 0), rk(2, 0, 2, 3, 0), rk(3, 1, 0, 1, 1)},
 			hosts: []HostEnv{{Name: "a"}, {Name: "b"}},
 			want: []identity{
 				{0, 4, 0, 3, 0, 2, 0, 2, "a"},
@@ -183,7 +184,7 @@ func TestEnvironUneven(t *testing.T) {
 			// The first host has fewer ranks than the second: cross ranks
 			// of local rank 1 start at the second host.
 			name:  "short first host",
-			ranks: []Rank{rk(0, 0, 0, 1, 0), rk(1, 1, 0, 2, 1), rk(2, 1, 1, 2, 1), rk(3, 2, 0, 2, 2), rk(4, 2, 1, 2, 2)},
+			ranks: []plan.Rank{rk(0, 0, 0, 1, 0), rk(1, 1, 0, 2, 1), rk(2, 1, 1, 2, 1), rk(3, 2, 0, 2, 2), rk(4, 2, 1, 2, 2)},
 			hosts: []HostEnv{{Name: "a"}, {Name: "b"}, {Name: "c"}},
 			want: []identity{
 				{0, 5, 0, 1, 0, 3, 0, 3, "a"},
@@ -208,7 +209,7 @@ func TestEnvironUneven(t *testing.T) {
 
 // TestEnvironPlanned runs Environ on Plan's output for map-by node.
 func TestEnvironPlanned(t *testing.T) {
-	ranks, err := Plan(hs(2, 3, 1), 5, PlanOptions{MapBy: "node"})
+	ranks, err := plan.Ranks(hs(2, 3, 1), 5, plan.Options{MapBy: "node"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +232,7 @@ func TestEnvironPlanned(t *testing.T) {
 }
 
 func TestEnvironUserMCANet(t *testing.T) {
-	ranks := []Rank{rk(0, 0, 0, 1, 0), rk(1, 1, 0, 1, 1)}
+	ranks := []plan.Rank{rk(0, 0, 0, 1, 0), rk(1, 1, 0, 1, 1)}
 	hosts := []HostEnv{{Name: "a", Net: []string{"NCCL_SOCKET_IFNAME=eth0", "FOO=from-net"}}, {Name: "b"}}
 	j := JobEnv{
 		JobID: "j", MasterAddr: "m", MasterPort: 29500,
@@ -269,7 +270,7 @@ func TestEnvironUserMCANet(t *testing.T) {
 }
 
 func TestEnvironPythonUnbufferedDefault(t *testing.T) {
-	envs := Environ([]Rank{rk(0, 0, 0, 1, 0)}, []HostEnv{{Name: "a"}}, JobEnv{Vars: map[string]string{"X": "1"}})
+	envs := Environ([]plan.Rank{rk(0, 0, 0, 1, 0)}, []HostEnv{{Name: "a"}}, JobEnv{Vars: map[string]string{"X": "1"}})
 	if !slices.Contains(envs[0], "PYTHONUNBUFFERED=1") {
 		t.Errorf("PYTHONUNBUFFERED=1 missing: %q", envs[0])
 	}
@@ -287,10 +288,10 @@ func gpuSession(name string, idx ...int) *session {
 // TestAssignGPUs checks each rank's GPUs, chosen once, and the
 // CUDA_VISIBLE_DEVICES that Environ builds from them.
 func TestAssignGPUs(t *testing.T) {
-	two := func() []Rank { return []Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0)} }
+	two := func() []plan.Rank { return []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0)} }
 	tests := []struct {
 		name     string
-		ranks    []Rank
+		ranks    []plan.Rank
 		sessions []*session
 		gpusPer  int
 		want     []string // CUDA_VISIBLE_DEVICES per rank; "-" for unset
@@ -300,7 +301,7 @@ func TestAssignGPUs(t *testing.T) {
 		{"host's visible GPU ids, not positions", two(), []*session{gpuSession("a", 3, 5)}, 1, []string{"3", "5"}},
 		{"--gpus-per-rank 2", two(), []*session{gpuSession("a", 0, 1, 2, 3)}, 2, []string{"0,1", "2,3"}},
 		{"no GPUs leaves it unset", two(), []*session{gpuSession("a")}, 1, []string{"-", "-"}},
-		{"by local rank on each host", []Rank{rk(0, 0, 0, 1, 0), rk(1, 1, 0, 2, 1), rk(2, 1, 1, 2, 1), rk(3, 2, 0, 1, 2)},
+		{"by local rank on each host", []plan.Rank{rk(0, 0, 0, 1, 0), rk(1, 1, 0, 2, 1), rk(2, 1, 1, 2, 1), rk(3, 2, 0, 1, 2)},
 			[]*session{gpuSession("a", 0), gpuSession("b", 0, 1), gpuSession("c")}, 1,
 			[]string{"0", "0", "1", "-"}},
 	}
@@ -339,15 +340,15 @@ func TestAssignTooFewGPUs(t *testing.T) {
 		name    string
 		gpus    []int
 		gpusPer int
-		filter  GPUFilter
+		filter  plan.GPUFilter
 		wantMsg string
 	}{
-		{"one GPU, two ranks", []int{0}, 1, GPUFilter{}, "host gpu0: 2 ranks x 1 GPUs need 2 GPUs, 1 are available ([0])"},
-		{"three GPUs, two ranks x 2", []int{0, 1, 2}, 2, GPUFilter{}, "host gpu0: 2 ranks x 2 GPUs need 4 GPUs, 3 are available ([0 1 2])"},
-		{"--gpus keeps one", []int{0, 1, 2}, 1, GPUFilter{All: []int{2}}, "need 2 GPUs, 1 are available ([2])"},
+		{"one GPU, two ranks", []int{0}, 1, plan.GPUFilter{}, "host gpu0: 2 ranks x 1 GPUs need 2 GPUs, 1 are available ([0])"},
+		{"three GPUs, two ranks x 2", []int{0, 1, 2}, 2, plan.GPUFilter{}, "host gpu0: 2 ranks x 2 GPUs need 4 GPUs, 3 are available ([0 1 2])"},
+		{"--gpus keeps one", []int{0, 1, 2}, 1, plan.GPUFilter{All: []int{2}}, "need 2 GPUs, 1 are available ([2])"},
 	}
 	for _, tt := range tests {
-		ranks := []Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0)}
+		ranks := []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0)}
 		err := assignGPUs(Placement{GPUsPer: tt.gpusPer, GPUs: tt.filter}, ranks, []*session{gpuSession("gpu0", tt.gpus...)})
 		if err == nil || !strings.Contains(err.Error(), tt.wantMsg) {
 			t.Errorf("%s: assignGPUs error %v, want one containing %q", tt.name, err, tt.wantMsg)
@@ -359,7 +360,7 @@ func TestAssignTooFewGPUs(t *testing.T) {
 // worker list (rank order, each on its host's data address at the port
 // plus its local rank) and its own index; -x TF_CONFIG loses to it.
 func TestTFConfig(t *testing.T) {
-	ranks := []Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}
+	ranks := []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}
 	hosts := []HostEnv{{Name: "a", Addr: "10.0.0.1"}, {Name: "b"}}
 	envs := Environ(ranks, hosts, JobEnv{TFPort: 2222, Vars: map[string]string{"TF_CONFIG": "{}"}})
 	for r, env := range envs {
@@ -390,4 +391,13 @@ func TestTFConfig(t *testing.T) {
 			t.Errorf("TF_CONFIG set without --tf-config: %s", kv)
 		}
 	}
+}
+
+// hs builds hosts h0, h1, ... with the given slots.
+func hs(slots ...int) []hostfile.Host {
+	out := make([]hostfile.Host, len(slots))
+	for i, s := range slots {
+		out[i] = hostfile.Host{Name: "h" + itoa(i), Slots: s}
+	}
+	return out
 }

@@ -2,9 +2,10 @@ package launcher
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
+
+	"gangway/launcher/plan"
 )
 
 // failureGroup is the ranks that failed the same way: the same message
@@ -65,29 +66,7 @@ func (g *failureGroup) String() string {
 	if len(g.errs) == 1 {
 		return g.errs[0].Error()
 	}
-	return fmt.Sprintf("ranks %s on %s: %s", rankRanges(g.ranks), hostList(g.hosts), g.what)
-}
-
-// rankRanges writes ranks as sorted ranges: 0-3,5,7-9.
-func rankRanges(ranks []int) string {
-	rs := append([]int(nil), ranks...)
-	sort.Ints(rs)
-	var b strings.Builder
-	for i := 0; i < len(rs); {
-		j := i
-		for j+1 < len(rs) && rs[j+1] <= rs[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(rs[i]))
-		if rs[j] != rs[i] {
-			b.WriteString("-" + strconv.Itoa(rs[j]))
-		}
-		i = j + 1
-	}
-	return b.String()
+	return fmt.Sprintf("ranks %s on %s: %s", plan.Ranges(g.ranks), hostList(g.hosts), g.what)
 }
 
 // hostList is "a", "2 hosts (a, b)", or past four names "9 hosts (a, b, c, d, ...)".

@@ -5,25 +5,6 @@ import (
 	"testing"
 )
 
-func TestRankRanges(t *testing.T) {
-	for _, tc := range []struct {
-		in   []int
-		want string
-	}{
-		{[]int{0}, "0"},
-		{[]int{0, 1, 2, 3}, "0-3"},
-		{[]int{3, 1, 0, 2}, "0-3"},
-		{[]int{0, 2, 4}, "0,2,4"},
-		{[]int{0, 1, 3, 4, 5, 9}, "0-1,3-5,9"},
-		{[]int{7, 7}, "7"},
-		{nil, ""},
-	} {
-		if got := rankRanges(tc.in); got != tc.want {
-			t.Errorf("rankRanges(%v) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
 func TestHostList(t *testing.T) {
 	for _, tc := range []struct {
 		in   []string

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gangway/internal/textx"
+	"gangway/launcher/plan"
 )
 
 // flagInputs are flag values that need the environment or files to mean
@@ -61,15 +62,15 @@ func (p *Placement) register(fs *flag.FlagSet, in *flagInputs) {
 	fs.BoolVar(&p.Oversubscribe, "oversubscribe", false, "allow more ranks than slots")
 	fs.IntVar(&p.GPUsPer, "gpus-per-rank", 1, "GPUs given to each rank in CUDA_VISIBLE_DEVICES on hosts with GPUs")
 	fs.Func("gpus", "GPU indices to use on every host, e.g. 0,2", func(s string) (err error) {
-		p.GPUs.All, err = parseGPUList(s)
+		p.GPUs.All, err = plan.ParseGPUList(s)
 		return err
 	})
 	fs.Func("include", "only these GPUs on these hosts: host:0,1@host2:2,3", func(s string) (err error) {
-		p.GPUs.Include, err = parseHostGPUs(s)
+		p.GPUs.Include, err = plan.ParseHostGPUs(s)
 		return err
 	})
 	fs.Func("exclude", "not these GPUs (or none of a host's, without a list): host:0@host2", func(s string) (err error) {
-		p.GPUs.Exclude, err = parseHostGPUs(s)
+		p.GPUs.Exclude, err = plan.ParseHostGPUs(s)
 		return err
 	})
 }
@@ -92,8 +93,8 @@ func (e *Environment) register(fs *flag.FlagSet, in *flagInputs) {
 				e.Universe = UniverseInfinite
 			default:
 				n, err := strconv.Atoi(s)
-				if err != nil || n < 1 || n > MaxRanks {
-					return fmt.Errorf("want a size from 1 to %d, SYSTEM or INFINITE, got %q", MaxRanks, s)
+				if err != nil || n < 1 || n > plan.MaxRanks {
+					return fmt.Errorf("want a size from 1 to %d, SYSTEM or INFINITE, got %q", plan.MaxRanks, s)
 				}
 				e.Universe = n
 			}
@@ -114,9 +115,9 @@ func (e *Environment) register(fs *flag.FlagSet, in *flagInputs) {
 func (o *Output) register(fs *flag.FlagSet, in *flagInputs) {
 	fs.Var(tagsFlag{&o.Tags}, "tags", "rank tags on console lines: auto (rank on a terminal, none otherwise), none, rank ([R] ) or mpirun ([1,R]<stdout>:)")
 	for _, n := range []string{"l", "prepend-rank"} {
-		fs.Var(tagFlag{&o.Tags, TagRank}, n, "tag lines [RANK]  as Hydra's -prepend-rank does (--tags rank)")
+		fs.Var(tagFlag{&o.Tags, plan.TagRank}, n, "tag lines [RANK]  as Hydra's -prepend-rank does (--tags rank)")
 	}
-	fs.Var(tagFlag{&o.Tags, TagMpirun}, "tag-output", "tag lines as mpirun does: [1,RANK]<stdout>: (--tags mpirun)")
+	fs.Var(tagFlag{&o.Tags, plan.TagMpirun}, "tag-output", "tag lines as mpirun does: [1,RANK]<stdout>: (--tags mpirun)")
 	fs.BoolVar(&o.Timestamp, "timestamp-output", false, "prefix every line with the time it arrived")
 	fs.StringVar(&o.Dir, "output-filename", "", "also write DIR/rank.R/stdout and stderr")
 	fs.StringVar(&in.outputFrom, "output-from", "", "show only these ranks on the console, e.g. 0,4-7 (files keep all)")
@@ -214,30 +215,29 @@ func (f modeFlag) Set(s string) error {
 }
 
 // tagsFlag is --tags auto|none|rank|mpirun.
-type tagsFlag struct{ v *TagStyle }
+type tagsFlag struct{ v *plan.TagStyle }
 
 func (f tagsFlag) String() string {
 	if f.v == nil {
-		return TagAuto.String()
+		return plan.TagAuto.String()
 	}
 	return f.v.String()
 }
 func (f tagsFlag) Set(s string) error {
-	for t, name := range tagNames {
-		if s == name {
-			*f.v = TagStyle(t)
-			return nil
-		}
+	t, err := plan.ParseTagStyle(s)
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("want auto, none, rank or mpirun, got %q", s)
+	*f.v = t
+	return nil
 }
 
 // tagFlag is a boolean spelling of one tag style (-l, --tag-output):
 // true selects it, false selects no tags. Of several tag flags the last
 // one wins.
 type tagFlag struct {
-	v     *TagStyle
-	style TagStyle
+	v     *plan.TagStyle
+	style plan.TagStyle
 }
 
 func (f tagFlag) IsBoolFlag() bool { return true }
@@ -252,7 +252,7 @@ func (f tagFlag) Set(s string) error {
 	if err != nil {
 		return fmt.Errorf("invalid boolean value %q", s)
 	}
-	*f.v = TagNone
+	*f.v = plan.TagNone
 	if on {
 		*f.v = f.style
 	}

@@ -16,6 +16,7 @@ import (
 	"gangway/agent/wire"
 	"gangway/bench"
 	"gangway/internal/syncx"
+	"gangway/launcher/plan"
 )
 
 // job is one launch from the prepare phase on: its sessions, its ranks
@@ -28,7 +29,7 @@ type job struct {
 	attempt  int // TORCHELASTIC_RESTART_COUNT
 	stdin    io.Reader
 	sessions []*session
-	ranks    []Rank // the plan; each rank's GPUs are set in prepare
+	ranks    []plan.Rank // the plan; each rank's GPUs are set in prepare
 	out      *console
 	coll     *bench.Collector // nil when no summary, report or plot is wanted
 	collDone chan error

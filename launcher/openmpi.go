@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"gangway/hostfile"
+	"gangway/launcher/plan"
 )
 
 // Open MPI programs: Debian's Open MPI has no PMI-1/PMI-2 client, so
@@ -72,7 +73,7 @@ func openMPIArgs(cfg Config, self string, hostfilePath string, np int, root bool
 	if cfg.Place.Oversubscribe {
 		args = append(args, "--oversubscribe")
 	}
-	if cfg.Out.Tags == TagRank || cfg.Out.Tags == TagMpirun {
+	if cfg.Out.Tags == plan.TagRank || cfg.Out.Tags == plan.TagMpirun {
 		args = append(args, "--tag-output") // mpirun has no [R] style
 	}
 	if cfg.Out.Timestamp {
@@ -169,7 +170,7 @@ func mpirunCommand(ctx context.Context, cfg Config) (cmd *exec.Cmd, cleanup func
 	}
 	hosts := cfg.Place.Hosts
 	if cfg.Place.Source == HostsLocal {
-		hosts = []hostfile.Host{localHost(max(cfg.Place.NP, 1))}
+		hosts = []hostfile.Host{plan.Local(max(cfg.Place.NP, 1))}
 	}
 	np := cfg.Place.NP
 	if np == 0 {

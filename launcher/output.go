@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"gangway/agent/wire"
+	"gangway/launcher/plan"
 )
 
 // The failure report keeps each rank's last tailLines stderr lines, each
@@ -31,42 +32,6 @@ type Observer interface {
 	ObserveLines(rank int, host string, t time.Time, data []byte)
 }
 
-// TagStyle is how the console marks each rank line with its rank.
-type TagStyle int
-
-// Tag styles. mpirun and Hydra print rank output untagged unless asked
-// (--tag-output, -prepend-rank); gangway tags for people at a terminal
-// and, like them, not for scripts and pipes.
-const (
-	TagAuto   TagStyle = iota // TagRank when stdout is a terminal, else TagNone
-	TagNone                   // the line exactly as the rank wrote it
-	TagRank                   // "[R] text": Hydra's -prepend-rank (-l)
-	TagMpirun                 // "[1,R]<stdout>:text": mpirun's --tag-output
-)
-
-var tagNames = [...]string{TagAuto: "auto", TagNone: "none", TagRank: "rank", TagMpirun: "mpirun"}
-
-func (t TagStyle) String() string {
-	if t >= 0 && int(t) < len(tagNames) {
-		return tagNames[t]
-	}
-	return "TagStyle(" + strconv.Itoa(int(t)) + ")"
-}
-
-// Resolve turns TagAuto into the style for a console writing to stdout:
-// rank tags for a terminal (a person), none for a pipe or a file (a
-// script or harness, which expects what mpirun prints). Other styles are
-// returned as they are.
-func (t TagStyle) Resolve(stdout io.Writer) TagStyle {
-	if t != TagAuto {
-		return t
-	}
-	if isTerminal(stdout) {
-		return TagRank
-	}
-	return TagNone
-}
-
 // console routes rank output: tagged (or not) to the launcher's
 // stdout/stderr (whole lines only, one write per frame, under one lock so
 // lines of different ranks never mix), raw to per-rank files, and to the
@@ -74,9 +39,9 @@ func (t TagStyle) Resolve(stdout io.Writer) TagStyle {
 // tags).
 type console struct {
 	stdout, stderr io.Writer
-	tags           TagStyle // resolved: never TagAuto
+	tags           plan.TagStyle // resolved: never plan.TagAuto
 	timestamp      bool
-	from           RankSet
+	from           plan.RankSet
 	dir            string
 	hostOf         func(rank int) string
 	obs            Observer
@@ -198,13 +163,13 @@ func (c *console) prefix(rank int, s wire.Stream, now time.Time) []byte {
 		p = now.AppendFormat(p, "2006-01-02T15:04:05.000 ")
 	}
 	switch c.tags {
-	case TagMpirun:
+	case plan.TagMpirun:
 		p = append(p, "[1,"...)
 		p = strconv.AppendInt(p, int64(rank), 10)
 		p = append(p, "]<"...)
 		p = append(p, s.String()...)
 		p = append(p, ">:"...)
-	case TagRank:
+	case plan.TagRank:
 		p = append(p, '[')
 		p = strconv.AppendInt(p, int64(rank), 10)
 		p = append(p, "] "...)

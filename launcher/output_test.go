@@ -10,11 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"gangway/agent/wire"
+	"gangway/launcher/plan"
 )
 
 // TestRankFilesExact: per-rank files hold exactly the bytes of the frames,
@@ -23,7 +23,7 @@ import (
 func TestRankFilesExact(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	c := newConsole(Output{Dir: dir, Tags: TagRank}, 1, &out, &errb, nil, nil)
+	c := newConsole(Output{Dir: dir, Tags: plan.TagRank}, 1, &out, &errb, nil, nil)
 	var sc scratch
 	c.write(&sc, 0, wire.Stdout, []byte("a\nb\n"))
 	c.write(&sc, 0, wire.Stdout, []byte("no newline"))
@@ -61,7 +61,7 @@ func TestRankFilesNoFollow(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out, errb bytes.Buffer
-		c := newConsole(Output{Dir: dir, Tags: TagRank}, 1, &out, &errb, nil, nil)
+		c := newConsole(Output{Dir: dir, Tags: plan.TagRank}, 1, &out, &errb, nil, nil)
 		var sc scratch
 		c.write(&sc, 0, wire.Stdout, []byte("overwritten\n"))
 		err := c.close()
@@ -188,13 +188,13 @@ func TestConsoleTags(t *testing.T) {
 		{12, wire.Stdout, "no newline"},
 	}
 	for _, tc := range []struct {
-		tags           TagStyle
+		tags           plan.TagStyle
 		stdout, stderr string
 	}{
-		{TagNone, "total images/sec: 10\n No Errors\n[1] not a tag\nno newline\n", "warn\n"},
-		{TagAuto, "total images/sec: 10\n No Errors\n[1] not a tag\nno newline\n", "warn\n"}, // a buffer is no terminal
-		{TagRank, "[0] total images/sec: 10\n[3]  No Errors\n[3] [1] not a tag\n[12] no newline\n", "[3] warn\n"},
-		{TagMpirun, "[1,0]<stdout>:total images/sec: 10\n[1,3]<stdout>: No Errors\n[1,3]<stdout>:[1] not a tag\n[1,12]<stdout>:no newline\n", "[1,3]<stderr>:warn\n"},
+		{plan.TagNone, "total images/sec: 10\n No Errors\n[1] not a tag\nno newline\n", "warn\n"},
+		{plan.TagAuto, "total images/sec: 10\n No Errors\n[1] not a tag\nno newline\n", "warn\n"}, // a buffer is no terminal
+		{plan.TagRank, "[0] total images/sec: 10\n[3]  No Errors\n[3] [1] not a tag\n[12] no newline\n", "[3] warn\n"},
+		{plan.TagMpirun, "[1,0]<stdout>:total images/sec: 10\n[1,3]<stdout>: No Errors\n[1,3]<stdout>:[1] not a tag\n[1,12]<stdout>:no newline\n", "[1,3]<stderr>:warn\n"},
 	} {
 		t.Run(tc.tags.String(), func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -220,7 +220,7 @@ func TestConsoleTags(t *testing.T) {
 // one line.
 func TestConsoleUntaggedWholeLines(t *testing.T) {
 	var out bytes.Buffer
-	c := newConsole(Output{Tags: TagNone}, 8, &out, io.Discard, nil, nil)
+	c := newConsole(Output{Tags: plan.TagNone}, 8, &out, io.Discard, nil, nil)
 	const ranks, frames = 8, 200
 	var wg sync.WaitGroup
 	for r := range ranks {
@@ -242,47 +242,5 @@ func TestConsoleUntaggedWholeLines(t *testing.T) {
 	}
 	if n != ranks*frames*3 {
 		t.Errorf("%d lines, want %d", n, ranks*frames*3)
-	}
-}
-
-func TestTagStyleResolve(t *testing.T) {
-	// A pseudo-terminal's master side is a terminal to isTerminal.
-	tty, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatalf("no pseudo-terminal to test with: %v", err)
-	}
-	defer tty.Close()
-	var buf bytes.Buffer
-	for _, tc := range []struct {
-		in   TagStyle
-		w    io.Writer
-		want TagStyle
-	}{
-		{TagAuto, &buf, TagNone},
-		{TagAuto, io.Discard, TagNone},
-		{TagNone, &buf, TagNone},
-		{TagRank, &buf, TagRank},
-		{TagMpirun, &buf, TagMpirun},
-	} {
-		if got := tc.in.Resolve(tc.w); got != tc.want {
-			t.Errorf("%v.Resolve(%T) = %v, want %v", tc.in, tc.w, got, tc.want)
-		}
-	}
-	for in, want := range map[TagStyle]TagStyle{TagAuto: TagRank, TagNone: TagNone, TagMpirun: TagMpirun} {
-		if got := in.Resolve(tty); got != want {
-			t.Errorf("%v.Resolve(terminal) = %v, want %v", in, got, want)
-		}
-	}
-	// /dev/null is a character device, not a terminal.
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
-	if got := TagAuto.Resolve(null); got != TagNone {
-		t.Errorf("auto.Resolve(/dev/null) = %v, want %v", got, TagNone)
-	}
-	if isTerminal(null) {
-		t.Error("/dev/null reads as a terminal")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gangway/agent/wire"
+	"gangway/launcher/plan"
 	"gangway/nccl"
 )
 
@@ -67,7 +68,7 @@ func (j *job) jobEnv(choices []*nccl.Choice) JobEnv {
 	h0 := j.ranks[0].Host
 	r0 := j.sessions[h0]
 	master := masterAddr(r0, choices[h0])
-	if len(j.sessions) == 1 && isLocal(r0.host) {
+	if len(j.sessions) == 1 && plan.IsLocal(r0.host) {
 		master = "127.0.0.1"
 	}
 	port := r0.facts.FreePort
@@ -114,7 +115,7 @@ func (j *job) start(ctx context.Context, envs [][]string) error {
 }
 
 // pmiJob builds the PMI description shared by every host.
-func pmiJob(jobID string, ranks []Rank, universe int) *wire.PMIJob {
+func pmiJob(jobID string, ranks []plan.Rank, universe int) *wire.PMIJob {
 	node := make([]int, len(ranks))
 	for _, r := range ranks {
 		node[r.Rank] = r.NodeRank
@@ -134,7 +135,7 @@ func (j *job) universe() int {
 // universeSize resolves -usize u for ranks placed on hosts with slots (by
 // host index): a size is itself, SYSTEM is Hydra's (the slots of the
 // hosts that run ranks), and unset or INFINITE is -1, unknown.
-func universeSize(u int, slots []int, ranks []Rank) int {
+func universeSize(u int, slots []int, ranks []plan.Rank) int {
 	switch {
 	case u > 0:
 		return u

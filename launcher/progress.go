@@ -2,13 +2,14 @@ package launcher
 
 import (
 	"fmt"
-	"gangway/internal/term"
 	"io"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"gangway/internal/term"
 
 	"gangway/bench"
 )

@@ -9,6 +9,7 @@ import (
 
 	"gangway/agent/wire"
 	"gangway/hostfile"
+	"gangway/launcher/plan"
 )
 
 // resolveHosts reads -H and hostfiles, else the hostfile Kubeflow's
@@ -104,7 +105,7 @@ func (c *Config) resolveInputs(environ []string) error {
 		return err
 	}
 	if c.in.outputFrom != "" {
-		if c.Out.From, err = ParseRankSet(c.in.outputFrom); err != nil {
+		if c.Out.From, err = plan.ParseRankSet(c.in.outputFrom); err != nil {
 			return fmt.Errorf("%w: --output-from: %v", ErrUsage, err)
 		}
 	}

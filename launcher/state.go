@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gangway/agent/wire"
+	"gangway/launcher/plan"
 )
 
 // The job loop is split in two: state.apply decides (pure: data in, the
@@ -135,7 +136,7 @@ const stopSlack = 3 * time.Second
 // whatever the agents do.
 func (st *state) dumpGrace() time.Duration { return max(st.grace, time.Second) }
 
-func newState(hosts []string, ranks []Rank, o stateOptions) *state {
+func newState(hosts []string, ranks []plan.Rank, o stateOptions) *state {
 	st := &state{hosts: hosts, hostOf: make([]int, len(ranks)), stateOptions: o,
 		exited: make([]bool, len(ranks)), failed: make([]bool, len(ranks)), gotStarted: make([]bool, len(hosts)),
 		done: make([]bool, len(hosts)), barrier: barrier{seq: 1}, names: map[string]string{}}

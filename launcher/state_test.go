@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gangway/agent/wire"
+	"gangway/launcher/plan"
 )
 
 // testOptions: --kill-grace 5s, a minute for stacks that stop nothing.
@@ -19,7 +20,7 @@ var testOptions = stateOptions{grace: 5 * time.Second, dumpTimeout: time.Minute}
 
 // twoHosts is a 4-rank job: ranks 0,1 on host 0 ("a"), 2,3 on host 1 ("b").
 func twoHosts() *state {
-	return newState([]string{"a", "b"}, []Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}, testOptions)
+	return newState([]string{"a", "b"}, []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}, testOptions)
 }
 
 // run applies events in order and returns every action and the state.
@@ -375,7 +376,7 @@ func TestApplyStopBounded(t *testing.T) {
 		}
 	})
 	t.Run("NoGrace", func(t *testing.T) {
-		st := newState([]string{"a"}, []Rank{rk(0, 0, 0, 1, 0)}, stateOptions{grace: 0, dumpTimeout: time.Minute})
+		st := newState([]string{"a"}, []plan.Rank{rk(0, 0, 0, 1, 0)}, stateOptions{grace: 0, dumpTimeout: time.Minute})
 		if d, _ := find[actDump](st.apply(evCancel{&TimeoutError{}})); d.within != time.Second {
 			t.Errorf("--kill-grace 0: stacks waited for %v, want 1s", d.within)
 		}

@@ -1,11 +1,9 @@
-package launcher
+package plan
 
 import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
 	"gangway/hostfile"
 )
@@ -17,31 +15,35 @@ type Rank struct {
 	LocalRank int // index among the ranks on its host
 	LocalSize int // ranks on its host
 	NodeRank  int // index of its host among the hosts that run ranks
-	// GPUs are the rank's GPUs, set once the hosts' facts are known
-	// (assignGPUs); nil on hosts without GPUs and in a plan.
+	// GPUs are the rank's GPUs, set once the hosts' facts are known;
+	// nil on hosts without GPUs and in a plan.
 	GPUs []int
 }
 
-// PlanOptions are the placement options.
-type PlanOptions struct {
+// Options are the placement options.
+type Options struct {
 	MapBy         string // slot (default) or node
 	RankBy        string // slot or node; "" numbers ranks as MapBy deals them
 	NPerNode      int
 	Oversubscribe bool
 }
 
+// MaxRanks bounds -np and every plan: beyond it the launcher's per-rank
+// tables alone would exhaust a jump host's memory.
+const MaxRanks = 1 << 20
+
 // ErrNotEnoughSlots is returned when -np exceeds the slots and
 // --oversubscribe was not given.
 var ErrNotEnoughSlots = errors.New("not enough slots")
 
-// Plan places np ranks on hosts. It is a pure function of its arguments.
+// Ranks places np ranks on hosts. It is a pure function of its arguments.
 // np == 0 means every slot (or NPerNode on every host).
 //
 // -map-by slot fills each host's slots before the next host (mpirun,
 // horovodrun); -map-by node deals ranks round robin over the hosts. With
 // --oversubscribe, ranks beyond the slots are dealt round robin over the
 // hosts that are below their max_slots.
-func Plan(hosts []hostfile.Host, np int, o PlanOptions) ([]Rank, error) {
+func Ranks(hosts []hostfile.Host, np int, o Options) ([]Rank, error) {
 	if len(hosts) == 0 {
 		return nil, errors.New("no hosts")
 	}
@@ -99,48 +101,6 @@ func Plan(hosts []hostfile.Host, np int, o PlanOptions) ([]Rank, error) {
 		local[h]++
 	}
 	return ranks, nil
-}
-
-// RankSet is a set of ranks given as "0,2,4-7"; the zero value is "all".
-type RankSet struct {
-	ranges [][2]int
-}
-
-// ParseRankSet parses "0,2,4-7".
-func ParseRankSet(s string) (RankSet, error) {
-	var rs RankSet
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return rs, fmt.Errorf("bad rank %q", part)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return rs, fmt.Errorf("bad rank range %q", part)
-			}
-		}
-		rs.ranges = append(rs.ranges, [2]int{a, b})
-	}
-	return rs, nil
-}
-
-// All reports whether the set is unrestricted.
-func (s RankSet) All() bool { return len(s.ranges) == 0 }
-
-// Has reports whether rank r is in the set.
-func (s RankSet) Has(r int) bool {
-	if len(s.ranges) == 0 {
-		return true
-	}
-	for _, rg := range s.ranges {
-		if r >= rg[0] && r <= rg[1] {
-			return true
-		}
-	}
-	return false
 }
 
 // deal assigns np ranks to hosts: assign[rank] is its host, count[host]
@@ -212,4 +172,35 @@ func rankBy(count []int, np int, by string) ([]int, error) {
 		return nil, fmt.Errorf("-rank-by %q is not supported (use slot or node)", by)
 	}
 	return assign, nil
+}
+
+// UsedHosts keeps the hosts that run ranks and renumbers the ranks' Host
+// to index the result.
+func UsedHosts(hosts []hostfile.Host, ranks []Rank) []hostfile.Host {
+	used := make([]bool, len(hosts))
+	for _, r := range ranks {
+		used[r.Host] = true
+	}
+	idx := make([]int, len(hosts))
+	var out []hostfile.Host
+	for i, h := range hosts {
+		if used[i] {
+			idx[i] = len(out)
+			out = append(out, h)
+		}
+	}
+	for k := range ranks {
+		ranks[k].Host = idx[ranks[k].Host]
+	}
+	return out
+}
+
+// Local is the implicit host of a job given no hosts: this machine, with
+// slots ranks (its agent runs in the launcher's process).
+func Local(slots int) hostfile.Host { return hostfile.Host{Name: "localhost", Slots: slots} }
+
+// IsLocal reports whether h names this machine as Local does: served by
+// the in-process agent, not reached over the network.
+func IsLocal(h hostfile.Host) bool {
+	return h.Port == 0 && h.User == "" && (h.Name == "localhost" || h.Name == "127.0.0.1")
 }

@@ -1,0 +1,67 @@
+package launcher
+
+import (
+	"fmt"
+
+	"gangway/launcher/plan"
+	"gangway/nccl"
+)
+
+// chooseGPUs hands each host's ranks their GPUs: the --gpus/--include
+// subset, and, when ranks need fewer GPUs than are free, the subset with
+// the best interconnect in ring order.
+func chooseGPUs(p Placement, s *session, localRanks int) ([]int, error) {
+	if len(s.facts.GPUs) == 0 {
+		return nil, nil
+	}
+	var free []int
+	for _, g := range s.facts.GPUs {
+		free = append(free, g.Index)
+	}
+	free, err := p.GPUs.Apply(s.host.Name, free)
+	if err != nil {
+		return nil, err
+	}
+	need := localRanks * max(p.GPUsPer, 1)
+	if need > len(free) {
+		return nil, fmt.Errorf("host %s: %d ranks x %d GPUs need %d GPUs, %d are available (%v)", s.host.Name, localRanks, max(p.GPUsPer, 1), need, len(free), free)
+	}
+	if need == len(free) && s.facts.GPUTopo == nil {
+		return free, nil
+	}
+	var topo [][]string
+	if s.facts.GPUTopo != nil {
+		topo = s.facts.GPUTopo.Link
+	}
+	got, err := nccl.ChooseGPUs(topo, free, need)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: %w", s.host.Name, err)
+	}
+	return got, nil
+}
+
+// assignGPUs gives every rank its GPUs (GPUsPer of its host's chosen
+// GPUs, by local rank), once: the environment (CUDA_VISIBLE_DEVICES) and
+// the agent (NUMA binding) both read Rank.GPUs. Hosts without GPUs leave
+// them nil.
+func assignGPUs(p Placement, ranks []plan.Rank, sessions []*session) error {
+	local := make([]int, len(sessions))
+	for _, r := range ranks {
+		local[r.Host]++
+	}
+	chosen := make([][]int, len(sessions))
+	for i, s := range sessions {
+		g, err := chooseGPUs(p, s, local[i])
+		if err != nil {
+			return err
+		}
+		chosen[i] = g
+	}
+	per := max(p.GPUsPer, 1)
+	for k, r := range ranks {
+		if g := chosen[r.Host]; g != nil {
+			ranks[k].GPUs = g[r.LocalRank*per : (r.LocalRank+1)*per]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,37 @@
+package launcher
+
+import (
+	"testing"
+
+	"gangway/launcher/plan"
+)
+
+// TestUniverseSize: -usize as PMI tells it, Hydra's meanings: a number is
+// itself, SYSTEM the slots of the hosts that run ranks, INFINITE and no
+// -usize -1 (unknown).
+func TestUniverseSize(t *testing.T) {
+	slots := []int{3, 5, 7}
+	onFirst := []plan.Rank{{Rank: 0, Host: 0}, {Rank: 1, Host: 0}}
+	onTwo := []plan.Rank{{Rank: 0, Host: 0}, {Rank: 1, Host: 0}, {Rank: 2, Host: 0}, {Rank: 3, Host: 1}}
+	for _, tc := range []struct {
+		name  string
+		u     int
+		ranks []plan.Rank
+		want  int
+	}{
+		{"not given", 0, onTwo, -1},
+		{"INFINITE", UniverseInfinite, onTwo, -1},
+		{"a number", 12, onTwo, 12},
+		{"SYSTEM, ranks on one host", UniverseSystem, onFirst, 3},
+		{"SYSTEM, ranks on two hosts", UniverseSystem, onTwo, 8},
+	} {
+		if got := universeSize(tc.u, slots, tc.ranks); got != tc.want {
+			t.Errorf("%s: universeSize(%d) = %d, want %d", tc.name, tc.u, got, tc.want)
+		}
+	}
+}
+
+// rk is a Rank written compactly: rank, host, local rank, local size, node rank.
+func rk(rank, host, local, localSize, node int) plan.Rank {
+	return plan.Rank{Rank: rank, Host: host, LocalRank: local, LocalSize: localSize, NodeRank: node}
+}
