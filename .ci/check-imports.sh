@@ -34,6 +34,7 @@ done
 # import them all. Tests included: a room's tests do not reach up either.
 rooms='
 plan:
+transport: plan
 '
 testdeps() {
 	go list -e -f '{{join .Imports "\n"}}

@@ -9,20 +9,21 @@ import (
 
 	"gangway/hostfile"
 	"gangway/launcher/plan"
+	"gangway/launcher/transport"
 )
 
 // Config is a validated command line, grouped by the part of the launcher
 // that reads it.
 type Config struct {
-	Place     Placement   // the plan and the GPUs: which hosts, how many ranks, where
-	Env       Environment // what every rank's environment and working directory are
-	Out       Output      // the console, per-rank files, logs, stdin
-	Transport Transport   // how hosts are reached
-	Network   Network     // node and network preparation before the ranks start
-	Control   Control     // how a running job is bounded and stopped
-	Bench     Bench       // the throughput summary, report and plot
-	Mode      Mode        // what the launcher does with the rest
-	Argv      []string    // the program and its arguments (the logs, for --analyze)
+	Place     Placement         // the plan and the GPUs: which hosts, how many ranks, where
+	Env       Environment       // what every rank's environment and working directory are
+	Out       Output            // the console, per-rank files, logs, stdin
+	Transport transport.Options // how hosts are reached
+	Network   Network           // node and network preparation before the ranks start
+	Control   Control           // how a running job is bounded and stopped
+	Bench     Bench             // the throughput summary, report and plot
+	Mode      Mode              // what the launcher does with the rest
+	Argv      []string          // the program and its arguments (the logs, for --analyze)
 
 	in flagInputs // raw flag values, resolved by Parse and then cleared
 }
@@ -103,28 +104,6 @@ type Output struct {
 	JSON          bool // --inspect as JSON
 	Verbose       bool
 	LogFormat     string // console | json
-}
-
-// Transport is how the launcher reaches the hosts' agents.
-type Transport struct {
-	Kind           string // agent | ssh | slurm (Parse resolves the default)
-	Port           int
-	AgentPath      string
-	SSHCommand     string
-	Identity       string
-	KnownHosts     string
-	AcceptNewHosts bool
-	StartTimeout   time.Duration
-	// MPIOperator is set in an mpi-operator launcher pod whose hosts come
-	// from the operator's hostfile (K_MPI_JOB_ROLE=launcher): host keys
-	// not in known_hosts are then accepted, unrecorded and with a warning,
-	// as the operator's images configure ssh (StrictHostKeyChecking no,
-	// UserKnownHostsFile /dev/null). A mismatch is still refused.
-	MPIOperator bool
-	// PortFrom names the ssh configuration the agents' port came from (an
-	// mpi-operator launcher pod's /etc/ssh/ssh_config) when no -p was
-	// given; "" otherwise.
-	PortFrom string
 }
 
 // Network is the node and network preparation before ranks start.
@@ -281,8 +260,8 @@ func (c *Config) resolveTransport(getenv func(string) string) error {
 	inAlloc := getenv("SLURM_JOB_ID") != ""
 	switch {
 	case !c.in.given["transport"] && inAlloc && c.Place.Source == HostsSlurm && c.Mode != ModeOpenMPI:
-		t.Kind = "slurm"
-	case t.Kind != "slurm":
+		t.Kind = transport.Slurm
+	case t.Kind != transport.Slurm:
 	case !inAlloc:
 		return fmt.Errorf("%w: --transport slurm: not inside a Slurm allocation (SLURM_JOB_ID is not set; run the launcher under salloc or sbatch)", ErrUsage)
 	case c.Mode == ModeOpenMPI:
@@ -314,8 +293,8 @@ func (c *Config) validate() error {
 		return bad("--log-format %q: use console or json", c.Out.LogFormat)
 	case c.in.mpi != "auto" && c.in.mpi != "pmi" && c.in.mpi != "none" && c.in.mpi != "openmpi":
 		return bad("--mpi %q: use auto, pmi, none or openmpi", c.in.mpi)
-	case c.Transport.Kind != "agent" && c.Transport.Kind != "ssh" && c.Transport.Kind != "slurm":
-		return bad("--transport %q: use agent, ssh or slurm", c.Transport.Kind)
+	case c.in.kindErr != nil:
+		return bad("--transport %q: %v", c.in.transport, c.in.kindErr)
 	case c.Transport.Port < 1 || c.Transport.Port > 65535:
 		return bad("--port %d out of range", c.Transport.Port)
 	}

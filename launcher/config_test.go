@@ -12,6 +12,7 @@ import (
 
 	"gangway/hostfile"
 	"gangway/launcher/plan"
+	"gangway/launcher/transport"
 )
 
 // fakeEnv returns a getenv and an environ for Parse that read only m.
@@ -32,7 +33,7 @@ func defaultConfig(argv ...string) Config {
 		Place:     Placement{Source: HostsLocal, MapBy: "slot", BindTo: "none", GPUsPer: 1},
 		Env:       Environment{PMI: true},
 		Out:       Output{Stdin: 0, LogFormat: "console", ProgressAuto: true, ProgressEvery: 5 * time.Second},
-		Transport: Transport{Kind: "agent", Port: 22122, AgentPath: "agent", SSHCommand: "ssh", StartTimeout: 60 * time.Second},
+		Transport: transport.Options{Kind: transport.Agent, Port: 22122, AgentPath: "agent", SSHCommand: "ssh", StartTimeout: 60 * time.Second},
 		Network:   Network{Preflight: true},
 		Control:   Control{KillGrace: 5 * time.Second, RestartBackoff: time.Second},
 		Bench:     Bench{MetricScope: "rank", WarmupSteps: -1, Straggler: 0.05},
@@ -148,10 +149,10 @@ func TestParse(t *testing.T) {
 		}},
 		{"hostfile wins over slurm", []string{"-f", hf}, slurm, func(c *Config) { c.Place.Hosts, c.Place.Source, c.Place.Hostfile = hfHosts, HostsFile, hf }},
 		{"inside an allocation: srun", nil, alloc, func(c *Config) {
-			c.Place.Hosts, c.Place.Source, c.Transport.Kind = dgx, HostsSlurm, "slurm"
+			c.Place.Hosts, c.Place.Source, c.Transport.Kind = dgx, HostsSlurm, transport.Slurm
 		}},
 		{"inside an allocation: --inspect uses srun too", []string{"--inspect"}, alloc, func(c *Config) {
-			c.Place.Hosts, c.Place.Source, c.Transport.Kind, c.Mode = dgx, HostsSlurm, "slurm", ModeInspect
+			c.Place.Hosts, c.Place.Source, c.Transport.Kind, c.Mode = dgx, HostsSlurm, transport.Slurm, ModeInspect
 		}},
 		{"inside an allocation: --transport agent", []string{"--transport", "agent"}, alloc, func(c *Config) {
 			c.Place.Hosts, c.Place.Source = dgx, HostsSlurm
@@ -163,7 +164,7 @@ func TestParse(t *testing.T) {
 			c.Place.Hosts, c.Place.Source, c.Mode = dgx, HostsSlurm, ModeOpenMPI
 		}},
 		{"--transport slurm -H: srun on those nodes", []string{"--transport", "slurm", "-H", "dgx02:4"}, alloc, func(c *Config) {
-			c.Place.Hosts, c.Place.Source, c.Transport.Kind = []hostfile.Host{{Name: "dgx02", Slots: 4}}, HostsList, "slurm"
+			c.Place.Hosts, c.Place.Source, c.Transport.Kind = []hostfile.Host{{Name: "dgx02", Slots: 4}}, HostsList, transport.Slurm
 		}},
 		{"PBS node file", nil, map[string]string{"PBS_NODEFILE": pbs}, func(c *Config) {
 			c.Place.Hosts = []hostfile.Host{{Name: "n1", Slots: 2}, {Name: "n2", Slots: 1}}
@@ -259,7 +260,7 @@ func TestParse(t *testing.T) {
 		{"--dry-run", []string{"--dry-run"}, nil, func(c *Config) { c.Mode = ModeDryRun }},
 		{"-dry-run=true", []string{"-dry-run=true"}, nil, func(c *Config) { c.Mode = ModeDryRun }},
 		{"--transport ssh", []string{"--transport", "ssh", "--ssh", "ssh -F /dev/null", "--agent-path", "/opt/agent"}, nil, func(c *Config) {
-			c.Transport.Kind, c.Transport.SSHCommand, c.Transport.AgentPath = "ssh", "ssh -F /dev/null", "/opt/agent"
+			c.Transport.Kind, c.Transport.SSHCommand, c.Transport.AgentPath = transport.SSH, "ssh -F /dev/null", "/opt/agent"
 		}},
 		{"-p", []string{"-p", "2222"}, nil, func(c *Config) { c.Transport.Port = 2222 }},
 		{"--port", []string{"--port", "2222"}, nil, func(c *Config) { c.Transport.Port = 2222 }},

@@ -19,38 +19,8 @@ import (
 	"gangway/hostfile"
 	"gangway/internal/syncx"
 	"gangway/launcher/plan"
+	"gangway/launcher/transport"
 )
-
-// Dialer opens a protocol stream to the agent on one host. addr is the
-// address the launcher reached the host on ("" when not a network address).
-type Dialer interface {
-	Dial(ctx context.Context, h hostfile.Host) (rwc io.ReadWriteCloser, addr string, err error)
-}
-
-// DialerFunc adapts a function to Dialer.
-type DialerFunc func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error)
-
-// Dial calls f.
-func (f DialerFunc) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
-	return f(ctx, h)
-}
-
-// agentPorter is a connection that knows the port its agent listens on
-// (an agent started by srun listens on an ephemeral one): the preflight
-// probes that port.
-type agentPorter interface{ AgentPort() int }
-
-// ErrPermanent marks dial errors that retrying cannot fix (authentication,
-// host key, protocol version); errors.Is(err, ErrPermanent) tells them.
-var ErrPermanent = errors.New("permanent")
-
-// permanentError marks err permanent without changing its message.
-type permanentError struct{ error }
-
-func (p permanentError) Unwrap() error        { return p.error }
-func (p permanentError) Is(target error) bool { return target == ErrPermanent }
-
-func permanent(err error) error { return permanentError{err} }
 
 // session is one host's open protocol stream.
 type session struct {
@@ -58,7 +28,7 @@ type session struct {
 	host     hostfile.Host
 	conn     *wire.Conn
 	addr     string
-	port     int // the agent's port when its connection says (agentPorter), else 0
+	port     int // the agent's port when its connection says (transport.AgentPorter), else 0
 	facts    wire.Facts
 	stopBeat func()
 
@@ -86,23 +56,11 @@ func (s *session) sendFailed(what string, err error) error {
 	return &HostError{Host: s.host.Name, Err: fmt.Errorf("%s: %w", what, err)}
 }
 
-// HeartbeatInterval is how often the launcher tells each agent it is
-// alive; an agent that hears nothing for its --launcher-timeout (30 s by
-// default) stops the job's ranks, which covers a stopped launcher and a
-// silent network partition.
-var HeartbeatInterval = 5 * time.Second
-
 // close ends the session: the connection, then the heartbeat (whose
 // send, blocked on an agent that stopped reading, the close ends).
 func (s *session) close() {
 	s.conn.Close()
 	s.stopBeat()
-}
-
-// heartbeat sends a Ping every interval until stopped or the connection
-// fails.
-func heartbeat(c *wire.Conn, interval time.Duration) (stop func()) {
-	return every(interval, func(<-chan struct{}) bool { return c.Send(wire.KindPing, nil) == nil })
 }
 
 // HostError says which host failed and how.
@@ -161,7 +119,7 @@ func dial(ctx context.Context, cfg Config, d Deps, jobID string, planned bool) (
 		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: routePeers(names, i)}
 	}
 	logHosts(d.Log, cfg.Place, hosts)
-	sessions, err := dialAllTo(ctx, d.Log, d.Stderr, hosts, d.Local, d.Remote, hello, cfg.Transport.StartTimeout)
+	sessions, err := dialAllTo(ctx, d.Log, d.Stderr, hosts, transport.Dialers{Local: d.Local, Remote: d.Remote}, hello, cfg.Transport.StartTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +180,18 @@ func placementSummary(hosts []string, ranks []plan.Rank) string {
 // dialling and returns the hosts that run ranks, with the plan; with
 // per-socket placement, which needs the hosts' facts, it returns hosts
 // as given and no plan.
+// remoteHosts are the hosts the transport is built for: those dial will
+// reach (the plan's for a job, all of them for --inspect or when the plan
+// fails, which dial reports).
+func remoteHosts(cfg Config) []hostfile.Host {
+	if cfg.Mode == ModeRun {
+		if used, _, err := runHosts(cfg, cfg.Place.Hosts); err == nil {
+			return used
+		}
+	}
+	return cfg.Place.Hosts
+}
+
 func runHosts(cfg Config, hosts []hostfile.Host) ([]hostfile.Host, []plan.Rank, error) {
 	if cfg.Place.PerSocket > 0 {
 		return hosts, nil, nil
@@ -234,8 +204,8 @@ func runHosts(cfg Config, hosts []hostfile.Host) ([]hostfile.Host, []plan.Rank, 
 }
 
 // dialAll is dialAllTo without the status line.
-func dialAll(ctx context.Context, log *zap.Logger, hosts []hostfile.Host, local, remote Dialer, hello func(i int) wire.Hello, timeout time.Duration) ([]*session, error) {
-	return dialAllTo(ctx, log, nil, hosts, local, remote, hello, timeout)
+func dialAll(ctx context.Context, log *zap.Logger, hosts []hostfile.Host, ds transport.Dialers, hello func(i int) wire.Hello, timeout time.Duration) ([]*session, error) {
+	return dialAllTo(ctx, log, nil, hosts, ds, hello, timeout)
 }
 
 // dialAllTo connects to every host concurrently, retrying with backoff
@@ -246,7 +216,7 @@ func dialAll(ctx context.Context, log *zap.Logger, hosts []hostfile.Host, local,
 // host is tried again, and attempts under way get permanentGrace to end
 // (so that hosts failing the same way are all named). It returns every
 // session or an error naming each missing host and why.
-func dialAllTo(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hostfile.Host, local, remote Dialer, hello func(i int) wire.Hello, timeout time.Duration) ([]*session, error) {
+func dialAllTo(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hostfile.Host, ds transport.Dialers, hello func(i int) wire.Hello, timeout time.Duration) ([]*session, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// A permanent failure of one host fails the job: stop waiting for
@@ -272,16 +242,13 @@ func dialAllTo(ctx context.Context, log *zap.Logger, status io.Writer, hosts []h
 	w := &waiting{hosts: hosts, lastErr: map[int]error{}}
 	var wg sync.WaitGroup
 	for i, h := range hosts {
-		d := remote
-		if plan.IsLocal(h) {
-			d = local
-		}
+		d := ds.For(h)
 		wg.Go(func() {
 			start := time.Now()
 			sessions[i] = dialRetry(ctx, giveUp, d, i, h, hello(i), w.note)
 			if s := sessions[i]; s != nil {
 				log.Info("connected", zap.String("host", h.Name), zap.String("addr", s.addr), zap.Duration("took", time.Since(start).Round(time.Millisecond)))
-			} else if err := w.err(i); errors.Is(err, ErrPermanent) {
+			} else if err := w.err(i); errors.Is(err, transport.ErrPermanent) {
 				failed(err)
 			}
 		})
@@ -291,7 +258,7 @@ func dialAllTo(ctx context.Context, log *zap.Logger, status io.Writer, hosts []h
 	for i := range hosts {
 		if sessions[i] == nil {
 			err := w.err(i)
-			if err == nil && errors.Is(context.Cause(ctx), ErrPermanent) {
+			if err == nil && errors.Is(context.Cause(ctx), transport.ErrPermanent) {
 				continue // stopped because another host failed for good
 			}
 			if err == nil {
@@ -324,7 +291,7 @@ var permanentGrace = 2 * time.Second
 // dialRetry dials one host until it answers, a permanent error, ctx ends
 // or giveUp closes (after a failed attempt); note hears every failed
 // attempt (nil once connected).
-func dialRetry(ctx context.Context, giveUp <-chan struct{}, d Dialer, i int, h hostfile.Host, hello wire.Hello, note func(i int, err error)) *session {
+func dialRetry(ctx context.Context, giveUp <-chan struct{}, d transport.Dialer, i int, h hostfile.Host, hello wire.Hello, note func(i int, err error)) *session {
 	backoff := 50 * time.Millisecond
 	for {
 		s, err := dialOne(ctx, d, i, h, hello)
@@ -332,7 +299,7 @@ func dialRetry(ctx context.Context, giveUp <-chan struct{}, d Dialer, i int, h h
 			// The attempt was cut short: by another host's permanent
 			// failure (nothing to say about this one), or by the start
 			// timeout (keep the last full attempt's error, if any).
-			if !errors.Is(context.Cause(ctx), ErrPermanent) {
+			if !errors.Is(context.Cause(ctx), transport.ErrPermanent) {
 				note(i, cutShort{err})
 			}
 			return nil
@@ -341,7 +308,7 @@ func dialRetry(ctx context.Context, giveUp <-chan struct{}, d Dialer, i int, h h
 		if err == nil {
 			return s
 		}
-		if errors.Is(err, ErrPermanent) || d == nil {
+		if errors.Is(err, transport.ErrPermanent) || d == nil {
 			return nil
 		}
 		select {
@@ -471,15 +438,15 @@ func waitingLine(hosts []hostfile.Host, ready int, lastErr map[int]error) string
 }
 
 // dialOne opens one session: transport, Hello, Facts.
-func dialOne(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire.Hello) (*session, error) {
+func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, hello wire.Hello) (*session, error) {
 	if d == nil {
-		return nil, permanent(errors.New("no transport for this host"))
+		return nil, transport.Permanent(errors.New("no transport for this host"))
 	}
 	rwc, addr, err := d.Dial(ctx, h)
 	if err != nil {
 		return nil, err
 	}
-	conn := wire.NewConn(newStallGuard(rwc, StallTimeout))
+	conn := wire.NewConn(transport.Guard(rwc))
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	if err := conn.Send(wire.KindHello, hello); err != nil {
@@ -489,7 +456,7 @@ func dialOne(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire.H
 	m, err := conn.Recv()
 	if err != nil {
 		conn.Close()
-		if errors.Is(err, ErrPermanent) {
+		if errors.Is(err, transport.ErrPermanent) {
 			return nil, err // the transport says why (the system ssh's message)
 		}
 		return nil, fmt.Errorf("agent closed the session: %w", err)
@@ -500,10 +467,10 @@ func dialOne(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire.H
 		var e wire.Error
 		_ = m.Decode(&e)
 		conn.Close()
-		return nil, permanent(fmt.Errorf("agent refused: %s", e.Msg))
+		return nil, transport.Permanent(fmt.Errorf("agent refused: %s", e.Msg))
 	default:
 		conn.Close()
-		return nil, permanent(fmt.Errorf("agent sent %s instead of facts", m.Kind))
+		return nil, transport.Permanent(fmt.Errorf("agent sent %s instead of facts", m.Kind))
 	}
 	var f wire.Facts
 	if err := m.Decode(&f); err != nil {
@@ -512,13 +479,13 @@ func dialOne(ctx context.Context, d Dialer, i int, h hostfile.Host, hello wire.H
 	}
 	if f.Version != wire.Version {
 		conn.Close()
-		return nil, permanent(&wire.VersionError{Ours: wire.Version, Theirs: f.Version})
+		return nil, transport.Permanent(&wire.VersionError{Ours: wire.Version, Theirs: f.Version})
 	}
 	port := 0
-	if p, ok := rwc.(agentPorter); ok {
+	if p, ok := rwc.(transport.AgentPorter); ok {
 		port = p.AgentPort()
 	}
-	return &session{idx: i, host: h, conn: conn, addr: addr, port: port, facts: f, stopBeat: heartbeat(conn, HeartbeatInterval)}, nil
+	return &session{idx: i, host: h, conn: conn, addr: addr, port: port, facts: f, stopBeat: transport.Heartbeat(conn)}, nil
 }
 
 // planPerSocket plans -map-by ppr:N:socket once the hosts' facts tell

@@ -1,10 +1,7 @@
 package launcher
 
 import (
-	"context"
 	"errors"
-	"net"
-	"strings"
 	"testing"
 
 	"gangway/hostfile"
@@ -39,52 +36,6 @@ func TestWaitingLine(t *testing.T) {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
 		})
-	}
-}
-
-// TestClassifyRealErrors dials a port nobody listens on and a name that
-// never resolves, and checks what the user reads and whether it is retried.
-func TestClassifyRealErrors(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	var d net.Dialer
-	_, err = d.DialContext(t.Context(), "tcp", addr)
-	got := classify(addr, err)
-	if !strings.HasPrefix(got.Error(), addr+": connection refused (is the agent running, and on this port?") || errors.Is(got, ErrPermanent) {
-		t.Errorf("refused: %v (permanent %v)", got, errors.Is(got, ErrPermanent))
-	}
-	_, err = d.DialContext(t.Context(), "tcp", "gw-no-such.invalid:22122")
-	got = classify("gw-no-such.invalid:22122", err)
-	if got.Error() != `gw-no-such.invalid:22122: no such host ("gw-no-such.invalid" does not resolve)` || !errors.Is(got, ErrPermanent) {
-		t.Errorf("no such host: %v (permanent %v)", got, errors.Is(got, ErrPermanent))
-	}
-	got = classify("h:1", context.DeadlineExceeded)
-	if !strings.HasPrefix(got.Error(), "h:1: no answer") || errors.Is(got, ErrPermanent) {
-		t.Errorf("timeout: %v", got)
-	}
-}
-
-func TestSSHExecError(t *testing.T) {
-	for _, tc := range []struct {
-		msg, agentPath string
-		permanent      bool
-		want           string
-	}{
-		{"bash: line 1: /opt/gw/agent: No such file or directory", "/opt/gw/agent", true, "no agent binary at --agent-path /opt/gw/agent on the host"},
-		{"sh: 1: /opt/gw/agent: not found", "/opt/gw/agent", true, "no agent binary at --agent-path /opt/gw/agent"},
-		{"ssh: Could not resolve hostname nope: Name or service not known", "agent", true, "no such host (ssh said: ssh: Could not resolve hostname nope: Name or service not known)"},
-		{"Host key verification failed.", "agent", true, "host key refused"},
-		{"root@h: Permission denied (publickey).", "agent", true, "authentication refused"},
-		{"ssh: connect to host h port 22: Connection refused", "agent", false, "ssh: ssh: connect to host h port 22: Connection refused"},
-	} {
-		err := sshExecError(tc.msg, tc.agentPath)
-		if errors.Is(err, ErrPermanent) != tc.permanent || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: %v (permanent %v), want %q permanent %v", tc.msg, err, errors.Is(err, ErrPermanent), tc.want, tc.permanent)
-		}
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"gangway/hostfile"
 	"gangway/launcher/plan"
+	"gangway/launcher/transport"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from DryRun's output")
@@ -57,8 +58,8 @@ func TestDryRunGolden(t *testing.T) {
 }
 
 // failDialer fails the test if anything tries to reach a host.
-func failDialer(t *testing.T) Dialer {
-	return DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+func failDialer(t *testing.T) transport.Dialer {
+	return transport.DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
 		t.Errorf("dry run dialed %s", h.Name)
 		return nil, "", errors.New("dry run must not dial")
 	})
@@ -71,7 +72,7 @@ func TestMainDryRunNeverDials(t *testing.T) {
 	d := Deps{
 		Local:  failDialer(t),
 		Remote: failDialer(t),
-		NewLocal: func(*zap.Logger) Dialer {
+		NewLocal: func(*zap.Logger) transport.Dialer {
 			t.Error("dry run built the local agent")
 			return failDialer(t)
 		},

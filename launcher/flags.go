@@ -12,6 +12,7 @@ import (
 
 	"gangway/internal/textx"
 	"gangway/launcher/plan"
+	"gangway/launcher/transport"
 )
 
 // flagInputs are flag values that need the environment or files to mean
@@ -22,6 +23,8 @@ type flagInputs struct {
 	exports, envFiles    []string
 	stdin, outputFrom    string
 	mpi                  string
+	transport            string          // --transport, as given
+	kindErr              error           // why it names no transport
 	given                map[string]bool // the flags the command line set
 	compat               compatInputs    // other launchers' spellings (compat.go)
 }
@@ -34,7 +37,7 @@ func (c *Config) flagSet() *flag.FlagSet {
 	c.Place.register(fs, &c.in)
 	c.Env.register(fs, &c.in)
 	c.Out.register(fs, &c.in)
-	c.Transport.register(fs)
+	registerTransport(fs, &c.Transport, &c.in)
 	c.Network.register(fs)
 	c.Control.register(fs)
 	c.Bench.register(fs)
@@ -136,8 +139,15 @@ func (o *Output) register(fs *flag.FlagSet, in *flagInputs) {
 	fs.StringVar(&o.LogFormat, "log-format", "console", "log format: console or json")
 }
 
-func (t *Transport) register(fs *flag.FlagSet) {
-	fs.StringVar(&t.Kind, "transport", "agent", "how to reach hosts: agent (an agent listening on --port), ssh (start 'agent --stdio' through the system ssh) or slurm (start 'agent --srun' on every node with one srun step); default slurm inside a Slurm allocation when no hosts are given, else agent")
+// registerTransport registers --transport and its options; a --transport
+// that names no transport is reported by validate, as a usage error.
+func registerTransport(fs *flag.FlagSet, t *transport.Options, in *flagInputs) {
+	t.Kind, in.transport = transport.Agent, string(transport.Agent)
+	fs.Func("transport", "how to reach hosts: agent (an agent listening on --port), ssh (start 'agent --stdio' through the system ssh) or slurm (start 'agent --srun' on every node with one srun step); default slurm inside a Slurm allocation when no hosts are given, else agent", func(s string) error {
+		in.transport = s
+		t.Kind, in.kindErr = transport.ParseKind(s)
+		return nil
+	})
 	for _, n := range []string{"p", "port"} {
 		fs.IntVar(&t.Port, n, DefaultPort, "agent SSH port (per-host ports: host:slots:port or port= in a hostfile)")
 	}

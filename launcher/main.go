@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"gangway/agent/wire"
+	"gangway/launcher/transport"
 )
 
 // Usage is the --help text. Keep it true to the flags in config.go.
@@ -264,7 +265,7 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 		d.Local = d.NewLocal(d.Log)
 	}
 	if d.Remote == nil {
-		remote, err := newRemote(cfg, d.Log)
+		remote, err := transport.New(cfg.Transport, remoteHosts(cfg), cfg.Out.Verbose, d.Log)
 		if err != nil {
 			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
 			return ExitSetup

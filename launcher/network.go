@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"gangway/launcher/transport"
 	"gangway/nccl"
 )
 
@@ -150,19 +151,18 @@ func label(s *session) string {
 	return s.host.Name
 }
 
-// agentPort is the port the host's agent (or sshd, for --transport ssh)
-// listens on, which the preflight dials.
-func agentPort(t Transport, s *session) int {
-	if s.port != 0 {
-		return s.port
+// probePort is the port the preflight dials on s's host, and whether it
+// is a stock sshd's (a fork per connection): the agent's own probe port
+// when it offers one, else the port its session came in on (the agent's,
+// or sshd's for --transport ssh).
+func probePort(t transport.Options, s *session) (port int, sshd bool) {
+	switch {
+	case s.facts.ProbePort > 0:
+		return s.facts.ProbePort, false
+	case s.port != 0:
+		return s.port, false
 	}
-	if s.host.Port != 0 {
-		return s.host.Port
-	}
-	if t.Kind == "ssh" {
-		return 22
-	}
-	return t.Port
+	return t.ProbePort(s.host)
 }
 
 func without(s []string, i int) []string {

@@ -4,6 +4,9 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"gangway/hostfile"
+	"gangway/launcher/transport"
 )
 
 func TestRoutePeers(t *testing.T) {
@@ -42,5 +45,32 @@ func TestRoutePeers(t *testing.T) {
 		if !slices.Equal(got, routePeers(big, i)) {
 			t.Errorf("host %d: not deterministic", i)
 		}
+	}
+}
+
+// TestRemoteHosts: the transport (the srun step) is built for the hosts
+// dial will reach: those the plan uses, and every host with per-socket
+// placement (planned only from the hosts' facts), where a plan of the
+// slots alone would have put all ranks on the first node.
+func TestRemoteHosts(t *testing.T) {
+	cfg := defaultConfig("prog")
+	cfg.Place.Source, cfg.Place.NP, cfg.Transport.Kind = HostsSlurm, 2, transport.Slurm
+	cfg.Place.Hosts = []hostfile.Host{{Name: "cn1", Slots: 2}, {Name: "cn2", Slots: 2}}
+	for _, tc := range []struct {
+		name      string
+		perSocket int
+		want      []string
+	}{{"by slot", 0, []string{"cn1"}}, {"per socket", 1, []string{"cn1", "cn2"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cfg
+			c.Place.PerSocket = tc.perSocket
+			var got []string
+			for _, h := range remoteHosts(c) {
+				got = append(got, h.Name)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("transport's hosts %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -176,12 +176,8 @@ func (j *job) preflight(ctx context.Context, choices []*nccl.Choice) error {
 		// only, as loopback agents on 127.0.0.2 do), else the interface's.
 		// An agent started for this job (--transport ssh) offers a probe
 		// port of its own; an older one gets sshd's port dialled.
-		port := agentPort(j.cfg.Transport, s)
-		if s.facts.ProbePort > 0 {
-			port = s.facts.ProbePort
-		} else if j.cfg.Transport.Kind == "ssh" {
-			cheap = false
-		}
+		port, sshd := probePort(j.cfg.Transport, s)
+		cheap = cheap && !sshd
 		target[i] = net.JoinHostPort(masterAddr(s, choices[i]), strconv.Itoa(port))
 	}
 	probes := make([][]int, n) // host -> peers it dials

@@ -10,6 +10,7 @@ import (
 	"gangway/agent/wire"
 	"gangway/hostfile"
 	"gangway/launcher/plan"
+	"gangway/launcher/transport"
 )
 
 // resolveHosts reads -H and hostfiles, else the hostfile Kubeflow's
@@ -51,7 +52,7 @@ func (c *Config) resolveHosts(getenv func(string) string) error {
 		p.Hosts, p.Source, p.Hostfile, p.HostfileVar = hs, HostsMPIOperator, path, v
 		c.Transport.MPIOperator = getenv(MPIOperatorRoleEnv) == "launcher"
 		if c.Transport.MPIOperator && !c.in.given["p"] && !c.in.given["port"] {
-			c.Transport.portFromSSHConfig(SSHClientConfig)
+			portFromSSHConfig(&c.Transport, SSHClientConfig)
 		}
 		return nil
 	}
@@ -79,7 +80,7 @@ var SSHClientConfig = "/etc/ssh/ssh_config"
 // configuration sets for every host, as mpirun's ssh would dial it
 // (mpi-operator's images set Port 2222 there, and in the workers'
 // sshd_config, which the agent reads in a worker pod).
-func (t *Transport) portFromSSHConfig(path string) {
+func portFromSSHConfig(t *transport.Options, path string) {
 	f, err := os.Open(path)
 	if err != nil {
 		return

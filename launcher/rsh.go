@@ -11,6 +11,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"gangway/hostfile"
+	"gangway/launcher/transport"
 )
 
 // Rsh is the launcher's `--rsh` mode, an ssh-compatible client for
@@ -22,7 +23,7 @@ import (
 func Rsh(ctx context.Context, args []string, d Deps) int {
 	fs := flag.NewFlagSet("launcher --rsh", flag.ContinueOnError)
 	fs.SetOutput(d.Stderr)
-	var cfg Transport
+	var cfg transport.Options
 	fs.IntVar(&cfg.Port, "p", DefaultPort, "port")
 	fs.StringVar(&cfg.Identity, "i", "", "identity")
 	fs.StringVar(&cfg.KnownHosts, "known-hosts", "", "known_hosts")
@@ -53,12 +54,12 @@ func Rsh(ctx context.Context, args []string, d Deps) int {
 		}
 		return 255
 	}
-	dialer, err := newSSHDialer(cfg, d.Log)
+	dialer, err := transport.NewAgentDialer(cfg, d.Log)
 	if err != nil {
 		fmt.Fprintf(d.Stderr, "launcher --rsh: %v\n", err)
 		return 255
 	}
-	client, _, err := dialer.client(ctx, hosts[0])
+	client, _, err := dialer.Client(ctx, hosts[0])
 	if err != nil {
 		if ctx.Err() != nil {
 			return interrupted()
@@ -66,7 +67,7 @@ func Rsh(ctx context.Context, args []string, d Deps) int {
 		fmt.Fprintf(d.Stderr, "launcher --rsh: %s: %v\n", fs.Arg(0), err)
 		return 255
 	}
-	stopKeepalive := keepalive(client, nil)
+	stopKeepalive := transport.Keepalive(client, nil)
 	defer stopKeepalive()
 	defer client.Close()
 	sess, err := client.NewSession()

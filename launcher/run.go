@@ -15,16 +15,17 @@ import (
 	"go.uber.org/zap"
 
 	"gangway/bench"
+	"gangway/launcher/transport"
 )
 
 // Deps are what cmd/launcher wires in.
 type Deps struct {
 	Log    *zap.Logger
-	Local  Dialer // the in-process agent, for localhost
-	Remote Dialer // SSH to agents; nil: built from the Config
+	Local  transport.Dialer // the in-process agent, for localhost
+	Remote transport.Dialer // SSH to agents; nil: built from the Config
 	// NewLocal builds Local once the logger exists (cmd/launcher wires the
 	// in-process agent here so this package never imports agent).
-	NewLocal func(log *zap.Logger) Dialer
+	NewLocal transport.Local
 	Stdin    io.Reader
 	Stdout   io.Writer
 	Stderr   io.Writer

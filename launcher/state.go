@@ -11,6 +11,7 @@ import (
 
 	"gangway/agent/wire"
 	"gangway/launcher/plan"
+	"gangway/launcher/transport"
 )
 
 // The job loop is split in two: state.apply decides (pure: data in, the
@@ -347,8 +348,8 @@ func (st *state) lose(host int, err error) []action {
 	st.markDone(host)
 	acts := st.noDumpFrom(host)
 	name := st.hosts[host]
-	var silent silentError
-	var stalled stalledError
+	var silent transport.SilentError
+	var stalled transport.StalledError
 	switch {
 	case errors.As(err, &silent):
 		// The keepalives are why, whatever the frame reader was in the

@@ -13,6 +13,7 @@ import (
 
 	"gangway/agent/wire"
 	"gangway/launcher/plan"
+	"gangway/launcher/transport"
 )
 
 // testOptions: --kill-grace 5s, a minute for stacks that stop nothing.
@@ -114,7 +115,7 @@ func TestApplyRunningAtFirst(t *testing.T) {
 // such, whatever the frame reader was in the middle of.
 func TestApplyLostAgentSilent(t *testing.T) {
 	st := twoHosts()
-	mid := fmt.Errorf("wire: short output frame (5 of 65477 bytes): %w", silentError{15 * time.Second})
+	mid := fmt.Errorf("wire: short output frame (5 of 65477 bytes): %w", transport.SilentError{After: 15 * time.Second})
 	runEvents(st, evLost{1, mid})
 	want := "lost the agent on b: no answer to SSH keepalives for 15s (host hung, stopped or cut off)"
 	if !reflect.DeepEqual(st.lost, []string{want}) {

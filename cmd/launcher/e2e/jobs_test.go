@@ -17,6 +17,7 @@ import (
 	"gangway/cmd/internal/e2e"
 	"gangway/hostfile"
 	"gangway/launcher"
+	"gangway/launcher/transport"
 )
 
 // TestConcurrentJobs runs two jobs on one agent at once: each sees only
@@ -83,7 +84,7 @@ func TestConcurrentJobs(t *testing.T) {
 func TestLauncherRefusesOtherVersion(t *testing.T) {
 	t.Parallel()
 	fakes := make(chan error, 1)
-	remote := launcher.DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+	remote := transport.DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
 		ours, theirs := net.Pipe()
 		go func() {
 			c := wire.NewConn(theirs)
@@ -156,7 +157,7 @@ func TestLauncherEndsLyingAgent(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			remote := launcher.DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+			remote := transport.DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
 				ours, theirs := net.Pipe()
 				go func() { // ends when the launcher closes its end
 					c := wire.NewConn(theirs)

@@ -1,4 +1,4 @@
-package launcher
+package transport
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 // (an SSH channel with its window never opened). Without the bound, one
 // such agent blocks the job loop in a send, and with it --timeout and
 // signals, for ever.
-var StallTimeout = 10 * time.Second
+const StallTimeout = 10 * time.Second
 
 // stallChunk is the most one write hands the transport at a time: each
 // chunk accepted restarts StallTimeout, so a slow link is never taken for
@@ -26,23 +26,27 @@ const stallChunk = 64 << 10
 // ErrStalled is why a session ends when its agent stopped reading.
 var ErrStalled = errors.New("stopped reading what the launcher sends")
 
-// stalledError is a session's error once a stalled write ended it.
-type stalledError struct{ after time.Duration }
+// StalledError is a session's error once a stalled write ended it.
+type StalledError struct{ After time.Duration }
 
-func (e stalledError) Error() string {
-	return fmt.Sprintf("%v: a write made no progress for %v (agent stuck or hostile)", ErrStalled, e.after)
+func (e StalledError) Error() string {
+	return fmt.Sprintf("%v: a write made no progress for %v (agent stuck or hostile)", ErrStalled, e.After)
 }
 
-func (e stalledError) Unwrap() error { return ErrStalled }
+func (e StalledError) Unwrap() error { return ErrStalled }
 
 // stallGuard closes its connection when a write makes no progress for
 // after, which ends that write (and the session's reads) with a
-// stalledError instead of blocking the writer.
+// StalledError instead of blocking the writer.
 type stallGuard struct {
 	io.ReadWriteCloser
 	after   time.Duration
 	stalled atomic.Bool
 }
+
+// Guard is rwc cut off when a write to it makes no progress for
+// StallTimeout: every session's stream goes through one.
+func Guard(rwc io.ReadWriteCloser) io.ReadWriteCloser { return newStallGuard(rwc, StallTimeout) }
 
 func newStallGuard(rwc io.ReadWriteCloser, after time.Duration) *stallGuard {
 	return &stallGuard{ReadWriteCloser: rwc, after: after}
@@ -76,7 +80,7 @@ func (g *stallGuard) Read(p []byte) (int, error) {
 
 func (g *stallGuard) why(err error) error {
 	if g.stalled.Load() {
-		return stalledError{g.after}
+		return StalledError{After: g.after}
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package launcher
+package transport
 
 import (
 	"crypto/ed25519"
@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,7 +35,7 @@ type testServer struct {
 	ended     chan struct{}
 }
 
-func startTestServer(t *testing.T, refuse bool) (*testServer, Transport) {
+func startTestServer(t *testing.T, refuse bool) (*testServer, Options) {
 	t.Helper()
 	dir := t.TempDir()
 	_, hostPriv, _ := ed25519.GenerateKey(rand.Reader)
@@ -109,7 +108,7 @@ func startTestServer(t *testing.T, refuse bool) (*testServer, Transport) {
 			ch.Close()
 		}
 	})
-	return s, Transport{Kind: "agent", Port: port, Identity: idPath, KnownHosts: khPath}
+	return s, Options{Kind: Agent, Port: port, Identity: idPath, KnownHosts: khPath}
 }
 
 // TestSSHDialerSession: the dialler's connection carries the subsystem's
@@ -118,7 +117,7 @@ func startTestServer(t *testing.T, refuse bool) (*testServer, Transport) {
 // connection.
 func TestSSHDialerSession(t *testing.T) {
 	s, tr := startTestServer(t, false)
-	d, err := newSSHDialer(tr, zaptest.NewLogger(t))
+	d, err := NewAgentDialer(tr, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +159,7 @@ func TestSSHDialerSession(t *testing.T) {
 // permanent failure that says so.
 func TestSSHDialerNoSubsystem(t *testing.T) {
 	s, tr := startTestServer(t, true)
-	d, err := newSSHDialer(tr, zaptest.NewLogger(t))
+	d, err := NewAgentDialer(tr, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,57 +170,4 @@ func TestSSHDialerNoSubsystem(t *testing.T) {
 	}
 	<-s.global
 	<-s.openErr
-}
-
-// TestEvery: ticks repeat until one returns false; stop ends them, waits
-// for a tick under way (which sees quit close), and may be called twice.
-func TestEvery(t *testing.T) {
-	var n atomic.Int32
-	done := make(chan struct{})
-	stop := every(time.Millisecond, func(<-chan struct{}) bool {
-		if n.Add(1) == 3 {
-			close(done)
-			return false
-		}
-		return true
-	})
-	<-done
-	stop()
-	stop()
-	if got := n.Load(); got != 3 {
-		t.Errorf("%d ticks after one returned false at the third", got)
-	}
-
-	started := make(chan struct{})
-	var sawQuit atomic.Bool
-	stop = every(time.Millisecond, func(quit <-chan struct{}) bool {
-		close(started)
-		<-quit
-		sawQuit.Store(true)
-		return true
-	})
-	<-started
-	stop()
-	if !sawQuit.Load() {
-		t.Error("stop returned before the tick under way ended")
-	}
-
-	stop = every(time.Hour, func(<-chan struct{}) bool { t.Error("ticked"); return true })
-	stop()
-	stop()
-}
-
-// TestForgetFacts: once a job is prepared its sessions keep the agent's
-// identity (label still names it) and drop the rest of the facts.
-func TestForgetFacts(t *testing.T) {
-	s := &session{host: hostfile.Host{Name: "10.0.0.1"}, facts: wire.Facts{Version: wire.Version, Name: "node1", Hostname: "node1.example",
-		NICs: []wire.NIC{{Name: "eth0"}}, Routes: []wire.Route{{Peer: "10.0.0.2"}}, GPUs: []wire.GPU{{Index: 0}}, GPUTopo: &wire.Topo{Link: [][]string{{"X"}}}}}
-	j := &job{sessions: []*session{s}}
-	j.forgetFacts()
-	if got := label(s); got != "10.0.0.1 (node1)" {
-		t.Errorf("label after forgetFacts: %q", got)
-	}
-	if s.facts.NICs != nil || s.facts.Routes != nil || s.facts.GPUs != nil || s.facts.GPUTopo != nil || s.facts.Hostname != "node1.example" {
-		t.Errorf("facts after forgetFacts: %+v", s.facts)
-	}
 }

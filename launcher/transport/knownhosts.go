@@ -1,4 +1,4 @@
-package launcher
+package transport
 
 // The launcher's side of host authentication: known_hosts read as
 // OpenSSH reads it, host keys and host certificates checked against it,
@@ -46,7 +46,7 @@ func (e *HostKeyError) Error() string {
 // Parsed once per launch (re-read after we add a key): with a thousand
 // hosts, parsing the file per host under this lock was a launcher-side
 // O(hosts^2).
-func (d *sshDialer) knownHosts() (ssh.HostKeyCallback, error) {
+func (d *AgentDialer) knownHosts() (ssh.HostKeyCallback, error) {
 	if d.kh == nil && d.khErr == nil {
 		d.kh, d.khErr = readKnownHosts(d.khPath, d.log)
 		d.caLines = caLineNumbers(d.khPath)
@@ -56,7 +56,7 @@ func (d *sshDialer) knownHosts() (ssh.HostKeyCallback, error) {
 
 // hostKeyAlgorithms is the order in which the host at hostname is asked
 // for its key (see "Host certificates" below).
-func (d *sshDialer) hostKeyAlgorithms(hostname string, remote net.Addr) []string {
+func (d *AgentDialer) hostKeyAlgorithms(hostname string, remote net.Addr) []string {
 	d.khMu.Lock()
 	defer d.khMu.Unlock()
 	cb, err := d.knownHosts()
@@ -66,7 +66,7 @@ func (d *sshDialer) hostKeyAlgorithms(hostname string, remote net.Addr) []string
 	return hostKeyAlgorithms(knownFor(cb, d.caLines, hostname, remote))
 }
 
-func (d *sshDialer) hostKeyCallback() ssh.HostKeyCallback {
+func (d *AgentDialer) hostKeyCallback() ssh.HostKeyCallback {
 	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
 		d.khMu.Lock()
 		defer d.khMu.Unlock()
@@ -87,23 +87,23 @@ func (d *sshDialer) hostKeyCallback() ssh.HostKeyCallback {
 		if cert, ok := key.(*ssh.Certificate); ok {
 			// Only a CA's line can vouch for a certificate; a host is asked
 			// for one only when such a line matches it (hostKeyAlgorithms).
-			return permanent(&HostCertError{Host: hostname, CA: ssh.FingerprintSHA256(cert.SignatureKey), KnownHosts: d.khPath, Err: err})
+			return Permanent(&HostCertError{Host: hostname, CA: ssh.FingerprintSHA256(cert.SignatureKey), KnownHosts: d.khPath, Err: err})
 		}
 		if errors.As(err, &ke) && len(ke.Want) > 0 {
 			// Refused in an mpi-operator pod too: a @cert-authority line
 			// is how a worker's name is kept from whoever answers on it.
-			return permanent(&HostKeyError{Host: hostname, Fingerprint: fp, Mismatch: true, CertOnly: onlyCA(ke.Want, d.caLines), KnownHosts: d.khPath})
+			return Permanent(&HostKeyError{Host: hostname, Fingerprint: fp, Mismatch: true, CertOnly: onlyCA(ke.Want, d.caLines), KnownHosts: d.khPath})
 		}
 		if !errors.As(err, &ke) {
 			return err
 		}
 		if d.cfg.MPIOperator && !d.cfg.AcceptNewHosts {
-			// As the operator's images have ssh do (newSSHDialer warned).
+			// As the operator's images have ssh do (NewAgentDialer warned).
 			d.log.Debug("accepting an unknown host key (mpi-operator)", zap.String("host", hostname), zap.String("fingerprint", fp))
 			return nil
 		}
 		if !d.cfg.AcceptNewHosts {
-			return permanent(&HostKeyError{Host: hostname, Fingerprint: fp, KnownHosts: d.khPath})
+			return Permanent(&HostKeyError{Host: hostname, Fingerprint: fp, KnownHosts: d.khPath})
 		}
 		line := knownhosts.Line([]string{knownhosts.Normalize(hostname)}, key)
 		if err := os.MkdirAll(filepath.Dir(d.khPath), 0o700); err != nil {

@@ -1,4 +1,4 @@
-package launcher
+package transport
 
 import (
 	"bytes"
@@ -118,25 +118,20 @@ type srunDialer struct {
 
 var _ Dialer = (*srunDialer)(nil)
 
-// newRemote is NewRemote with the srun transport, which needs the whole
-// Config: its step runs on the hosts the plan uses.
-func newRemote(cfg Config, log *zap.Logger) (Dialer, error) {
-	if cfg.Transport.Kind == "slurm" {
-		return newSrunDialer(cfg, os.Environ(), log.Named("srun"))
+// newSrunDialer is the slurm kind's constructor: the step's nodes are
+// hosts, those that run ranks.
+func newSrunDialer(o Options, hosts []hostfile.Host, verbose bool, log *zap.Logger) (Dialer, error) {
+	d, err := newSrun(o, hosts, verbose, os.Environ(), log.Named("srun"))
+	if err != nil {
+		return nil, err
 	}
-	return NewRemote(cfg.Transport, log)
+	return d, nil
 }
 
-// newSrunDialer prepares the step: its nodes (the hosts the plan uses; all
-// of them for --inspect or when the plan fails, which dial reports), the
-// one-time key, srun's command line and environment.
-func newSrunDialer(cfg Config, environ []string, log *zap.Logger) (*srunDialer, error) {
-	hosts := cfg.Place.Hosts
-	if cfg.Mode == ModeRun {
-		if used, _, err := runHosts(cfg, hosts); err == nil {
-			hosts = used // as dial will choose them
-		}
-	}
+// newSrun prepares the step: its nodes (hosts, once each), the one-time
+// key, srun's command line and environment (from environ, the
+// launcher's).
+func newSrun(o Options, hosts []hostfile.Host, verbose bool, environ []string, log *zap.Logger) (*srunDialer, error) {
 	d := &srunDialer{log: log, exited: make(chan struct{}), ready: map[string]wire.SrunReady{}, changed: make(chan struct{})}
 	for _, h := range hosts {
 		if !slices.Contains(d.nodes, h.Name) {
@@ -160,7 +155,7 @@ func newSrunDialer(cfg Config, environ []string, log *zap.Logger) (*srunDialer, 
 			d.job = v
 		}
 	}
-	d.argv = srunArgs(d.nodes, cfg.Transport.AgentPath, cfg.Transport.StartTimeout, cfg.Out.Verbose)
+	d.argv = srunArgs(d.nodes, o.AgentPath, o.StartTimeout, verbose)
 	return d, nil
 }
 
@@ -229,10 +224,10 @@ func (d *srunDialer) start() error {
 // it with the one-time key and accepts only the host key it reported.
 func (d *srunDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
 	if !slices.Contains(d.nodes, h.Name) {
-		return nil, "", permanent(fmt.Errorf("not a node of the agents' srun step (%s)", strings.Join(d.nodes, ",")))
+		return nil, "", Permanent(fmt.Errorf("not a node of the agents' srun step (%s)", strings.Join(d.nodes, ",")))
 	}
 	if err := d.start(); err != nil {
-		return nil, "", permanent(err)
+		return nil, "", Permanent(err)
 	}
 	r, err := d.await(ctx, h.Name)
 	if err != nil {
@@ -267,7 +262,7 @@ func (d *srunDialer) await(ctx context.Context, node string) (wire.SrunReady, er
 			if ok {
 				return r, nil
 			}
-			return r, permanent(fmt.Errorf("srun ended (%v) before the agent on %s reported%s", exitText(d.exitErr), node, d.slurmSaid()))
+			return r, Permanent(fmt.Errorf("srun ended (%v) before the agent on %s reported%s", exitText(d.exitErr), node, d.slurmSaid()))
 		case <-ctx.Done():
 			return r, d.notYet(node)
 		}
@@ -302,7 +297,7 @@ func (d *srunDialer) notYet(node string) error {
 func (d *srunDialer) dialAgent(ctx context.Context, r wire.SrunReady) (*srunConn, error) {
 	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(r.HostKey))
 	if err != nil {
-		return nil, permanent(fmt.Errorf("host key in the readiness line of %s: %w", r.Node, err))
+		return nil, Permanent(fmt.Errorf("host key in the readiness line of %s: %w", r.Node, err))
 	}
 	fixed := ssh.FixedHostKey(hostKey)
 	cc, chans, reqs, _, err := connect(ctx, r.Addr, func(net.Conn) *ssh.ClientConfig {
@@ -311,7 +306,7 @@ func (d *srunDialer) dialAgent(ctx context.Context, r wire.SrunReady) (*srunConn
 			Auth: []ssh.AuthMethod{ssh.PublicKeys(d.signer)},
 			HostKeyCallback: func(host string, remote net.Addr, key ssh.PublicKey) error {
 				if fixed(host, remote, key) != nil {
-					return permanent(fmt.Errorf("%s at %s offered another host key than its readiness line gave (%s)", r.Node, r.Addr, ssh.FingerprintSHA256(hostKey)))
+					return Permanent(fmt.Errorf("%s at %s offered another host key than its readiness line gave (%s)", r.Node, r.Addr, ssh.FingerprintSHA256(hostKey)))
 				}
 				return nil
 			},
@@ -326,7 +321,7 @@ func (d *srunDialer) dialAgent(ctx context.Context, r wire.SrunReady) (*srunConn
 	}
 	conn, err := openSubsystem(cc, chans, reqs)
 	if errors.Is(err, errNoSubsystem) {
-		return nil, permanent(fmt.Errorf("the agent on %s refused the gangway session (it serves one)", r.Node))
+		return nil, Permanent(fmt.Errorf("the agent on %s refused the gangway session (it serves one)", r.Node))
 	}
 	if err != nil {
 		return nil, err

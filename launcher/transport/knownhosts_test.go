@@ -1,4 +1,4 @@
-package launcher
+package transport
 
 import (
 	"crypto/ed25519"
@@ -166,7 +166,7 @@ func TestOperatorModeCertAuthority(t *testing.T) {
 	if err := os.WriteFile(path, []byte(line+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := &sshDialer{cfg: Transport{MPIOperator: true}, log: zap.NewNop(), khPath: path}
+	d := &AgentDialer{cfg: Options{MPIOperator: true}, log: zap.NewNop(), khPath: path}
 	check := d.hostKeyCallback()
 	addr := &net.TCPAddr{IP: net.IPv4(198, 18, 0, 1), Port: 22}
 	key := hostKey(t)

@@ -1,4 +1,4 @@
-package launcher
+package transport
 
 import (
 	"os"
@@ -31,20 +31,5 @@ func TestLoadKeyPermissions(t *testing.T) {
 	}
 	if _, err := loadKey(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("a directory as a key: %v", err)
-	}
-}
-
-func TestRemotePath(t *testing.T) {
-	for _, tt := range []struct{ in, want string }{
-		{"agent", "'agent'"},
-		{"/opt/gangway/bin/agent", "'/opt/gangway/bin/agent'"},
-		{"/opt/my dir/agent; rm -rf /", "'/opt/my dir/agent; rm -rf /'"},
-		{"~/bin/agent", "~/'bin/agent'"},
-		{"~user/agent", "'~user/agent'"},
-		{"it's/agent", `'it'\''s/agent'`},
-	} {
-		if got := remotePath(tt.in); got != tt.want {
-			t.Errorf("remotePath(%q) = %s, want %s", tt.in, got, tt.want)
-		}
 	}
 }

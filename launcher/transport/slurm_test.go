@@ -1,4 +1,4 @@
-package launcher
+package transport
 
 import (
 	"context"
@@ -31,8 +31,6 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(fakeSrunEnv); mode != "" {
 		os.Exit(fakeSrun(mode, os.Args[1:]))
 	}
-	// Tests never read this machine's ssh configuration.
-	SSHClientConfig = "/nonexistent/ssh_config"
 	os.Exit(m.Run())
 }
 
@@ -149,14 +147,16 @@ func newTestSigner() ssh.Signer {
 	return s
 }
 
-// fakeSrunDialer is the srun transport for cfg with the fake srun in mode.
-func fakeSrunDialer(t *testing.T, cfg Config, mode string) *srunDialer {
+// fakeSrunDialer is the srun transport for hosts with the fake srun in
+// mode.
+func fakeSrunDialer(t *testing.T, hosts []hostfile.Host, mode string) *srunDialer {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := newSrunDialer(cfg, append(os.Environ(), fakeSrunEnv+"="+mode, "SLURM_JOB_ID=9"), zaptest.NewLogger(t))
+	o := Options{Kind: Slurm, AgentPath: "agent", StartTimeout: time.Minute}
+	d, err := newSrun(o, hosts, false, append(os.Environ(), fakeSrunEnv+"="+mode, "SLURM_JOB_ID=9"), zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,48 +164,89 @@ func fakeSrunDialer(t *testing.T, cfg Config, mode string) *srunDialer {
 	return d
 }
 
-func slurmConfig(nodes int, np int) Config {
-	c := defaultConfig("prog")
-	c.Place.Source, c.Place.NP, c.Transport.Kind = HostsSlurm, np, "slurm"
-	for i := range nodes {
-		c.Place.Hosts = append(c.Place.Hosts, hostfile.Host{Name: fmt.Sprintf("cn%d", i+1), Slots: 2})
-	}
-	return c
-}
-
-func dialFake(t *testing.T, d *srunDialer, cfg Config, timeout time.Duration) ([]*session, error) {
-	t.Helper()
-	hello := func(i int) wire.Hello {
-		return wire.Hello{Version: wire.Version, JobID: "j", Host: cfg.Place.Hosts[i].Name}
-	}
+// slurmHosts are n nodes cn1, cn2, ... of 2 slots.
+func slurmHosts(n int) []hostfile.Host {
 	var hosts []hostfile.Host
-	for _, h := range cfg.Place.Hosts {
-		if slices.Contains(d.nodes, h.Name) {
-			hosts = append(hosts, h)
-		}
+	for i := range n {
+		hosts = append(hosts, hostfile.Host{Name: fmt.Sprintf("cn%d", i+1), Slots: 2})
 	}
-	return dialAll(t.Context(), zaptest.NewLogger(t), hosts, nil, d, hello, timeout)
+	return hosts
 }
 
-// TestSrunDialer: the step runs on the nodes the plan uses only; every
-// agent is reached at the address and with the host key its readiness
-// line gave; the session knows the agent's port (for the preflight);
-// after the sessions close, srun exits by itself.
-func TestSrunDialer(t *testing.T) {
-	cfg := slurmConfig(3, 4) // 4 ranks fill cn1 and cn2
-	d := fakeSrunDialer(t, cfg, "agents")
-	if !slices.Equal(d.nodes, []string{"cn1", "cn2"}) {
-		t.Fatalf("step nodes %q, want the plan's [cn1 cn2]", d.nodes)
+// reached is one agent reached through the step: its stream, the address
+// and agent port the dialler gave, and its Facts.
+type reached struct {
+	conn  *wire.Conn
+	addr  string
+	port  int
+	facts wire.Facts
+}
+
+// dialFake reaches every host's agent through d, at once, within timeout:
+// Dial, then Hello and the agent's Facts. The first error ends it.
+func dialFake(t *testing.T, d *srunDialer, hosts []hostfile.Host, timeout time.Duration) ([]reached, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	out := make([]reached, len(hosts))
+	errs := make([]error, len(hosts))
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Go(func() {
+			rwc, addr, err := d.Dial(ctx, h)
+			if err != nil {
+				errs[i] = fmt.Errorf("host %s: %w", h.Name, err)
+				return
+			}
+			c := wire.NewConn(rwc)
+			if err := c.Send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "j", Host: h.Name}); err != nil {
+				c.Close()
+				errs[i] = err
+				return
+			}
+			m, err := c.Recv()
+			if err == nil {
+				err = m.Decode(&out[i].facts)
+			}
+			if err != nil {
+				c.Close()
+				errs[i] = err
+				return
+			}
+			out[i].conn, out[i].addr, out[i].port = c, addr, rwc.(AgentPorter).AgentPort()
+		})
 	}
-	ss, err := dialFake(t, d, cfg, 30*time.Second)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, r := range out {
+			if r.conn != nil {
+				r.conn.Close()
+			}
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// TestSrunDialer: the step runs on the hosts given (those the plan uses),
+// each once; every agent is reached at the address and with the host key
+// its readiness line gave; the stream knows the agent's port (for the
+// preflight); after the sessions close, srun exits by itself.
+func TestSrunDialer(t *testing.T) {
+	hosts := slurmHosts(2)
+	d := fakeSrunDialer(t, append(hosts, hosts[0]), "agents")
+	if !slices.Equal(d.nodes, []string{"cn1", "cn2"}) {
+		t.Fatalf("step nodes %q, want the hosts' [cn1 cn2]", d.nodes)
+	}
+	ss, err := dialFake(t, d, hosts, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range ss {
-		if s.facts.Name != s.host.Name || s.addr != "127.0.0.1" || s.port == 0 {
-			t.Errorf("session %s: facts name %q, addr %q, port %d", s.host.Name, s.facts.Name, s.addr, s.port)
+	for i, s := range ss {
+		if s.facts.Name != hosts[i].Name || s.addr != "127.0.0.1" || s.port == 0 {
+			t.Errorf("session %s: facts name %q, addr %q, port %d", hosts[i].Name, s.facts.Name, s.addr, s.port)
 		}
-		s.close()
+		s.conn.Close()
 	}
 	d.Close()
 	if d.exitErr != nil || d.stopped {
@@ -216,18 +257,18 @@ func TestSrunDialer(t *testing.T) {
 // TestSrunDialerHostKeyMismatch: an agent whose host key is not the one
 // its readiness line gave is refused at once, naming the node.
 func TestSrunDialerHostKeyMismatch(t *testing.T) {
-	cfg := slurmConfig(1, 1)
-	d := fakeSrunDialer(t, cfg, "liar")
+	hosts := slurmHosts(1)
+	d := fakeSrunDialer(t, hosts, "liar")
 	saved := srunExitWait
 	srunExitWait = 100 * time.Millisecond
 	defer func() { srunExitWait = saved }()
 	defer d.Close()
-	_, err := dialFake(t, d, cfg, 30*time.Second)
+	_, err := dialFake(t, d, hosts, 30*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "cn1 at 127.0.0.1:") || !strings.Contains(err.Error(), "another host key than its readiness line gave") {
 		t.Fatalf("got %v, want a host key refusal naming cn1", err)
 	}
-	if !errors.Is(err, context.DeadlineExceeded) && strings.Contains(err.Error(), "--start-timeout") {
-		t.Errorf("a host key mismatch waited for the start timeout: %v", err)
+	if !errors.Is(err, ErrPermanent) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a host key mismatch is not permanent, or waited for the timeout: %v", err)
 	}
 }
 
@@ -235,9 +276,9 @@ func TestSrunDialerHostKeyMismatch(t *testing.T) {
 // silently) fails the dial at the start timeout with a message that says
 // so and names the job; Close ends srun.
 func TestSrunDialerStepNotStarted(t *testing.T) {
-	cfg := slurmConfig(2, 0)
-	d := fakeSrunDialer(t, cfg, "silent")
-	_, err := dialFake(t, d, cfg, 500*time.Millisecond)
+	hosts := slurmHosts(2)
+	d := fakeSrunDialer(t, hosts, "silent")
+	_, err := dialFake(t, d, hosts, 500*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "the srun step that starts the agents has not started (srun is still waiting: is job 9 suspended, or its nodes busy?") {
 		t.Fatalf("got %v, want the step-not-started message", err)
 	}
@@ -256,14 +297,14 @@ func TestSrunDialerStepNotStarted(t *testing.T) {
 // TestSrunDialerSrunFails: srun's own error ends the dial at once and is
 // quoted.
 func TestSrunDialerSrunFails(t *testing.T) {
-	cfg := slurmConfig(2, 0)
-	d := fakeSrunDialer(t, cfg, "fail")
+	hosts := slurmHosts(2)
+	d := fakeSrunDialer(t, hosts, "fail")
 	defer d.Close()
-	_, err := dialFake(t, d, cfg, 30*time.Second)
+	_, err := dialFake(t, d, hosts, 30*time.Second)
 	if err == nil || !errors.Is(err, ErrPermanent) || !strings.Contains(err.Error(), "srun ended (exit status 1) before the agent on cn1 reported; srun said: srun: error: Unable to confirm allocation for job 9: Job is pending execution") {
 		t.Fatalf("got %v", err)
 	}
-	if !strings.Contains(err.Error(), "Job is pending execution") || strings.Contains(err.Error(), "--start-timeout") {
+	if errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("got %v, want srun's message at once", err)
 	}
 }
@@ -291,7 +332,7 @@ func TestSrunEnv(t *testing.T) {
 // bad, foreign and repeated ones are ignored and remembered for the
 // error message.
 func TestSrunReadinessLines(t *testing.T) {
-	d, err := newSrunDialer(slurmConfig(2, 0), nil, zaptest.NewLogger(t))
+	d, err := newSrun(Options{Kind: Slurm}, slurmHosts(2), false, nil, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,34 +354,5 @@ func TestSrunReadinessLines(t *testing.T) {
 	cancel()
 	if _, err := d.await(ctx, "cn2"); err == nil || !strings.Contains(err.Error(), "no agent on cn2 has reported from the srun step (1 of 2 nodes did); bad agent readiness line") {
 		t.Errorf("await: %v", err)
-	}
-}
-
-// TestSrunStepNodes: the step runs on the hosts dial will reach: those
-// the plan uses, and every host with per-socket placement (planned only
-// from the hosts' facts), where a plan of the slots alone would have put
-// all ranks on the first node.
-func TestSrunStepNodes(t *testing.T) {
-	cfg := slurmConfig(2, 2)
-	cfg.Mode = ModeRun
-	for _, tc := range []struct {
-		name      string
-		perSocket int
-		want      []string
-	}{{"by slot", 0, []string{"cn1"}}, {"per socket", 1, []string{"cn1", "cn2"}}} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := cfg
-			c.Place.PerSocket = tc.perSocket
-			d, err := newSrunDialer(c, nil, zaptest.NewLogger(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(d.nodes, tc.want) {
-				t.Errorf("step nodes %v, want %v", d.nodes, tc.want)
-			}
-			if used, _, err := runHosts(c, c.Place.Hosts); err != nil || len(used) != len(tc.want) {
-				t.Errorf("dial would reach %v (%v), want %v", used, err, tc.want)
-			}
-		})
 	}
 }
