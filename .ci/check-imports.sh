@@ -35,6 +35,7 @@ done
 rooms='
 plan:
 transport: plan
+cli: plan transport
 '
 testdeps() {
 	go list -e -f '{{join .Imports "\n"}}
@@ -47,7 +48,7 @@ echo "$rooms" | while IFS=: read -r room allowed; do
 		name=${dep#gangway/launcher/}
 		[ "$name" = "$room" ] && continue
 		case " $allowed " in *" $name "*) continue ;; esac
-		echo "launcher/$room must not import $dep (it may import: ${allowed:-no other launcher package})"
+		echo "launcher/$room must not import $dep (it may import: $(echo ${allowed:-no other launcher package}))"
 		exit 1
 	done
 	for dep in $(go list -e -f '{{join .Imports "\n"}}' "./launcher/$room" | grep -x 'gangway/launcher' || true); do

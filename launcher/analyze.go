@@ -7,49 +7,18 @@ import (
 	"strings"
 
 	"gangway/bench"
+	"gangway/launcher/cli"
 )
 
-// benchOptions turns the throughput flags into bench options.
-func benchOptions(cfg Bench) (bench.Options, error) {
-	opts := bench.DefaultOptions()
-	opts.WarmupSteps = cfg.WarmupSteps
-	opts.StragglerThreshold = cfg.Straggler
-	opts.BaselineIPS = cfg.BaselineIPS
-	scope, err := bench.ParseScope(cfg.MetricScope)
-	if err != nil {
-		return opts, err
-	}
-	for _, m := range cfg.Metrics {
-		r, err := bench.ParseMetric(m, scope)
-		if err != nil {
-			return opts, err
-		}
-		opts.Metrics = append(opts.Metrics, r)
-	}
-	return opts, nil
-}
-
-// checkBench reports a bad --metric (or one named like a built-in) before
-// any host is dialled; the collector it builds is thrown away.
-func checkBench(cfg Bench) error {
-	opts, err := benchOptions(cfg)
-	if err != nil {
-		return err
-	}
-	opts.QueueSize = 1
-	_, err = bench.NewCollector(opts)
-	return err
-}
-
-func newCollector(cfg Bench) (*bench.Collector, error) {
-	opts, err := benchOptions(cfg)
+func newCollector(cfg cli.Bench) (*bench.Collector, error) {
+	opts, err := cfg.Options()
 	if err != nil {
 		return nil, err
 	}
 	return bench.NewCollector(opts)
 }
 
-func writeBench(cfg Bench, rep bench.Report, w io.Writer) error {
+func writeBench(cfg cli.Bench, rep bench.Report, w io.Writer) error {
 	if !cfg.NoSummary && len(rep.Metrics) > 0 {
 		if err := bench.WriteSummary(w, rep); err != nil {
 			return err
@@ -89,8 +58,8 @@ func hasSeries(rep bench.Report) bool {
 	return false
 }
 
-func analyze(ctx context.Context, cfg Config, stdout, stderr io.Writer) int {
-	opts, err := benchOptions(cfg.Bench)
+func analyze(ctx context.Context, cfg cli.Config, stdout, stderr io.Writer) int {
+	opts, err := cfg.Bench.Options()
 	if err != nil {
 		fmt.Fprintf(stderr, "launcher: %v\n", err)
 		return ExitUsage

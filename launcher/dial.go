@@ -18,6 +18,7 @@ import (
 	"gangway/agent/wire"
 	"gangway/hostfile"
 	"gangway/internal/syncx"
+	"gangway/launcher/cli"
 	"gangway/launcher/plan"
 	"gangway/launcher/transport"
 )
@@ -98,9 +99,9 @@ func (c *cluster) close() {
 // (planned; a bad -np fails before any network traffic), reaches every
 // host that runs ranks, and gives the implicit local host its slots from
 // its facts. Plan errors are usage errors.
-func dial(ctx context.Context, cfg Config, d Deps, jobID string, planned bool) (*cluster, error) {
+func dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, planned bool) (*cluster, error) {
 	hosts := cfg.Place.Hosts
-	local := cfg.Place.Source == HostsLocal
+	local := cfg.Place.Source == cli.HostsLocal
 	if local {
 		hosts = []hostfile.Host{plan.Local(1)}
 	}
@@ -108,7 +109,7 @@ func dial(ctx context.Context, cfg Config, d Deps, jobID string, planned bool) (
 	if planned && !local {
 		var err error
 		if hosts, ranks, err = runHosts(cfg, hosts); err != nil {
-			return nil, usageError{err}
+			return nil, cli.UsageError(err)
 		}
 	}
 	names := make([]string, len(hosts))
@@ -127,14 +128,14 @@ func dial(ctx context.Context, cfg Config, d Deps, jobID string, planned bool) (
 	if planned && cfg.Place.PerSocket > 0 {
 		if c.ranks, err = planPerSocket(cfg, sessions); err != nil {
 			c.close()
-			return nil, usageError{err}
+			return nil, cli.UsageError(err)
 		}
 	} else if local {
 		sessions[0].host.Slots = localSlots(sessions[0].facts)
 		if planned {
-			if c.ranks, err = plan.Ranks([]hostfile.Host{sessions[0].host}, cfg.Place.NP, cfg.Place.planOptions()); err != nil {
+			if c.ranks, err = plan.Ranks([]hostfile.Host{sessions[0].host}, cfg.Place.NP, cfg.Place.PlanOptions()); err != nil {
 				c.close()
-				return nil, usageError{err}
+				return nil, cli.UsageError(err)
 			}
 		}
 	}
@@ -146,7 +147,7 @@ func dial(ctx context.Context, cfg Config, d Deps, jobID string, planned bool) (
 
 // logHosts says at -v where the hosts came from and, when the plan is
 // known, where the ranks go.
-func logHosts(log *zap.Logger, p Placement, hosts []hostfile.Host) {
+func logHosts(log *zap.Logger, p cli.Placement, hosts []hostfile.Host) {
 	names := make([]string, len(hosts))
 	for i, h := range hosts {
 		names[i] = h.Name
@@ -155,7 +156,7 @@ func logHosts(log *zap.Logger, p Placement, hosts []hostfile.Host) {
 		}
 	}
 	fields := []zap.Field{zap.String("source", p.Source.String()), zap.Int("n", len(hosts)), zap.String("hosts", strings.Join(names, ","))}
-	if p.Source == HostsFile {
+	if p.Source == cli.HostsFile {
 		fields = append(fields, zap.String("hostfile", p.Hostfile))
 	}
 	log.Info("hosts", fields...)
@@ -183,8 +184,8 @@ func placementSummary(hosts []string, ranks []plan.Rank) string {
 // remoteHosts are the hosts the transport is built for: those dial will
 // reach (the plan's for a job, all of them for --inspect or when the plan
 // fails, which dial reports).
-func remoteHosts(cfg Config) []hostfile.Host {
-	if cfg.Mode == ModeRun {
+func remoteHosts(cfg cli.Config) []hostfile.Host {
+	if cfg.Mode == cli.ModeRun {
 		if used, _, err := runHosts(cfg, cfg.Place.Hosts); err == nil {
 			return used
 		}
@@ -192,11 +193,11 @@ func remoteHosts(cfg Config) []hostfile.Host {
 	return cfg.Place.Hosts
 }
 
-func runHosts(cfg Config, hosts []hostfile.Host) ([]hostfile.Host, []plan.Rank, error) {
+func runHosts(cfg cli.Config, hosts []hostfile.Host) ([]hostfile.Host, []plan.Rank, error) {
 	if cfg.Place.PerSocket > 0 {
 		return hosts, nil, nil
 	}
-	ranks, err := plan.Ranks(hosts, cfg.Place.NP, cfg.Place.planOptions())
+	ranks, err := plan.Ranks(hosts, cfg.Place.NP, cfg.Place.PlanOptions())
 	if err != nil {
 		return hosts, nil, err
 	}
@@ -491,7 +492,7 @@ func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, he
 // planPerSocket plans -map-by ppr:N:socket once the hosts' facts tell
 // their sockets: every host gets N slots per socket. Every dialled host
 // must run ranks.
-func planPerSocket(cfg Config, sessions []*session) ([]plan.Rank, error) {
+func planPerSocket(cfg cli.Config, sessions []*session) ([]plan.Rank, error) {
 	hosts := make([]hostfile.Host, len(sessions))
 	for i, s := range sessions {
 		if s.facts.Sockets < 1 {
@@ -500,7 +501,7 @@ func planPerSocket(cfg Config, sessions []*session) ([]plan.Rank, error) {
 		s.host.Slots = cfg.Place.PerSocket * s.facts.Sockets
 		hosts[i] = s.host
 	}
-	o := cfg.Place.planOptions()
+	o := cfg.Place.PlanOptions()
 	o.Oversubscribe = false
 	ranks, err := plan.Ranks(hosts, cfg.Place.NP, o)
 	if err != nil {

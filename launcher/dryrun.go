@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"gangway/hostfile"
+	"gangway/launcher/cli"
 	"gangway/launcher/plan"
 	"gangway/nccl"
 )
@@ -32,9 +33,9 @@ import (
 // GPU is "-" because GPUs are only known from the hosts' agents; the
 // host-specific values (MASTER_PORT, CUDA_VISIBLE_DEVICES, NCCL_*) that
 // come from the hosts' facts are filled at launch.
-func DryRun(ctx context.Context, w io.Writer, cfg Config) error {
+func DryRun(ctx context.Context, w io.Writer, cfg cli.Config) error {
 	hosts := cfg.Place.Hosts
-	if cfg.Place.Source == HostsLocal {
+	if cfg.Place.Source == cli.HostsLocal {
 		// No facts without dialling: the local host has a slot per CPU.
 		hosts = []hostfile.Host{plan.Local(runtime.NumCPU())}
 	}
@@ -46,7 +47,7 @@ func DryRun(ctx context.Context, w io.Writer, cfg Config) error {
 			hosts[i].Slots = cfg.Place.PerSocket
 		}
 	}
-	ranks, err := plan.Ranks(hosts, cfg.Place.NP, cfg.Place.planOptions())
+	ranks, err := plan.Ranks(hosts, cfg.Place.NP, cfg.Place.PlanOptions())
 	if err != nil {
 		return err
 	}
@@ -80,7 +81,7 @@ func DryRun(ctx context.Context, w io.Writer, cfg Config) error {
 // writePlacement writes the placement table of --dry-run and
 // --display-map: a header line, then one row per rank. GPU is "-" when
 // the ranks' GPUs are not known (a dry run).
-func writePlacement(w io.Writer, cfg Config, hosts []string, ranks []plan.Rank) {
+func writePlacement(w io.Writer, cfg cli.Config, hosts []string, ranks []plan.Rank) {
 	how := "map-by " + cfg.Place.MapBy
 	if cfg.Place.RankBy != "" {
 		how += ", rank-by " + cfg.Place.RankBy
@@ -90,15 +91,15 @@ func writePlacement(w io.Writer, cfg Config, hosts []string, ranks []plan.Rank) 
 	}
 	if cfg.Place.PerSocket > 0 {
 		how += ", " + strconv.Itoa(cfg.Place.PerSocket) + " per socket"
-		if cfg.Mode == ModeDryRun {
+		if cfg.Mode == cli.ModeDryRun {
 			how += " (sockets unknown without the hosts' facts: 1 assumed)"
 		}
 	}
-	if b := cfg.Place.bindSpec(); b != "none" {
+	if b := cfg.Place.BindSpec(); b != "none" {
 		how += ", bind " + b
 	}
 	fmt.Fprintf(w, "# placement: %d ranks on %d hosts (%s), command: %s\n", len(ranks), len(hosts), how, strings.Join(cfg.Argv, " "))
-	if cfg.Place.Source == HostsMPIOperator {
+	if cfg.Place.Source == cli.HostsMPIOperator {
 		fmt.Fprintf(w, "# hosts: %s, %s=%s", cfg.Place.Source, cfg.Place.HostfileVar, cfg.Place.Hostfile)
 		if cfg.Transport.PortFrom != "" {
 			fmt.Fprintf(w, ", port %d from %s", cfg.Transport.Port, cfg.Transport.PortFrom)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gangway/bench"
+	"gangway/launcher/cli"
 )
 
 // Exit codes of the launcher besides a rank's own.
@@ -54,7 +55,7 @@ func exitCode(cause error, lost bool) int {
 		return 128 + int(se.Signal)
 	case errors.As(cause, &te), errors.As(cause, &he):
 		return ExitTimeout
-	case errors.Is(cause, ErrUsage):
+	case errors.Is(cause, cli.ErrUsage):
 		return ExitUsage
 	case cause != nil:
 		return ExitSetup

@@ -38,21 +38,6 @@ type JobEnv struct {
 	TFPort int
 }
 
-// identityKeys are computed per rank and never overridden by -x. The
-// launcher owns all of them, PMI_RANK and PMI_SIZE included; the agent adds
-// only PMI_FD, the connection to its PMI server.
-var identityKeys = map[string]bool{
-	"RANK": true, "WORLD_SIZE": true, "LOCAL_RANK": true, "LOCAL_WORLD_SIZE": true,
-	"GROUP_RANK": true, "GROUP_WORLD_SIZE": true, "ROLE_RANK": true, "ROLE_WORLD_SIZE": true,
-	"OMPI_COMM_WORLD_RANK": true, "OMPI_COMM_WORLD_SIZE": true, "OMPI_COMM_WORLD_LOCAL_RANK": true,
-	"OMPI_COMM_WORLD_LOCAL_SIZE": true, "OMPI_COMM_WORLD_NODE_RANK": true,
-	"PMI_RANK": true, "PMI_SIZE": true, "MPI_LOCALRANKID": true, "MPI_LOCALNRANKS": true,
-	"HOROVOD_RANK": true, "HOROVOD_SIZE": true, "HOROVOD_LOCAL_RANK": true, "HOROVOD_LOCAL_SIZE": true,
-	"HOROVOD_CROSS_RANK": true, "HOROVOD_CROSS_SIZE": true, "HOROVOD_HOSTNAME": true,
-	"GANGWAY_JOB_ID": true, "GANGWAY_HOST": true,
-	"TORCHELASTIC_RUN_ID": true, "TORCHELASTIC_RESTART_COUNT": true, "TORCHELASTIC_MAX_RESTARTS": true,
-}
-
 // Environ builds every rank's environment: the variables gangway sets
 // (CUDA_VISIBLE_DEVICES from the rank's GPUs), then -mca, then -x (which
 // win over everything but the rank's identity). The result is indexed by
@@ -158,7 +143,7 @@ func (b *envBuilder) rank(r plan.Rank) []string {
 		m[k] = v
 	}
 	for k, v := range j.Vars {
-		if !identityKeys[k] {
+		if !plan.IsIdentity(k) {
 			m[k] = v
 		}
 	}

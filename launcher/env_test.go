@@ -10,6 +10,7 @@ import (
 
 	"gangway/agent/wire"
 	"gangway/hostfile"
+	"gangway/launcher/cli"
 	"gangway/launcher/plan"
 	"gangway/nccl"
 )
@@ -307,7 +308,7 @@ func TestAssignGPUs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := assignGPUs(Placement{GPUsPer: tt.gpusPer}, tt.ranks, tt.sessions); err != nil {
+			if err := assignGPUs(cli.Placement{GPUsPer: tt.gpusPer}, tt.ranks, tt.sessions); err != nil {
 				t.Fatal(err)
 			}
 			hosts := make([]HostEnv, len(tt.sessions))
@@ -349,7 +350,7 @@ func TestAssignTooFewGPUs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		ranks := []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0)}
-		err := assignGPUs(Placement{GPUsPer: tt.gpusPer, GPUs: tt.filter}, ranks, []*session{gpuSession("gpu0", tt.gpus...)})
+		err := assignGPUs(cli.Placement{GPUsPer: tt.gpusPer, GPUs: tt.filter}, ranks, []*session{gpuSession("gpu0", tt.gpus...)})
 		if err == nil || !strings.Contains(err.Error(), tt.wantMsg) {
 			t.Errorf("%s: assignGPUs error %v, want one containing %q", tt.name, err, tt.wantMsg)
 		}

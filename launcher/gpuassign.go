@@ -3,6 +3,7 @@ package launcher
 import (
 	"fmt"
 
+	"gangway/launcher/cli"
 	"gangway/launcher/plan"
 	"gangway/nccl"
 )
@@ -10,7 +11,7 @@ import (
 // chooseGPUs hands each host's ranks their GPUs: the --gpus/--include
 // subset, and, when ranks need fewer GPUs than are free, the subset with
 // the best interconnect in ring order.
-func chooseGPUs(p Placement, s *session, localRanks int) ([]int, error) {
+func chooseGPUs(p cli.Placement, s *session, localRanks int) ([]int, error) {
 	if len(s.facts.GPUs) == 0 {
 		return nil, nil
 	}
@@ -44,7 +45,7 @@ func chooseGPUs(p Placement, s *session, localRanks int) ([]int, error) {
 // GPUs, by local rank), once: the environment (CUDA_VISIBLE_DEVICES) and
 // the agent (NUMA binding) both read Rank.GPUs. Hosts without GPUs leave
 // them nil.
-func assignGPUs(p Placement, ranks []plan.Rank, sessions []*session) error {
+func assignGPUs(p cli.Placement, ranks []plan.Rank, sessions []*session) error {
 	local := make([]int, len(sessions))
 	for _, r := range ranks {
 		local[r.Host]++

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"gangway/agent/wire"
+	"gangway/launcher/cli"
 	"gangway/nccl"
 )
 
@@ -30,7 +31,7 @@ type InspectHost struct {
 
 // Inspect reaches every host, then prints its facts and the environment
 // the launcher would set there, as a table or (--json) JSON.
-func Inspect(ctx context.Context, cfg Config, d Deps) int {
+func Inspect(ctx context.Context, cfg cli.Config, d Deps) int {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	sigs := watchSignals(d.Signals, cancel)

@@ -16,6 +16,7 @@ import (
 	"gangway/agent/wire"
 	"gangway/bench"
 	"gangway/internal/syncx"
+	"gangway/launcher/cli"
 	"gangway/launcher/plan"
 )
 
@@ -23,7 +24,7 @@ import (
 // and the loop's state. Everything but the readers and the collector runs
 // on the goroutine that called Run.
 type job struct {
-	cfg      Config
+	cfg      cli.Config
 	log      *zap.Logger
 	id       string
 	attempt  int // TORCHELASTIC_RESTART_COUNT
@@ -60,14 +61,14 @@ type evMsg struct {
 // newJob starts the job's readers and its throughput collector (which
 // runs under bctx: it outlives the job's cancellation and ends when
 // summary closes it).
-func newJob(bctx context.Context, cfg Config, d Deps, id string, attempt int, c *cluster) (*job, error) {
+func newJob(bctx context.Context, cfg cli.Config, d Deps, id string, attempt int, c *cluster) (*job, error) {
 	j := &job{cfg: cfg, log: d.Log, id: id, attempt: attempt, stdin: d.Stdin, sessions: c.sessions, ranks: c.ranks,
 		events: make(chan any, 64), stdinAck: make(chan struct{}, 1), quit: make(chan struct{})}
 	var obs Observer
 	if !cfg.Bench.NoSummary || cfg.Bench.ReportFile != "" || cfg.Bench.PlotFile != "" {
 		coll, err := newCollector(cfg.Bench)
 		if err != nil {
-			return nil, usageError{err}
+			return nil, cli.UsageError(err)
 		}
 		j.coll, j.collDone, obs = coll, make(chan error, 1), coll
 		go func() { j.collDone <- coll.Run(bctx) }()

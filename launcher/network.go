@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"gangway/launcher/cli"
 	"gangway/launcher/transport"
 	"gangway/nccl"
 )
@@ -31,7 +32,7 @@ func hostNet(s *session, peers []string) nccl.HostNet {
 // NCCL's and Gloo's own defaults (all their traffic is local) unless
 // --network-interface forces one. The result is indexed like sessions;
 // a nil entry means "set nothing".
-func chooseNetworks(cfg Config, sessions []*session) ([]*nccl.Choice, error) {
+func chooseNetworks(cfg cli.Config, sessions []*session) ([]*nccl.Choice, error) {
 	out := make([]*nccl.Choice, len(sessions))
 	var force []string
 	if cfg.Network.Interface != "" {

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"gangway/hostfile"
+	"gangway/launcher/cli"
 	"gangway/launcher/transport"
 )
 
@@ -53,9 +53,8 @@ func TestRoutePeers(t *testing.T) {
 // placement (planned only from the hosts' facts), where a plan of the
 // slots alone would have put all ranks on the first node.
 func TestRemoteHosts(t *testing.T) {
-	cfg := defaultConfig("prog")
-	cfg.Place.Source, cfg.Place.NP, cfg.Transport.Kind = HostsSlurm, 2, transport.Slurm
-	cfg.Place.Hosts = []hostfile.Host{{Name: "cn1", Slots: 2}, {Name: "cn2", Slots: 2}}
+	cfg := parse(t, "-np", "2", "-H", "cn1:2,cn2:2", "prog")
+	cfg.Place.Source, cfg.Transport.Kind = cli.HostsSlurm, transport.Slurm
 	for _, tc := range []struct {
 		name      string
 		perSocket int

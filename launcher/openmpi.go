@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"gangway/hostfile"
+	"gangway/launcher/cli"
 	"gangway/launcher/plan"
 )
 
@@ -33,7 +35,7 @@ import (
 // vary by host); mpirun tags and forwards the output.
 
 // openMPIArgs builds mpirun's command line (without the program).
-func openMPIArgs(cfg Config, self string, hostfilePath string, np int, root bool) ([]string, error) {
+func openMPIArgs(cfg cli.Config, self string, hostfilePath string, np int, root bool) ([]string, error) {
 	t := cfg.Transport
 	port := t.Port
 	for _, h := range cfg.Place.Hosts {
@@ -98,7 +100,7 @@ func openMPIArgs(cfg Config, self string, hostfilePath string, np int, root bool
 // signal (or the timeout) is passed to it, and mpirun's whole process
 // group is killed after --kill-grace or at a second signal; the agents
 // then stop the orteds and their ranks when the connections drop.
-func RunOpenMPI(ctx context.Context, cfg Config, d Deps) int {
+func RunOpenMPI(ctx context.Context, cfg cli.Config, d Deps) int {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	sigs := watchSignals(d.Signals, cancel)
@@ -157,7 +159,7 @@ func RunOpenMPI(ctx context.Context, cfg Config, d Deps) int {
 
 // mpirunCommand finds mpirun and writes the hostfile it reads; cleanup
 // removes the hostfile.
-func mpirunCommand(ctx context.Context, cfg Config) (cmd *exec.Cmd, cleanup func(), err error) {
+func mpirunCommand(ctx context.Context, cfg cli.Config) (cmd *exec.Cmd, cleanup func(), err error) {
 	mpirun, err := exec.LookPath("mpirun.openmpi")
 	if err != nil {
 		if mpirun, err = exec.LookPath("mpirun"); err != nil {
@@ -169,7 +171,7 @@ func mpirunCommand(ctx context.Context, cfg Config) (cmd *exec.Cmd, cleanup func
 		return nil, nil, err
 	}
 	hosts := cfg.Place.Hosts
-	if cfg.Place.Source == HostsLocal {
+	if cfg.Place.Source == cli.HostsLocal {
 		hosts = []hostfile.Host{plan.Local(max(cfg.Place.NP, 1))}
 	}
 	np := cfg.Place.NP
@@ -189,13 +191,13 @@ func mpirunCommand(ctx context.Context, cfg Config) (cmd *exec.Cmd, cleanup func
 	args, err := openMPIArgs(cfg, self, hf, np, os.Geteuid() == 0)
 	if err != nil {
 		cleanup()
-		return nil, nil, usageError{err}
+		return nil, nil, cli.UsageError(err)
 	}
 	cmd = exec.CommandContext(ctx, mpirun, append(args, cfg.Argv...)...)
 	// The launcher's --timeout (MPIEXEC_TIMEOUT when not given) bounds
 	// the job; mpirun, which reads MPIEXEC_TIMEOUT too, must not race it
 	// with its own limit, message and exit code.
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, TimeoutEnv+"=") })
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, cli.TimeoutEnv+"=") })
 	return cmd, cleanup, nil
 }
 
@@ -225,4 +227,14 @@ func exitCodeOf(ps *os.ProcessState, err error) int {
 		return 128 + int(ws.Signal())
 	}
 	return ps.ExitCode()
+}
+
+// sortedVars lists vars as sorted KEY=VALUE entries.
+func sortedVars(vars map[string]string) []string {
+	out := make([]string, 0, len(vars))
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
 }

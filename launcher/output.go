@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"gangway/agent/wire"
+	"gangway/launcher/cli"
 	"gangway/launcher/plan"
 )
 
@@ -235,13 +236,6 @@ func (c *console) close() error {
 	return c.ferr
 }
 
-// Modes of the files the launcher creates: its umask applies to their
-// modes, as with mpirun (0755 directories, 0644 files).
-const (
-	dirMode  = 0o755
-	fileMode = 0o644
-)
-
 // openRankFile opens DIR/rank.R/name for writing without following a
 // symbolic link anywhere below DIR: rank.R must be a directory of ours
 // (made here if missing) and name is opened with O_NOFOLLOW, so a link
@@ -249,13 +243,13 @@ const (
 // file.
 func openRankFile(dir string, rank int, name string) (*os.File, error) {
 	rd := filepath.Join(dir, "rank."+strconv.Itoa(rank))
-	if err := os.Mkdir(rd, dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := os.Mkdir(rd, cli.DirMode); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, err
 	}
 	if err := ownDir(rd); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(rd, name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, fileMode)
+	f, err := os.OpenFile(filepath.Join(rd, name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, cli.FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: %w", rank, err)
 	}
@@ -301,7 +295,7 @@ func (c *console) quietFor(since, now time.Time) time.Duration {
 	return now.Sub(time.Unix(0, latest))
 }
 
-func newConsole(o Output, ranks int, stdout, stderr io.Writer, hostOf func(int) string, obs Observer) *console {
+func newConsole(o cli.Output, ranks int, stdout, stderr io.Writer, hostOf func(int) string, obs Observer) *console {
 	return &console{
 		stdout: stdout, stderr: stderr, tags: o.Tags.Resolve(stdout), timestamp: o.Timestamp,
 		from: o.From, dir: o.Dir, hostOf: hostOf, obs: obs,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"gangway/agent/wire"
+	"gangway/launcher/cli"
 	"gangway/launcher/plan"
 )
 
@@ -23,7 +24,7 @@ import (
 func TestRankFilesExact(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	c := newConsole(Output{Dir: dir, Tags: plan.TagRank}, 1, &out, &errb, nil, nil)
+	c := newConsole(cli.Output{Dir: dir, Tags: plan.TagRank}, 1, &out, &errb, nil, nil)
 	var sc scratch
 	c.write(&sc, 0, wire.Stdout, []byte("a\nb\n"))
 	c.write(&sc, 0, wire.Stdout, []byte("no newline"))
@@ -61,7 +62,7 @@ func TestRankFilesNoFollow(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out, errb bytes.Buffer
-		c := newConsole(Output{Dir: dir, Tags: plan.TagRank}, 1, &out, &errb, nil, nil)
+		c := newConsole(cli.Output{Dir: dir, Tags: plan.TagRank}, 1, &out, &errb, nil, nil)
 		var sc scratch
 		c.write(&sc, 0, wire.Stdout, []byte("overwritten\n"))
 		err := c.close()
@@ -81,7 +82,7 @@ func TestRankFilesNoFollow(t *testing.T) {
 // rank, however long the rank's lines are.
 func TestTailBounded(t *testing.T) {
 	var out, errb bytes.Buffer
-	c := newConsole(Output{}, 4, &out, &errb, nil, nil)
+	c := newConsole(cli.Output{}, 4, &out, &errb, nil, nil)
 	var sc scratch
 	long := strings.Repeat("x", 1<<20)
 	for range 20 {
@@ -101,58 +102,6 @@ func TestTailBounded(t *testing.T) {
 	}
 	if want := "... (1044480 more bytes)"; !strings.HasSuffix(tail[0], want) {
 		t.Errorf("a clipped line ends %q, want %q", tail[0][len(tail[0])-30:], want)
-	}
-}
-
-func TestCheckPaths(t *testing.T) {
-	dir := t.TempDir()
-	ro := filepath.Join(dir, "ro")
-	if err := os.Mkdir(ro, 0o555); err != nil {
-		t.Fatal(err)
-	}
-	writable := func() bool { // root writes anywhere
-		f, err := os.CreateTemp(ro, "x")
-		if err == nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-		return err == nil
-	}()
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{"nothing asked", Config{}, ""},
-		{"output dir made", Config{Out: Output{Dir: filepath.Join(dir, "new", "out")}}, ""},
-		{"report in a missing directory", Config{Bench: Bench{ReportFile: filepath.Join(dir, "missing", "r.json")}}, "--report " + filepath.Join(dir, "missing", "r.json") + ": cannot write there"},
-		{"plot is a directory", Config{Bench: Bench{PlotFile: dir}}, "--plot " + dir + ": is a directory"},
-		{"output dir under a file", Config{Out: Output{Dir: filepath.Join(dir, "f", "out")}}, "--output-filename: mkdir"},
-		{"dry run checks no report", Config{Mode: ModeDryRun, Bench: Bench{ReportFile: filepath.Join(dir, "missing", "r.json")}}, ""},
-	}
-	if !writable {
-		tests = append(tests, struct {
-			name    string
-			cfg     Config
-			wantErr string
-		}{"read-only output dir", Config{Out: Output{Dir: ro}}, "cannot write there"})
-	}
-	if err := os.WriteFile(filepath.Join(dir, "f"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range tests {
-		err := checkPaths(tt.cfg)
-		switch {
-		case tt.wantErr == "" && err != nil:
-			t.Errorf("%s: %v", tt.name, err)
-		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-			t.Errorf("%s: %v, want %q", tt.name, err, tt.wantErr)
-		case tt.wantErr != "" && exitCode(err, false) != ExitUsage:
-			t.Errorf("%s: exit %d, want a usage error", tt.name, exitCode(err, false))
-		}
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 3 { // f, new, ro
-		t.Errorf("probe files left behind: %v", entries)
 	}
 }
 
@@ -199,7 +148,7 @@ func TestConsoleTags(t *testing.T) {
 		t.Run(tc.tags.String(), func(t *testing.T) {
 			var out, errb bytes.Buffer
 			obs := &lineObserver{}
-			c := newConsole(Output{Tags: tc.tags}, 13, &out, &errb, func(r int) string { return "h" + strconv.Itoa(r%2) }, obs)
+			c := newConsole(cli.Output{Tags: tc.tags}, 13, &out, &errb, func(r int) string { return "h" + strconv.Itoa(r%2) }, obs)
 			var sc scratch
 			for _, f := range frames {
 				c.write(&sc, f.rank, f.s, []byte(f.data))
@@ -220,7 +169,7 @@ func TestConsoleTags(t *testing.T) {
 // one line.
 func TestConsoleUntaggedWholeLines(t *testing.T) {
 	var out bytes.Buffer
-	c := newConsole(Output{Tags: plan.TagNone}, 8, &out, io.Discard, nil, nil)
+	c := newConsole(cli.Output{Tags: plan.TagNone}, 8, &out, io.Discard, nil, nil)
 	const ranks, frames = 8, 200
 	var wg sync.WaitGroup
 	for r := range ranks {

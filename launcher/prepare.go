@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gangway/agent/wire"
+	"gangway/launcher/cli"
 	"gangway/launcher/plan"
 	"gangway/nccl"
 )
@@ -93,7 +94,7 @@ func (j *job) start(ctx context.Context, envs [][]string) error {
 		byHost[r.Host] = append(byHost[r.Host], wire.RankSpec{Rank: r.Rank, LocalRank: r.LocalRank, Argv: j.cfg.Argv, Env: envs[r.Rank], Dir: j.cfg.Env.Dir, GPUs: r.GPUs})
 	}
 	for i, s := range j.sessions {
-		sj := wire.StartJob{JobID: j.id, KillGrace: j.cfg.Control.KillGrace, StdinRank: j.cfg.Out.Stdin, PMI: pmi, Bind: j.cfg.Place.bindSpec(), Ranks: byHost[i]}
+		sj := wire.StartJob{JobID: j.id, KillGrace: j.cfg.Control.KillGrace, StdinRank: j.cfg.Out.Stdin, PMI: pmi, Bind: j.cfg.Place.BindSpec(), Ranks: byHost[i]}
 		if err := s.conn.Send(wire.KindStart, sj); err != nil {
 			return s.sendFailed("send job", err)
 		}
@@ -139,7 +140,7 @@ func universeSize(u int, slots []int, ranks []plan.Rank) int {
 	switch {
 	case u > 0:
 		return u
-	case u == UniverseSystem:
+	case u == cli.UniverseSystem:
 		used := make([]bool, len(slots))
 		for _, r := range ranks {
 			used[r.Host] = true

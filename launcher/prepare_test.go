@@ -5,6 +5,7 @@ import (
 
 	"gangway/agent/wire"
 	"gangway/hostfile"
+	"gangway/launcher/cli"
 	"gangway/launcher/plan"
 )
 
@@ -22,10 +23,10 @@ func TestUniverseSize(t *testing.T) {
 		want  int
 	}{
 		{"not given", 0, onTwo, -1},
-		{"INFINITE", UniverseInfinite, onTwo, -1},
+		{"INFINITE", cli.UniverseInfinite, onTwo, -1},
 		{"a number", 12, onTwo, 12},
-		{"SYSTEM, ranks on one host", UniverseSystem, onFirst, 3},
-		{"SYSTEM, ranks on two hosts", UniverseSystem, onTwo, 8},
+		{"SYSTEM, ranks on one host", cli.UniverseSystem, onFirst, 3},
+		{"SYSTEM, ranks on two hosts", cli.UniverseSystem, onTwo, 8},
 	} {
 		if got := universeSize(tc.u, slots, tc.ranks); got != tc.want {
 			t.Errorf("%s: universeSize(%d) = %d, want %d", tc.name, tc.u, got, tc.want)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"gangway/hostfile"
+	"gangway/launcher/cli"
 	"gangway/launcher/transport"
 )
 
@@ -24,7 +25,7 @@ func Rsh(ctx context.Context, args []string, d Deps) int {
 	fs := flag.NewFlagSet("launcher --rsh", flag.ContinueOnError)
 	fs.SetOutput(d.Stderr)
 	var cfg transport.Options
-	fs.IntVar(&cfg.Port, "p", DefaultPort, "port")
+	fs.IntVar(&cfg.Port, "p", cli.DefaultPort, "port")
 	fs.StringVar(&cfg.Identity, "i", "", "identity")
 	fs.StringVar(&cfg.KnownHosts, "known-hosts", "", "known_hosts")
 	fs.BoolVar(&cfg.AcceptNewHosts, "accept-new-host-keys", false, "trust new host keys")

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"gangway/bench"
+	"gangway/launcher/cli"
 	"gangway/launcher/transport"
 )
 
@@ -22,7 +23,7 @@ import (
 type Deps struct {
 	Log    *zap.Logger
 	Local  transport.Dialer // the in-process agent, for localhost
-	Remote transport.Dialer // SSH to agents; nil: built from the Config
+	Remote transport.Dialer // SSH to agents; nil: built from the cli.Config
 	// NewLocal builds Local once the logger exists (cmd/launcher wires the
 	// in-process agent here so this package never imports agent).
 	NewLocal transport.Local
@@ -51,7 +52,7 @@ const (
 
 // runner is one attempt of a launch: its phases and how it ended.
 type runner struct {
-	cfg     Config
+	cfg     cli.Config
 	d       Deps
 	id      string // the attempt's job id (PMI kvs name, agents' logs)
 	attempt int    // TORCHELASTIC_RESTART_COUNT
@@ -66,7 +67,7 @@ type runner struct {
 // status. A rank failure or a lost agent starts the whole gang again, up
 // to --max-restarts times; a signal or --timeout (which bounds the whole
 // run) never does.
-func Run(ctx context.Context, cfg Config, d Deps) int {
+func Run(ctx context.Context, cfg cli.Config, d Deps) int {
 	// The collector outlives the job's cancellation: it must still count
 	// the lines of ranks being stopped. summary closes it.
 	bctx := context.WithoutCancel(ctx)
@@ -144,7 +145,7 @@ func (r *runner) run(ctx, bctx context.Context, cancel context.CancelCauseFunc, 
 	}
 	if r.cfg.Out.Stdin >= len(c.ranks) {
 		c.close()
-		return usageError{fmt.Errorf("--stdin %d: the job has only %d ranks", r.cfg.Out.Stdin, len(c.ranks))}
+		return cli.UsageError(fmt.Errorf("--stdin %d: the job has only %d ranks", r.cfg.Out.Stdin, len(c.ranks)))
 	}
 	r.phase = phasePrepare
 	if r.job, err = newJob(bctx, r.cfg, r.d, r.id, r.attempt, c); err != nil {

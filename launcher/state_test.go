@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gangway/agent/wire"
+	"gangway/launcher/cli"
 	"gangway/launcher/plan"
 	"gangway/launcher/transport"
 )
@@ -432,7 +433,7 @@ func TestExitCode(t *testing.T) {
 		{&RankError{ExitCode: 0, Err: "exited without PMI finalize"}, false, 1},
 		{&SignalError{Signal: syscall.SIGTERM}, false, 143},
 		{&TimeoutError{}, false, ExitTimeout},
-		{usageError{errors.New("x")}, false, ExitUsage},
+		{cli.UsageError(errors.New("x")), false, ExitUsage},
 		{&HostError{Host: "a", Err: errors.New("refused")}, false, ExitSetup},
 	}
 	for _, tt := range tests {

@@ -1,4 +1,4 @@
-package launcher
+package cli
 
 import (
 	"errors"
@@ -526,4 +526,43 @@ func mustRankSet(s string) plan.RankSet {
 		panic(err)
 	}
 	return rs
+}
+
+// TestMPIOperatorPortFromSSHConfig: in an mpi-operator launcher pod, the
+// agents' port is the Port the pod's ssh configuration sets for every
+// host (the operator's images: 2222), unless -p says otherwise, and the
+// Config says where it came from; outside the launcher pod the
+// configuration is not read.
+func TestMPIOperatorPortFromSSHConfig(t *testing.T) {
+	hf := writeFile(t, "hostfile", "pi-worker-0.pi.default.svc slots=2\n")
+	conf := writeFile(t, "ssh_config", "Host *\n    StrictHostKeyChecking no\n    Port 2222\n")
+	defer func(old string) { sshClientConfig = old }(sshClientConfig)
+	sshClientConfig = conf
+	for _, tc := range []struct {
+		name string
+		args []string
+		role string
+		port int
+		from string
+	}{
+		{"launcher pod", nil, "launcher", 2222, conf},
+		{"-p wins", []string{"-p", "22"}, "launcher", 22, ""},
+		{"--port wins", []string{"--port", "22122"}, "launcher", 22122, ""},
+		{"not the launcher pod", nil, "", DefaultPort, ""},
+	} {
+		env := map[string]string{"K_MPI_JOB_ROLE": tc.role, "OMPI_MCA_orte_default_hostfile": hf}
+		cfg, err := Parse(append(tc.args, "--dry-run", "prog"), func(k string) string { return env[k] }, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if cfg.Transport.Port != tc.port || cfg.Transport.PortFrom != tc.from {
+			t.Errorf("%s: port %d from %q, want %d from %q", tc.name, cfg.Transport.Port, cfg.Transport.PortFrom, tc.port, tc.from)
+		}
+	}
+}
+
+func TestMain(m *testing.M) {
+	// Tests never read this machine's ssh configuration.
+	sshClientConfig = "/nonexistent/ssh_config"
+	os.Exit(m.Run())
 }

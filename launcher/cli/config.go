@@ -1,4 +1,4 @@
-package launcher
+package cli
 
 import (
 	"errors"
@@ -182,6 +182,10 @@ type usageError struct{ error }
 func (u usageError) Unwrap() error        { return u.error }
 func (u usageError) Is(target error) bool { return target == ErrUsage }
 
+// UsageError marks err as a usage error (exit code 2) without changing
+// its message.
+func UsageError(err error) error { return usageError{err} }
+
 // Defaults used by Parse.
 const (
 	DefaultPort         = 22122
@@ -312,10 +316,10 @@ func (b *Bench) validate() error {
 	return nil
 }
 
-// planOptions are the placement options of Plan. The implicit local host
+// PlanOptions are the placement options of plan.Ranks. The implicit local host
 // takes any -np (as torchrun's --nproc_per_node); its slots only set the
 // default.
-func (p Placement) planOptions() plan.Options {
+func (p Placement) PlanOptions() plan.Options {
 	return plan.Options{MapBy: p.MapBy, RankBy: p.RankBy, NPerNode: p.NPerNode, Oversubscribe: p.Oversubscribe || p.Source == HostsLocal}
 }
 

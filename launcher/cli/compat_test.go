@@ -1,10 +1,11 @@
-package launcher
+package cli
 
 import (
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -57,37 +58,37 @@ func TestParseCompat(t *testing.T) {
 			return ""
 		}},
 		{"ppr:2:node", []string{"--map-by", "ppr:2:node", "-H", "a:4,b:4"}, nil, func(c Config) string {
-			if c.Place.MapBy != "slot" || c.Place.NPerNode != 2 || c.Place.bindSpec() != "none" {
+			if c.Place.MapBy != "slot" || c.Place.NPerNode != 2 || c.Place.BindSpec() != "none" {
 				return "want slot, -N 2, no binding"
 			}
 			return ""
 		}},
 		{"ppr:1:socket", []string{"--map-by", "ppr:1:socket"}, nil, func(c Config) string {
-			if c.Place.PerSocket != 1 || c.Place.bindSpec() != "socket:1" {
+			if c.Place.PerSocket != 1 || c.Place.BindSpec() != "socket:1" {
 				return "want 1 per socket, bound to sockets"
 			}
 			return ""
 		}},
 		{"ppr:2:node:PE=2", []string{"--map-by", "ppr:2:node:PE=2"}, nil, func(c Config) string {
-			if c.Place.NPerNode != 2 || c.Place.PE != 2 || c.Place.bindSpec() != "pe=2" {
+			if c.Place.NPerNode != 2 || c.Place.PE != 2 || c.Place.BindSpec() != "pe=2" {
 				return "want -N 2, pe=2"
 			}
 			return ""
 		}},
 		{"slot:PE=3", []string{"--map-by", "slot:pe=3", "-bind-to", "core"}, nil, func(c Config) string {
-			if c.Place.MapBy != "slot" || c.Place.bindSpec() != "pe=3" {
+			if c.Place.MapBy != "slot" || c.Place.BindSpec() != "pe=3" {
 				return "want slot, pe=3"
 			}
 			return ""
 		}},
 		{"-bind-to hwthread", []string{"-bind-to", "hwthread"}, nil, func(c Config) string {
-			if c.Place.bindSpec() != "hwthread" {
+			if c.Place.BindSpec() != "hwthread" {
 				return "want hwthread"
 			}
 			return ""
 		}},
 		{"--rank-by node", []string{"--rank-by", "node"}, nil, func(c Config) string {
-			if c.Place.RankBy != "node" || c.Place.planOptions().RankBy != "node" {
+			if c.Place.RankBy != "node" || c.Place.PlanOptions().RankBy != "node" {
 				return "want rank-by node"
 			}
 			return ""
@@ -136,7 +137,7 @@ func TestParseCompat(t *testing.T) {
 func wantHosts(c Config, want ...string) string {
 	var got []string
 	for _, h := range c.Place.Hosts {
-		got = append(got, h.Name+":"+itoa(h.Slots))
+		got = append(got, h.Name+":"+strconv.Itoa(h.Slots))
 	}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		return "hosts " + strings.Join(got, ",") + ", want " + strings.Join(want, ",")

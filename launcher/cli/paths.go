@@ -1,4 +1,4 @@
-package launcher
+package cli
 
 import (
 	"fmt"
@@ -6,18 +6,18 @@ import (
 	"path/filepath"
 )
 
-// checkPaths verifies, before any host is dialled, that the job's output
+// CheckPaths verifies, before any host is dialled, that the job's output
 // destinations can be written, so that a typo fails in a second and not
 // after a day of training: --output-filename's directory (made if
 // missing), and the directories of --report and --plot. Errors are usage
 // errors.
-func checkPaths(cfg Config) error {
+func CheckPaths(cfg Config) error {
 	if d := cfg.Out.Dir; d != "" && cfg.Mode == ModeRun {
-		if err := os.MkdirAll(d, dirMode); err != nil {
-			return usageError{fmt.Errorf("--output-filename: %w", err)}
+		if err := os.MkdirAll(d, DirMode); err != nil {
+			return UsageError(fmt.Errorf("--output-filename: %w", err))
 		}
 		if err := probeDir(d); err != nil {
-			return usageError{fmt.Errorf("--output-filename %s: %w", d, err)}
+			return UsageError(fmt.Errorf("--output-filename %s: %w", d, err))
 		}
 	}
 	for _, f := range []struct{ flag, path string }{{"--report", cfg.Bench.ReportFile}, {"--plot", cfg.Bench.PlotFile}} {
@@ -25,10 +25,10 @@ func checkPaths(cfg Config) error {
 			continue
 		}
 		if fi, err := os.Stat(f.path); err == nil && fi.IsDir() {
-			return usageError{fmt.Errorf("%s %s: is a directory", f.flag, f.path)}
+			return UsageError(fmt.Errorf("%s %s: is a directory", f.flag, f.path))
 		}
 		if err := probeDir(filepath.Dir(f.path)); err != nil {
-			return usageError{fmt.Errorf("%s %s: %w", f.flag, f.path, err)}
+			return UsageError(fmt.Errorf("%s %s: %w", f.flag, f.path, err))
 		}
 	}
 	return nil
@@ -43,3 +43,10 @@ func probeDir(dir string) error {
 	f.Close()
 	return os.Remove(f.Name())
 }
+
+// Modes of the files the launcher creates: its umask applies to their
+// modes, as with mpirun (0755 directories, 0644 files).
+const (
+	DirMode  = 0o755
+	FileMode = 0o644
+)

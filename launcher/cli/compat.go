@@ -1,4 +1,4 @@
-package launcher
+package cli
 
 import (
 	"flag"
@@ -144,10 +144,10 @@ func (c *Config) resolveCompat() error {
 	return nil
 }
 
-// bindSpec is the agent's binding (wire.StartJob.Bind) for the placement:
+// BindSpec is the agent's binding (wire.StartJob.Bind) for the placement:
 // pe=N for -map-by ...:PE=N, socket:N for -map-by ppr:N:socket (unless
 // -bind-to says otherwise), else -bind-to.
-func (p Placement) bindSpec() string {
+func (p Placement) BindSpec() string {
 	switch {
 	case p.PE > 0:
 		return "pe=" + strconv.Itoa(p.PE)

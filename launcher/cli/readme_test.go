@@ -1,4 +1,4 @@
-package launcher
+package cli
 
 import (
 	"os"
@@ -10,7 +10,7 @@ import (
 // TestREADMEFlagReference keeps the README's flag reference true: it must
 // contain the --help text verbatim, and every flag must be in --help.
 func TestREADMEFlagReference(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,8 @@
-package launcher
+package cli
 
 import (
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -52,7 +51,7 @@ func (c *Config) resolveHosts(getenv func(string) string) error {
 		p.Hosts, p.Source, p.Hostfile, p.HostfileVar = hs, HostsMPIOperator, path, v
 		c.Transport.MPIOperator = getenv(MPIOperatorRoleEnv) == "launcher"
 		if c.Transport.MPIOperator && !c.in.given["p"] && !c.in.given["port"] {
-			portFromSSHConfig(&c.Transport, SSHClientConfig)
+			portFromSSHConfig(&c.Transport, sshClientConfig)
 		}
 		return nil
 	}
@@ -72,9 +71,9 @@ func (c *Config) resolveHosts(getenv func(string) string) error {
 	return nil
 }
 
-// SSHClientConfig is the system ssh configuration mpirun's ssh reads in
+// sshClientConfig is the system ssh configuration mpirun's ssh reads in
 // an mpi-operator launcher pod; tests point it elsewhere.
-var SSHClientConfig = "/etc/ssh/ssh_config"
+var sshClientConfig = "/etc/ssh/ssh_config"
 
 // portFromSSHConfig takes the agents' port from the Port an ssh
 // configuration sets for every host, as mpirun's ssh would dial it
@@ -192,7 +191,7 @@ func resolveEnv(xs, files []string, environ []string) (map[string]string, []stri
 			if !wire.ValidEnvName(k) {
 				return nil, nil, fmt.Errorf("%w: -x %q: bad variable name", ErrUsage, x)
 			}
-			if identityKeys[k] {
+			if plan.IsIdentity(k) {
 				ignored(k)
 			}
 			vals[k] = v
@@ -207,7 +206,7 @@ func resolveEnv(xs, files []string, environ []string) (map[string]string, []stri
 			if !wire.ValidEnvName(k) {
 				return nil, nil, fmt.Errorf("%w: -x %q: bad variable name", ErrUsage, x)
 			}
-			if identityKeys[k] {
+			if plan.IsIdentity(k) {
 				ignored(k)
 				continue
 			}
@@ -224,16 +223,6 @@ func resolveEnv(xs, files []string, environ []string) (map[string]string, []stri
 		}
 	}
 	return vals, warns, nil
-}
-
-// sortedVars lists vars as sorted KEY=VALUE entries.
-func sortedVars(vars map[string]string) []string {
-	out := make([]string, 0, len(vars))
-	for k, v := range vars {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func unquote(v string) string {

@@ -1,9 +1,10 @@
-package launcher
+package cli
 
 import (
 	"errors"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -58,7 +59,7 @@ func TestBashCompletion(t *testing.T) {
 			quoted = append(quoted, "'"+w+"'")
 		}
 		prog := script + "\nCOMP_WORDS=(" + strings.Join(quoted, " ") + ")\nCOMP_CWORD=" +
-			itoa(len(words)-1) + "\n_launcher\nprintf '%s\\n' \"${COMPREPLY[@]}\"\n"
+			strconv.Itoa(len(words)-1) + "\n_launcher\nprintf '%s\\n' \"${COMPREPLY[@]}\"\n"
 		out, err := exec.Command(bash, "-c", prog).CombinedOutput()
 		if err != nil {
 			t.Fatalf("%q: %v\n%s", tc.line, err, out)

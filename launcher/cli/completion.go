@@ -1,4 +1,4 @@
-package launcher
+package cli
 
 import (
 	"flag"
@@ -137,19 +137,4 @@ func zshCompletion(specs []flagSpec) string {
 	}
 	b.WriteString("  '(-)1:program:_command_names -e' \\\n  '(-)*::program arguments:_normal'\n")
 	return b.String()
-}
-
-// printCompletion is `launcher --completion bash|zsh`.
-func printCompletion(args []string, d Deps) int {
-	if len(args) != 1 {
-		fmt.Fprintln(d.Stderr, "launcher: usage: launcher --completion bash|zsh")
-		return ExitUsage
-	}
-	script, err := Completion(args[0])
-	if err != nil {
-		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-		return ExitUsage
-	}
-	fmt.Fprint(d.Stdout, script)
-	return 0
 }
