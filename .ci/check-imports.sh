@@ -36,6 +36,7 @@ rooms='
 plan:
 transport: plan
 cli: plan transport
+diagnose: plan cli
 '
 testdeps() {
 	go list -e -f '{{join .Imports "\n"}}

@@ -8,6 +8,7 @@ import (
 
 	"gangway/bench"
 	"gangway/launcher/cli"
+	"gangway/launcher/diagnose"
 )
 
 func newCollector(cfg cli.Bench) (*bench.Collector, error) {
@@ -62,21 +63,21 @@ func analyze(ctx context.Context, cfg cli.Config, stdout, stderr io.Writer) int 
 	opts, err := cfg.Bench.Options()
 	if err != nil {
 		fmt.Fprintf(stderr, "launcher: %v\n", err)
-		return ExitUsage
+		return diagnose.ExitUsage
 	}
 	rep, err := bench.AnalyzeFiles(ctx, cfg.Argv, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "launcher: %v\n", err)
-		return ExitSetup
+		return diagnose.ExitSetup
 	}
 	if len(rep.Metrics) == 0 {
 		fmt.Fprintf(stderr, "launcher: no throughput lines found in %s\n", strings.Join(cfg.Argv, ", "))
-		return ExitSetup
+		return diagnose.ExitSetup
 	}
 	cfg.Bench.NoSummary = false
 	if err := writeBench(cfg.Bench, rep, stdout); err != nil {
 		fmt.Fprintf(stderr, "launcher: %v\n", err)
-		return ExitSetup
+		return diagnose.ExitSetup
 	}
 	return 0
 }

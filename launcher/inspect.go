@@ -13,6 +13,7 @@ import (
 
 	"gangway/agent/wire"
 	"gangway/launcher/cli"
+	"gangway/launcher/diagnose"
 	"gangway/nccl"
 )
 
@@ -42,7 +43,7 @@ func Inspect(ctx context.Context, cfg cli.Config, d Deps) int {
 			err = cause
 		}
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-		return exitCode(err, false)
+		return diagnose.ExitCode(err, false)
 	}
 	defer c.close()
 	sessions := c.sessions
@@ -73,14 +74,14 @@ func Inspect(ctx context.Context, cfg cli.Config, d Deps) int {
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
 			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-			return ExitSetup
+			return diagnose.ExitSetup
 		}
 	} else {
 		writeInspect(d.Stdout, out, cfg.Out.Verbose)
 	}
 	if cerr != nil {
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", cerr)
-		return ExitSetup
+		return diagnose.ExitSetup
 	}
 	return 0
 }

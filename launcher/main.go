@@ -11,6 +11,7 @@ import (
 
 	"gangway/agent/wire"
 	"gangway/launcher/cli"
+	"gangway/launcher/diagnose"
 	"gangway/launcher/transport"
 )
 
@@ -42,7 +43,7 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 	}
 	if err != nil {
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-		return exitCode(err, false)
+		return diagnose.ExitCode(err, false)
 	}
 	for _, w := range cfg.Env.Warnings {
 		fmt.Fprintf(d.Stderr, "launcher: warning: %s\n", w)
@@ -69,7 +70,7 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 		remote, err := transport.New(cfg.Transport, remoteHosts(cfg), cfg.Out.Verbose, d.Log)
 		if err != nil {
 			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-			return ExitSetup
+			return diagnose.ExitSetup
 		}
 		if c, ok := remote.(io.Closer); ok {
 			defer c.Close() // the srun transport's step ends with the launcher
@@ -104,12 +105,12 @@ func offline(ctx context.Context, cfg cli.Config, d Deps) int {
 		code = analyze(ctx, cfg, d.Stdout, d.Stderr)
 	} else if err := DryRun(ctx, d.Stdout, cfg); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-		code = ExitUsage
+		code = diagnose.ExitUsage
 	}
-	var se *SignalError
+	var se *diagnose.SignalError
 	if errors.As(context.Cause(ctx), &se) {
 		fmt.Fprintf(d.Stderr, "launcher: interrupted by %v\n", se.Signal)
-		return exitCode(se, false)
+		return diagnose.ExitCode(se, false)
 	}
 	return code
 }
@@ -118,12 +119,12 @@ func offline(ctx context.Context, cfg cli.Config, d Deps) int {
 func printCompletion(args []string, d Deps) int {
 	if len(args) != 1 {
 		fmt.Fprintln(d.Stderr, "launcher: usage: launcher --completion bash|zsh")
-		return ExitUsage
+		return diagnose.ExitUsage
 	}
 	script, err := cli.Completion(args[0])
 	if err != nil {
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-		return ExitUsage
+		return diagnose.ExitUsage
 	}
 	fmt.Fprint(d.Stdout, script)
 	return 0

@@ -18,6 +18,7 @@ import (
 
 	"gangway/hostfile"
 	"gangway/launcher/cli"
+	"gangway/launcher/diagnose"
 	"gangway/launcher/plan"
 )
 
@@ -106,13 +107,13 @@ func RunOpenMPI(ctx context.Context, cfg cli.Config, d Deps) int {
 	sigs := watchSignals(d.Signals, cancel)
 	defer sigs.stop()
 	if t := cfg.Control.Timeout; t > 0 {
-		stop := time.AfterFunc(t, func() { cancel(&TimeoutError{After: t}) })
+		stop := time.AfterFunc(t, func() { cancel(&diagnose.TimeoutError{After: t}) })
 		defer stop.Stop()
 	}
 	cmd, cleanup, err := mpirunCommand(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-		return exitCode(err, false)
+		return diagnose.ExitCode(err, false)
 	}
 	defer cleanup()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = d.Stdin, d.Stdout, d.Stderr
@@ -123,7 +124,7 @@ func RunOpenMPI(ctx context.Context, cfg cli.Config, d Deps) int {
 		if cfg.Control.KillGrace == 0 {
 			return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
-		var se *SignalError
+		var se *diagnose.SignalError
 		if errors.As(context.Cause(ctx), &se) {
 			return cmd.Process.Signal(se.Signal)
 		}
@@ -133,7 +134,7 @@ func RunOpenMPI(ctx context.Context, cfg cli.Config, d Deps) int {
 	cmd.WaitDelay = cfg.Control.KillGrace
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(d.Stderr, "launcher: start %s: %v\n", cmd.Path, err)
-		return ExitSetup
+		return diagnose.ExitSetup
 	}
 	d.Log.Debug("running mpirun", zap.Strings("args", cmd.Args))
 	pid := cmd.Process.Pid
@@ -144,9 +145,9 @@ func RunOpenMPI(ctx context.Context, cfg cli.Config, d Deps) int {
 		case err := <-done:
 			// Whatever mpirun left in its group (rsh clients) goes with it.
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			var te *TimeoutError
+			var te *diagnose.TimeoutError
 			if errors.As(context.Cause(ctx), &te) {
-				return ExitTimeout
+				return diagnose.ExitTimeout
 			}
 			return exitCodeOf(cmd.ProcessState, err)
 		case ev := <-sigs.events:
@@ -221,7 +222,7 @@ func writeHostfile(path string, hosts []hostfile.Host) error {
 
 func exitCodeOf(ps *os.ProcessState, err error) int {
 	if ps == nil {
-		return ExitSetup
+		return diagnose.ExitSetup
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		return 128 + int(ws.Signal())

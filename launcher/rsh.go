@@ -12,6 +12,7 @@ import (
 
 	"gangway/hostfile"
 	"gangway/launcher/cli"
+	"gangway/launcher/diagnose"
 	"gangway/launcher/transport"
 )
 
@@ -49,7 +50,7 @@ func Rsh(ctx context.Context, args []string, d Deps) int {
 	sigs := watchSignals(d.Signals, cancel)
 	defer sigs.stop()
 	interrupted := func() int {
-		var se *SignalError
+		var se *diagnose.SignalError
 		if errors.As(context.Cause(ctx), &se) {
 			return 128 + int(se.Signal)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"gangway/bench"
 	"gangway/launcher/cli"
+	"gangway/launcher/diagnose"
 	"gangway/launcher/transport"
 )
 
@@ -76,7 +77,7 @@ func Run(ctx context.Context, cfg cli.Config, d Deps) int {
 	sigs := watchSignals(d.Signals, stop)
 	defer sigs.stop()
 	if t := cfg.Control.Timeout; t > 0 {
-		timer := time.AfterFunc(t, func() { stop(&TimeoutError{After: t}) })
+		timer := time.AfterFunc(t, func() { stop(&diagnose.TimeoutError{After: t}) })
 		defer timer.Stop()
 	}
 	if cfg.Control.RunID == "" {
@@ -91,7 +92,7 @@ func Run(ctx context.Context, cfg cli.Config, d Deps) int {
 		cancel(nil)
 		code := r.ending(cause, err)
 		attempts = append(attempts, r.record(cause, code))
-		var re *RankError
+		var re *diagnose.RankError
 		if r.phase < phaseRun || !errors.As(cause, &re) || n >= cfg.Control.MaxRestarts {
 			r.lastWords(cause, code)
 			return r.summary(code, attempts)
@@ -119,13 +120,13 @@ func (r *runner) backoff(ctx context.Context, n int) (code int, ok bool) {
 	}
 	cause := context.Cause(ctx)
 	fmt.Fprintf(r.d.Stderr, "launcher: %v while waiting to restart; nothing was started\n", cause)
-	return exitCode(cause, false), false
+	return diagnose.ExitCode(cause, false), false
 }
 
 // record is the attempt as --report lists it.
 func (r *runner) record(cause error, code int) bench.Attempt {
 	a := bench.Attempt{N: r.attempt, Start: r.start, End: time.Now(), ExitCode: code}
-	var re *RankError
+	var re *diagnose.RankError
 	if errors.As(cause, &re) {
 		rank := re.Rank
 		a.Rank, a.Host = &rank, re.Host
@@ -163,7 +164,7 @@ func (r *runner) run(ctx, bctx context.Context, cancel context.CancelCauseFunc, 
 }
 
 // signalWatcher is the one owner of the launcher's signal channel: the
-// first stopping signal cancels the job with a SignalError, and every
+// first stopping signal cancels the job with a diagnose.SignalError, and every
 // signal is passed on to the job loop as an event (evSignal: a second one
 // kills; SIGUSR1 is evDumpRequest, which stops nothing).
 type signalWatcher struct {
@@ -188,7 +189,7 @@ func watchSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc) *signal
 					ev = evDumpRequest{}
 				} else {
 					n++
-					cancel(&SignalError{Signal: ss})
+					cancel(&diagnose.SignalError{Signal: ss})
 					ev = evSignal{sig: s, n: n}
 				}
 			case <-w.quit:

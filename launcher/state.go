@@ -6,10 +6,10 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strconv"
 	"time"
 
 	"gangway/agent/wire"
+	"gangway/launcher/diagnose"
 	"gangway/launcher/plan"
 	"gangway/launcher/transport"
 )
@@ -106,8 +106,8 @@ type state struct {
 	gotStarted []bool // by host: its Started came (at most one per host)
 	done       []bool // by host: Done received, or lost
 	ndone      int
-	failures   []*RankError
-	first      *RankError // the failure that stopped the job, if one did
+	failures   []*diagnose.RankError
+	first      *diagnose.RankError // the failure that stopped the job, if one did
 	// runningAtFirst is how many other ranks still ran when first failed.
 	runningAtFirst int
 	stopping       bool
@@ -165,7 +165,7 @@ func (st *state) apply(ev any) []action {
 		if !st.owns(ev.host, ev.a.Rank) {
 			return st.violation(ev.host, fmt.Sprintf("an abort for rank %d, which it does not run", ev.a.Rank))
 		}
-		return st.fail(&RankError{Rank: ev.a.Rank, Host: st.hosts[ev.host], ExitCode: ev.a.Code,
+		return st.fail(&diagnose.RankError{Rank: ev.a.Rank, Host: st.hosts[ev.host], ExitCode: ev.a.Code,
 			Err: fmt.Sprintf("called MPI_Abort with code %d %s", ev.a.Code, ev.a.Msg)})
 	case evFence:
 		return st.fence(ev.host, ev.f)
@@ -189,7 +189,7 @@ func (st *state) apply(ev any) []action {
 		return append([]action{actSay{fmt.Sprintf("got %v again, killing every rank", ev.sig)}}, st.kill()...)
 	case evCancel:
 		st.ended = true
-		var te *TimeoutError
+		var te *diagnose.TimeoutError
 		if errors.As(ev.cause, &te) && !st.stopping {
 			return st.startDump(te.Error()+": collecting every rank's stacks, then stopping every rank", true, true, nil, st.dumpGrace())
 		}
@@ -198,7 +198,7 @@ func (st *state) apply(ev any) []action {
 		if st.stopping || st.dump != nil {
 			return nil
 		}
-		h := &HangError{Quiet: ev.quiet, Limit: ev.limit}
+		h := &diagnose.HangError{Quiet: ev.quiet, Limit: ev.limit}
 		return st.startDump(h.Error()+": collecting every rank's stacks, then stopping every rank", true, true, h, st.dumpTimeout)
 	case evDumpRequest:
 		if st.stopping || st.dump != nil {
@@ -282,14 +282,14 @@ func (st *state) exit(host int, x wire.Exit) []action {
 	if x.Stopped && (st.stopping || st.ended) {
 		return nil // we asked for it (a stop, or a dump's SIGABRT)
 	}
-	return st.fail(&RankError{Rank: x.Rank, Host: st.hosts[host], Pid: x.Pid, ExitCode: x.Code, Signal: x.Signal, SignalName: x.SignalName, Err: x.Err, ErrorFile: x.ErrorFile})
+	return st.fail(&diagnose.RankError{Rank: x.Rank, Host: st.hosts[host], Pid: x.Pid, ExitCode: x.Code, Signal: x.Signal, SignalName: x.SignalName, Err: x.Err, ErrorFile: x.ErrorFile})
 }
 
 // fail records a rank's failure; the first one before any stop is blamed
 // and stops the job. Failures after a signal or timeout are listed, not
 // blamed. A rank is listed once: its first failure (an abort, then its
 // exit, counts as one; so do repeated aborts).
-func (st *state) fail(e *RankError) []action {
+func (st *state) fail(e *diagnose.RankError) []action {
 	if st.failed[e.Rank] {
 		return nil
 	}
@@ -340,7 +340,7 @@ func (st *state) stopped() []action {
 }
 
 // lose ends a host whose connection dropped: its running ranks fail with
-// ExitLost.
+// diagnose.ExitLost.
 func (st *state) lose(host int, err error) []action {
 	if st.done[host] {
 		return nil
@@ -366,7 +366,7 @@ func (st *state) lose(host int, err error) []action {
 	for r, h := range st.hostOf {
 		if h == host && !st.exited[r] {
 			st.exited[r] = true
-			acts = append(acts, st.fail(&RankError{Rank: r, Host: name, ExitCode: ExitLost, Err: msg})...)
+			acts = append(acts, st.fail(&diagnose.RankError{Rank: r, Host: name, ExitCode: diagnose.ExitLost, Err: msg})...)
 		}
 	}
 	return acts
@@ -406,31 +406,4 @@ func (st *state) started(host int, s wire.Started) []action {
 		acts = append(acts, actSay{fmt.Sprintf("rank %d on %s (pid %d): CPUs %s", r, st.hosts[host], s.Pids[r], b)})
 	}
 	return acts
-}
-
-// RankError is one rank's failure.
-type RankError struct {
-	Rank       int
-	Host       string
-	Pid        int
-	ExitCode   int
-	Signal     int
-	SignalName string // as the agent names Signal ("SIGKILL")
-	Err        string
-	ErrorFile  string // what it wrote to TORCHELASTIC_ERROR_FILE, if anything
-}
-
-func (e *RankError) Error() string {
-	switch {
-	case e.Err != "":
-		return fmt.Sprintf("rank %d on %s: %s (exit code %d)", e.Rank, e.Host, e.Err, e.ExitCode)
-	case e.Signal != 0:
-		name := e.SignalName
-		if name == "" {
-			name = "signal " + strconv.Itoa(e.Signal)
-		}
-		return fmt.Sprintf("rank %d on %s (pid %d) was killed by signal %d (%s), exit code %d", e.Rank, e.Host, e.Pid, e.Signal, name, e.ExitCode)
-	default:
-		return fmt.Sprintf("rank %d on %s (pid %d) exited with code %d", e.Rank, e.Host, e.Pid, e.ExitCode)
-	}
 }

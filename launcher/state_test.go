@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"gangway/agent/wire"
-	"gangway/launcher/cli"
+	"gangway/launcher/diagnose"
 	"gangway/launcher/plan"
 	"gangway/launcher/transport"
 )
@@ -72,7 +72,7 @@ func TestApplyBlame(t *testing.T) {
 		{"exit 0 with a PMI error fails", []any{evExit{0, wire.Exit{Rank: 0, Code: 1, Err: "exited without PMI finalize"}}}, 0, 1, 1, 1},
 		{"MPI_Abort wins with its code", []any{evAbort{1, wire.Abort{Rank: 3, Code: 9, Msg: "bye"}}, evExit{1, wire.Exit{Rank: 3, Code: 143, Stopped: true}}}, 3, 9, 1, 1},
 		{"after a signal nothing is blamed", []any{evSignal{sig: syscall.SIGTERM, n: 1}, evExit{0, wire.Exit{Rank: 0, Code: 1}}}, -1, 0, 1, 1},
-		{"after the timeout nothing is blamed", []any{evCancel{&TimeoutError{}}, evExit{0, wire.Exit{Rank: 0, Code: 1}}, evDumpDeadline{}}, -1, 0, 1, 1},
+		{"after the timeout nothing is blamed", []any{evCancel{&diagnose.TimeoutError{}}, evExit{0, wire.Exit{Rank: 0, Code: 1}}, evDumpDeadline{}}, -1, 0, 1, 1},
 		{"a stopped rank's code is not a failure", []any{evSignal{sig: syscall.SIGINT, n: 1}, evExit{0, wire.Exit{Rank: 0, Code: 143, Stopped: true}}}, -1, 0, 0, 1},
 	}
 	for _, tt := range tests {
@@ -80,7 +80,7 @@ func TestApplyBlame(t *testing.T) {
 			st := twoHosts()
 			acts := runEvents(st, tt.events...)
 			c := cause(acts)
-			var re *RankError
+			var re *diagnose.RankError
 			switch {
 			case tt.wantBlame < 0 && c != nil:
 				t.Errorf("blamed %v, want nobody", c)
@@ -88,7 +88,7 @@ func TestApplyBlame(t *testing.T) {
 				t.Errorf("blamed %v, want rank %d", c, tt.wantBlame)
 			}
 			if c != nil {
-				if got := exitCode(c, false); got != tt.wantCode {
+				if got := diagnose.ExitCode(c, false); got != tt.wantCode {
 					t.Errorf("exit code %d, want %d", got, tt.wantCode)
 				}
 			}
@@ -127,9 +127,9 @@ func TestApplyLostAgentSilent(t *testing.T) {
 func TestApplyLostAgent(t *testing.T) {
 	st := twoHosts()
 	acts := runEvents(st, evExit{1, wire.Exit{Rank: 2}}, evLost{1, io.EOF})
-	var re *RankError
-	if !errors.As(cause(acts), &re) || re.Rank != 3 || re.Host != "b" || re.ExitCode != ExitLost {
-		t.Fatalf("cause %v, want rank 3 on b with exit code %d", cause(acts), ExitLost)
+	var re *diagnose.RankError
+	if !errors.As(cause(acts), &re) || re.Rank != 3 || re.Host != "b" || re.ExitCode != diagnose.ExitLost {
+		t.Fatalf("cause %v, want rank 3 on b with exit code %d", cause(acts), diagnose.ExitLost)
 	}
 	if want := "lost the agent on b: connection closed"; re.Err != want || !reflect.DeepEqual(st.lost, []string{want}) {
 		t.Errorf("lost %q, error %q, want %q", st.lost, re.Err, want)
@@ -147,8 +147,8 @@ func TestApplyLostAgent(t *testing.T) {
 	// A host lost with no running rank to blame still makes the job exit 255.
 	st = twoHosts()
 	runEvents(st, evExit{1, wire.Exit{Rank: 2}}, evExit{1, wire.Exit{Rank: 3}}, evLost{1, errors.New("reset")})
-	if len(st.failures) != 0 || exitCode(nil, len(st.lost) > 0) != ExitLost {
-		t.Errorf("failures %v, lost %v: want no failure and exit %d", st.failures, st.lost, ExitLost)
+	if len(st.failures) != 0 || diagnose.ExitCode(nil, len(st.lost) > 0) != diagnose.ExitLost {
+		t.Errorf("failures %v, lost %v: want no failure and exit %d", st.failures, st.lost, diagnose.ExitLost)
 	}
 }
 
@@ -183,13 +183,13 @@ func TestApplySignals(t *testing.T) {
 	if acts := st.apply(evSignal{sig: syscall.SIGINT, n: 3}); count[actKill](acts) != 0 {
 		t.Errorf("third signal killed again: %v", acts)
 	}
-	if got := exitCode(&SignalError{Signal: syscall.SIGINT}, false); got != 130 {
+	if got := diagnose.ExitCode(&diagnose.SignalError{Signal: syscall.SIGINT}, false); got != 130 {
 		t.Errorf("SIGINT: exit %d, want 130", got)
 	}
 	// A signal after a rank failed keeps the rank's code: the first cause wins.
 	st = twoHosts()
 	acts = runEvents(st, evExit{0, wire.Exit{Rank: 0, Code: 5}}, evSignal{sig: syscall.SIGTERM, n: 1})
-	if got := exitCode(cause(acts), false); got != 5 {
+	if got := diagnose.ExitCode(cause(acts), false); got != 5 {
 		t.Errorf("failure then signal: exit %d, want 5", got)
 	}
 }
@@ -239,8 +239,8 @@ func TestApplyFencesOneInFlight(t *testing.T) {
 		if !reflect.DeepEqual(st.lost, []string{tc.want}) || count[actClose](acts) != 1 {
 			t.Errorf("%s: lost %q, actions %v; want %q and the session closed", tc.name, st.lost, acts, tc.want)
 		}
-		var re *RankError
-		if !errors.As(cause(acts), &re) || re.Host != "b" || re.ExitCode != ExitLost {
+		var re *diagnose.RankError
+		if !errors.As(cause(acts), &re) || re.Host != "b" || re.ExitCode != diagnose.ExitLost {
 			t.Errorf("%s: cause %v, want a rank of b lost", tc.name, cause(acts))
 		}
 		if len(st.barrier.arrived) > 1 {
@@ -258,7 +258,7 @@ func TestApplyExitsOnce(t *testing.T) {
 	if want := []string{"lost the agent on b: protocol violation: it sent a second exit for rank 2"}; !reflect.DeepEqual(st.lost, want) {
 		t.Errorf("lost %q, want %q", st.lost, want)
 	}
-	var re *RankError
+	var re *diagnose.RankError
 	if !errors.As(cause(acts), &re) || re.Rank != 2 || re.ExitCode != 1 {
 		t.Errorf("cause %v, want rank 2's own failure", cause(acts))
 	}
@@ -270,7 +270,7 @@ func TestApplyExitsOnce(t *testing.T) {
 	// An abort, the same abort again and the rank's exit: one failure.
 	st = twoHosts()
 	acts = runEvents(st, evAbort{0, wire.Abort{Rank: 1, Code: 9}}, evAbort{0, wire.Abort{Rank: 1, Code: 9}}, evExit{0, wire.Exit{Rank: 1, Code: 9}})
-	if len(st.failures) != 1 || exitCode(cause(acts), false) != 9 || len(st.lost) != 0 {
+	if len(st.failures) != 1 || diagnose.ExitCode(cause(acts), false) != 9 || len(st.lost) != 0 {
 		t.Errorf("failures %v, lost %v, cause %v: want one failure, code 9, nobody lost", st.failures, st.lost, cause(acts))
 	}
 }
@@ -364,7 +364,7 @@ func TestApplyStopBounded(t *testing.T) {
 	grace := testOptions.grace
 	t.Run("Timeout", func(t *testing.T) {
 		st := twoHosts()
-		acts := st.apply(evCancel{&TimeoutError{After: 3 * time.Second}})
+		acts := st.apply(evCancel{&diagnose.TimeoutError{After: 3 * time.Second}})
 		if d, ok := find[actDump](acts); !ok || d.within != grace || !d.abort {
 			t.Fatalf("timeout: %v, want a dump waited for %v", acts, grace)
 		}
@@ -379,7 +379,7 @@ func TestApplyStopBounded(t *testing.T) {
 	})
 	t.Run("NoGrace", func(t *testing.T) {
 		st := newState([]string{"a"}, []plan.Rank{rk(0, 0, 0, 1, 0)}, stateOptions{grace: 0, dumpTimeout: time.Minute})
-		if d, _ := find[actDump](st.apply(evCancel{&TimeoutError{}})); d.within != time.Second {
+		if d, _ := find[actDump](st.apply(evCancel{&diagnose.TimeoutError{}})); d.within != time.Second {
 			t.Errorf("--kill-grace 0: stacks waited for %v, want 1s", d.within)
 		}
 	})
@@ -405,7 +405,7 @@ func TestApplyStopBounded(t *testing.T) {
 		if d, _ := find[actDump](st.apply(evHang{quiet: time.Minute, limit: time.Second})); d.within != time.Minute {
 			t.Errorf("hang: stacks waited for %v, want the dump timeout", d.within)
 		}
-		if w, ok := find[actDumpWithin](st.apply(evCancel{&TimeoutError{}})); !ok || w.d != grace {
+		if w, ok := find[actDumpWithin](st.apply(evCancel{&diagnose.TimeoutError{}})); !ok || w.d != grace {
 			t.Errorf("timeout during a hang dump: want the wait cut to %v", grace)
 		}
 	})
@@ -416,31 +416,6 @@ func TestApplyStopBounded(t *testing.T) {
 			t.Errorf("%v: want one give-up and one kill", acts)
 		}
 	})
-}
-
-func TestExitCode(t *testing.T) {
-	tests := []struct {
-		cause error
-		lost  bool
-		want  int
-	}{
-		{nil, false, 0},
-		{nil, true, ExitLost},
-		{&RankError{ExitCode: 3}, true, 3},
-		{&RankError{ExitCode: 255}, false, 255},
-		{&RankError{ExitCode: 256}, false, 1}, // MPI_Abort(comm, 256): not 0
-		{&RankError{ExitCode: -1}, false, 1},
-		{&RankError{ExitCode: 0, Err: "exited without PMI finalize"}, false, 1},
-		{&SignalError{Signal: syscall.SIGTERM}, false, 143},
-		{&TimeoutError{}, false, ExitTimeout},
-		{cli.UsageError(errors.New("x")), false, ExitUsage},
-		{&HostError{Host: "a", Err: errors.New("refused")}, false, ExitSetup},
-	}
-	for _, tt := range tests {
-		if got := exitCode(tt.cause, tt.lost); got != tt.want {
-			t.Errorf("exitCode(%v, %v) = %d, want %d", tt.cause, tt.lost, got, tt.want)
-		}
-	}
 }
 
 // TestApplyDumps: a hang, the timeout and SIGUSR1 collect every rank's
@@ -484,9 +459,9 @@ func TestApplyDumps(t *testing.T) {
 		if len(st.failures) != 0 {
 			t.Errorf("failures %v", st.failures)
 		}
-		var he *HangError
-		if !errors.As(cause(acts), &he) || exitCode(he, false) != ExitTimeout {
-			t.Errorf("cause %v, want a HangError exiting %d", cause(acts), ExitTimeout)
+		var he *diagnose.HangError
+		if !errors.As(cause(acts), &he) || diagnose.ExitCode(he, false) != diagnose.ExitTimeout {
+			t.Errorf("cause %v, want a diagnose.HangError exiting %d", cause(acts), diagnose.ExitTimeout)
 		}
 	})
 	t.Run("SIGUSR1", func(t *testing.T) {
@@ -528,7 +503,7 @@ func TestApplyDumps(t *testing.T) {
 	})
 	t.Run("TimeoutDuringSIGUSR1Dump", func(t *testing.T) {
 		st := twoHosts()
-		acts := runEvents(st, evDumpRequest{}, evCancel{&TimeoutError{}}, evDumpDeadline{})
+		acts := runEvents(st, evDumpRequest{}, evCancel{&diagnose.TimeoutError{}}, evDumpDeadline{})
 		if count[actDump](acts) != 1 || count[actStop](acts) != 1 {
 			t.Errorf("%v: want one dump, then a stop", acts)
 		}
@@ -603,7 +578,7 @@ func TestApplyNamesBounded(t *testing.T) {
 	} {
 		st := twoHosts()
 		acts := st.apply(evName{1, tc.n})
-		var re *RankError
+		var re *diagnose.RankError
 		if !errors.As(cause(acts), &re) || re.Host != "b" || !strings.Contains(re.Err, "protocol violation") || !strings.Contains(re.Err, tc.want) {
 			t.Errorf("%s: cause %v, want host b's protocol violation naming %q", tc.name, cause(acts), tc.want)
 		}

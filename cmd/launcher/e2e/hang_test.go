@@ -8,7 +8,7 @@ import (
 
 	"gangway/agent/proc/proctest"
 	"gangway/cmd/internal/e2e"
-	"gangway/launcher"
+	"gangway/launcher/diagnose"
 	"gangway/launcher/transport"
 )
 
@@ -40,8 +40,8 @@ func TestAgentStopped(t *testing.T) {
 	t.Cleanup(func() { _ = syscall.Kill(stopped, syscall.SIGCONT) })
 	code := l.Wait(t)
 	detect := l.Ended.Sub(t0)
-	if code != launcher.ExitLost {
-		t.Errorf("exit code %d, want %d (agent lost)", code, launcher.ExitLost)
+	if code != diagnose.ExitLost {
+		t.Errorf("exit code %d, want %d (agent lost)", code, diagnose.ExitLost)
 	}
 	if want := "lost the agent on " + c.Hosts[1].Addr + ": no answer to SSH keepalives"; !strings.Contains(l.Stderr.String(), want) {
 		t.Errorf("stderr does not say %q:\n%s", want, l.Stderr)

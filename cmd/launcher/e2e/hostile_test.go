@@ -16,6 +16,7 @@ import (
 	"gangway/cmd/internal/e2e"
 	"gangway/hostfile"
 	"gangway/launcher"
+	"gangway/launcher/diagnose"
 	"gangway/launcher/transport"
 )
 
@@ -254,8 +255,8 @@ func TestHostileFences(t *testing.T) {
 				_, stderr, code = e2e.Run(t, launcher.Deps{Remote: remote}, "--output-filename", t.TempDir(), "--timeout", "30", "-np", "2", "-H", "quiet:1,liar:1", "true")
 			})
 			t.Logf("launcher heap grew by %d MiB; stderr:\n%s", grew>>20, stderr)
-			if code != launcher.ExitLost || !strings.Contains(stderr, tt.want) {
-				t.Errorf("exit %d, want %d and %q", code, launcher.ExitLost, tt.want)
+			if code != diagnose.ExitLost || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, want %d and %q", code, diagnose.ExitLost, tt.want)
 			}
 			if tt.flood && grew > fenceHeapLimit {
 				t.Errorf("the launcher's heap grew by %d MiB under the flood, want at most %d", grew>>20, fenceHeapLimit>>20)
@@ -369,8 +370,8 @@ func TestHostileDeafAgentTimeout(t *testing.T) {
 			t.Errorf("stderr lacks %q", want)
 		}
 	}
-	if code != launcher.ExitTimeout {
-		t.Errorf("exit %d, want %d", code, launcher.ExitTimeout)
+	if code != diagnose.ExitTimeout {
+		t.Errorf("exit %d, want %d", code, diagnose.ExitTimeout)
 	}
 	if strings.Contains(stderr, "quiet (did not confirm") {
 		t.Errorf("the quiet host, which confirmed its stop, was cut off too")
@@ -389,7 +390,7 @@ func TestHostileMuteAgentTimeout(t *testing.T) {
 	stderr := l.Stderr.String()
 	t.Logf("ended %v after the start (--timeout 3 --kill-grace 1s, stall timeout %v); stderr:\n%s", l.Ended.Sub(l.Started).Round(time.Millisecond), transport.StallTimeout, stderr)
 	want := "lost the agent on mute: stopped reading what the launcher sends: a write made no progress for " + transport.StallTimeout.String()
-	if code != launcher.ExitTimeout || !strings.Contains(stderr, want) {
-		t.Errorf("exit %d, want %d and %q", code, launcher.ExitTimeout, want)
+	if code != diagnose.ExitTimeout || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d, want %d and %q", code, diagnose.ExitTimeout, want)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"gangway/cmd/internal/e2e"
 	"gangway/hostfile"
 	"gangway/launcher"
+	"gangway/launcher/diagnose"
 	"gangway/launcher/transport"
 )
 
@@ -185,8 +186,8 @@ func TestLauncherEndsLyingAgent(t *testing.T) {
 				return ours, "127.0.0.9", nil
 			})
 			_, stderr, code := e2e.Run(t, launcher.Deps{Remote: remote}, "-np", "1", "-H", "liar:1", "true")
-			if code != launcher.ExitLost || !strings.Contains(stderr, tt.want) {
-				t.Errorf("exit %d, want %d and %q in:\n%s", code, launcher.ExitLost, tt.want, stderr)
+			if code != diagnose.ExitLost || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, want %d and %q in:\n%s", code, diagnose.ExitLost, tt.want, stderr)
 			}
 		})
 	}

@@ -1,8 +1,7 @@
-package launcher
+package diagnose
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"gangway/launcher/plan"
@@ -15,23 +14,6 @@ type failureGroup struct {
 	ranks []int
 	hosts []string // in order of first appearance
 	errs  []*RankError
-}
-
-// what is e without the rank, host and pid, so identical failures of
-// many ranks read the same.
-func (e *RankError) what() string {
-	switch {
-	case e.Err != "":
-		return fmt.Sprintf("%s (exit code %d)", e.Err, e.ExitCode)
-	case e.Signal != 0:
-		name := e.SignalName
-		if name == "" {
-			name = "signal " + strconv.Itoa(e.Signal)
-		}
-		return fmt.Sprintf("killed by signal %d (%s), exit code %d", e.Signal, name, e.ExitCode)
-	default:
-		return fmt.Sprintf("exited with code %d", e.ExitCode)
-	}
 }
 
 // groupFailures groups failures by what went wrong, in order of each
