@@ -37,6 +37,7 @@ plan:
 transport: plan
 cli: plan transport
 diagnose: plan cli
+rankenv: plan cli
 '
 testdeps() {
 	go list -e -f '{{join .Imports "\n"}}

@@ -20,6 +20,7 @@ import (
 	"gangway/internal/syncx"
 	"gangway/launcher/cli"
 	"gangway/launcher/plan"
+	"gangway/launcher/rankenv"
 	"gangway/launcher/transport"
 )
 
@@ -73,15 +74,6 @@ type HostError struct {
 func (e *HostError) Error() string { return fmt.Sprintf("host %s: %v", e.Host, e.Err) }
 func (e *HostError) Unwrap() error { return e.Err }
 
-// localSlots is the local host's default rank count: one per GPU, else one
-// per CPU.
-func localSlots(f wire.Facts) int {
-	if len(f.GPUs) > 0 {
-		return len(f.GPUs)
-	}
-	return max(f.CPUs, 1)
-}
-
 // cluster is the outcome of the dial phase: one open session per host
 // that runs ranks and, for a job, the plan over them.
 type cluster struct {
@@ -95,52 +87,39 @@ func (c *cluster) close() {
 	}
 }
 
-// dial is the first phase of a job and of --inspect: it plans the job
-// (planned; a bad -np fails before any network traffic), reaches every
-// host that runs ranks, and gives the implicit local host its slots from
-// its facts. Plan errors are usage errors.
-func dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, planned bool) (*cluster, error) {
-	hosts := cfg.Place.Hosts
-	local := cfg.Place.Source == cli.HostsLocal
-	if local {
-		hosts = []hostfile.Host{plan.Local(1)}
-	}
-	var ranks []plan.Rank
-	if planned && !local {
-		var err error
-		if hosts, ranks, err = runHosts(cfg, hosts); err != nil {
-			return nil, cli.UsageError(err)
-		}
-	}
+// dial is the first phase of a job and of --inspect: it reaches every
+// host of the layout (for a job, those that run ranks), and completes the
+// layout from their facts (the local host's slots; for a job whose slots
+// come from the facts, the plan). Plan errors are usage errors.
+func dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.Layout) (*cluster, error) {
+	hosts := l.Hosts
 	names := make([]string, len(hosts))
 	for i, h := range hosts {
 		names[i] = h.Name
 	}
 	hello := func(i int) wire.Hello {
-		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: routePeers(names, i)}
+		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: rankenv.RoutePeers(names, i)}
 	}
 	logHosts(d.Log, cfg.Place, hosts)
 	sessions, err := dialAllTo(ctx, d.Log, d.Stderr, hosts, transport.Dialers{Local: d.Local, Remote: d.Remote}, hello, cfg.Transport.StartTimeout)
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{sessions: sessions, ranks: ranks}
-	if planned && cfg.Place.PerSocket > 0 {
-		if c.ranks, err = planPerSocket(cfg, sessions); err != nil {
-			c.close()
-			return nil, cli.UsageError(err)
-		}
-	} else if local {
-		sessions[0].host.Slots = localSlots(sessions[0].facts)
-		if planned {
-			if c.ranks, err = plan.Ranks([]hostfile.Host{sessions[0].host}, cfg.Place.NP, cfg.Place.PlanOptions()); err != nil {
-				c.close()
-				return nil, cli.UsageError(err)
-			}
-		}
+	c := &cluster{sessions: sessions}
+	facts := make([]wire.Facts, len(sessions))
+	for i, s := range sessions {
+		facts[i] = s.facts
 	}
-	if planned {
-		d.Log.Info("placement", zap.Int("ranks", len(c.ranks)), zap.String("map-by", cfg.Place.MapBy), zap.String("ranks on hosts", placementSummary(names, c.ranks)))
+	if l, err = l.Complete(facts); err != nil {
+		c.close()
+		return nil, err
+	}
+	for i, s := range sessions {
+		s.host = l.Hosts[i]
+	}
+	c.ranks = l.Ranks
+	if c.ranks != nil {
+		d.Log.Info("placement", zap.Int("ranks", len(c.ranks)), zap.String("map-by", cfg.Place.MapBy), zap.String("ranks on hosts", rankenv.PlacementSummary(names, c.ranks)))
 	}
 	return c, nil
 }
@@ -160,48 +139,6 @@ func logHosts(log *zap.Logger, p cli.Placement, hosts []hostfile.Host) {
 		fields = append(fields, zap.String("hostfile", p.Hostfile))
 	}
 	log.Info("hosts", fields...)
-}
-
-// placementSummary is where ranks run, per host: "a: 0-7; b: 8-15".
-func placementSummary(hosts []string, ranks []plan.Rank) string {
-	per := make([][]int, len(hosts))
-	for _, r := range ranks {
-		per[r.Host] = append(per[r.Host], r.Rank)
-	}
-	parts := make([]string, 0, len(hosts))
-	for i, h := range hosts {
-		if len(per[i]) > 0 {
-			parts = append(parts, h+": "+plan.Ranges(per[i]))
-		}
-	}
-	return strings.Join(parts, "; ")
-}
-
-// runHosts plans the job on hosts where the plan is known before
-// dialling and returns the hosts that run ranks, with the plan; with
-// per-socket placement, which needs the hosts' facts, it returns hosts
-// as given and no plan.
-// remoteHosts are the hosts the transport is built for: those dial will
-// reach (the plan's for a job, all of them for --inspect or when the plan
-// fails, which dial reports).
-func remoteHosts(cfg cli.Config) []hostfile.Host {
-	if cfg.Mode == cli.ModeRun {
-		if used, _, err := runHosts(cfg, cfg.Place.Hosts); err == nil {
-			return used
-		}
-	}
-	return cfg.Place.Hosts
-}
-
-func runHosts(cfg cli.Config, hosts []hostfile.Host) ([]hostfile.Host, []plan.Rank, error) {
-	if cfg.Place.PerSocket > 0 {
-		return hosts, nil, nil
-	}
-	ranks, err := plan.Ranks(hosts, cfg.Place.NP, cfg.Place.PlanOptions())
-	if err != nil {
-		return hosts, nil, err
-	}
-	return plan.UsedHosts(hosts, ranks), ranks, nil
 }
 
 // dialAll is dialAllTo without the status line.
@@ -487,28 +424,4 @@ func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, he
 		port = p.AgentPort()
 	}
 	return &session{idx: i, host: h, conn: conn, addr: addr, port: port, facts: f, stopBeat: transport.Heartbeat(conn)}, nil
-}
-
-// planPerSocket plans -map-by ppr:N:socket once the hosts' facts tell
-// their sockets: every host gets N slots per socket. Every dialled host
-// must run ranks.
-func planPerSocket(cfg cli.Config, sessions []*session) ([]plan.Rank, error) {
-	hosts := make([]hostfile.Host, len(sessions))
-	for i, s := range sessions {
-		if s.facts.Sockets < 1 {
-			return nil, fmt.Errorf("-map-by ppr:%d:socket: host %s does not report its sockets (an older agent, or no CPU topology in sysfs)", cfg.Place.PerSocket, s.host.Name)
-		}
-		s.host.Slots = cfg.Place.PerSocket * s.facts.Sockets
-		hosts[i] = s.host
-	}
-	o := cfg.Place.PlanOptions()
-	o.Oversubscribe = false
-	ranks, err := plan.Ranks(hosts, cfg.Place.NP, o)
-	if err != nil {
-		return nil, err
-	}
-	if used := plan.UsedHosts(hosts, ranks); len(used) != len(hosts) {
-		return nil, fmt.Errorf("-map-by ppr:%d:socket: -np %d leaves hosts without ranks; give fewer hosts", cfg.Place.PerSocket, len(ranks))
-	}
-	return ranks, nil
 }

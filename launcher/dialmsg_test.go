@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"gangway/hostfile"
-	"gangway/launcher/plan"
 )
 
 func TestWaitingLine(t *testing.T) {
@@ -36,12 +35,5 @@ func TestWaitingLine(t *testing.T) {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestPlacementSummary(t *testing.T) {
-	ranks := []plan.Rank{{Rank: 0, Host: 0}, {Rank: 1, Host: 1}, {Rank: 2, Host: 0}, {Rank: 3, Host: 1}, {Rank: 4, Host: 0}}
-	if got, want := placementSummary([]string{"a", "b", "c"}, ranks), "a: 0,2,4; b: 1,3"; got != want {
-		t.Errorf("got %q, want %q", got, want)
 	}
 }

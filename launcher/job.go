@@ -18,6 +18,7 @@ import (
 	"gangway/internal/syncx"
 	"gangway/launcher/cli"
 	"gangway/launcher/plan"
+	"gangway/launcher/rankenv"
 )
 
 // job is one launch from the prepare phase on: its sessions, its ranks
@@ -78,7 +79,7 @@ func newJob(bctx context.Context, cfg cli.Config, d Deps, id string, attempt int
 		names[i] = s.host.Name
 	}
 	if cfg.Out.DisplayMap && attempt == 0 {
-		writePlacement(d.Stderr, cfg, names, c.ranks)
+		rankenv.WritePlacement(d.Stderr, cfg, names, c.ranks)
 	}
 	j.st = newState(names, c.ranks, stateOptions{reportBindings: cfg.Out.ReportBindings, grace: cfg.Control.KillGrace, dumpTimeout: DumpTimeout})
 	stderr := d.Stderr

@@ -12,6 +12,7 @@ import (
 	"gangway/agent/wire"
 	"gangway/launcher/cli"
 	"gangway/launcher/diagnose"
+	"gangway/launcher/rankenv"
 	"gangway/launcher/transport"
 )
 
@@ -63,11 +64,20 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 	case cli.ModeAnalyze, cli.ModeDryRun:
 		return offline(ctx, cfg, d)
 	}
+	// The plan comes first: a bad -np fails before any transport is
+	// built, and the srun transport starts agents only where ranks run.
+	l := rankenv.Reach(cfg.Place)
+	if cfg.Mode == cli.ModeRun {
+		if l, err = rankenv.Plan(cfg.Place); err != nil {
+			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
+			return diagnose.ExitCode(err, false)
+		}
+	}
 	if d.Local == nil && d.NewLocal != nil {
 		d.Local = d.NewLocal(d.Log)
 	}
 	if d.Remote == nil {
-		remote, err := transport.New(cfg.Transport, remoteHosts(cfg), cfg.Out.Verbose, d.Log)
+		remote, err := transport.New(cfg.Transport, l.Hosts, cfg.Out.Verbose, d.Log)
 		if err != nil {
 			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
 			return diagnose.ExitSetup
@@ -86,11 +96,11 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 	cfg.Out.Tags = cfg.Out.Tags.Resolve(d.Stdout)
 	switch cfg.Mode {
 	case cli.ModeInspect:
-		return Inspect(ctx, cfg, d)
+		return Inspect(ctx, cfg, d, l)
 	case cli.ModeOpenMPI:
 		return RunOpenMPI(ctx, cfg, d)
 	}
-	return Run(ctx, cfg, d)
+	return Run(ctx, cfg, d, l)
 }
 
 // offline runs the modes that reach no host (--analyze, --dry-run); a

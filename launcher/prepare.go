@@ -1,7 +1,6 @@
 package launcher
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"gangway/agent/wire"
 	"gangway/launcher/cli"
 	"gangway/launcher/plan"
+	"gangway/launcher/rankenv"
 	"gangway/nccl"
 )
 
@@ -21,22 +21,23 @@ import (
 // StartJob to every host and its Ready. No rank runs before all of that
 // succeeded everywhere.
 func (j *job) prepare(ctx context.Context) error {
-	choices, err := chooseNetworks(j.cfg, j.sessions)
+	hosts := views(j.sessions)
+	a, err := rankenv.Prepare(j.cfg, j.ranks, hosts, j.id, j.attempt, j.log)
 	if err != nil {
 		return err
 	}
-	logNetworks(j.log, j.sessions, choices)
-	if err := assignGPUs(j.cfg.Place, j.ranks, j.sessions); err != nil {
-		return err
+	if j.attempt == 0 {
+		for _, p := range rankenv.CheckNCCL(j.cfg.Env.Vars, hosts) {
+			j.out.say("warning: " + p.Error())
+		}
 	}
-	envs := Environ(j.ranks, j.hostEnvs(choices), j.jobEnv(choices))
 	if err := j.dropCaches(ctx); err != nil {
 		return err
 	}
-	if err := j.preflight(ctx, choices); err != nil {
+	if err := j.preflight(ctx, a.Choices); err != nil {
 		return err
 	}
-	return j.start(ctx, envs)
+	return j.start(ctx, a.Envs)
 }
 
 // forgetFacts drops what the hosts' facts said once the job is prepared:
@@ -49,38 +50,6 @@ func (j *job) forgetFacts() {
 	for _, s := range j.sessions {
 		s.facts = wire.Facts{Version: s.facts.Version, Agent: s.facts.Agent, Name: s.facts.Name, Hostname: s.facts.Hostname}
 	}
-}
-
-// hostEnvs are the host-specific parts of the ranks' environment.
-func (j *job) hostEnvs(choices []*nccl.Choice) []HostEnv {
-	he := make([]HostEnv, len(j.sessions))
-	for i, s := range j.sessions {
-		he[i] = HostEnv{Name: s.host.Name, Addr: masterAddr(s, choices[i])}
-		if c := choices[i]; c != nil {
-			he[i].Net = nccl.Env(*c, j.cfg.Env.Vars)
-		}
-	}
-	return he
-}
-
-// jobEnv is what every rank's environment shares: MASTER_ADDR on rank 0's
-// data interface and MASTER_PORT free on its host.
-func (j *job) jobEnv(choices []*nccl.Choice) JobEnv {
-	h0 := j.ranks[0].Host
-	r0 := j.sessions[h0]
-	master := masterAddr(r0, choices[h0])
-	if len(j.sessions) == 1 && plan.IsLocal(r0.host) {
-		master = "127.0.0.1"
-	}
-	port := r0.facts.FreePort
-	if port == 0 {
-		port = 29500
-	}
-	// --master-addr and --master-port win, used as given.
-	master = cmp.Or(j.cfg.Env.MasterAddr, master)
-	port = cmp.Or(j.cfg.Env.MasterPort, port)
-	return JobEnv{JobID: j.id, MasterAddr: master, MasterPort: port, Vars: j.cfg.Env.Vars, MCA: j.cfg.Env.MCA,
-		RunID: j.cfg.Control.RunID, Restart: j.attempt, MaxRestarts: j.cfg.Control.MaxRestarts, TFPort: j.cfg.Env.TFPort}
 }
 
 // start sends every host its ranks and waits until all are Ready.
@@ -179,7 +148,7 @@ func (j *job) preflight(ctx context.Context, choices []*nccl.Choice) error {
 		// port of its own; an older one gets sshd's port dialled.
 		port, sshd := probePort(j.cfg.Transport, s)
 		cheap = cheap && !sshd
-		target[i] = net.JoinHostPort(masterAddr(s, choices[i]), strconv.Itoa(port))
+		target[i] = net.JoinHostPort(rankenv.DataAddr(s.view(), choices[i]), strconv.Itoa(port))
 	}
 	probes := make([][]int, n) // host -> peers it dials
 	// A probe of sshd's port makes the peer's sshd fork (and re-execute)

@@ -17,6 +17,7 @@ import (
 	"gangway/bench"
 	"gangway/launcher/cli"
 	"gangway/launcher/diagnose"
+	"gangway/launcher/rankenv"
 	"gangway/launcher/transport"
 )
 
@@ -59,16 +60,18 @@ type runner struct {
 	attempt int    // TORCHELASTIC_RESTART_COUNT
 	start   time.Time
 	phase   phase
-	job     *job // from prepare on
+	layout  rankenv.Layout // the launch's plan, made before its transport
+	job     *job           // from prepare on
 }
 
-// Run runs the job described by cfg and returns the launcher's exit code.
-// An attempt is four phases under one cancellation cause: dial, prepare,
+// Run runs the job described by cfg, laid out as l (rankenv.Plan, made
+// before the transport in d), and returns the launcher's exit code. An
+// attempt is four phases under one cancellation cause: dial, prepare,
 // run and close; ending turns the cause into the last words and the
 // status. A rank failure or a lost agent starts the whole gang again, up
 // to --max-restarts times; a signal or --timeout (which bounds the whole
 // run) never does.
-func Run(ctx context.Context, cfg cli.Config, d Deps) int {
+func Run(ctx context.Context, cfg cli.Config, d Deps, l rankenv.Layout) int {
 	// The collector outlives the job's cancellation: it must still count
 	// the lines of ranks being stopped. summary closes it.
 	bctx := context.WithoutCancel(ctx)
@@ -85,7 +88,7 @@ func Run(ctx context.Context, cfg cli.Config, d Deps) int {
 	}
 	var attempts []bench.Attempt
 	for n := 0; ; n++ {
-		r := &runner{cfg: cfg, d: d, id: newJobID(), attempt: n, start: time.Now()}
+		r := &runner{cfg: cfg, d: d, id: newJobID(), attempt: n, start: time.Now(), layout: l}
 		actx, cancel := context.WithCancelCause(ctx)
 		err := r.run(actx, bctx, cancel, sigs.events)
 		cause := context.Cause(actx)
@@ -140,7 +143,7 @@ func (r *runner) record(cause error, code int) bench.Attempt {
 // run goes through the phases; it returns a set-up error, or nil once the
 // job ran (its ending is then the context's cause).
 func (r *runner) run(ctx, bctx context.Context, cancel context.CancelCauseFunc, sigs <-chan any) error {
-	c, err := dial(ctx, r.cfg, r.d, r.id, true)
+	c, err := dial(ctx, r.cfg, r.d, r.id, r.layout)
 	if err != nil {
 		return err
 	}

@@ -11,28 +11,23 @@ func TestEnv(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		c    Choice
-		user map[string]string
 		want []string
 	}{
-		{"one NIC, no HCA", Choice{Host: "a", Ifaces: []string{"enp1s0f0"}, Addr: "198.18.0.1"}, nil, []string{
+		{"one NIC, no HCA", Choice{Host: "a", Ifaces: []string{"enp1s0f0"}, Addr: "198.18.0.1"}, []string{
 			"GLOO_SOCKET_IFNAME=enp1s0f0",
 			"HOROVOD_GLOO_IFACE=enp1s0f0",
 			"NCCL_SOCKET_IFNAME==enp1s0f0",
 		}},
-		{"two NICs and HCAs", two, map[string]string{"PATH": "/bin"}, []string{
+		{"two NICs and HCAs", two, []string{
 			"GLOO_SOCKET_IFNAME=enp1s0f0,eth2",
 			"HOROVOD_GLOO_IFACE=enp1s0f0",
 			"NCCL_IB_HCA==mlx5_0:1,mlx5_1:1",
 			"NCCL_SOCKET_IFNAME==enp1s0f0,eth2",
 		}},
-		{"user's values win, even empty ones", two, map[string]string{"NCCL_SOCKET_IFNAME": "ib", "NCCL_IB_HCA": ""}, []string{
-			"GLOO_SOCKET_IFNAME=enp1s0f0,eth2",
-			"HOROVOD_GLOO_IFACE=enp1s0f0",
-		}},
-		{"no choice", Choice{Host: "a"}, nil, nil},
+		{"no choice", Choice{Host: "a"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Env(tc.c, tc.user); !reflect.DeepEqual(got, tc.want) {
+			if got := Env(tc.c); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
 		})
@@ -44,7 +39,7 @@ func TestEnv(t *testing.T) {
 func TestEnvListsSelectOnlyTheChoice(t *testing.T) {
 	c := Choice{Ifaces: []string{"enp1s0f0"}, HCAs: []string{"mlx5_1:1"}}
 	env := map[string]string{}
-	for _, kv := range Env(c, nil) {
+	for _, kv := range Env(c) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}

@@ -1,4 +1,4 @@
-package launcher
+package rankenv
 
 import (
 	"errors"
@@ -9,45 +9,41 @@ import (
 	"go.uber.org/zap"
 
 	"gangway/launcher/cli"
-	"gangway/launcher/transport"
 	"gangway/nccl"
 )
 
-// hostNet converts one session's facts for the nccl decisions.
-func hostNet(s *session, peers []string) nccl.HostNet {
-	h := nccl.HostNet{Host: s.host.Name, Peers: peers}
-	for _, n := range s.facts.NICs {
+// hostNet converts one host's facts for the nccl decisions.
+func hostNet(s Host, peers []string) nccl.HostNet {
+	h := nccl.HostNet{Host: s.Name, Peers: peers}
+	for _, n := range s.Facts.NICs {
 		h.NICs = append(h.NICs, nccl.NIC{Name: n.Name, Index: n.Index, Type: n.Type, Up: n.Up, SpeedMbps: n.SpeedMbps, Addrs: n.Addrs})
 	}
-	for _, r := range s.facts.Routes {
+	for _, r := range s.Facts.Routes {
 		h.Routes = append(h.Routes, nccl.Route{Peer: r.Peer, Addr: r.Addr, Iface: r.Iface, Err: r.Err})
 	}
-	for _, c := range s.facts.HCAs {
+	for _, c := range s.Facts.HCAs {
 		h.HCAs = append(h.HCAs, nccl.HCA{Name: c.Name, Port: c.Port, State: c.State, LinkLayer: c.LinkLayer})
 	}
 	return h
 }
 
-// chooseNetworks picks every host's data interface. Single-host jobs keep
+// ChooseNetworks picks every host's data interface. Single-host jobs keep
 // NCCL's and Gloo's own defaults (all their traffic is local) unless
-// --network-interface forces one. The result is indexed like sessions;
-// a nil entry means "set nothing".
-func chooseNetworks(cfg cli.Config, sessions []*session) ([]*nccl.Choice, error) {
-	out := make([]*nccl.Choice, len(sessions))
+// --network-interface forces one. The result is indexed like hosts; a nil
+// entry means "set nothing".
+func ChooseNetworks(n cli.Network, hosts []Host) ([]*nccl.Choice, error) {
+	out := make([]*nccl.Choice, len(hosts))
 	var force []string
-	if cfg.Network.Interface != "" {
-		force = strings.Split(cfg.Network.Interface, ",")
+	if n.Interface != "" {
+		force = strings.Split(n.Interface, ",")
 	}
-	if len(sessions) == 1 && force == nil {
+	if len(hosts) == 1 && force == nil {
 		return out, nil
 	}
-	names := make([]string, len(sessions))
-	for i, s := range sessions {
-		names[i] = s.host.Name
-	}
+	names := hostNames(hosts)
 	var errs []error
-	for i, s := range sessions {
-		c, err := nccl.ChooseInterface(hostNet(s, routePeers(names, i)), force...)
+	for i, s := range hosts {
+		c, err := nccl.ChooseInterface(hostNet(s, RoutePeers(names, i)), force...)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -60,12 +56,12 @@ func chooseNetworks(cfg cli.Config, sessions []*session) ([]*nccl.Choice, error)
 	return out, nil
 }
 
-// logNetworks says at -v each host's network choice (NCCL_SOCKET_IFNAME
+// LogNetworks says at -v each host's network choice (NCCL_SOCKET_IFNAME
 // and the rest), or that a single-host job keeps the libraries' defaults.
-func logNetworks(log *zap.Logger, sessions []*session, choices []*nccl.Choice) {
+func LogNetworks(log *zap.Logger, hosts []Host, choices []*nccl.Choice) {
 	for i, c := range choices {
 		if c == nil {
-			log.Info("network", zap.String("host", sessions[i].host.Name), zap.String("NCCL_SOCKET_IFNAME", "unset (single host: NCCL's own choice)"))
+			log.Info("network", zap.String("host", hosts[i].Name), zap.String("NCCL_SOCKET_IFNAME", "unset (single host: NCCL's own choice)"))
 			continue
 		}
 		how := "routes to the other hosts"
@@ -82,12 +78,12 @@ func logNetworks(log *zap.Logger, sessions []*session, choices []*nccl.Choice) {
 // total rather than O(hosts^2).
 const maxRoutePeers = 16
 
-// routePeers are the peers host i is asked to route to: every other host
+// RoutePeers are the peers host i is asked to route to: every other host
 // in small jobs; beyond that rank 0's host, its ring neighbours (the
 // peers NCCL's rings and the preflight use) and hosts spread evenly over
 // the rest. It is a pure function, so the agent's Hello and the interface
 // choice agree on the list.
-func routePeers(names []string, i int) []string {
+func RoutePeers(names []string, i int) []string {
 	n := len(names)
 	if n-1 <= maxRoutePeers {
 		return without(names, i)
@@ -114,25 +110,26 @@ func routePeers(names []string, i int) []string {
 	return out
 }
 
-// masterAddr is the address of rank 0's host that the others should use:
-// the address the launcher reached it on when that address is on the
-// chosen data interface, else the data interface's address.
-func masterAddr(s *session, c *nccl.Choice) string {
-	reached := net.ParseIP(s.addr)
+// DataAddr is the address of a host that the other hosts should use (rank
+// 0's is MASTER_ADDR; the preflight probes every host's): the address the
+// launcher reached it on when that address is on the chosen data
+// interface, else the data interface's address.
+func DataAddr(s Host, c *nccl.Choice) string {
+	reached := net.ParseIP(s.Reached)
 	if c == nil || len(c.Ifaces) == 0 {
 		if reached != nil {
-			return s.addr
+			return s.Reached
 		}
-		return s.host.Name
+		return s.Name
 	}
 	if reached != nil {
-		for _, n := range s.facts.NICs {
+		for _, n := range s.Facts.NICs {
 			if n.Name != c.Ifaces[0] {
 				continue
 			}
 			for _, a := range n.Addrs {
 				if _, ipn, err := net.ParseCIDR(a); err == nil && ipn.Contains(reached) {
-					return s.addr
+					return s.Reached
 				}
 			}
 		}
@@ -140,30 +137,7 @@ func masterAddr(s *session, c *nccl.Choice) string {
 	if c.Addr != "" {
 		return c.Addr
 	}
-	return s.addr
-}
-
-// label names a host as the launcher knows it, with the agent's own name
-// when that differs: "198.18.0.2 (h1)".
-func label(s *session) string {
-	if n := s.facts.Name; n != "" && n != s.host.Name {
-		return s.host.Name + " (" + n + ")"
-	}
-	return s.host.Name
-}
-
-// probePort is the port the preflight dials on s's host, and whether it
-// is a stock sshd's (a fork per connection): the agent's own probe port
-// when it offers one, else the port its session came in on (the agent's,
-// or sshd's for --transport ssh).
-func probePort(t transport.Options, s *session) (port int, sshd bool) {
-	switch {
-	case s.facts.ProbePort > 0:
-		return s.facts.ProbePort, false
-	case s.port != 0:
-		return s.port, false
-	}
-	return t.ProbePort(s.host)
+	return s.Reached
 }
 
 func without(s []string, i int) []string {

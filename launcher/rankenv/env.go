@@ -1,4 +1,4 @@
-package launcher
+package rankenv
 
 import (
 	"cmp"
@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"gangway/launcher/cli"
 	"gangway/launcher/plan"
 	"gangway/nccl"
 )
@@ -21,6 +22,10 @@ type HostEnv struct {
 	// Net is host-specific network environment (NCCL_SOCKET_IFNAME...).
 	Net []string
 }
+
+// DefaultMasterPort is MASTER_PORT when rank 0's host reported no free
+// port (and for a dry run): torchrun's default.
+const DefaultMasterPort = 29500
 
 // JobEnv is what is the same for every rank.
 type JobEnv struct {
@@ -38,23 +43,58 @@ type JobEnv struct {
 	TFPort int
 }
 
+// NewJobEnv is what every rank's environment shares, for a run and a dry
+// run alike: the job's id; MASTER_ADDR, master (rank 0's host's data
+// address) unless --master-addr; MASTER_PORT, freePort on rank 0's host
+// (DefaultMasterPort when it reported none) unless --master-port; -x and
+// -mca; torchrun's restart contract (--run-id, else the job's id, and the
+// attempt); --tf-config's port.
+func NewJobEnv(cfg cli.Config, id string, attempt int, master string, freePort int) JobEnv {
+	e := cfg.Env
+	return JobEnv{JobID: id, MasterAddr: cmp.Or(e.MasterAddr, master), MasterPort: cmp.Or(e.MasterPort, freePort, DefaultMasterPort),
+		Vars: e.Vars, MCA: e.MCA, RunID: cmp.Or(cfg.Control.RunID, id), Restart: attempt, MaxRestarts: cfg.Control.MaxRestarts, TFPort: e.TFPort}
+}
+
+// userWins reports whether the user's -x (or --env-file) sets key, and
+// so wins over whatever the launcher would give every rank for it: the
+// one place that rule is decided. A rank's identity (plan.IsIdentity) is
+// the launcher's alone, and --tf-config wins over -x TF_CONFIG (it asked
+// for this one).
+func userWins(user map[string]string, key string) bool {
+	_, set := user[key]
+	return set && !plan.IsIdentity(key)
+}
+
+// Ours keeps the entries of vars (KEY=VALUE, the launcher's choices for a
+// host, such as nccl.Env's) that the ranks get: those the user's -x does
+// not win over.
+func Ours(vars []string, user map[string]string) []string {
+	var out []string
+	for _, kv := range vars {
+		if k, _, _ := strings.Cut(kv, "="); !userWins(user, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 // Environ builds every rank's environment: the variables gangway sets
 // (CUDA_VISIBLE_DEVICES from the rank's GPUs), then -mca, then -x (which
 // win over everything but the rank's identity). The result is indexed by
 // rank; each entry is sorted KEY=VALUE. The host's own environment (the
 // agent's) is the base the ranks start from.
 func Environ(ranks []plan.Rank, hosts []HostEnv, j JobEnv) [][]string {
-	b := newEnvBuilder(ranks, hosts, j)
+	b := NewBuilder(ranks, hosts, j)
 	out := make([][]string, len(ranks))
 	for _, r := range ranks {
-		out[r.Rank] = b.rank(r)
+		out[r.Rank] = b.Rank(r)
 	}
 	return out
 }
 
-// envBuilder holds what every rank's environment is computed from, so
-// that a dry run can print a million ranks' environments one at a time.
-type envBuilder struct {
+// Builder holds what every rank's environment is computed from, so that
+// a dry run can print a million ranks' environments one at a time.
+type Builder struct {
 	hosts     []HostEnv
 	j         JobEnv
 	size      int
@@ -65,8 +105,9 @@ type envBuilder struct {
 	tfCluster string
 }
 
-func newEnvBuilder(ranks []plan.Rank, hosts []HostEnv, j JobEnv) *envBuilder {
-	b := &envBuilder{hosts: hosts, j: j, size: len(ranks), cross: make([][]int, len(hosts))}
+// NewBuilder prepares the environments of ranks, placed on hosts.
+func NewBuilder(ranks []plan.Rank, hosts []HostEnv, j JobEnv) *Builder {
+	b := &Builder{hosts: hosts, j: j, size: len(ranks), cross: make([][]int, len(hosts))}
 	local := make([]int, len(hosts))
 	for _, r := range ranks {
 		local[r.Host]++
@@ -104,8 +145,8 @@ func tfCluster(ranks []plan.Rank, hosts []HostEnv, port int) string {
 	return `{"cluster":` + string(cluster) + `,"task":{"type":"worker","index":`
 }
 
-// rank is one rank's environment, sorted.
-func (b *envBuilder) rank(r plan.Rank) []string {
+// Rank is one rank's environment, sorted.
+func (b *Builder) Rank(r plan.Rank) []string {
 	h, j, size := b.hosts[r.Host], b.j, b.size
 	m := map[string]string{
 		"RANK": itoa(r.Rank), "WORLD_SIZE": itoa(size),
@@ -143,7 +184,7 @@ func (b *envBuilder) rank(r plan.Rank) []string {
 		m[k] = v
 	}
 	for k, v := range j.Vars {
-		if !plan.IsIdentity(k) {
+		if userWins(j.Vars, k) {
 			m[k] = v
 		}
 	}

@@ -1,4 +1,4 @@
-package launcher
+package rankenv
 
 import (
 	"encoding/json"
@@ -277,11 +277,11 @@ func TestEnvironPythonUnbufferedDefault(t *testing.T) {
 	}
 }
 
-// gpuSession is a host whose agent reported GPUs with these indices.
-func gpuSession(name string, idx ...int) *session {
-	s := &session{host: hostfile.Host{Name: name}}
+// gpuHost is a host whose agent reported GPUs with these indices.
+func gpuHost(name string, idx ...int) Host {
+	s := Host{Host: hostfile.Host{Name: name}}
 	for _, g := range idx {
-		s.facts.GPUs = append(s.facts.GPUs, wire.GPU{Index: g})
+		s.Facts.GPUs = append(s.Facts.GPUs, wire.GPU{Index: g})
 	}
 	return s
 }
@@ -291,29 +291,29 @@ func gpuSession(name string, idx ...int) *session {
 func TestAssignGPUs(t *testing.T) {
 	two := func() []plan.Rank { return []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0)} }
 	tests := []struct {
-		name     string
-		ranks    []plan.Rank
-		sessions []*session
-		gpusPer  int
-		want     []string // CUDA_VISIBLE_DEVICES per rank; "-" for unset
+		name    string
+		ranks   []plan.Rank
+		reached []Host
+		gpusPer int
+		want    []string // CUDA_VISIBLE_DEVICES per rank; "-" for unset
 	}{
-		{"one per local rank", two(), []*session{gpuSession("a", 0, 1, 2, 3)}, 1, []string{"0", "1"}},
-		{"GPUsPer 0 means 1", two(), []*session{gpuSession("a", 0, 1)}, 0, []string{"0", "1"}},
-		{"host's visible GPU ids, not positions", two(), []*session{gpuSession("a", 3, 5)}, 1, []string{"3", "5"}},
-		{"--gpus-per-rank 2", two(), []*session{gpuSession("a", 0, 1, 2, 3)}, 2, []string{"0,1", "2,3"}},
-		{"no GPUs leaves it unset", two(), []*session{gpuSession("a")}, 1, []string{"-", "-"}},
+		{"one per local rank", two(), []Host{gpuHost("a", 0, 1, 2, 3)}, 1, []string{"0", "1"}},
+		{"GPUsPer 0 means 1", two(), []Host{gpuHost("a", 0, 1)}, 0, []string{"0", "1"}},
+		{"host's visible GPU ids, not positions", two(), []Host{gpuHost("a", 3, 5)}, 1, []string{"3", "5"}},
+		{"--gpus-per-rank 2", two(), []Host{gpuHost("a", 0, 1, 2, 3)}, 2, []string{"0,1", "2,3"}},
+		{"no GPUs leaves it unset", two(), []Host{gpuHost("a")}, 1, []string{"-", "-"}},
 		{"by local rank on each host", []plan.Rank{rk(0, 0, 0, 1, 0), rk(1, 1, 0, 2, 1), rk(2, 1, 1, 2, 1), rk(3, 2, 0, 1, 2)},
-			[]*session{gpuSession("a", 0), gpuSession("b", 0, 1), gpuSession("c")}, 1,
+			[]Host{gpuHost("a", 0), gpuHost("b", 0, 1), gpuHost("c")}, 1,
 			[]string{"0", "0", "1", "-"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := assignGPUs(cli.Placement{GPUsPer: tt.gpusPer}, tt.ranks, tt.sessions); err != nil {
+			if err := AssignGPUs(cli.Placement{GPUsPer: tt.gpusPer}, tt.ranks, tt.reached); err != nil {
 				t.Fatal(err)
 			}
-			hosts := make([]HostEnv, len(tt.sessions))
-			for i, s := range tt.sessions {
-				hosts[i] = HostEnv{Name: s.host.Name}
+			hosts := make([]HostEnv, len(tt.reached))
+			for i, s := range tt.reached {
+				hosts[i] = HostEnv{Name: s.Name}
 			}
 			envs := Environ(tt.ranks, hosts, JobEnv{})
 			for r, want := range tt.want {
@@ -350,7 +350,7 @@ func TestAssignTooFewGPUs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		ranks := []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0)}
-		err := assignGPUs(cli.Placement{GPUsPer: tt.gpusPer, GPUs: tt.filter}, ranks, []*session{gpuSession("gpu0", tt.gpus...)})
+		err := AssignGPUs(cli.Placement{GPUsPer: tt.gpusPer, GPUs: tt.filter}, ranks, []Host{gpuHost("gpu0", tt.gpus...)})
 		if err == nil || !strings.Contains(err.Error(), tt.wantMsg) {
 			t.Errorf("%s: assignGPUs error %v, want one containing %q", tt.name, err, tt.wantMsg)
 		}
@@ -401,4 +401,48 @@ func hs(slots ...int) []hostfile.Host {
 		out[i] = hostfile.Host{Name: "h" + itoa(i), Slots: s}
 	}
 	return out
+}
+
+// rk is a Rank written compactly: rank, host, local rank, local size, node rank.
+func rk(rank, host, local, localSize, node int) plan.Rank {
+	return plan.Rank{Rank: rank, Host: host, LocalRank: local, LocalSize: localSize, NodeRank: node}
+}
+
+// TestNewJobEnv: one constructor for a run and a dry run: the master's
+// address and free port unless --master-addr and --master-port, the
+// default port when the host gave none, the job's id as the run's
+// without --run-id.
+func TestNewJobEnv(t *testing.T) {
+	cfg := parse(t)
+	if j := NewJobEnv(cfg, "dry-run", 0, "a", 0); j.MasterAddr != "a" || j.MasterPort != DefaultMasterPort || j.RunID != "dry-run" {
+		t.Errorf("dry run: %+v", j)
+	}
+	cfg = parse(t, "--master-addr", "10.0.0.9", "--master-port", "1234", "--run-id", "r", "--max-restarts", "3")
+	if j := NewJobEnv(cfg, "j1", 2, "a", 40000); j.MasterAddr != "10.0.0.9" || j.MasterPort != 1234 || j.RunID != "r" || j.Restart != 2 || j.MaxRestarts != 3 {
+		t.Errorf("flags: %+v", j)
+	}
+	if j := NewJobEnv(parse(t), "j1", 0, "a", 40000); j.MasterPort != 40000 {
+		t.Errorf("free port: %+v", j)
+	}
+}
+
+// TestOurs: the user's -x wins over the launcher's choices for a host,
+// but not over a rank's identity.
+func TestOurs(t *testing.T) {
+	net := []string{"NCCL_SOCKET_IFNAME==eth0", "GLOO_SOCKET_IFNAME=eth0", "RANK=0"}
+	got := Ours(net, map[string]string{"NCCL_SOCKET_IFNAME": "", "RANK": "9"})
+	if want := []string{"GLOO_SOCKET_IFNAME=eth0", "RANK=0"}; !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestCheckNCCL: the user's NCCL variables are judged against every
+// host's interfaces.
+func TestCheckNCCL(t *testing.T) {
+	a := Host{Host: hostfile.Host{Name: "a"}, Facts: wire.Facts{NICs: []wire.NIC{{Name: "eth0", Up: true, Addrs: []string{"10.0.0.1/24"}}}}}
+	b := Host{Host: hostfile.Host{Name: "b"}, Facts: wire.Facts{NICs: []wire.NIC{{Name: "ib0", Up: true, Addrs: []string{"10.1.0.1/24"}}}}}
+	probs := CheckNCCL(map[string]string{"NCCL_SOCKET_IFNAME": "eth", "PATH": "/bin"}, []Host{a, b})
+	if len(probs) != 1 || probs[0].Error() != `host b: NCCL_SOCKET_IFNAME="eth": selects no up interface with an address (up: ib0)` {
+		t.Errorf("got %v", probs)
+	}
 }
