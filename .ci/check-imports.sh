@@ -38,6 +38,7 @@ transport: plan
 cli: plan transport
 diagnose: plan cli
 rankenv: plan cli
+engine: plan cli transport diagnose rankenv
 '
 testdeps() {
 	go list -e -f '{{join .Imports "\n"}}

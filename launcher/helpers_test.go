@@ -4,8 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"gangway/launcher/cli"
 )
 
 func writeFile(t *testing.T, name, text string) string {
@@ -15,14 +13,4 @@ func writeFile(t *testing.T, name, text string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// parse is cli.Parse of args in an empty environment.
-func parse(t *testing.T, args ...string) cli.Config {
-	t.Helper()
-	cfg, err := cli.Parse(args, func(string) string { return "" }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
 }

@@ -14,6 +14,7 @@ import (
 	"gangway/agent/wire"
 	"gangway/launcher/cli"
 	"gangway/launcher/diagnose"
+	"gangway/launcher/engine"
 	"gangway/launcher/rankenv"
 	"gangway/nccl"
 )
@@ -35,14 +36,13 @@ type InspectHost struct {
 	Err  string   `json:"error,omitempty"`
 }
 
-// Inspect reaches every host, then prints its facts and the environment
-// the launcher would set there, as a table or (--json) JSON.
-func Inspect(ctx context.Context, cfg cli.Config, d Deps, l rankenv.Layout) int {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sigs := watchSignals(d.Signals, cancel)
-	defer sigs.stop()
-	c, err := dial(ctx, cfg, d, "inspect-"+newJobID(), l)
+// Inspect reaches every host of l (rankenv.Reach), then prints its facts
+// and the environment the launcher would set there, as a table or
+// (--json) JSON.
+func Inspect(ctx context.Context, cfg cli.Config, d engine.Deps, l rankenv.Layout) int {
+	ctx, scope := engine.Begin(ctx, d.Signals, 0)
+	defer scope.End()
+	c, err := engine.Dial(ctx, cfg, d, "inspect-"+engine.NewJobID(), l)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			err = cause
@@ -50,8 +50,30 @@ func Inspect(ctx context.Context, cfg cli.Config, d Deps, l rankenv.Layout) int 
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
 		return diagnose.ExitCode(err, false)
 	}
-	defer c.close()
-	hosts := views(c.sessions)
+	defer c.Close()
+	out, cerr := inspectHosts(cfg, c.Hosts())
+	if cfg.Out.JSON {
+		enc := json.NewEncoder(d.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
+			return diagnose.ExitSetup
+		}
+	} else {
+		writeInspect(d.Stdout, out, cfg.Out.Verbose)
+	}
+	if cerr != nil {
+		fmt.Fprintf(d.Stderr, "launcher: %v\n", cerr)
+		return diagnose.ExitSetup
+	}
+	return 0
+}
+
+// inspectHosts is what --inspect shows of each host: its facts, the data
+// network chosen for it (the choice's error, when it fails, is also
+// returned), the GPUs and variables its ranks would get, and the NCCL
+// variables of -x that look wrong there.
+func inspectHosts(cfg cli.Config, hosts []rankenv.Host) ([]InspectHost, error) {
 	choices, cerr := rankenv.ChooseNetworks(cfg.Network, hosts)
 	probs := rankenv.CheckNCCL(cfg.Env.Vars, hosts)
 	out := make([]InspectHost, len(hosts))
@@ -81,21 +103,7 @@ func Inspect(ctx context.Context, cfg cli.Config, d Deps, l rankenv.Layout) int 
 		}
 		out[i] = ih
 	}
-	if cfg.Out.JSON {
-		enc := json.NewEncoder(d.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
-			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-			return diagnose.ExitSetup
-		}
-	} else {
-		writeInspect(d.Stdout, out, cfg.Out.Verbose)
-	}
-	if cerr != nil {
-		fmt.Fprintf(d.Stderr, "launcher: %v\n", cerr)
-		return diagnose.ExitSetup
-	}
-	return 0
+	return out, cerr
 }
 
 // writeInspect prints the table and each host's section. Without verbose

@@ -10,8 +10,10 @@ import (
 	"go.uber.org/zap"
 
 	"gangway/agent/wire"
+	"gangway/internal/term"
 	"gangway/launcher/cli"
 	"gangway/launcher/diagnose"
+	"gangway/launcher/engine"
 	"gangway/launcher/rankenv"
 	"gangway/launcher/transport"
 )
@@ -27,27 +29,9 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 	if len(args) > 0 && (args[0] == "--completion" || args[0] == "-completion") {
 		return printCompletion(args[1:], d)
 	}
-	cfg, err := cli.Parse(args, os.Getenv, os.Environ())
-	switch {
-	case cfg.Mode == cli.ModeHelp:
-		fmt.Fprint(d.Stdout, cli.Usage)
-		return 0
-	case cfg.Mode == cli.ModeVersion:
-		fmt.Fprintf(d.Stdout, "launcher %s (protocol %d)\n", d.Version, wire.Version)
-		return 0
-	case err == nil:
-		if berr := cfg.Bench.Check(); berr != nil {
-			err = cli.UsageError(berr)
-		} else {
-			err = cli.CheckPaths(cfg)
-		}
-	}
-	if err != nil {
-		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-		return diagnose.ExitCode(err, false)
-	}
-	for _, w := range cfg.Env.Warnings {
-		fmt.Fprintf(d.Stderr, "launcher: warning: %s\n", w)
+	cfg, code, done := parse(args, d)
+	if done {
+		return code
 	}
 	if d.Log == nil {
 		d.Log = newLogger(cfg.Out.LogFormat, cfg.Out.Verbose)
@@ -64,19 +48,57 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 	case cli.ModeAnalyze, cli.ModeDryRun:
 		return offline(ctx, cfg, d)
 	}
-	// The plan comes first: a bad -np fails before any transport is
-	// built, and the srun transport starts agents only where ranks run.
+	return online(ctx, cfg, d)
+}
+
+// parse reads and checks the command line, and prints -x's warnings;
+// done says Main ends here with code: -h, -version, or an error.
+func parse(args []string, d Deps) (cfg cli.Config, code int, done bool) {
+	cfg, err := cli.Parse(args, os.Getenv, os.Environ())
+	switch {
+	case cfg.Mode == cli.ModeHelp:
+		fmt.Fprint(d.Stdout, cli.Usage)
+		return cfg, 0, true
+	case cfg.Mode == cli.ModeVersion:
+		fmt.Fprintf(d.Stdout, "launcher %s (protocol %d)\n", d.Version, wire.Version)
+		return cfg, 0, true
+	case err == nil:
+		if berr := cfg.Bench.Check(); berr != nil {
+			err = cli.UsageError(berr)
+		} else {
+			err = cli.CheckPaths(cfg)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
+		return cfg, diagnose.ExitCode(err, false), true
+	}
+	for _, w := range cfg.Env.Warnings {
+		fmt.Fprintf(d.Stderr, "launcher: warning: %s\n", w)
+	}
+	return cfg, 0, false
+}
+
+// online runs the modes that reach hosts. The plan comes first (a bad -np
+// fails before any transport is built, and the srun transport starts
+// agents only where ranks run), then the transport, then the mode.
+// --mpi=openmpi builds the transport too: mpirun's rsh agent is this
+// binary with the same -i, so a bad identity fails here, before mpirun.
+func online(ctx context.Context, cfg cli.Config, d Deps) int {
 	l := rankenv.Reach(cfg.Place)
 	if cfg.Mode == cli.ModeRun {
+		var err error
 		if l, err = rankenv.Plan(cfg.Place); err != nil {
 			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
 			return diagnose.ExitCode(err, false)
 		}
 	}
-	if d.Local == nil && d.NewLocal != nil {
-		d.Local = d.NewLocal(d.Log)
+	ed := engine.Deps{Log: d.Log, Dialers: transport.Dialers{Local: d.Local, Remote: d.Remote},
+		Stdin: d.Stdin, Stdout: d.Stdout, Stderr: d.Stderr, Signals: d.Signals, Version: d.Version}
+	if ed.Dialers.Local == nil && d.NewLocal != nil {
+		ed.Dialers.Local = d.NewLocal(d.Log)
 	}
-	if d.Remote == nil {
+	if ed.Dialers.Remote == nil {
 		remote, err := transport.New(cfg.Transport, l.Hosts, cfg.Out.Verbose, d.Log)
 		if err != nil {
 			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
@@ -85,7 +107,7 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 		if c, ok := remote.(io.Closer); ok {
 			defer c.Close() // the srun transport's step ends with the launcher
 		}
-		d.Remote = remote
+		ed.Dialers.Remote = remote
 	}
 	if cfg.Env.Dir == "" {
 		cfg.Env.Dir = d.Cwd
@@ -96,20 +118,18 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 	cfg.Out.Tags = cfg.Out.Tags.Resolve(d.Stdout)
 	switch cfg.Mode {
 	case cli.ModeInspect:
-		return Inspect(ctx, cfg, d, l)
+		return Inspect(ctx, cfg, ed, l)
 	case cli.ModeOpenMPI:
-		return RunOpenMPI(ctx, cfg, d)
+		return RunOpenMPI(ctx, cfg, ed)
 	}
-	return Run(ctx, cfg, d, l)
+	return engine.Run(ctx, cfg, ed, l)
 }
 
 // offline runs the modes that reach no host (--analyze, --dry-run); a
 // signal stops them with 128+N.
 func offline(ctx context.Context, cfg cli.Config, d Deps) int {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sigs := watchSignals(d.Signals, cancel)
-	defer sigs.stop()
+	ctx, scope := engine.Begin(ctx, d.Signals, 0)
+	defer scope.End()
 	code := 0
 	if cfg.Mode == cli.ModeAnalyze {
 		code = analyze(ctx, cfg, d.Stdout, d.Stderr)
@@ -138,4 +158,27 @@ func printCompletion(args []string, d Deps) int {
 	}
 	fmt.Fprint(d.Stdout, script)
 	return 0
+}
+
+// Deps are what cmd/launcher wires in.
+type Deps struct {
+	Log    *zap.Logger
+	Local  transport.Dialer // the in-process agent, for localhost
+	Remote transport.Dialer // SSH to agents; nil: built from the Config (transport.New)
+	// NewLocal builds Local once the logger exists (cmd/launcher wires the
+	// in-process agent here so this package never imports agent).
+	NewLocal transport.Local
+	Stdin    io.Reader
+	Stdout   io.Writer
+	Stderr   io.Writer
+	Signals  <-chan os.Signal
+	Version  string
+	Cwd      string
+}
+
+// isTerminal reports whether w is a terminal: a file that answers the
+// terminal's own ioctl (/dev/null is a character device, but no terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(f)
 }

@@ -12,13 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"go.uber.org/zap"
 
 	"gangway/hostfile"
 	"gangway/launcher/cli"
 	"gangway/launcher/diagnose"
+	"gangway/launcher/engine"
 	"gangway/launcher/plan"
 )
 
@@ -101,15 +101,9 @@ func openMPIArgs(cfg cli.Config, self string, hostfilePath string, np int, root 
 // signal (or the timeout) is passed to it, and mpirun's whole process
 // group is killed after --kill-grace or at a second signal; the agents
 // then stop the orteds and their ranks when the connections drop.
-func RunOpenMPI(ctx context.Context, cfg cli.Config, d Deps) int {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sigs := watchSignals(d.Signals, cancel)
-	defer sigs.stop()
-	if t := cfg.Control.Timeout; t > 0 {
-		stop := time.AfterFunc(t, func() { cancel(&diagnose.TimeoutError{After: t}) })
-		defer stop.Stop()
-	}
+func RunOpenMPI(ctx context.Context, cfg cli.Config, d engine.Deps) int {
+	ctx, scope := engine.Begin(ctx, d.Signals, cfg.Control.Timeout)
+	defer scope.End()
 	cmd, cleanup, err := mpirunCommand(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
@@ -140,6 +134,7 @@ func RunOpenMPI(ctx context.Context, cfg cli.Config, d Deps) int {
 	pid := cmd.Process.Pid
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	again := scope.Again()
 	for {
 		select {
 		case err := <-done:
@@ -150,10 +145,9 @@ func RunOpenMPI(ctx context.Context, cfg cli.Config, d Deps) int {
 				return diagnose.ExitTimeout
 			}
 			return exitCodeOf(cmd.ProcessState, err)
-		case ev := <-sigs.events:
-			if s, ok := ev.(evSignal); ok && s.n > 1 {
-				_ = syscall.Kill(-pid, syscall.SIGKILL)
-			}
+		case <-again: // a second signal: mpirun's whole group, at once
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			again = nil
 		}
 	}
 }

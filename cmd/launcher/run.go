@@ -25,10 +25,9 @@ var version = "dev"
 
 func run(args []string, sig <-chan os.Signal) int {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	cwd, _ := os.Getwd()
 	local := &localAgent{}
-	defer local.wait()
+	defer local.wait() // the in-process agent's sessions, which Main closed
 	defer cancel()
 	d := launcher.Deps{
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,

@@ -52,8 +52,39 @@ func (c *Config) registerCompat(fs *flag.FlagSet) {
 
 // resolveCompat applies the other launchers' spellings once the hosts are
 // known: --standalone, --include/--exclude as hosts, --nnodes,
-// --nproc-per-node, -map-by's ppr and PE forms, --prefix.
+// --nproc-per-node (compatHosts), -map-by's ppr and PE forms and -rank-by
+// (compatMapping), --prefix.
 func (c *Config) resolveCompat() error {
+	if err := c.compatHosts(); err != nil {
+		return err
+	}
+	if err := c.compatMapping(); err != nil {
+		return err
+	}
+	p := &c.Place
+	if c.Mode == ModeOpenMPI && (p.PE > 0 || p.PerSocket > 0 || p.RankBy != "" || c.Out.DisplayMap || c.Out.MergeStderr) {
+		return fmt.Errorf("%w: --mpi=openmpi runs Open MPI's mpirun, which gets no -map-by PE or ppr:N:socket, -rank-by, --display-map or --merge-stderr-to-stdout from gangway: drop them, or drop --mpi=openmpi", ErrUsage)
+	}
+	if p.PE > 0 && p.BindTo != "none" && p.BindTo != "core" {
+		return fmt.Errorf("%w: PE=%d binds each rank to %d CPUs; it cannot be combined with -bind-to %s", ErrUsage, p.PE, p.PE, p.BindTo)
+	}
+	if in := c.in.compat; in.prefix != "" && !c.in.given["agent-path"] {
+		c.Transport.AgentPath = filepath.Join(in.prefix, "bin", "agent")
+	}
+	if c.Env.MasterPort < 0 || c.Env.MasterPort > 65535 {
+		return fmt.Errorf("%w: --master-port %d out of range", ErrUsage, c.Env.MasterPort)
+	}
+	if c.Out.Quiet {
+		c.Bench.NoSummary = true
+		c.Out.Progress, c.Out.ProgressAuto = false, false
+	}
+	return nil
+}
+
+// compatHosts applies the spellings that choose the hosts and their
+// slots: torchrun's --standalone, --nnodes and --nproc-per-node,
+// DeepSpeed's --include and --exclude.
+func (c *Config) compatHosts() error {
 	in, p := c.in.compat, &c.Place
 	if in.standalone {
 		if p.Source == HostsList || p.Source == HostsFile {
@@ -101,6 +132,13 @@ func (c *Config) resolveCompat() error {
 			}
 		}
 	}
+	return nil
+}
+
+// compatMapping resolves -map-by's ppr:N:UNIT and PE=n forms into the
+// placement (-N, PerSocket, PE), and checks -rank-by.
+func (c *Config) compatMapping() error {
+	p := &c.Place
 	m, err := ParseMapBy(p.MapBy)
 	if err != nil {
 		return fmt.Errorf("%w: -map-by: %v", ErrUsage, err)
@@ -124,22 +162,6 @@ func (c *Config) resolveCompat() error {
 	case "", "slot", "node":
 	default:
 		return fmt.Errorf("%w: -rank-by %q is not supported: use slot or node (ranks by core, socket or NUMA node follow from -map-by ppr:N:socket and -bind-to)", ErrUsage, p.RankBy)
-	}
-	if c.Mode == ModeOpenMPI && (p.PE > 0 || p.PerSocket > 0 || p.RankBy != "" || c.Out.DisplayMap || c.Out.MergeStderr) {
-		return fmt.Errorf("%w: --mpi=openmpi runs Open MPI's mpirun, which gets no -map-by PE or ppr:N:socket, -rank-by, --display-map or --merge-stderr-to-stdout from gangway: drop them, or drop --mpi=openmpi", ErrUsage)
-	}
-	if p.PE > 0 && p.BindTo != "none" && p.BindTo != "core" {
-		return fmt.Errorf("%w: PE=%d binds each rank to %d CPUs; it cannot be combined with -bind-to %s", ErrUsage, p.PE, p.PE, p.BindTo)
-	}
-	if in.prefix != "" && !c.in.given["agent-path"] {
-		c.Transport.AgentPath = filepath.Join(in.prefix, "bin", "agent")
-	}
-	if c.Env.MasterPort < 0 || c.Env.MasterPort > 65535 {
-		return fmt.Errorf("%w: --master-port %d out of range", ErrUsage, c.Env.MasterPort)
-	}
-	if c.Out.Quiet {
-		c.Bench.NoSummary = true
-		c.Out.Progress, c.Out.ProgressAuto = false, false
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package launcher
+package engine
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -21,23 +19,20 @@ import (
 	"gangway/launcher/transport"
 )
 
-// Deps are what cmd/launcher wires in.
+// Deps are what a launch uses besides its Config: the logger, the ways to
+// the hosts, the launcher's stdio and signals, and its version (the
+// agents' Hello, the report).
 type Deps struct {
-	Log    *zap.Logger
-	Local  transport.Dialer // the in-process agent, for localhost
-	Remote transport.Dialer // SSH to agents; nil: built from the cli.Config
-	// NewLocal builds Local once the logger exists (cmd/launcher wires the
-	// in-process agent here so this package never imports agent).
-	NewLocal transport.Local
-	Stdin    io.Reader
-	Stdout   io.Writer
-	Stderr   io.Writer
-	Signals  <-chan os.Signal
-	Version  string
-	Cwd      string
+	Log            *zap.Logger
+	Dialers        transport.Dialers
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Signals        <-chan os.Signal
+	Version        string
 }
 
-func newJobID() string {
+// NewJobID is a new random job id (the PMI kvs name, the agents' logs).
+func NewJobID() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
@@ -75,22 +70,16 @@ func Run(ctx context.Context, cfg cli.Config, d Deps, l rankenv.Layout) int {
 	// The collector outlives the job's cancellation: it must still count
 	// the lines of ranks being stopped. summary closes it.
 	bctx := context.WithoutCancel(ctx)
-	ctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	sigs := watchSignals(d.Signals, stop)
-	defer sigs.stop()
-	if t := cfg.Control.Timeout; t > 0 {
-		timer := time.AfterFunc(t, func() { stop(&diagnose.TimeoutError{After: t}) })
-		defer timer.Stop()
-	}
+	ctx, scope := Begin(ctx, d.Signals, cfg.Control.Timeout)
+	defer scope.End()
 	if cfg.Control.RunID == "" {
-		cfg.Control.RunID = newJobID()
+		cfg.Control.RunID = NewJobID()
 	}
 	var attempts []bench.Attempt
 	for n := 0; ; n++ {
-		r := &runner{cfg: cfg, d: d, id: newJobID(), attempt: n, start: time.Now(), layout: l}
+		r := &runner{cfg: cfg, d: d, id: NewJobID(), attempt: n, start: time.Now(), layout: l}
 		actx, cancel := context.WithCancelCause(ctx)
-		err := r.run(actx, bctx, cancel, sigs.events)
+		err := r.run(actx, bctx, cancel, scope.sigs.events)
 		cause := context.Cause(actx)
 		cancel(nil)
 		code := r.ending(cause, err)
@@ -143,17 +132,17 @@ func (r *runner) record(cause error, code int) bench.Attempt {
 // run goes through the phases; it returns a set-up error, or nil once the
 // job ran (its ending is then the context's cause).
 func (r *runner) run(ctx, bctx context.Context, cancel context.CancelCauseFunc, sigs <-chan any) error {
-	c, err := dial(ctx, r.cfg, r.d, r.id, r.layout)
+	c, err := Dial(ctx, r.cfg, r.d, r.id, r.layout)
 	if err != nil {
 		return err
 	}
 	if r.cfg.Out.Stdin >= len(c.ranks) {
-		c.close()
+		c.Close()
 		return cli.UsageError(fmt.Errorf("--stdin %d: the job has only %d ranks", r.cfg.Out.Stdin, len(c.ranks)))
 	}
 	r.phase = phasePrepare
 	if r.job, err = newJob(bctx, r.cfg, r.d, r.id, r.attempt, c); err != nil {
-		c.close()
+		c.Close()
 		return err
 	}
 	defer r.job.close()
@@ -164,50 +153,4 @@ func (r *runner) run(ctx, bctx context.Context, cancel context.CancelCauseFunc, 
 	r.phase = phaseRun
 	r.job.run(ctx, cancel, sigs)
 	return nil
-}
-
-// signalWatcher is the one owner of the launcher's signal channel: the
-// first stopping signal cancels the job with a diagnose.SignalError, and every
-// signal is passed on to the job loop as an event (evSignal: a second one
-// kills; SIGUSR1 is evDumpRequest, which stops nothing).
-type signalWatcher struct {
-	events chan any
-	quit   chan struct{}
-	wg     sync.WaitGroup
-}
-
-func watchSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc) *signalWatcher {
-	w := &signalWatcher{events: make(chan any, 4), quit: make(chan struct{})}
-	w.wg.Go(func() {
-		n := 0
-		for {
-			var ev any
-			select {
-			case s := <-sigs:
-				ss, ok := s.(syscall.Signal)
-				if !ok {
-					ss = syscall.SIGINT
-				}
-				if ss == syscall.SIGUSR1 {
-					ev = evDumpRequest{}
-				} else {
-					n++
-					cancel(&diagnose.SignalError{Signal: ss})
-					ev = evSignal{sig: s, n: n}
-				}
-			case <-w.quit:
-				return
-			}
-			select {
-			case w.events <- ev:
-			default: // the loop has not read the last ones; a kill is already on its way
-			}
-		}
-	})
-	return w
-}
-
-func (w *signalWatcher) stop() {
-	close(w.quit)
-	w.wg.Wait()
 }

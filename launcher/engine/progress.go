@@ -1,15 +1,11 @@
-package launcher
+package engine
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"gangway/internal/term"
 
 	"gangway/bench"
 )
@@ -41,10 +37,3 @@ func progressLine(rep bench.Report, attempt int, elapsed time.Duration) string {
 }
 
 func num(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
-
-// isTerminal reports whether w is a terminal: a file that answers the
-// terminal's own ioctl (/dev/null is a character device, but no terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(f)
-}

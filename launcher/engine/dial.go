@@ -1,4 +1,4 @@
-package launcher
+package engine
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -24,74 +23,29 @@ import (
 	"gangway/launcher/transport"
 )
 
-// session is one host's open protocol stream.
-type session struct {
-	idx      int
-	host     hostfile.Host
-	conn     *wire.Conn
-	addr     string
-	port     int // the agent's port when its connection says (transport.AgentPorter), else 0
-	facts    wire.Facts
-	stopBeat func()
-
-	// said is the last error the agent sent (its reader sets it), and
-	// readDone closes when the reader has returned.
-	said     atomic.Pointer[string]
-	readDone chan struct{}
-}
-
-// sendFailed is the error of a send to s that failed with err: the
-// agent's own reason when it gave one before closing the session (a
-// session closed by its agent, for --start-job-timeout say, fails the
-// next send with a bare EOF while the reason waits unread), else err.
-// It waits up to a second for the reader to reach the session's end.
-func (s *session) sendFailed(what string, err error) error {
-	if s.readDone != nil {
-		select {
-		case <-s.readDone:
-		case <-time.After(time.Second):
-		}
-	}
-	if m := s.said.Load(); m != nil {
-		return &HostError{Host: s.host.Name, Err: errors.New(*m)}
-	}
-	return &HostError{Host: s.host.Name, Err: fmt.Errorf("%s: %w", what, err)}
-}
-
-// close ends the session: the connection, then the heartbeat (whose
-// send, blocked on an agent that stopped reading, the close ends).
-func (s *session) close() {
-	s.conn.Close()
-	s.stopBeat()
-}
-
-// HostError says which host failed and how.
-type HostError struct {
-	Host string
-	Err  error
-}
-
-func (e *HostError) Error() string { return fmt.Sprintf("host %s: %v", e.Host, e.Err) }
-func (e *HostError) Unwrap() error { return e.Err }
-
-// cluster is the outcome of the dial phase: one open session per host
-// that runs ranks and, for a job, the plan over them.
-type cluster struct {
+// Cluster is the outcome of the dial phase: one open session per host
+// of the layout and, for a job, the plan over them.
+type Cluster struct {
 	sessions []*session
 	ranks    []plan.Rank
 }
 
-func (c *cluster) close() {
+// Hosts are the sessions' hosts as the rank-environment pipeline sees
+// them, in the layout's order.
+func (c *Cluster) Hosts() []rankenv.Host { return views(c.sessions) }
+
+// Close ends every session.
+func (c *Cluster) Close() {
 	for _, s := range c.sessions {
 		s.close()
 	}
 }
 
-// dial is the first phase of a job and of --inspect: it reaches every
+// Dial is the first phase of a job and of --inspect: it reaches every
 // host of the layout (for a job, those that run ranks), and completes the
 // layout from their facts (the local host's slots; for a job whose slots
 // come from the facts, the plan). Plan errors are usage errors.
-func dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.Layout) (*cluster, error) {
+func Dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.Layout) (*Cluster, error) {
 	hosts := l.Hosts
 	names := make([]string, len(hosts))
 	for i, h := range hosts {
@@ -101,17 +55,17 @@ func dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: rankenv.RoutePeers(names, i)}
 	}
 	logHosts(d.Log, cfg.Place, hosts)
-	sessions, err := dialAllTo(ctx, d.Log, d.Stderr, hosts, transport.Dialers{Local: d.Local, Remote: d.Remote}, hello, cfg.Transport.StartTimeout)
+	sessions, err := dialAll(ctx, d.Log, d.Stderr, hosts, d.Dialers, hello, cfg.Transport.StartTimeout)
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{sessions: sessions}
+	c := &Cluster{sessions: sessions}
 	facts := make([]wire.Facts, len(sessions))
 	for i, s := range sessions {
 		facts[i] = s.facts
 	}
 	if l, err = l.Complete(facts); err != nil {
-		c.close()
+		c.Close()
 		return nil, err
 	}
 	for i, s := range sessions {
@@ -124,8 +78,8 @@ func dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 	return c, nil
 }
 
-// logHosts says at -v where the hosts came from and, when the plan is
-// known, where the ranks go.
+// logHosts says at -v where the hosts came from and which are reached
+// (Dial logs where the ranks go once the plan is known).
 func logHosts(log *zap.Logger, p cli.Placement, hosts []hostfile.Host) {
 	names := make([]string, len(hosts))
 	for i, h := range hosts {
@@ -141,12 +95,7 @@ func logHosts(log *zap.Logger, p cli.Placement, hosts []hostfile.Host) {
 	log.Info("hosts", fields...)
 }
 
-// dialAll is dialAllTo without the status line.
-func dialAll(ctx context.Context, log *zap.Logger, hosts []hostfile.Host, ds transport.Dialers, hello func(i int) wire.Hello, timeout time.Duration) ([]*session, error) {
-	return dialAllTo(ctx, log, nil, hosts, ds, hello, timeout)
-}
-
-// dialAllTo connects to every host concurrently, retrying with backoff
+// dialAll connects to every host concurrently, retrying with backoff
 // until timeout, and while waiting keeps one status line on status (nil:
 // none) that changes only when something changes: how many hosts are
 // ready, and which are not and why. A permanent error (a name that does
@@ -154,7 +103,7 @@ func dialAll(ctx context.Context, log *zap.Logger, hosts []hostfile.Host, ds tra
 // host is tried again, and attempts under way get permanentGrace to end
 // (so that hosts failing the same way are all named). It returns every
 // session or an error naming each missing host and why.
-func dialAllTo(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hostfile.Host, ds transport.Dialers, hello func(i int) wire.Hello, timeout time.Duration) ([]*session, error) {
+func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hostfile.Host, ds transport.Dialers, hello func(i int) wire.Hello, timeout time.Duration) ([]*session, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// A permanent failure of one host fails the job: stop waiting for
@@ -224,7 +173,7 @@ func dialAllTo(ctx context.Context, log *zap.Logger, status io.Writer, hosts []h
 
 // permanentGrace is how long attempts under way may still end after
 // another host failed for good.
-var permanentGrace = 2 * time.Second
+const permanentGrace = 2 * time.Second
 
 // dialRetry dials one host until it answers, a permanent error, ctx ends
 // or giveUp closes (after a failed attempt); note hears every failed
@@ -296,7 +245,7 @@ func (w *waiting) err(i int) error {
 }
 
 // statusEvery is how often the status line is checked for a change.
-var statusEvery = time.Second
+const statusEvery = time.Second
 
 // report keeps the status line on out until done: checked every
 // statusEvery, printed when it differs from the last one printed.

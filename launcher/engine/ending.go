@@ -1,4 +1,4 @@
-package launcher
+package engine
 
 import (
 	"errors"
@@ -79,7 +79,7 @@ func (r *runner) summary(code int, attempts []bench.Attempt) int {
 		blamed = *a.Rank
 	}
 	rep.Failures, rep.Lost = j.failures().Report(blamed), j.st.lost
-	if err := writeBench(r.cfg.Bench, rep, r.d.Stdout); err != nil {
+	if err := WriteBench(r.cfg.Bench, rep, r.d.Stdout); err != nil {
 		fmt.Fprintf(r.d.Stderr, "launcher: %v\n", err)
 		if code == 0 {
 			code = diagnose.ExitSetup

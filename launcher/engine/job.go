@@ -1,4 +1,4 @@
-package launcher
+package engine
 
 import (
 	"context"
@@ -62,7 +62,7 @@ type evMsg struct {
 // newJob starts the job's readers and its throughput collector (which
 // runs under bctx: it outlives the job's cancellation and ends when
 // summary closes it).
-func newJob(bctx context.Context, cfg cli.Config, d Deps, id string, attempt int, c *cluster) (*job, error) {
+func newJob(bctx context.Context, cfg cli.Config, d Deps, id string, attempt int, c *Cluster) (*job, error) {
 	j := &job{cfg: cfg, log: d.Log, id: id, attempt: attempt, stdin: d.Stdin, sessions: c.sessions, ranks: c.ranks,
 		events: make(chan any, 64), stdinAck: make(chan struct{}, 1), quit: make(chan struct{})}
 	var obs Observer
