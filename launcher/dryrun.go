@@ -12,7 +12,7 @@ import (
 	"gangway/launcher/rankenv"
 )
 
-// DryRun prints the placement table and every rank's environment without
+// dryRun prints the placement table and every rank's environment without
 // touching the network. Format (stable; scripts read it):
 //
 //	# placement
@@ -27,7 +27,7 @@ import (
 // GPU is "-" because GPUs are only known from the hosts' agents; the
 // host-specific values (MASTER_PORT, CUDA_VISIBLE_DEVICES, NCCL_*) that
 // come from the hosts' facts are filled at launch.
-func DryRun(ctx context.Context, w io.Writer, cfg cli.Config) error {
+func dryRun(ctx context.Context, w io.Writer, cfg cli.Config) error {
 	l, err := rankenv.Plan(cfg.Place)
 	if err == nil {
 		// No facts without dialling: the local host has a slot per CPU,

@@ -20,7 +20,7 @@ import (
 	"gangway/launcher/transport"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from DryRun's output")
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from dryRun's output")
 
 // dryRunArgs is the issue's dry-run example at a size that keeps the
 // golden file readable.
@@ -52,7 +52,7 @@ func TestDryRunGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := DryRun(t.Context(), &out, cfg); err != nil {
+	if err := dryRun(t.Context(), &out, cfg); err != nil {
 		t.Fatal(err)
 	}
 	checkGolden(t, "dryrun.golden", out.Bytes())
@@ -140,7 +140,7 @@ func TestDryRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer
-			if err := DryRun(t.Context(), &out, cfg); err != nil {
+			if err := dryRun(t.Context(), &out, cfg); err != nil {
 				t.Fatal(err)
 			}
 			if got := placement(t, out.String()); strings.Join(got, "\n") != strings.Join(tt.wantRows, "\n") {
@@ -163,26 +163,26 @@ func TestDryRunNotEnoughSlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	err = DryRun(t.Context(), &out, cfg)
+	err = dryRun(t.Context(), &out, cfg)
 	if !errors.Is(err, plan.ErrNotEnoughSlots) {
-		t.Errorf("DryRun = %v, want plan.ErrNotEnoughSlots", err)
+		t.Errorf("dryRun = %v, want plan.ErrNotEnoughSlots", err)
 	}
 	if out.Len() != 0 {
-		t.Errorf("DryRun printed %q before failing", out.String())
+		t.Errorf("dryRun printed %q before failing", out.String())
 	}
 }
 
 // TestDryRunMPIOperator: in an mpi-operator launcher pod with no -H, the
 // plan comes from the operator's hostfile, and the dry run says so.
 func TestDryRunMPIOperator(t *testing.T) {
-	hf := writeFile(t, "hostfile", "pi-worker-0.pi.default.svc slots=2\npi-worker-1.pi.default.svc slots=2\n")
-	env := map[string]string{"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_default_hostfile": hf}
+	env := operatorEnv(t, "pi-worker-0.pi.default.svc slots=2\npi-worker-1.pi.default.svc slots=2\n")
+	hf := env["OMPI_MCA_orte_default_hostfile"]
 	cfg, err := cli.Parse([]string{"--dry-run", "prog"}, func(k string) string { return env[k] }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := DryRun(t.Context(), &out, cfg); err != nil {
+	if err := dryRun(t.Context(), &out, cfg); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(out.String(), "\n")
@@ -204,15 +204,14 @@ func TestDryRunMPIOperator(t *testing.T) {
 // where the agents' port came from when the pod's ssh configuration gave
 // it (cli sets Transport.PortFrom).
 func TestDryRunPortFrom(t *testing.T) {
-	hf := writeFile(t, "hostfile", "pi-worker-0.pi.default.svc slots=2\n")
-	env := map[string]string{"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_default_hostfile": hf}
+	env := operatorEnv(t, "pi-worker-0.pi.default.svc slots=2\n")
 	cfg, err := cli.Parse([]string{"-p", "22", "--dry-run", "prog"}, func(k string) string { return env[k] }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Transport.Port, cfg.Transport.PortFrom = 2222, "/etc/ssh/ssh_config"
 	var out bytes.Buffer
-	if err := DryRun(t.Context(), &out, cfg); err != nil {
+	if err := dryRun(t.Context(), &out, cfg); err != nil {
 		t.Fatal(err)
 	}
 	if want := ", port 2222 from /etc/ssh/ssh_config\n"; !strings.Contains(out.String(), want) {

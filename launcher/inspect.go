@@ -36,10 +36,10 @@ type InspectHost struct {
 	Err  string   `json:"error,omitempty"`
 }
 
-// Inspect reaches every host of l (rankenv.Reach), then prints its facts
+// inspect reaches every host of l (rankenv.Reach), then prints its facts
 // and the environment the launcher would set there, as a table or
 // (--json) JSON.
-func Inspect(ctx context.Context, cfg cli.Config, d engine.Deps, l rankenv.Layout) int {
+func inspect(ctx context.Context, cfg cli.Config, d engine.Deps, l rankenv.Layout) int {
 	ctx, scope := engine.Begin(ctx, d.Signals, 0)
 	defer scope.End()
 	c, err := engine.Dial(ctx, cfg, d, "inspect-"+engine.NewJobID(), l)

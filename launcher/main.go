@@ -24,7 +24,7 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 		if d.Log == nil {
 			d.Log = newLogger("console", false)
 		}
-		return Rsh(ctx, args[1:], d)
+		return rsh(ctx, args[1:], d)
 	}
 	if len(args) > 0 && (args[0] == "--completion" || args[0] == "-completion") {
 		return printCompletion(args[1:], d)
@@ -118,9 +118,9 @@ func online(ctx context.Context, cfg cli.Config, d Deps) int {
 	cfg.Out.Tags = cfg.Out.Tags.Resolve(d.Stdout)
 	switch cfg.Mode {
 	case cli.ModeInspect:
-		return Inspect(ctx, cfg, ed, l)
+		return inspect(ctx, cfg, ed, l)
 	case cli.ModeOpenMPI:
-		return RunOpenMPI(ctx, cfg, ed)
+		return runOpenMPI(ctx, cfg, ed)
 	}
 	return engine.Run(ctx, cfg, ed, l)
 }
@@ -133,7 +133,7 @@ func offline(ctx context.Context, cfg cli.Config, d Deps) int {
 	code := 0
 	if cfg.Mode == cli.ModeAnalyze {
 		code = analyze(ctx, cfg, d.Stdout, d.Stderr)
-	} else if err := DryRun(ctx, d.Stdout, cfg); err != nil && ctx.Err() == nil {
+	} else if err := dryRun(ctx, d.Stdout, cfg); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
 		code = diagnose.ExitUsage
 	}

@@ -96,12 +96,12 @@ func openMPIArgs(cfg cli.Config, self string, hostfilePath string, np int, root 
 	return args, nil
 }
 
-// RunOpenMPI runs cfg through Open MPI's mpirun and returns its exit code
+// runOpenMPI runs cfg through Open MPI's mpirun and returns its exit code
 // (124 on --timeout). mpirun stops its job on SIGINT/SIGTERM: the first
 // signal (or the timeout) is passed to it, and mpirun's whole process
 // group is killed after --kill-grace or at a second signal; the agents
 // then stop the orteds and their ranks when the connections drop.
-func RunOpenMPI(ctx context.Context, cfg cli.Config, d engine.Deps) int {
+func runOpenMPI(ctx context.Context, cfg cli.Config, d engine.Deps) int {
 	ctx, scope := engine.Begin(ctx, d.Signals, cfg.Control.Timeout)
 	defer scope.End()
 	cmd, cleanup, err := mpirunCommand(ctx, cfg)

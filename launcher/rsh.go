@@ -17,13 +17,13 @@ import (
 	"gangway/launcher/transport"
 )
 
-// Rsh is the launcher's `--rsh` mode, an ssh-compatible client for
+// rsh is the launcher's `--rsh` mode, an ssh-compatible client for
 // mpirun's plm_rsh_agent: `launcher --rsh [-p PORT] [-i KEY]
 // [--known-hosts FILE] [--accept-new-host-keys] HOST COMMAND...` runs
 // COMMAND (words joined by spaces, as ssh does) on HOST's agent and exits
 // with its status (255 when the connection fails or the command dies of a
 // signal, as ssh).
-func Rsh(ctx context.Context, args []string, d Deps) int {
+func rsh(ctx context.Context, args []string, d Deps) int {
 	rc, ok := rshArgs(args, d.Stderr)
 	if !ok {
 		return 255

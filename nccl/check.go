@@ -141,8 +141,8 @@ func checkLevel(v string) []finding {
 
 // checkList parses an NCCL list and checks that it selects something on
 // every host, as told by matches ("" when it does, else a message).
-func checkList(v string, hosts []HostNet, matches func(List, HostNet) string) []finding {
-	l, err := ParseList(v)
+func checkList(v string, hosts []HostNet, matches func(list, HostNet) string) []finding {
+	l, err := parseList(v)
 	if err != nil {
 		return all(err.Error())
 	}
@@ -160,7 +160,7 @@ func checkList(v string, hosts []HostNet, matches func(List, HostNet) string) []
 
 // ifaceMatches is NCCL's socket interface search: up interfaces with an
 // address that the list selects.
-func ifaceMatches(l List, h HostNet) string {
+func ifaceMatches(l list, h HostNet) string {
 	var have []string
 	for _, n := range h.NICs {
 		if !n.Up || len(n.Addrs) == 0 {
@@ -176,7 +176,7 @@ func ifaceMatches(l List, h HostNet) string {
 
 // hcaMatches looks for an ACTIVE port the list selects. Hosts that reported
 // no HCAs are not judged.
-func hcaMatches(l List, h HostNet) string {
+func hcaMatches(l list, h HostNet) string {
 	if len(h.HCAs) == 0 {
 		return ""
 	}

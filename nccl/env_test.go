@@ -34,7 +34,7 @@ func TestEnv(t *testing.T) {
 	}
 }
 
-// TestEnvListsSelectOnlyTheChoice parses Env's values with ParseList: the
+// TestEnvListsSelectOnlyTheChoice parses Env's values with parseList: the
 // exact forms select the chosen names and not their longer relatives.
 func TestEnvListsSelectOnlyTheChoice(t *testing.T) {
 	c := Choice{Ifaces: []string{"enp1s0f0"}, HCAs: []string{"mlx5_1:1"}}
@@ -43,11 +43,11 @@ func TestEnvListsSelectOnlyTheChoice(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	ifs, err := ParseList(env["NCCL_SOCKET_IFNAME"])
+	ifs, err := parseList(env["NCCL_SOCKET_IFNAME"])
 	if err != nil || !ifs.Match("enp1s0f0", -1) || ifs.Match("enp1s0f0v1", -1) {
 		t.Errorf("NCCL_SOCKET_IFNAME %q: %v", env["NCCL_SOCKET_IFNAME"], err)
 	}
-	hca, err := ParseList(env["NCCL_IB_HCA"])
+	hca, err := parseList(env["NCCL_IB_HCA"])
 	if err != nil || !hca.Match("mlx5_1", 1) || hca.Match("mlx5_10", 1) || hca.Match("mlx5_1", 2) {
 		t.Errorf("NCCL_IB_HCA %q: %v", env["NCCL_IB_HCA"], err)
 	}

@@ -139,7 +139,7 @@ func (c *Config) compatHosts() error {
 // placement (-N, PerSocket, PE), and checks -rank-by.
 func (c *Config) compatMapping() error {
 	p := &c.Place
-	m, err := ParseMapBy(p.MapBy)
+	m, err := parseMapBy(p.MapBy)
 	if err != nil {
 		return fmt.Errorf("%w: -map-by: %v", ErrUsage, err)
 	}
@@ -196,21 +196,21 @@ func parseNNodes(s string) (int, error) {
 	return a, nil
 }
 
-// MapBy is a parsed -map-by: slot or node, optionally with ppr:N:UNIT
+// mapBy is a parsed -map-by: slot or node, optionally with ppr:N:UNIT
 // (N ranks per node or socket) and PE=n (n CPUs per rank).
-type MapBy struct {
+type mapBy struct {
 	By   string // slot | node: how hosts are filled
 	PPR  int    // ranks per Unit, 0 without ppr
 	Unit string // node | socket, "" without ppr
 	PE   int    // CPUs per rank, 0 without PE
 }
 
-// ParseMapBy parses Open MPI's -map-by forms gangway honours: slot, node,
+// parseMapBy parses Open MPI's -map-by forms gangway honours: slot, node,
 // ppr:N:node, ppr:N:socket, each optionally followed by :PE=n (except
 // ppr:N:socket).
-func ParseMapBy(s string) (MapBy, error) {
+func parseMapBy(s string) (mapBy, error) {
 	parts := strings.Split(s, ":")
-	var m MapBy
+	var m mapBy
 	rest := parts[1:]
 	switch strings.ToLower(parts[0]) {
 	case "slot", "":
@@ -327,11 +327,11 @@ func dedupe(l []int) []int {
 	return slices.Compact(l)
 }
 
-// DeepSpeedEnvFiles are the .deepspeed_env files DeepSpeed's launcher
+// deepSpeedEnvFiles are the .deepspeed_env files DeepSpeed's launcher
 // reads, in its order: $HOME's, then the working directory's (whose
 // values win), named by $DS_ENV_FILE when set. Both are read when both
 // exist; -x and --env-file win over them.
-func DeepSpeedEnvFiles(getenv func(string) string) []string {
+func deepSpeedEnvFiles(getenv func(string) string) []string {
 	name := getenv("DS_ENV_FILE")
 	if name == "" {
 		name = ".deepspeed_env"

@@ -182,37 +182,37 @@ func TestParseCompatErrors(t *testing.T) {
 func TestParseMapBy(t *testing.T) {
 	for _, tt := range []struct {
 		in   string
-		want MapBy
+		want mapBy
 		err  string
 	}{
-		{"slot", MapBy{By: "slot"}, ""},
-		{"node", MapBy{By: "node"}, ""},
-		{"NODE", MapBy{By: "node"}, ""},
-		{"slot:PE=4", MapBy{By: "slot", PE: 4}, ""},
-		{"node:pe=2", MapBy{By: "node", PE: 2}, ""},
-		{"ppr:2:node", MapBy{By: "slot", PPR: 2, Unit: "node"}, ""},
-		{"ppr:8:socket", MapBy{By: "slot", PPR: 8, Unit: "socket"}, ""},
-		{"ppr:2:node:PE=2", MapBy{By: "slot", PPR: 2, Unit: "node", PE: 2}, ""},
-		{"ppr:2", MapBy{}, "want ppr:N:node"},
-		{"ppr:0:node", MapBy{}, `ranks per unit "0"`},
-		{"ppr:x:node", MapBy{}, `ranks per unit "x"`},
-		{"ppr:2:core", MapBy{}, `ppr unit "core"`},
-		{"ppr:1:socket:PE=2", MapBy{}, "PE with ppr:N:socket"},
-		{"slot:PE=0", MapBy{}, `PE="0"`},
-		{"slot:PE=2:PE=3", MapBy{}, `modifier "PE=3"`},
-		{"slot:SPAN", MapBy{}, `modifier "SPAN"`},
-		{"core", MapBy{}, `"core" is not supported`},
-		{"numa", MapBy{}, `"numa" is not supported`},
+		{"slot", mapBy{By: "slot"}, ""},
+		{"node", mapBy{By: "node"}, ""},
+		{"NODE", mapBy{By: "node"}, ""},
+		{"slot:PE=4", mapBy{By: "slot", PE: 4}, ""},
+		{"node:pe=2", mapBy{By: "node", PE: 2}, ""},
+		{"ppr:2:node", mapBy{By: "slot", PPR: 2, Unit: "node"}, ""},
+		{"ppr:8:socket", mapBy{By: "slot", PPR: 8, Unit: "socket"}, ""},
+		{"ppr:2:node:PE=2", mapBy{By: "slot", PPR: 2, Unit: "node", PE: 2}, ""},
+		{"ppr:2", mapBy{}, "want ppr:N:node"},
+		{"ppr:0:node", mapBy{}, `ranks per unit "0"`},
+		{"ppr:x:node", mapBy{}, `ranks per unit "x"`},
+		{"ppr:2:core", mapBy{}, `ppr unit "core"`},
+		{"ppr:1:socket:PE=2", mapBy{}, "PE with ppr:N:socket"},
+		{"slot:PE=0", mapBy{}, `PE="0"`},
+		{"slot:PE=2:PE=3", mapBy{}, `modifier "PE=3"`},
+		{"slot:SPAN", mapBy{}, `modifier "SPAN"`},
+		{"core", mapBy{}, `"core" is not supported`},
+		{"numa", mapBy{}, `"numa" is not supported`},
 	} {
-		got, err := ParseMapBy(tt.in)
+		got, err := parseMapBy(tt.in)
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
-				t.Errorf("ParseMapBy(%q) = %+v, %v; want an error with %q", tt.in, got, err, tt.err)
+				t.Errorf("parseMapBy(%q) = %+v, %v; want an error with %q", tt.in, got, err, tt.err)
 			}
 			continue
 		}
 		if err != nil || got != tt.want {
-			t.Errorf("ParseMapBy(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
+			t.Errorf("parseMapBy(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
 		}
 	}
 }
@@ -300,12 +300,12 @@ func FuzzParseMapBy(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		m, err := ParseMapBy(s)
+		m, err := parseMapBy(s)
 		if err != nil {
 			return
 		}
 		if m.By != "slot" && m.By != "node" || m.PE < 0 || m.PPR < 0 || (m.PPR > 0) != (m.Unit != "") || m.Unit == "socket" && m.PE > 0 {
-			t.Fatalf("ParseMapBy(%q) = %+v", s, m)
+			t.Fatalf("parseMapBy(%q) = %+v", s, m)
 		}
 	})
 }

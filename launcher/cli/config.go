@@ -238,7 +238,7 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 			err = c.resolveCompat()
 		}
 		if err == nil {
-			c.in.envFiles = append(DeepSpeedEnvFiles(getenv), c.in.envFiles...)
+			c.in.envFiles = append(deepSpeedEnvFiles(getenv), c.in.envFiles...)
 			err = c.resolveInputs(environ)
 		}
 		if err == nil {

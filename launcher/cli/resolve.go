@@ -49,7 +49,7 @@ func (c *Config) resolveHosts(getenv func(string) string) error {
 		return fmt.Errorf("mpi-operator hostfile: %w", err)
 	} else if ok {
 		p.Hosts, p.Source, p.Hostfile, p.HostfileVar = hs, HostsMPIOperator, path, v
-		c.Transport.MPIOperator = getenv(MPIOperatorRoleEnv) == "launcher"
+		c.Transport.MPIOperator = getenv(mpiOperatorRoleEnv) == "launcher"
 		if c.Transport.MPIOperator && !c.in.given["p"] && !c.in.given["port"] {
 			portFromSSHConfig(&c.Transport, sshClientConfig)
 		}
@@ -90,9 +90,9 @@ func portFromSSHConfig(t *transport.Options, path string) {
 	}
 }
 
-// MPIOperatorRoleEnv is the variable mpi-operator sets in its pods:
+// mpiOperatorRoleEnv is the variable mpi-operator sets in its pods:
 // "launcher" or "worker".
-const MPIOperatorRoleEnv = "K_MPI_JOB_ROLE"
+const mpiOperatorRoleEnv = "K_MPI_JOB_ROLE"
 
 // resolveInputs turns -x, --env-file, --stdin and --output-from into
 // their Config values.

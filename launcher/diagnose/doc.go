@@ -2,7 +2,7 @@
 // a job ends with (RankError, SignalError, TimeoutError, HangError), the
 // one mapping from a cause to the launcher's exit status (ExitCode), the
 // failures grouped and written at the end or into --report (Failures), a
-// rank's root cause from torch's error file (RootCause), and what the
+// rank's root cause from torch's error file (rootCause), and what the
 // stacks of a hung job show (StackFindings).
 //
 // It is pure: values in, words and numbers out; it starts, dials, logs

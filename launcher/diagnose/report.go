@@ -34,7 +34,7 @@ func (fs Failures) Report(blamed int) []bench.Failure {
 		if bf.Signal == 0 {
 			bf.SignalName = ""
 		}
-		if exc, frames, ok := RootCause(f.ErrorFile, 8); ok {
+		if exc, frames, ok := rootCause(f.ErrorFile, 8); ok {
 			bf.RootCause = &bench.RootCause{Exception: exc, Traceback: append([]string{}, frames...)}
 		}
 		if bf.Blamed {
@@ -67,7 +67,7 @@ func (fs Failures) Write(w io.Writer, cause error) {
 			line = firstGroup.String()
 		}
 		fmt.Fprintf(w, "launcher: job failed: %s\n", line)
-		if exc, frames, ok := RootCause(first.ErrorFile, 8); ok {
+		if exc, frames, ok := rootCause(first.ErrorFile, 8); ok {
 			fmt.Fprintf(w, "launcher:   rank %d on %s raised %s (from its TORCHELASTIC_ERROR_FILE)\n", first.Rank, first.Host, exc)
 			for _, f := range frames {
 				fmt.Fprintf(w, "launcher:   rank %d traceback: %s\n", first.Rank, f)

@@ -5,13 +5,13 @@ import (
 	"strings"
 )
 
-// RootCause reads what a rank's torch @record wrote to its
+// rootCause reads what a rank's torch @record wrote to its
 // TORCHELASTIC_ERROR_FILE: the exception ("RuntimeError: boom") and the
 // last frames of its traceback (up to maxFrames lines, innermost last).
 // ok is false when the file is empty or not torch's format. Both the
 // current format ({"message": {"message": ..., "extraInfo":
 // {"py_callstack": ...}}}) and the older one ({"message": "..."}) are read.
-func RootCause(file string, maxFrames int) (exception string, frames []string, ok bool) {
+func rootCause(file string, maxFrames int) (exception string, frames []string, ok bool) {
 	var top struct {
 		Message json.RawMessage `json:"message"`
 	}

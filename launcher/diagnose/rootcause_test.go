@@ -25,7 +25,7 @@ func TestRootCause(t *testing.T) {
 		{"not json", "Traceback...", 4, "", nil, false},
 		{"no message", `{"other": 1}`, 4, "", nil, false},
 	} {
-		exc, frames, ok := RootCause(tt.file, tt.max)
+		exc, frames, ok := rootCause(tt.file, tt.max)
 		if exc != tt.exception || !reflect.DeepEqual(frames, tt.frames) || ok != tt.ok {
 			t.Errorf("%s: %q %q %v, want %q %q %v", tt.name, exc, frames, ok, tt.exception, tt.frames, tt.ok)
 		}
@@ -37,9 +37,9 @@ func FuzzRootCause(f *testing.F) {
 	f.Add(`{"message": "E: x"}`)
 	f.Add(`{"message": {}}`)
 	f.Fuzz(func(t *testing.T, file string) {
-		exc, frames, ok := RootCause(file, 6)
+		exc, frames, ok := rootCause(file, 6)
 		if !ok && (exc != "" || frames != nil) || len(frames) > 6 {
-			t.Fatalf("RootCause(%q) = %q %q %v", file, exc, frames, ok)
+			t.Fatalf("rootCause(%q) = %q %q %v", file, exc, frames, ok)
 		}
 	})
 }

@@ -8,12 +8,12 @@ import (
 	"time"
 )
 
-// Innermost is the innermost frame of a rank's stacks, the frame it is
+// innermost is the innermost frame of a rank's stacks, the frame it is
 // waiting in: from Python's faulthandler dump ("Current thread ... (most
 // recent call first):" then `File "x.py", line N in f`), else the first
 // Python thread, else gdb's py-bt of the first thread, else gdb's first frame of thread 1 ("#0  0x... in f (...)
 // at file:line"). "" when there is none.
-func Innermost(stacks string) string {
+func innermost(stacks string) string {
 	lines := strings.Split(stacks, "\n")
 	first := func(after func(string) bool, frame func(string) (string, bool)) string {
 		in := false
@@ -65,10 +65,10 @@ func Innermost(stacks string) string {
 	})
 }
 
-// OddRanks groups ranks by their innermost frame: common is the frame of
+// oddRanks groups ranks by their innermost frame: common is the frame of
 // the largest group (ties: the frame of the lowest rank), odd the ranks
 // whose frame differs, in rank order. Ranks without stacks are odd.
-func OddRanks(frames map[int]string) (common string, odd []int) {
+func oddRanks(frames map[int]string) (common string, odd []int) {
 	count := map[string]int{}
 	for _, f := range frames {
 		if f != "" {
@@ -93,9 +93,9 @@ func OddRanks(frames map[int]string) (common string, odd []int) {
 	return common, odd
 }
 
-// Quietest lists up to n ranks by how long ago they last printed, longest
+// quietest lists up to n ranks by how long ago they last printed, longest
 // first; a rank that never printed counts from the job's start.
-func Quietest(last map[int]time.Time, start, now time.Time, n int) []string {
+func quietest(last map[int]time.Time, start, now time.Time, n int) []string {
 	type quiet struct {
 		rank int
 		for_ time.Duration
@@ -124,10 +124,10 @@ func Quietest(last map[int]time.Time, start, now time.Time, n int) []string {
 func StackFindings(stacks map[int]string, ranks int, hostOf func(rank int) string, last map[int]time.Time, start, at time.Time) []string {
 	frames := make(map[int]string, ranks)
 	for r := range ranks {
-		frames[r] = Innermost(stacks[r])
+		frames[r] = innermost(stacks[r])
 	}
 	var out []string
-	common, odd := OddRanks(frames)
+	common, odd := oddRanks(frames)
 	if len(odd) < ranks {
 		for _, r := range odd {
 			f := frames[r]
@@ -145,5 +145,5 @@ func StackFindings(stacks map[int]string, ranks int, hostOf func(rank int) strin
 			out = append(out, fmt.Sprintf("the other %d ranks: %s", ranks-len(odd), common))
 		}
 	}
-	return append(out, "printed last the longest ago: "+strings.Join(Quietest(last, start, at, 3), ", "))
+	return append(out, "printed last the longest ago: "+strings.Join(quietest(last, start, at, 3), ", "))
 }

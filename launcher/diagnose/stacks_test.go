@@ -41,14 +41,14 @@ func TestInnermost(t *testing.T) {
 		{"faulthandler before py-bt", pySleep + "\nTraceback (most recent call first):\n  File \"x.py\", line 1, in f\n", `File "/job/hang.py", line 15 in <module>`},
 		{"nothing", "gdb: ptrace: Operation not permitted.\n", ""},
 	} {
-		if got := Innermost(tt.stacks); got != tt.want {
+		if got := innermost(tt.stacks); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
 	}
 }
 
 func TestOddRanks(t *testing.T) {
-	c, s := Innermost(pyCollective), Innermost(pySleep)
+	c, s := innermost(pyCollective), innermost(pySleep)
 	for _, tt := range []struct {
 		name       string
 		frames     map[int]string
@@ -61,7 +61,7 @@ func TestOddRanks(t *testing.T) {
 		{"a tie goes to the lowest rank's frame", map[int]string{0: s, 1: c}, s, []int{1}},
 		{"nothing at all", map[int]string{0: "", 1: ""}, "", []int{0, 1}},
 	} {
-		common, odd := OddRanks(tt.frames)
+		common, odd := oddRanks(tt.frames)
 		if common != tt.wantCommon || !reflect.DeepEqual(odd, tt.wantOdd) {
 			t.Errorf("%s: common %q odd %v, want %q %v", tt.name, common, odd, tt.wantCommon, tt.wantOdd)
 		}
@@ -72,7 +72,7 @@ func TestQuietest(t *testing.T) {
 	start := time.Unix(1000, 0)
 	now := start.Add(60 * time.Second)
 	last := map[int]time.Time{0: start.Add(59 * time.Second), 1: {}, 2: start.Add(10 * time.Second), 3: start.Add(59 * time.Second)}
-	if got, want := Quietest(last, start, now, 2), []string{"rank 1 (1m0s)", "rank 2 (50s)"}; !reflect.DeepEqual(got, want) {
+	if got, want := quietest(last, start, now, 2), []string{"rank 1 (1m0s)", "rank 2 (50s)"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("quietest: %v, want %v", got, want)
 	}
 }

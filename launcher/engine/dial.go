@@ -151,7 +151,7 @@ func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hos
 			if err == nil {
 				err = context.Cause(ctx)
 			}
-			errs = append(errs, &HostError{Host: hosts[i].Name, Err: err})
+			errs = append(errs, &hostError{Host: hosts[i].Name, Err: err})
 		}
 	}
 	if len(errs) == 0 && !slices.Contains(sessions, nil) {

@@ -65,7 +65,7 @@ type evMsg struct {
 func newJob(bctx context.Context, cfg cli.Config, d Deps, id string, attempt int, c *Cluster) (*job, error) {
 	j := &job{cfg: cfg, log: d.Log, id: id, attempt: attempt, stdin: d.Stdin, sessions: c.sessions, ranks: c.ranks,
 		events: make(chan any, 64), stdinAck: make(chan struct{}, 1), quit: make(chan struct{})}
-	var obs Observer
+	var obs observer
 	if !cfg.Bench.NoSummary || cfg.Bench.ReportFile != "" || cfg.Bench.PlotFile != "" {
 		coll, err := newCollector(cfg.Bench)
 		if err != nil {
@@ -81,7 +81,7 @@ func newJob(bctx context.Context, cfg cli.Config, d Deps, id string, attempt int
 	if cfg.Out.DisplayMap && attempt == 0 {
 		rankenv.WritePlacement(d.Stderr, cfg, names, c.ranks)
 	}
-	j.st = newState(names, c.ranks, stateOptions{reportBindings: cfg.Out.ReportBindings, grace: cfg.Control.KillGrace, dumpTimeout: DumpTimeout})
+	j.st = newState(names, c.ranks, stateOptions{reportBindings: cfg.Out.ReportBindings, grace: cfg.Control.KillGrace, dumpTimeout: dumpTimeout})
 	stderr := d.Stderr
 	if cfg.Out.MergeStderr {
 		stderr = d.Stdout
@@ -244,9 +244,9 @@ func (j *job) collect(ctx context.Context, kind wire.Kind, timeout time.Duration
 		case ev := <-j.events:
 			switch ev := ev.(type) {
 			case evLost:
-				return nil, &HostError{Host: j.sessions[ev.host].host.Name, Err: fmt.Errorf("connection lost: %w", ev.err)}
+				return nil, &hostError{Host: j.sessions[ev.host].host.Name, Err: fmt.Errorf("connection lost: %w", ev.err)}
 			case evAgentError:
-				return nil, &HostError{Host: j.sessions[ev.host].host.Name, Err: errors.New(ev.msg)}
+				return nil, &hostError{Host: j.sessions[ev.host].host.Name, Err: errors.New(ev.msg)}
 			case evMsg:
 				if ev.msg.Kind == kind {
 					if out[ev.host].Kind == 0 {
@@ -271,13 +271,13 @@ func (j *job) collect(ctx context.Context, kind wire.Kind, timeout time.Duration
 	return out, nil
 }
 
-// DumpTimeout bounds how long the launcher waits for every host's stacks
+// dumpTimeout bounds how long the launcher waits for every host's stacks
 // (gdb on every process of every rank) on a hang or SIGUSR1; once the job
 // is being stopped (--timeout, a signal, a failure) the wait is bounded by
 // --kill-grace instead (state.dumpGrace). Dump tells the agents the wait
 // (Within), and they answer before it with what they have and end their
 // gdbs.
-var DumpTimeout = 60 * time.Second
+const dumpTimeout = 60 * time.Second
 
 // run is the run phase: Go to every host, the launcher's stdin to its
 // rank, the loop until every host is done.

@@ -26,10 +26,10 @@ const (
 	tailLineBytes = 4 << 10
 )
 
-// Observer sees every whole line (the bench collector), a frame at a
+// observer sees every whole line (the bench collector), a frame at a
 // time: data is whole lines, each ended by '\n' except perhaps the last.
 // It must not block, nor keep data.
-type Observer interface {
+type observer interface {
 	ObserveLines(rank int, host string, t time.Time, data []byte)
 }
 
@@ -45,7 +45,7 @@ type console struct {
 	from           plan.RankSet
 	dir            string
 	hostOf         func(rank int) string
-	obs            Observer
+	obs            observer
 
 	// last is when each rank last printed (unix nanoseconds; 0 never),
 	// for hang detection and the quietest ranks.
@@ -295,7 +295,7 @@ func (c *console) quietFor(since, now time.Time) time.Duration {
 	return now.Sub(time.Unix(0, latest))
 }
 
-func newConsole(o cli.Output, ranks int, stdout, stderr io.Writer, hostOf func(int) string, obs Observer) *console {
+func newConsole(o cli.Output, ranks int, stdout, stderr io.Writer, hostOf func(int) string, obs observer) *console {
 	return &console{
 		stdout: stdout, stderr: stderr, tags: o.Tags.Resolve(stdout), timestamp: o.Timestamp,
 		from: o.From, dir: o.Dir, hostOf: hostOf, obs: obs,

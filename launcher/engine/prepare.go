@@ -75,10 +75,10 @@ func (j *job) start(ctx context.Context, envs [][]string) error {
 	for i, m := range res {
 		var r wire.Ready
 		if err := m.Decode(&r); err != nil {
-			return &HostError{Host: j.sessions[i].host.Name, Err: err}
+			return &hostError{Host: j.sessions[i].host.Name, Err: err}
 		}
 		if r.Err != "" {
-			return &HostError{Host: j.sessions[i].host.Name, Err: errors.New(r.Err)}
+			return &hostError{Host: j.sessions[i].host.Name, Err: errors.New(r.Err)}
 		}
 	}
 	return nil
@@ -125,8 +125,8 @@ func universeSize(u int, slots []int, ranks []plan.Rank) int {
 	return -1
 }
 
-// ErrPreflight is returned when hosts cannot reach each other.
-var ErrPreflight = errors.New("preflight failed")
+// errPreflight is returned when hosts cannot reach each other.
+var errPreflight = errors.New("preflight failed")
 
 // preflight has every host open a TCP connection to every other host's
 // agent on its chosen address (all pairs up to 32 hosts, a ring beyond or
@@ -183,7 +183,7 @@ func (j *job) preflight(ctx context.Context, choices []*nccl.Choice) error {
 	for i, s := range j.sessions {
 		var pr wire.ProbeResult
 		if err := res[i].Decode(&pr); err != nil {
-			return &HostError{Host: s.host.Name, Err: err}
+			return &hostError{Host: s.host.Name, Err: err}
 		}
 		via := ""
 		if c := choices[i]; c != nil && len(c.Ifaces) > 0 {
@@ -198,7 +198,7 @@ func (j *job) preflight(ctx context.Context, choices []*nccl.Choice) error {
 	}
 	if len(bad) > 0 {
 		j.out.say(fmt.Sprintf("preflight: %d of the host pairs cannot connect:\n%s", len(bad), strings.Join(bad, "\n")))
-		return fmt.Errorf("%w: hosts cannot reach each other on their chosen interfaces (--preflight=false skips this check)", ErrPreflight)
+		return fmt.Errorf("%w: hosts cannot reach each other on their chosen interfaces (--preflight=false skips this check)", errPreflight)
 	}
 	return nil
 }
@@ -225,7 +225,7 @@ func (j *job) dropCaches(ctx context.Context) error {
 				j.out.say(fmt.Sprintf("drop caches on %s failed (best effort): %s", s.host.Name, p.Err))
 				continue
 			}
-			errs = append(errs, &HostError{Host: s.host.Name, Err: errors.New(p.Err)})
+			errs = append(errs, &hostError{Host: s.host.Name, Err: errors.New(p.Err)})
 			continue
 		}
 		j.out.say(fmt.Sprintf("dropped page caches on %s in %v", s.host.Name, p.Took.Round(time.Millisecond)))

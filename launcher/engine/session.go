@@ -41,9 +41,9 @@ func (s *session) sendFailed(what string, err error) error {
 		}
 	}
 	if m := s.said.Load(); m != nil {
-		return &HostError{Host: s.host.Name, Err: errors.New(*m)}
+		return &hostError{Host: s.host.Name, Err: errors.New(*m)}
 	}
-	return &HostError{Host: s.host.Name, Err: fmt.Errorf("%s: %w", what, err)}
+	return &hostError{Host: s.host.Name, Err: fmt.Errorf("%s: %w", what, err)}
 }
 
 // close ends the session: the connection, then the heartbeat (whose
@@ -53,15 +53,15 @@ func (s *session) close() {
 	s.stopBeat()
 }
 
-// HostError says which host failed and how.
-type HostError struct {
+// hostError says which host failed and how.
+type hostError struct {
 	Host string
 	Err  error
 }
 
-func (e *HostError) Error() string { return fmt.Sprintf("host %s: %v", e.Host, e.Err) }
+func (e *hostError) Error() string { return fmt.Sprintf("host %s: %v", e.Host, e.Err) }
 
-func (e *HostError) Unwrap() error { return e.Err }
+func (e *hostError) Unwrap() error { return e.Err }
 
 // label names a host as the launcher knows it, with the agent's own name
 // when that differs: "198.18.0.2 (h1)".

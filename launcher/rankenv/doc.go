@@ -3,8 +3,8 @@
 // by one function, before any transport is built, or as soon as the
 // hosts' facts give the slots: Complete), then, once the hosts are
 // reached (Host), each host's data network (ChooseNetworks), each rank's
-// GPUs (AssignGPUs), what every rank shares (NewJobEnv, the same for a
-// run and a dry run) and every rank's environment (Environ, Builder),
+// GPUs (assignGPUs), what every rank shares (newJobEnv, the same for a
+// run and a dry run) and every rank's environment (environ, Builder),
 // where the user's -x wins over the launcher's choices but never over a
 // rank's identity (userWins, the one owner of that rule). Prepare runs it
 // for a run, DryRun for --dry-run; the placement table of --dry-run and

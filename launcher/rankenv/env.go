@@ -13,8 +13,8 @@ import (
 	"gangway/nccl"
 )
 
-// HostEnv is what the environment needs to know about one host.
-type HostEnv struct {
+// hostEnv is what the environment needs to know about one host.
+type hostEnv struct {
 	Name string // the name the launcher knows it by (HOROVOD_HOSTNAME)
 	// Addr is its address on the data network (MASTER_ADDR's choice for
 	// it), for TF_CONFIG's worker list; "" means Name.
@@ -23,12 +23,12 @@ type HostEnv struct {
 	Net []string
 }
 
-// DefaultMasterPort is MASTER_PORT when rank 0's host reported no free
+// defaultMasterPort is MASTER_PORT when rank 0's host reported no free
 // port (and for a dry run): torchrun's default.
-const DefaultMasterPort = 29500
+const defaultMasterPort = 29500
 
-// JobEnv is what is the same for every rank.
-type JobEnv struct {
+// jobEnv is what is the same for every rank.
+type jobEnv struct {
 	JobID      string
 	MasterAddr string
 	MasterPort int
@@ -43,15 +43,15 @@ type JobEnv struct {
 	TFPort int
 }
 
-// NewJobEnv is what every rank's environment shares, for a run and a dry
+// newJobEnv is what every rank's environment shares, for a run and a dry
 // run alike: the job's id; MASTER_ADDR, master (rank 0's host's data
 // address) unless --master-addr; MASTER_PORT, freePort on rank 0's host
-// (DefaultMasterPort when it reported none) unless --master-port; -x and
+// (defaultMasterPort when it reported none) unless --master-port; -x and
 // -mca; torchrun's restart contract (--run-id, else the job's id, and the
 // attempt); --tf-config's port.
-func NewJobEnv(cfg cli.Config, id string, attempt int, master string, freePort int) JobEnv {
+func newJobEnv(cfg cli.Config, id string, attempt int, master string, freePort int) jobEnv {
 	e := cfg.Env
-	return JobEnv{JobID: id, MasterAddr: cmp.Or(e.MasterAddr, master), MasterPort: cmp.Or(e.MasterPort, freePort, DefaultMasterPort),
+	return jobEnv{JobID: id, MasterAddr: cmp.Or(e.MasterAddr, master), MasterPort: cmp.Or(e.MasterPort, freePort, defaultMasterPort),
 		Vars: e.Vars, MCA: e.MCA, RunID: cmp.Or(cfg.Control.RunID, id), Restart: attempt, MaxRestarts: cfg.Control.MaxRestarts, TFPort: e.TFPort}
 }
 
@@ -78,13 +78,13 @@ func Ours(vars []string, user map[string]string) []string {
 	return out
 }
 
-// Environ builds every rank's environment: the variables gangway sets
+// environ builds every rank's environment: the variables gangway sets
 // (CUDA_VISIBLE_DEVICES from the rank's GPUs), then -mca, then -x (which
 // win over everything but the rank's identity). The result is indexed by
 // rank; each entry is sorted KEY=VALUE. The host's own environment (the
 // agent's) is the base the ranks start from.
-func Environ(ranks []plan.Rank, hosts []HostEnv, j JobEnv) [][]string {
-	b := NewBuilder(ranks, hosts, j)
+func environ(ranks []plan.Rank, hosts []hostEnv, j jobEnv) [][]string {
+	b := newBuilder(ranks, hosts, j)
 	out := make([][]string, len(ranks))
 	for _, r := range ranks {
 		out[r.Rank] = b.Rank(r)
@@ -95,8 +95,8 @@ func Environ(ranks []plan.Rank, hosts []HostEnv, j JobEnv) [][]string {
 // Builder holds what every rank's environment is computed from, so that
 // a dry run can print a million ranks' environments one at a time.
 type Builder struct {
-	hosts     []HostEnv
-	j         JobEnv
+	hosts     []hostEnv
+	j         jobEnv
 	size      int
 	groups    int     // hosts that run ranks
 	cross     [][]int // host -> local rank -> its host's index among the hosts with that local rank
@@ -105,8 +105,8 @@ type Builder struct {
 	tfCluster string
 }
 
-// NewBuilder prepares the environments of ranks, placed on hosts.
-func NewBuilder(ranks []plan.Rank, hosts []HostEnv, j JobEnv) *Builder {
+// newBuilder prepares the environments of ranks, placed on hosts.
+func newBuilder(ranks []plan.Rank, hosts []hostEnv, j jobEnv) *Builder {
 	b := &Builder{hosts: hosts, j: j, size: len(ranks), cross: make([][]int, len(hosts))}
 	local := make([]int, len(hosts))
 	for _, r := range ranks {
@@ -135,7 +135,7 @@ func NewBuilder(ranks []plan.Rank, hosts []HostEnv, j JobEnv) *Builder {
 // {"type":"worker","index": - the rank's index and "},"environment":
 // "cloud"} follow. Worker i is rank i, on its host's data address at
 // port plus its local rank.
-func tfCluster(ranks []plan.Rank, hosts []HostEnv, port int) string {
+func tfCluster(ranks []plan.Rank, hosts []hostEnv, port int) string {
 	workers := make([]string, len(ranks))
 	for _, r := range ranks {
 		addr := cmp.Or(hosts[r.Host].Addr, hosts[r.Host].Name)

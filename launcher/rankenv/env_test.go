@@ -83,8 +83,8 @@ func wantIdentity(id identity, masterAddr, masterPort, jobID string) map[string]
 
 func TestEnvironTwoByTwo(t *testing.T) {
 	ranks := []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}
-	hosts := []HostEnv{{Name: "a"}, {Name: "b"}}
-	envs := Environ(ranks, hosts, JobEnv{JobID: "j1", MasterAddr: "10.0.0.1", MasterPort: 29500})
+	hosts := []hostEnv{{Name: "a"}, {Name: "b"}}
+	envs := environ(ranks, hosts, jobEnv{JobID: "j1", MasterAddr: "10.0.0.1", MasterPort: 29500})
 	if len(envs) != 4 {
 		t.Fatalf("got %d environments, want 4", len(envs))
 	}
@@ -150,7 +150,7 @@ func TestEnvironUneven(t *testing.T) {
 	tests := []struct {
 		name  string
 		ranks []plan.Rank
-		hosts []HostEnv
+		hosts []hostEnv
 		want  []identity
 	}{
 		{
@@ -160,7 +160,7 @@ func TestEnvironUneven(t *testing.T) {
 				rk(0, 0, 0, 2, 0), rk(1, 1, 0, 2, 1), rk(2, 2, 0, 1, 2),
 				rk(3, 0, 1, 2, 0), rk(4, 1, 1, 2, 1),
 			},
-			hosts: []HostEnv{{Name: "a"}, {Name: "b"}, {Name: "c"}},
+			hosts: []hostEnv{{Name: "a"}, {Name: "b"}, {Name: "c"}},
 			want: []identity{
 				{0, 5, 0, 2, 0, 3, 0, 3, "a"},
 				{1, 5, 0, 2, 1, 3, 1, 3, "b"},
@@ -173,7 +173,7 @@ func TestEnvironUneven(t *testing.T) {
 			// -map-by slot over a:3,b:1.
 			name:  "map-by slot, uneven",
 			ranks: []plan.Rank{rk(0, 0, 0, 3, 0), rk(1, 0, 1, 3, 0), rk(2, 0, 2, 3, 0), rk(3, 1, 0, 1, 1)},
-			hosts: []HostEnv{{Name: "a"}, {Name: "b"}},
+			hosts: []hostEnv{{Name: "a"}, {Name: "b"}},
 			want: []identity{
 				{0, 4, 0, 3, 0, 2, 0, 2, "a"},
 				{1, 4, 1, 3, 0, 2, 0, 1, "a"},
@@ -186,7 +186,7 @@ func TestEnvironUneven(t *testing.T) {
 			// of local rank 1 start at the second host.
 			name:  "short first host",
 			ranks: []plan.Rank{rk(0, 0, 0, 1, 0), rk(1, 1, 0, 2, 1), rk(2, 1, 1, 2, 1), rk(3, 2, 0, 2, 2), rk(4, 2, 1, 2, 2)},
-			hosts: []HostEnv{{Name: "a"}, {Name: "b"}, {Name: "c"}},
+			hosts: []hostEnv{{Name: "a"}, {Name: "b"}, {Name: "c"}},
 			want: []identity{
 				{0, 5, 0, 1, 0, 3, 0, 3, "a"},
 				{1, 5, 0, 2, 1, 3, 1, 3, "b"},
@@ -198,7 +198,7 @@ func TestEnvironUneven(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			envs := Environ(tt.ranks, tt.hosts, JobEnv{JobID: "j", MasterAddr: "m", MasterPort: 1})
+			envs := environ(tt.ranks, tt.hosts, jobEnv{JobID: "j", MasterAddr: "m", MasterPort: 1})
 			for r, id := range tt.want {
 				if got, want := envMap(t, envs[r]), wantIdentity(id, "m", "1", "j"); !reflect.DeepEqual(got, want) {
 					t.Errorf("rank %d:\n got %v\nwant %v", r, got, want)
@@ -208,13 +208,13 @@ func TestEnvironUneven(t *testing.T) {
 	}
 }
 
-// TestEnvironPlanned runs Environ on Plan's output for map-by node.
+// TestEnvironPlanned runs environ on Plan's output for map-by node.
 func TestEnvironPlanned(t *testing.T) {
 	ranks, err := plan.Ranks(hs(2, 3, 1), 5, plan.Options{MapBy: "node"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	envs := Environ(ranks, []HostEnv{{Name: "a"}, {Name: "b"}, {Name: "c"}}, JobEnv{})
+	envs := environ(ranks, []hostEnv{{Name: "a"}, {Name: "b"}, {Name: "c"}}, jobEnv{})
 	// rank, host, local rank, cross rank, cross size
 	want := [][5]string{
 		{"0", "a", "0", "0", "3"},
@@ -234,8 +234,8 @@ func TestEnvironPlanned(t *testing.T) {
 
 func TestEnvironUserMCANet(t *testing.T) {
 	ranks := []plan.Rank{rk(0, 0, 0, 1, 0), rk(1, 1, 0, 1, 1)}
-	hosts := []HostEnv{{Name: "a", Net: []string{"NCCL_SOCKET_IFNAME=eth0", "FOO=from-net"}}, {Name: "b"}}
-	j := JobEnv{
+	hosts := []hostEnv{{Name: "a", Net: []string{"NCCL_SOCKET_IFNAME=eth0", "FOO=from-net"}}, {Name: "b"}}
+	j := jobEnv{
 		JobID: "j", MasterAddr: "m", MasterPort: 29500,
 		MCA: []string{"OMPI_MCA_btl=tcp,self", "OMPI_MCA_pml=ob1"},
 		Vars: map[string]string{
@@ -244,7 +244,7 @@ func TestEnvironUserMCANet(t *testing.T) {
 			"MASTER_PORT": "1234", "FOO": "bar", "OMPI_MCA_pml": "ucx", "PYTHONUNBUFFERED": "0", "EMPTY": "",
 		},
 	}
-	envs := Environ(ranks, hosts, j)
+	envs := environ(ranks, hosts, j)
 	for r, host := range []string{"a", "b"} {
 		m := envMap(t, envs[r])
 		want := map[string]string{
@@ -271,7 +271,7 @@ func TestEnvironUserMCANet(t *testing.T) {
 }
 
 func TestEnvironPythonUnbufferedDefault(t *testing.T) {
-	envs := Environ([]plan.Rank{rk(0, 0, 0, 1, 0)}, []HostEnv{{Name: "a"}}, JobEnv{Vars: map[string]string{"X": "1"}})
+	envs := environ([]plan.Rank{rk(0, 0, 0, 1, 0)}, []hostEnv{{Name: "a"}}, jobEnv{Vars: map[string]string{"X": "1"}})
 	if !slices.Contains(envs[0], "PYTHONUNBUFFERED=1") {
 		t.Errorf("PYTHONUNBUFFERED=1 missing: %q", envs[0])
 	}
@@ -287,7 +287,7 @@ func gpuHost(name string, idx ...int) Host {
 }
 
 // TestAssignGPUs checks each rank's GPUs, chosen once, and the
-// CUDA_VISIBLE_DEVICES that Environ builds from them.
+// CUDA_VISIBLE_DEVICES that environ builds from them.
 func TestAssignGPUs(t *testing.T) {
 	two := func() []plan.Rank { return []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0)} }
 	tests := []struct {
@@ -308,14 +308,14 @@ func TestAssignGPUs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := AssignGPUs(cli.Placement{GPUsPer: tt.gpusPer}, tt.ranks, tt.reached); err != nil {
+			if err := assignGPUs(cli.Placement{GPUsPer: tt.gpusPer}, tt.ranks, tt.reached); err != nil {
 				t.Fatal(err)
 			}
-			hosts := make([]HostEnv, len(tt.reached))
+			hosts := make([]hostEnv, len(tt.reached))
 			for i, s := range tt.reached {
-				hosts[i] = HostEnv{Name: s.Name}
+				hosts[i] = hostEnv{Name: s.Name}
 			}
-			envs := Environ(tt.ranks, hosts, JobEnv{})
+			envs := environ(tt.ranks, hosts, jobEnv{})
 			for r, want := range tt.want {
 				m := envMap(t, envs[r])
 				got, ok := m["CUDA_VISIBLE_DEVICES"]
@@ -350,7 +350,7 @@ func TestAssignTooFewGPUs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		ranks := []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0)}
-		err := AssignGPUs(cli.Placement{GPUsPer: tt.gpusPer, GPUs: tt.filter}, ranks, []Host{gpuHost("gpu0", tt.gpus...)})
+		err := assignGPUs(cli.Placement{GPUsPer: tt.gpusPer, GPUs: tt.filter}, ranks, []Host{gpuHost("gpu0", tt.gpus...)})
 		if err == nil || !strings.Contains(err.Error(), tt.wantMsg) {
 			t.Errorf("%s: assignGPUs error %v, want one containing %q", tt.name, err, tt.wantMsg)
 		}
@@ -362,8 +362,8 @@ func TestAssignTooFewGPUs(t *testing.T) {
 // plus its local rank) and its own index; -x TF_CONFIG loses to it.
 func TestTFConfig(t *testing.T) {
 	ranks := []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}
-	hosts := []HostEnv{{Name: "a", Addr: "10.0.0.1"}, {Name: "b"}}
-	envs := Environ(ranks, hosts, JobEnv{TFPort: 2222, Vars: map[string]string{"TF_CONFIG": "{}"}})
+	hosts := []hostEnv{{Name: "a", Addr: "10.0.0.1"}, {Name: "b"}}
+	envs := environ(ranks, hosts, jobEnv{TFPort: 2222, Vars: map[string]string{"TF_CONFIG": "{}"}})
 	for r, env := range envs {
 		var got string
 		for _, kv := range env {
@@ -387,7 +387,7 @@ func TestTFConfig(t *testing.T) {
 			t.Errorf("rank %d: TF_CONFIG %s, want workers %v and index %d", r, got, want, r)
 		}
 	}
-	for _, kv := range Environ(ranks, hosts, JobEnv{})[0] {
+	for _, kv := range environ(ranks, hosts, jobEnv{})[0] {
 		if strings.HasPrefix(kv, "TF_CONFIG=") {
 			t.Errorf("TF_CONFIG set without --tf-config: %s", kv)
 		}
@@ -414,14 +414,14 @@ func rk(rank, host, local, localSize, node int) plan.Rank {
 // without --run-id.
 func TestNewJobEnv(t *testing.T) {
 	cfg := parse(t)
-	if j := NewJobEnv(cfg, "dry-run", 0, "a", 0); j.MasterAddr != "a" || j.MasterPort != DefaultMasterPort || j.RunID != "dry-run" {
+	if j := newJobEnv(cfg, "dry-run", 0, "a", 0); j.MasterAddr != "a" || j.MasterPort != defaultMasterPort || j.RunID != "dry-run" {
 		t.Errorf("dry run: %+v", j)
 	}
 	cfg = parse(t, "--master-addr", "10.0.0.9", "--master-port", "1234", "--run-id", "r", "--max-restarts", "3")
-	if j := NewJobEnv(cfg, "j1", 2, "a", 40000); j.MasterAddr != "10.0.0.9" || j.MasterPort != 1234 || j.RunID != "r" || j.Restart != 2 || j.MaxRestarts != 3 {
+	if j := newJobEnv(cfg, "j1", 2, "a", 40000); j.MasterAddr != "10.0.0.9" || j.MasterPort != 1234 || j.RunID != "r" || j.Restart != 2 || j.MaxRestarts != 3 {
 		t.Errorf("flags: %+v", j)
 	}
-	if j := NewJobEnv(parse(t), "j1", 0, "a", 40000); j.MasterPort != 40000 {
+	if j := newJobEnv(parse(t), "j1", 0, "a", 40000); j.MasterPort != 40000 {
 		t.Errorf("free port: %+v", j)
 	}
 }

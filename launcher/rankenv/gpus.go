@@ -41,11 +41,11 @@ func ChooseGPUs(p cli.Placement, s Host, localRanks int) ([]int, error) {
 	return got, nil
 }
 
-// AssignGPUs gives every rank its GPUs (GPUsPer of its host's chosen
+// assignGPUs gives every rank its GPUs (GPUsPer of its host's chosen
 // GPUs, by local rank), once: the environment (CUDA_VISIBLE_DEVICES) and
 // the agent (NUMA binding) both read Rank.GPUs. Hosts without GPUs leave
 // them nil.
-func AssignGPUs(p cli.Placement, ranks []plan.Rank, hosts []Host) error {
+func assignGPUs(p cli.Placement, ranks []plan.Rank, hosts []Host) error {
 	local := make([]int, len(hosts))
 	for _, r := range ranks {
 		local[r.Host]++

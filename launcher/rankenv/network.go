@@ -56,9 +56,9 @@ func ChooseNetworks(n cli.Network, hosts []Host) ([]*nccl.Choice, error) {
 	return out, nil
 }
 
-// LogNetworks says at -v each host's network choice (NCCL_SOCKET_IFNAME
+// logNetworks says at -v each host's network choice (NCCL_SOCKET_IFNAME
 // and the rest), or that a single-host job keeps the libraries' defaults.
-func LogNetworks(log *zap.Logger, hosts []Host, choices []*nccl.Choice) {
+func logNetworks(log *zap.Logger, hosts []Host, choices []*nccl.Choice) {
 	for i, c := range choices {
 		if c == nil {
 			log.Info("network", zap.String("host", hosts[i].Name), zap.String("NCCL_SOCKET_IFNAME", "unset (single host: NCCL's own choice)"))

@@ -19,20 +19,20 @@ type Attempt struct {
 // Prepare runs the pipeline for an attempt whose hosts are reached (in
 // the layout's order, ranks placed on them): each host's data network
 // (logged at -v), each rank's GPUs (written into ranks, read again by
-// StartJob), the job's shared values (NewJobEnv) and every rank's
+// StartJob), the job's shared values (newJobEnv) and every rank's
 // environment.
 func Prepare(cfg cli.Config, ranks []plan.Rank, hosts []Host, id string, attempt int, log *zap.Logger) (Attempt, error) {
 	choices, err := ChooseNetworks(cfg.Network, hosts)
 	if err != nil {
 		return Attempt{}, err
 	}
-	LogNetworks(log, hosts, choices)
-	if err := AssignGPUs(cfg.Place, ranks, hosts); err != nil {
+	logNetworks(log, hosts, choices)
+	if err := assignGPUs(cfg.Place, ranks, hosts); err != nil {
 		return Attempt{}, err
 	}
-	he := make([]HostEnv, len(hosts))
+	he := make([]hostEnv, len(hosts))
 	for i, h := range hosts {
-		he[i] = HostEnv{Name: h.Name, Addr: DataAddr(h, choices[i])}
+		he[i] = hostEnv{Name: h.Name, Addr: DataAddr(h, choices[i])}
 		if c := choices[i]; c != nil {
 			he[i].Net = nccl.Env(*c)
 		}
@@ -44,19 +44,19 @@ func Prepare(cfg cli.Config, ranks []plan.Rank, hosts []Host, id string, attempt
 	if len(hosts) == 1 && plan.IsLocal(r0.Host) {
 		master = "127.0.0.1"
 	}
-	j := NewJobEnv(cfg, id, attempt, master, r0.Facts.FreePort)
-	return Attempt{Choices: choices, Envs: Environ(ranks, he, j)}, nil
+	j := newJobEnv(cfg, id, attempt, master, r0.Facts.FreePort)
+	return Attempt{Choices: choices, Envs: environ(ranks, he, j)}, nil
 }
 
 // DryRun is a dry run's environments, from the layout alone: no facts, so
 // every host by its name (MASTER_ADDR is rank 0's), no network or GPU
 // choices, and MASTER_PORT the default.
 func DryRun(cfg cli.Config, l Layout) *Builder {
-	he := make([]HostEnv, len(l.Hosts))
+	he := make([]hostEnv, len(l.Hosts))
 	for i, h := range l.Hosts {
-		he[i] = HostEnv{Name: h.Name}
+		he[i] = hostEnv{Name: h.Name}
 	}
-	return NewBuilder(l.Ranks, he, NewJobEnv(cfg, "dry-run", 0, l.Hosts[l.Ranks[0].Host].Name, 0))
+	return newBuilder(l.Ranks, he, newJobEnv(cfg, "dry-run", 0, l.Hosts[l.Ranks[0].Host].Name, 0))
 }
 
 // CheckNCCL is what looks wrong in the NCCL variables the user gives

@@ -18,17 +18,17 @@ var (
 	KeepaliveTimeout  = 15 * time.Second
 )
 
-// HeartbeatInterval is how often the launcher tells each agent it is
+// heartbeatInterval is how often the launcher tells each agent it is
 // alive (Heartbeat); an agent that hears nothing for its
 // --launcher-timeout (30 s by default) stops the job's ranks, which
 // covers a stopped launcher and a silent network partition.
-const HeartbeatInterval = 5 * time.Second
+const heartbeatInterval = 5 * time.Second
 
-// Heartbeat sends a Ping on c every HeartbeatInterval until stopped or
+// Heartbeat sends a Ping on c every heartbeatInterval until stopped or
 // the connection fails: the protocol's own sign of life, whatever the
 // transport under it.
 func Heartbeat(c *wire.Conn) (stop func()) {
-	return every(HeartbeatInterval, func(<-chan struct{}) bool { return c.Send(wire.KindPing, nil) == nil })
+	return every(heartbeatInterval, func(<-chan struct{}) bool { return c.Send(wire.KindPing, nil) == nil })
 }
 
 // Keepalive closes c when it stops answering keepalive requests, after

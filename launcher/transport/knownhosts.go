@@ -22,8 +22,8 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 )
 
-// HostKeyError is a refused host key.
-type HostKeyError struct {
+// hostKeyError is a refused host key.
+type hostKeyError struct {
 	Host, Fingerprint string
 	Mismatch          bool
 	// CertOnly: the only lines for the host are @cert-authority lines,
@@ -32,7 +32,7 @@ type HostKeyError struct {
 	KnownHosts string
 }
 
-func (e *HostKeyError) Error() string {
+func (e *hostKeyError) Error() string {
 	if e.CertOnly {
 		return fmt.Sprintf("host %s offered a plain key (%s), but %s trusts only host certificates for it (a @cert-authority line): give its agent --host-cert with a certificate that CA signed for this name, or it is not the host it claims to be", e.Host, e.Fingerprint, e.KnownHosts)
 	}
@@ -87,12 +87,12 @@ func (d *AgentDialer) hostKeyCallback() ssh.HostKeyCallback {
 		if cert, ok := key.(*ssh.Certificate); ok {
 			// Only a CA's line can vouch for a certificate; a host is asked
 			// for one only when such a line matches it (hostKeyAlgorithms).
-			return Permanent(&HostCertError{Host: hostname, CA: ssh.FingerprintSHA256(cert.SignatureKey), KnownHosts: d.khPath, Err: err})
+			return Permanent(&hostCertError{Host: hostname, CA: ssh.FingerprintSHA256(cert.SignatureKey), KnownHosts: d.khPath, Err: err})
 		}
 		if errors.As(err, &ke) && len(ke.Want) > 0 {
 			// Refused in an mpi-operator pod too: a @cert-authority line
 			// is how a worker's name is kept from whoever answers on it.
-			return Permanent(&HostKeyError{Host: hostname, Fingerprint: fp, Mismatch: true, CertOnly: onlyCA(ke.Want, d.caLines), KnownHosts: d.khPath})
+			return Permanent(&hostKeyError{Host: hostname, Fingerprint: fp, Mismatch: true, CertOnly: onlyCA(ke.Want, d.caLines), KnownHosts: d.khPath})
 		}
 		if !errors.As(err, &ke) {
 			return err
@@ -103,7 +103,7 @@ func (d *AgentDialer) hostKeyCallback() ssh.HostKeyCallback {
 			return nil
 		}
 		if !d.cfg.AcceptNewHosts {
-			return Permanent(&HostKeyError{Host: hostname, Fingerprint: fp, KnownHosts: d.khPath})
+			return Permanent(&hostKeyError{Host: hostname, Fingerprint: fp, KnownHosts: d.khPath})
 		}
 		line := knownhosts.Line([]string{knownhosts.Normalize(hostname)}, key)
 		if err := os.MkdirAll(filepath.Dir(d.khPath), 0o700); err != nil {
@@ -231,20 +231,20 @@ func caLineNumbers(path string) map[int]bool {
 	return lines
 }
 
-// HostCertError is a host certificate the launcher does not trust.
-type HostCertError struct {
+// hostCertError is a host certificate the launcher does not trust.
+type hostCertError struct {
 	Host       string
 	CA         string // fingerprint of the CA that signed it
 	KnownHosts string
 	Err        error
 }
 
-func (e *HostCertError) Error() string {
+func (e *hostCertError) Error() string {
 	return fmt.Sprintf("untrusted host certificate for %s (signed by CA %s): %v; trust the CA with a '@cert-authority HOSTS CA-KEY' line in %s, and check the certificate's principals (the names the launcher dials) and validity",
 		e.Host, e.CA, strings.TrimPrefix(e.Err.Error(), "ssh: "), e.KnownHosts)
 }
 
-func (e *HostCertError) Unwrap() error { return e.Err }
+func (e *hostCertError) Unwrap() error { return e.Err }
 
 // readKnownHosts parses a known_hosts file as OpenSSH does: a line that
 // does not parse is skipped with a warning naming the file and the line,

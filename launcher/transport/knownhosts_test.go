@@ -173,11 +173,11 @@ func TestOperatorModeCertAuthority(t *testing.T) {
 	if err := check(worker+":22", addr, hostCert(t, ca, key, worker)); err != nil {
 		t.Errorf("the worker's certificate: %v", err)
 	}
-	var he *HostKeyError
+	var he *hostKeyError
 	if err := check(worker+":22", addr, hostKey(t)); !errors.As(err, &he) || !he.CertOnly || !strings.Contains(err.Error(), "trusts only host certificates") {
 		t.Errorf("an impostor's plain key: %v, want refused as not a certificate", err)
 	}
-	var ce *HostCertError
+	var ce *hostCertError
 	for name, cert := range map[string]*ssh.Certificate{
 		"another CA's certificate":       hostCert(t, other, key, worker),
 		"a certificate for another name": hostCert(t, ca, key, "job-worker-1.job.default.svc"),

@@ -19,8 +19,8 @@ import (
 // dial and handshake (connect), the gangway subsystem on one session
 // channel (openSubsystem), and what a failed connection means (classify).
 
-// HandshakeTimeout bounds an SSH handshake with an agent.
-const HandshakeTimeout = 20 * time.Second
+// handshakeTimeout bounds an SSH handshake with an agent.
+const handshakeTimeout = 20 * time.Second
 
 // errNoSubsystem is a server's refusal of the subsystem request.
 var errNoSubsystem = errors.New("subsystem request refused")
@@ -102,7 +102,7 @@ func refuseIncoming(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, inc <
 // connect dials addr and runs the SSH client handshake with the config
 // that config makes for the connection. A peer that accepts and never
 // answers must not hold the launcher: the whole handshake,
-// authentication included, has HandshakeTimeout, and the connection is
+// authentication included, has handshakeTimeout, and the connection is
 // closed if ctx ends first. Errors: a failed dial as classify words it,
 // ctx's, or the handshake's as "ADDR: ssh handshake: ..." (wrapping
 // what the config's callbacks returned).
@@ -113,7 +113,7 @@ func connect(ctx context.Context, addr string, config func(net.Conn) *ssh.Client
 		return nil, nil, nil, nil, classify(addr, err)
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(HandshakeTimeout))
+	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
 	cc, chans, reqs, err := ssh.NewClientConn(c, addr, config(c))
 	_ = c.SetDeadline(time.Time{})
 	if !stop() {
@@ -164,19 +164,19 @@ type chanConn struct {
 	wasSilent     atomic.Bool
 }
 
-// ErrSilent is why a session ends when its agent stopped answering
+// errSilent is why a session ends when its agent stopped answering
 // keepalives.
-var ErrSilent = errors.New("no answer to SSH keepalives")
+var errSilent = errors.New("no answer to SSH keepalives")
 
 // SilentError is a read's error once the keepalives ended the session;
-// it is ErrSilent, with how long the agent was silent.
+// it is errSilent, with how long the agent was silent.
 type SilentError struct{ After time.Duration }
 
 func (e SilentError) Error() string {
-	return fmt.Sprintf("%v for %v (host hung, stopped or cut off)", ErrSilent, e.After)
+	return fmt.Sprintf("%v for %v (host hung, stopped or cut off)", errSilent, e.After)
 }
 
-func (e SilentError) Unwrap() error { return ErrSilent }
+func (e SilentError) Unwrap() error { return errSilent }
 
 func (c *chanConn) silent() { c.wasSilent.Store(true) }
 

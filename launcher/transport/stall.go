@@ -23,17 +23,17 @@ const StallTimeout = 10 * time.Second
 // a stalled agent.
 const stallChunk = 64 << 10
 
-// ErrStalled is why a session ends when its agent stopped reading.
-var ErrStalled = errors.New("stopped reading what the launcher sends")
+// errStalled is why a session ends when its agent stopped reading.
+var errStalled = errors.New("stopped reading what the launcher sends")
 
 // StalledError is a session's error once a stalled write ended it.
 type StalledError struct{ After time.Duration }
 
 func (e StalledError) Error() string {
-	return fmt.Sprintf("%v: a write made no progress for %v (agent stuck or hostile)", ErrStalled, e.After)
+	return fmt.Sprintf("%v: a write made no progress for %v (agent stuck or hostile)", errStalled, e.After)
 }
 
-func (e StalledError) Unwrap() error { return ErrStalled }
+func (e StalledError) Unwrap() error { return errStalled }
 
 // stallGuard closes its connection when a write makes no progress for
 // after, which ends that write (and the session's reads) with a

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestStallGuard: a write nobody reads ends with ErrStalled once it made
+// TestStallGuard: a write nobody reads ends with errStalled once it made
 // no progress for the guard's time, and so do the session's reads; a
 // slow reader that keeps taking chunks is never cut off, however long
 // the whole write takes.
@@ -17,11 +17,11 @@ func TestStallGuard(t *testing.T) {
 		ours, theirs := net.Pipe()
 		defer theirs.Close()
 		g := newStallGuard(ours, 100*time.Millisecond)
-		if _, err := g.Write(make([]byte, 10)); !errors.Is(err, ErrStalled) {
-			t.Errorf("write: %v, want ErrStalled", err)
+		if _, err := g.Write(make([]byte, 10)); !errors.Is(err, errStalled) {
+			t.Errorf("write: %v, want errStalled", err)
 		}
-		if _, err := g.Read(make([]byte, 1)); !errors.Is(err, ErrStalled) {
-			t.Errorf("read after the stall: %v, want ErrStalled", err)
+		if _, err := g.Read(make([]byte, 1)); !errors.Is(err, errStalled) {
+			t.Errorf("read after the stall: %v, want errStalled", err)
 		}
 	})
 	t.Run("SlowReader", func(t *testing.T) {
