@@ -27,8 +27,8 @@ func (j *job) prepare(ctx context.Context) error {
 		return err
 	}
 	if j.attempt == 0 {
-		for _, p := range rankenv.CheckNCCL(j.cfg.Env.Vars, hosts) {
-			j.out.say("warning: " + p.Error())
+		for _, w := range rankenv.NCCLWarnings(j.cfg.Env.Vars, hosts) {
+			j.out.say("warning: " + w)
 		}
 	}
 	if err := j.dropCaches(ctx); err != nil {

@@ -446,3 +446,23 @@ func TestCheckNCCL(t *testing.T) {
 		t.Errorf("got %v", probs)
 	}
 }
+
+// TestNCCLWarnings: a variable's problems on one host each are worded for
+// the first few hosts, then counted.
+func TestNCCLWarnings(t *testing.T) {
+	var hosts []Host
+	for i := range 5 {
+		hosts = append(hosts, Host{Host: hostfile.Host{Name: "h" + itoa(i)}, Facts: wire.Facts{NICs: []wire.NIC{{Name: "eth0", Up: true, Addrs: []string{"10.0.0.1/24"}}}}})
+	}
+	got := NCCLWarnings(map[string]string{"NCCL_SOCKET_IFNAME": "ib", "NCCL_DEBUG": "LOUD"}, hosts)
+	want := []string{
+		`NCCL_DEBUG="LOUD": unknown level; want one of VERSION, WARN, INFO, ABORT, TRACE`,
+		`host h0: NCCL_SOCKET_IFNAME="ib": selects no up interface with an address (up: eth0)`,
+		`host h1: NCCL_SOCKET_IFNAME="ib": selects no up interface with an address (up: eth0)`,
+		`host h2: NCCL_SOCKET_IFNAME="ib": selects no up interface with an address (up: eth0)`,
+		`NCCL_SOCKET_IFNAME="ib": the same on 2 more hosts`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -1,6 +1,10 @@
 package rankenv
 
 import (
+	"fmt"
+	"maps"
+	"slices"
+
 	"go.uber.org/zap"
 
 	"gangway/launcher/cli"
@@ -69,4 +73,32 @@ func CheckNCCL(vars map[string]string, hosts []Host) []nccl.Problem {
 		nets[i] = hostNet(h, nil)
 	}
 	return nccl.Check(vars, nets)
+}
+
+// maxHostWarnings is how many hosts' problems with one variable
+// NCCLWarnings words; the rest are counted.
+const maxHostWarnings = 3
+
+// NCCLWarnings words CheckNCCL's problems for the launcher's warnings:
+// each variable's problems that concern every host, and of those that
+// concern one host the first maxHostWarnings, then how many more hosts
+// have one (a thousand hosts without the named interface make one line
+// more, not a thousand).
+func NCCLWarnings(vars map[string]string, hosts []Host) []string {
+	var out []string
+	perVar := map[string]int{}
+	for _, p := range CheckNCCL(vars, hosts) {
+		if p.Host != "" {
+			if perVar[p.Var]++; perVar[p.Var] > maxHostWarnings {
+				continue
+			}
+		}
+		out = append(out, p.Error())
+	}
+	for _, k := range slices.Sorted(maps.Keys(perVar)) {
+		if n := perVar[k] - maxHostWarnings; n > 0 {
+			out = append(out, fmt.Sprintf("%s=%q: the same on %d more hosts", k, vars[k], n))
+		}
+	}
+	return out
 }
