@@ -84,8 +84,8 @@ const (
 
 // Output is how rank output and the launcher's own messages are shown.
 type Output struct {
-	// Tags is how console lines show their rank; plan.TagAuto (no flag given)
-	// is resolved by Main from the launcher's stdout (Resolve).
+	// Tags is how console lines show their rank; plan.TagAuto (no flag
+	// given) is resolved by Main from the launcher's stdout (Resolve).
 	Tags           plan.TagStyle
 	Timestamp      bool
 	Dir            string // --output-filename
@@ -316,9 +316,9 @@ func (b *Bench) validate() error {
 	return nil
 }
 
-// PlanOptions are the placement options of plan.Ranks. The implicit local host
-// takes any -np (as torchrun's --nproc_per_node); its slots only set the
-// default.
+// PlanOptions are the placement options of plan.Ranks. The implicit
+// local host takes any -np (as torchrun's --nproc_per_node); its slots
+// only set the default.
 func (p Placement) PlanOptions() plan.Options {
 	return plan.Options{MapBy: p.MapBy, RankBy: p.RankBy, NPerNode: p.NPerNode, Oversubscribe: p.Oversubscribe || p.Source == HostsLocal}
 }

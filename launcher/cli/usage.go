@@ -1,7 +1,8 @@
 package cli
 
-// Usage is the --help text. Keep it true to the flags (flags.go, compat.go); the tests check
-// that every flag is in it and that README.md holds it verbatim.
+// Usage is the --help text. Keep it true to the flags (flags.go,
+// compat.go): the tests check that every flag is in it and that README.md
+// holds it verbatim.
 const Usage = `usage: launcher [options] PROGRAM [ARGS...]
 
 Runs PROGRAM as a gang of ranks over the hosts' agents (or locally, in

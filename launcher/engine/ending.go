@@ -56,8 +56,8 @@ func (r *runner) lastWords(cause error, code int) {
 
 // summary prints the throughput summary and writes --report (with every
 // attempt) and --plot after the last attempt; failing to write them turns
-// a success into diagnose.ExitSetup. With no attempts (a restarted attempt) it only
-// stops the attempt's collector.
+// a success into diagnose.ExitSetup. With no attempts (a restarted
+// attempt) it only stops the attempt's collector.
 func (r *runner) summary(code int, attempts []bench.Attempt) int {
 	j := r.job
 	if j == nil || j.coll == nil {

@@ -45,9 +45,9 @@ func (s *Scope) End() {
 }
 
 // signalWatcher is the one owner of the launcher's signal channel: the
-// first stopping signal cancels the job with a diagnose.SignalError, and every
-// signal is passed on to the job loop as an event (evSignal: a second one
-// kills; SIGUSR1 is evDumpRequest, which stops nothing).
+// first stopping signal cancels the job with a diagnose.SignalError, and
+// every signal is passed on to the job loop as an event (evSignal: a
+// second one kills; SIGUSR1 is evDumpRequest, which stops nothing).
 type signalWatcher struct {
 	events chan any
 	again  chan struct{} // closed at the second stopping signal
