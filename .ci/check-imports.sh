@@ -5,9 +5,12 @@
 # packages, and their rooms point one way (plan at the bottom, the root
 # package's modes at the top; the table below); the agent's packages
 # import only each other; launcher and agent may also use
-# gangway/internal/... packages; nothing imports cmd/; and nothing under
-# agent/, hostfile/, nccl/ or bench/ reaches the launcher or cmd/, not
-# even in tests.
+# gangway/internal/... packages; of the agent's two rooms, the SSH server
+# (agent/sshd) and the launcher session (agent) import neither the other,
+# only what both speak of (agent/account, which imports only agent/proc)
+# and the leaves; nothing imports cmd/; and nothing under agent/,
+# hostfile/, nccl/ or bench/ reaches the launcher or cmd/, not even in
+# tests.
 set -eu
 cd "$(dirname "$0")/.."
 fail=0
@@ -70,6 +73,13 @@ for p in $(go list -e ./agent/...); do
 	bad=$(deps "$p" | grep -v -e '^gangway/agent$' -e '^gangway/agent/' -e "$internal" || true)
 	if [ -n "$bad" ]; then echo "$p must import only agent/... and internal/...; it imports: $bad"; fail=1; fi
 done
+
+bad=$(deps ./agent/sshd | grep -x 'gangway/agent' || true)
+if [ -n "$bad" ]; then echo "./agent/sshd (the SSH server) must not import the launcher session: $bad"; fail=1; fi
+bad=$(deps ./agent | grep -x 'gangway/agent/sshd' || true)
+if [ -n "$bad" ]; then echo "./agent (the launcher session) must not import the SSH server: $bad"; fail=1; fi
+bad=$(deps ./agent/account | grep -v -e '^gangway/agent/proc$' -e "$internal" || true)
+if [ -n "$bad" ]; then echo "./agent/account must import only agent/proc and internal/...; it imports: $bad"; fail=1; fi
 
 bad=$(go list -e -f '{{.ImportPath}}: {{join .Imports " "}}' ./... | grep -v '^gangway/cmd/' | grep 'gangway/cmd/' || true)
 if [ -n "$bad" ]; then echo "cmd/ is imported by: $bad"; fail=1; fi

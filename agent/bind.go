@@ -11,31 +11,28 @@ import (
 	"gangway/agent/wire"
 )
 
-// bindCPUs returns the CPUs a rank is bound to: with "numa", the CPUs of
-// the NUMA node of the rank's first GPU (or, without GPUs, NUMA nodes dealt
-// round robin by local rank), read from sysfs under the agent's SysRoot
-// (Facts.SysRoot); with "core" or "hwthread", one allowed CPU per local
-// rank; with "pe=N", N consecutive allowed CPUs per local rank; with
-// "socket", the allowed CPUs of one socket, sockets dealt round robin by
-// local rank, and with "socket:N", N consecutive local ranks per socket
-// (mpirun's --map-by ppr:N:socket).
-func (a *Agent) bindCPUs(mode string, r wire.RankSpec, f wire.Facts, allowed []int) ([]int, error) {
-	return a.binder(allowed).bind(mode, r, f)
-}
-
-// cpuBinder binds one job's ranks on this host (bindCPUs): the socket
-// groups are read from sysfs once per job, at the first rank that needs
-// them, not once per rank (a physical_package_id file per allowed CPU).
+// cpuBinder binds one job's ranks on this host: the socket groups are
+// read from sysfs once per job, at the first rank that needs them, not
+// once per rank (a physical_package_id file per allowed CPU).
 type cpuBinder struct {
 	a       *Agent
 	allowed []int
 	sockets func() ([][]int, error)
 }
 
+// binder is the binder of a job whose ranks may use the allowed CPUs.
 func (a *Agent) binder(allowed []int) *cpuBinder {
 	return &cpuBinder{a: a, allowed: allowed, sockets: sync.OnceValues(func() ([][]int, error) { return a.socketCPUs(allowed) })}
 }
 
+// bind returns the CPUs rank r is bound to: with "numa", the CPUs of the
+// NUMA node of the rank's first GPU (or, without GPUs, NUMA nodes dealt
+// round robin by local rank), read from sysfs under the agent's SysRoot
+// (Facts.SysRoot); with "core" or "hwthread", one allowed CPU per local
+// rank; with "pe=N", N consecutive allowed CPUs per local rank; with
+// "socket", the allowed CPUs of one socket, sockets dealt round robin by
+// local rank, and with "socket:N", N consecutive local ranks per socket
+// (mpirun's --map-by ppr:N:socket); with "none" or "", nil.
 func (b *cpuBinder) bind(mode string, r wire.RankSpec, f wire.Facts) ([]int, error) {
 	a, allowed := b.a, b.allowed
 	pe, err := parseBind(mode)

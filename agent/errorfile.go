@@ -23,40 +23,41 @@ const MaxErrorFile = 64 << 10
 
 const errorFileVar = "TORCHELASTIC_ERROR_FILE"
 
-// errorFileEnv returns the variable that names rank's error file, and
-// makes the job's directory for them on the first call; nothing when the
-// launcher's environment for the rank already sets it (-x).
+// errorFile returns the path of rank's error file (rankEnv sets
+// TORCHELASTIC_ERROR_FILE to it), and makes the job's directory for them
+// on the first call; "" when the launcher's environment for the rank
+// already sets the variable (-x), or the directory could not be made.
 //
 // The job's directory has a random name. Ranks running as the agent's own
 // user write in it directly; ranks running as another user get one
 // directory of theirs inside it, which belongs to them, in a job
 // directory they may only pass through. Either way one or two mkdirs per
 // job, not one per rank: all of a session's ranks are one user's.
-func (s *session) errorFileEnv(r wire.RankSpec) []string {
+func (s *session) errorFile(r wire.RankSpec) string {
 	for _, kv := range r.Env {
 		if strings.HasPrefix(kv, errorFileVar+"=") {
-			return nil
+			return ""
 		}
 	}
 	s.errMu.Lock()
 	defer s.errMu.Unlock()
 	if s.errorDir == "" {
 		if s.errorRoot != "" {
-			return nil // making it failed for an earlier rank
+			return "" // making it failed for an earlier rank
 		}
 		s.a.sweepErrorDirs(s.log)
 		root, err := os.MkdirTemp(errorFileBase(), errorDirPrefix()+s.jobID+"-errors-")
 		if err != nil {
 			s.errorRoot = os.DevNull
-			return nil
+			return ""
 		}
 		s.errorRoot = root
 		dir := root
-		if cred := s.login.Account.credential(); cred != nil {
+		if cred := s.login.Account.Credential(); cred != nil {
 			// Others may pass through to their own directory.
 			dir = filepath.Join(root, "ranks")
 			if os.Chmod(root, 0o711) != nil || os.Mkdir(dir, 0o700) != nil || os.Chown(dir, int(cred.Uid), int(cred.Gid)) != nil {
-				return nil
+				return ""
 			}
 		}
 		s.errorDir = dir
@@ -66,7 +67,7 @@ func (s *session) errorFileEnv(r wire.RankSpec) []string {
 		s.errorFiles = map[int]string{}
 	}
 	s.errorFiles[r.Rank] = path
-	return []string{errorFileVar + "=" + path}
+	return path
 }
 
 // errorFileBase is where jobs' error-file directories are made: $TMPDIR
@@ -110,7 +111,7 @@ func (s *session) readErrorFile(rank int) string {
 
 // rankUid is the uid the session's ranks run as.
 func (s *session) rankUid() int {
-	if c := s.login.Account.credential(); c != nil {
+	if c := s.login.Account.Credential(); c != nil {
 		return int(c.Uid)
 	}
 	return os.Geteuid()

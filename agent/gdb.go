@@ -41,12 +41,12 @@ import (
 // GiB of libraries, of which gdb reads the symbol tables, not the GPU
 // code. 4 GiB leaves room for that, and bounds what a frame named after
 // /dev/zero costs (py-bt reads a frame's source file whole).
-var (
-	gdbTimeout       = 20 * time.Second
-	gdbMemory        = uint64(4 << 30)
-	gdbParallel      = 4
-	maxAttachPerRank = 8
-	maxAttachPerDump = 64
+const (
+	gdbTimeout              = 20 * time.Second
+	gdbMemory        uint64 = 4 << 30
+	gdbParallel             = 4
+	maxAttachPerRank        = 8
+	maxAttachPerDump        = 64
 )
 
 // gdbOutput bounds what the agent keeps of one gdb's output.

@@ -12,12 +12,13 @@ import (
 	"syscall"
 	"time"
 
+	"gangway/agent/account"
 	"gangway/agent/wire"
 )
 
 // prepareNode does node preparation: sync, then drop page caches through
 // drop_caches under the agent's SysRoot (Facts.SysRoot).
-func (a *Agent) prepareNode(p wire.Prepare, login Login) wire.Prepared {
+func (a *Agent) prepareNode(p wire.Prepare, login account.Login) wire.Prepared {
 	t0 := time.Now()
 	if p.DropCaches == 0 {
 		return wire.Prepared{}

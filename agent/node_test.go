@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"gangway/agent/account"
 	"gangway/agent/facts"
 	"gangway/agent/wire"
 )
@@ -36,15 +37,15 @@ func TestPrepareNodeDropCaches(t *testing.T) {
 	a := &Agent{Facts: facts.Options{SysRoot: root}}
 	for _, tc := range []struct {
 		allow bool
-		login Login
+		login account.Login
 		level int
 		err   string
 	}{
-		{true, Login{}, 0, ""},
-		{true, Login{}, 4, "drop_caches 4: want 1, 2 or 3"},
-		{false, Login{}, 3, "does not allow dropping caches"},
-		{true, Login{NoDropCaches: "user u may not drop page caches"}, 3, "user u may not drop page caches"},
-		{false, Login{NoDropCaches: "user u may not drop page caches"}, 3, "does not allow dropping caches"},
+		{true, account.Login{}, 0, ""},
+		{true, account.Login{}, 4, "drop_caches 4: want 1, 2 or 3"},
+		{false, account.Login{}, 3, "does not allow dropping caches"},
+		{true, account.Login{NoDropCaches: "user u may not drop page caches"}, 3, "user u may not drop page caches"},
+		{false, account.Login{NoDropCaches: "user u may not drop page caches"}, 3, "does not allow dropping caches"},
 	} {
 		a.AllowDropCaches = tc.allow
 		res := a.prepareNode(wire.Prepare{DropCaches: tc.level}, tc.login)
@@ -56,7 +57,7 @@ func TestPrepareNodeDropCaches(t *testing.T) {
 		}
 	}
 	a.AllowDropCaches = true
-	if res := a.prepareNode(wire.Prepare{DropCaches: 3}, Login{}); res.Err != "" || res.Took <= 0 {
+	if res := a.prepareNode(wire.Prepare{DropCaches: 3}, account.Login{}); res.Err != "" || res.Took <= 0 {
 		t.Fatalf("drop_caches 3: %+v", res)
 	}
 	if got := written(); got != "3" {

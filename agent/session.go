@@ -1,5 +1,3 @@
-// Package agent is the per-node agent: an SSH server for stock clients and
-// for the launcher's protocol, which runs and supervises a job's ranks.
 package agent
 
 import (
@@ -8,280 +6,19 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"os"
-	"runtime/debug"
 	"sort"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
-	"gangway/agent/facts"
+	"gangway/agent/account"
 	"gangway/agent/pmi"
 	"gangway/agent/proc"
 	"gangway/agent/wire"
+	"gangway/internal/textx"
 )
-
-// LostGrace is how long ranks get between SIGTERM and SIGKILL when the
-// launcher's connection drops.
-const LostGrace = 2 * time.Second
-
-// Agent serves launcher sessions. The zero value is not usable; set Log.
-type Agent struct {
-	Name    string // reported name; default hostname
-	Version string
-	Log     *zap.Logger
-	// Facts configures discovery (tests inject fixtures).
-	Facts facts.Options
-	// AllowDropCaches lets launchers ask for a page-cache drop.
-	AllowDropCaches bool
-	// BaseEnv is the environment ranks start from; nil means os.Environ().
-	BaseEnv []string
-	// LauncherTimeout ends a session, and stops its ranks, when nothing
-	// has come from its launcher for this long (the launcher sends a Ping
-	// every few seconds): a stopped launcher or a silent network partition
-	// does not hold the job forever. 0 disables it.
-	LauncherTimeout time.Duration
-	// Supervisor is the binary re-executed as each job's supervisor
-	// (proc.SupervisorExecutable()), so that what a rank starts dies even
-	// when the agent is killed; "" starts ranks directly.
-	Supervisor string
-	// ProbePort, when not 0, is reported in Facts.ProbePort: a listener
-	// the agent's owner runs that other hosts' preflight probes may dial.
-	ProbePort int
-	// NoCgroup keeps ranks out of cgroup2; otherwise each job gets a group
-	// under the agent's own where cgroup2 is writable (README, Containment).
-	NoCgroup bool
-	// PMILimits bound what each job's PMI server keeps and how long a
-	// reply waits for its rank; zero fields take pmi's defaults.
-	PMILimits pmi.Limits
-	// StartJobTimeout closes a launcher session that has not sent its
-	// job (StartJob) this long after its Hello, with an error naming the
-	// limit; 0 means no deadline.
-	StartJobTimeout time.Duration
-
-	mu   sync.Mutex
-	jobs map[string]int // job id -> live sessions, for logs and isolation checks
-	// smi runs nvidia-smi, remembering answers for a minute: GPUs do not
-	// change between jobs, and nvidia-smi is slow on big servers.
-	smi func(ctx context.Context, args ...string) ([]byte, error)
-	// contain is where job cgroups are made (cgroupParent).
-	contain containment
-	// errSweep removes dead agents' error-file directories, once.
-	errSweep sync.Once
-}
-
-// ErrVersion is returned when the launcher speaks another protocol version.
-var ErrVersion = errors.New("protocol version mismatch")
-
-// DefaultLauncherTimeout is the agent's default LauncherTimeout: six
-// missed heartbeats.
-const DefaultLauncherTimeout = 30 * time.Second
-
-// DefaultStartJobTimeout is the agent's StartJobTimeout. A launcher
-// sends its job once every host has answered (within its
-// --start-timeout, 60 s by default), page caches are dropped (it waits
-// up to 5 minutes for that, with --drop-caches) and the preflight is done
-// (up to 30 s): 6.5 minutes with the launcher's defaults, and 10
-// leave room beyond that.
-const DefaultStartJobTimeout = 10 * time.Minute
-
-// ErrNoJob ends a session whose launcher sent no job within the agent's
-// StartJobTimeout.
-var ErrNoJob = errors.New("no job within the start-job timeout")
-
-// ErrLauncherSilent ends a session whose launcher sent nothing for the
-// agent's LauncherTimeout.
-var ErrLauncherSilent = errors.New("no word from the launcher within the launcher timeout")
-
-// watchdog calls bark once when heard has not been called for timeout.
-type watchdog struct {
-	last atomic.Int64 // unix nanoseconds of the last message
-	quit chan struct{}
-	wg   sync.WaitGroup
-}
-
-func newWatchdog(timeout time.Duration, bark func()) *watchdog {
-	w := &watchdog{quit: make(chan struct{})}
-	w.heard()
-	w.wg.Go(func() {
-		t := time.NewTicker(max(timeout/10, 10*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-w.quit:
-				return
-			case now := <-t.C:
-				if now.Sub(time.Unix(0, w.last.Load())) > timeout {
-					bark()
-					return
-				}
-			}
-		}
-	})
-	return w
-}
-
-func (w *watchdog) heard() { w.last.Store(time.Now().UnixNano()) }
-
-func (w *watchdog) stop() {
-	close(w.quit)
-	w.wg.Wait()
-}
-
-// Login is who a launcher session serves, as its SSH login established.
-// The zero Login is the agent's own user (the in-process local agent,
-// --stdio), with nothing changed.
-type Login struct {
-	// Account runs the session's ranks (ids, groups, HOME, USER, LOGNAME,
-	// SHELL); nil: the agent's own user and environment.
-	Account *Account
-	// NoDropCaches, when not empty, is why this login may not drop page
-	// caches.
-	NoDropCaches string
-
-	// users, when set, counts the login's jobs against its user's limit.
-	users *users
-}
-
-// ServeSession serves one launcher session on rwc as the agent's own
-// user (ServeLogin with the zero Login).
-func (a *Agent) ServeSession(ctx context.Context, rwc io.ReadWriteCloser) error {
-	return a.ServeLogin(ctx, rwc, Login{})
-}
-
-// ServeLogin serves one launcher session on rwc for login until the
-// launcher closes it, the connection drops or ctx ends. Every rank it
-// started is dead when it returns.
-func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login Login) error {
-	conn := wire.NewConn(rwc)
-	defer conn.Close()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-
-	m, err := conn.Recv()
-	if err != nil {
-		return fmt.Errorf("read hello: %w", err)
-	}
-	var h wire.Hello
-	if m.Kind != wire.KindHello {
-		return fmt.Errorf("expected hello, got %s", m.Kind)
-	}
-	if err := m.Decode(&h); err != nil {
-		return err
-	}
-	if h.Version != wire.Version {
-		ve := &wire.VersionError{Ours: wire.Version, Theirs: h.Version}
-		_ = conn.Send(wire.KindError, wire.Error{Msg: ve.Error()})
-		return fmt.Errorf("%w: %w", ErrVersion, ve)
-	}
-	f, err := a.gather(ctx, h.Peers, login)
-	if err != nil {
-		_ = conn.Send(wire.KindError, wire.Error{Msg: err.Error()})
-		return err
-	}
-	f.FreePort = freePort()
-	if err := conn.Send(wire.KindFacts, f); err != nil {
-		return err
-	}
-	log := a.Log.With(zap.String("job", clip(h.JobID)))
-	if login.Account != nil {
-		log = log.With(zap.String("user", login.Account.Name))
-	}
-	heard := func() {}
-	if a.LauncherTimeout > 0 {
-		w := newWatchdog(a.LauncherTimeout, func() {
-			log.Warn("no word from the launcher; stopping its ranks", zap.Duration("launcher_timeout", a.LauncherTimeout))
-			cancel(ErrLauncherSilent)
-		})
-		defer w.stop()
-		heard = w.heard
-	}
-	s := &session{heard: heard, a: a, login: login, conn: conn, log: log, jobID: h.JobID, facts: f, fences: map[int]func(map[string]string, error){}, stdin: make(chan stdinChunk, 4),
-		names: &launcherNames{conn: conn, wait: map[uint64]chan wire.NameReply{}}}
-	a.track(h.JobID, 1)
-	defer a.track(h.JobID, -1)
-	if d := a.StartJobTimeout; d > 0 {
-		t := time.AfterFunc(d, func() {
-			if s.hasJob() {
-				return
-			}
-			msg := fmt.Sprintf("no job within %v of the session's start (the agent's --start-job-timeout); closing the session", d)
-			log.Info("closing a launcher session that sent no job", zap.Duration("start_job_timeout", d))
-			_ = conn.Send(wire.KindError, wire.Error{Msg: msg})
-			cancel(ErrNoJob)
-		})
-		defer t.Stop()
-	}
-	var writer sync.WaitGroup
-	wctx, wcancel := context.WithCancel(ctx)
-	writer.Go(func() { s.stdinWriter(wctx) })
-	err = s.loop(ctx)
-	wcancel()
-	// Stop first: a writer blocked on a full pipe returns once its rank dies.
-	s.stopAll(LostGrace)
-	writer.Wait()
-	// Whatever ended the session, no rank outlives it.
-	s.stopAll(LostGrace)
-	// No FenceDone can come now; the ranks were stopped first, so none
-	// sees its barrier fail.
-	s.failFences()
-	s.wait()
-	s.removeErrorFiles()
-	s.releaseJob()
-	return err
-}
-
-func (a *Agent) track(job string, d int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.jobs == nil {
-		a.jobs = map[string]int{}
-	}
-	a.jobs[job] += d
-	if a.jobs[job] <= 0 {
-		delete(a.jobs, job)
-	}
-}
-
-func (a *Agent) gather(ctx context.Context, peers []string, login Login) (wire.Facts, error) {
-	a.mu.Lock()
-	if a.smi == nil {
-		a.smi = facts.CachedNvidiaSMI(time.Minute, a.Facts.NvidiaSMI)
-	}
-	smi := a.smi
-	a.mu.Unlock()
-	o := a.Facts
-	o.NvidiaSMI = smi
-	if o.Name == "" {
-		o.Name = a.Name
-	}
-	o.Peers = peers
-	f, err := facts.Gather(ctx, o)
-	if err != nil {
-		return f, fmt.Errorf("host discovery: %w", err)
-	}
-	f.Version = wire.Version
-	f.Agent = a.Version
-	f.CanDropCaches = f.CanDropCaches && a.AllowDropCaches && login.NoDropCaches == ""
-	f.Containment = a.containmentFact()
-	f.ProbePort = a.ProbePort
-	return f, nil
-}
-
-func freePort() int {
-	l, err := net.Listen("tcp", ":0")
-	if err != nil {
-		return 0
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // session is one launcher's job on this host.
 type session struct {
@@ -292,7 +29,7 @@ type session struct {
 	errorFiles map[int]string // rank -> TORCHELASTIC_ERROR_FILE
 	dumping    sync.Mutex     // held while a dump runs
 	a          *Agent
-	login      Login
+	login      account.Login
 	heard      func() // every message from the launcher feeds the watchdog
 	conn       *wire.Conn
 	log        *zap.Logger
@@ -365,16 +102,17 @@ func (s *session) loop(ctx context.Context) error {
 	}
 }
 
+// handle acts on one message from the launcher; an error ends the
+// session (the launcher is told why).
 func (s *session) handle(ctx context.Context, m wire.Msg) error {
 	switch m.Kind {
 	case wire.KindStart:
-		var j wire.StartJob
-		if err := m.Decode(&j); err != nil {
+		j, err := decode[wire.StartJob](m)
+		if err != nil {
 			return err
 		}
-		err := s.prepare(ctx, &j)
 		r := wire.Ready{}
-		if err != nil {
+		if err := s.prepare(ctx, &j); err != nil {
 			r.Err = err.Error()
 		} else {
 			s.auditJob(&j)
@@ -385,91 +123,50 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 	case wire.KindPing:
 		// The launcher's heartbeat: its arrival is all that counts.
 	case wire.KindDump:
-		var d wire.Dump
-		if err := m.Decode(&d); err != nil {
+		d, err := decode[wire.Dump](m)
+		if err != nil {
 			return err
 		}
-		// gdb takes seconds: off the loop, so Stop still works meanwhile.
-		// The dump holds dumping until its answer is sent, and Done waits
-		// for it, so that the stacks reach the launcher first. The
-		// launcher asks for one dump at a time.
-		// The dump ends, answering with what it has, before the launcher
-		// stops waiting (d.Within), or when it stops the job (Stop), or
-		// when the session ends.
-		if !s.dumping.TryLock() {
-			return s.conn.Send(wire.KindDumped, wire.Dumped{})
-		}
-		dctx, cancel := context.WithTimeout(ctx, dumpBudget(d.Within))
-		s.mu.Lock()
-		s.endDump = cancel
-		s.mu.Unlock()
-		s.waiters.Go(func() {
-			defer s.dumping.Unlock()
-			defer cancel()
-			_ = s.conn.Send(wire.KindDumped, s.dump(dctx, d))
-		})
+		return s.startDump(ctx, d)
 	case wire.KindStdin:
 		rank, data, err := m.Stdin()
 		if err != nil {
 			return err
 		}
-		// The launcher sends one chunk at a time and waits for the ack, so
-		// this never blocks the loop that must keep handling Stop.
-		select {
-		case s.stdin <- stdinChunk{rank, data}:
-		default:
-			s.log.Warn("stdin chunk beyond the window dropped", zap.Int("rank", rank))
-		}
+		s.queueStdin(rank, data)
 	case wire.KindSignal:
-		var sig wire.Signal
-		if err := m.Decode(&sig); err != nil {
-			return err
-		}
-		n, err := proc.ParseSignal(sig.Name)
+		sig, err := decode[wire.Signal](m)
 		if err != nil {
 			return err
 		}
-		s.mu.Lock()
-		for _, p := range s.procs {
-			_ = p.Signal(n)
-		}
-		s.mu.Unlock()
+		return s.signalAll(sig.Name)
 	case wire.KindStop:
-		var st wire.Stop
-		if err := m.Decode(&st); err != nil {
+		st, err := decode[wire.Stop](m)
+		if err != nil {
 			return err
 		}
 		s.stopAll(st.Grace)
 	case wire.KindFenceDone:
-		var fd wire.FenceDone
-		if err := m.Decode(&fd); err != nil {
+		fd, err := decode[wire.FenceDone](m)
+		if err != nil {
 			return err
 		}
-		s.fmu.Lock()
-		done := s.fences[fd.Seq]
-		delete(s.fences, fd.Seq)
-		s.fmu.Unlock()
-		if done != nil {
-			// Releases the local ranks from here: the PMI server's
-			// replies do not wait, so no goroutine sits between the
-			// launcher's answer and the ranks.
-			done(fd.Puts, nil)
-		}
+		s.fenceDone(fd)
 	case wire.KindNameReply:
-		var r wire.NameReply
-		if err := m.Decode(&r); err != nil {
+		r, err := decode[wire.NameReply](m)
+		if err != nil {
 			return err
 		}
 		s.names.answer(r)
 	case wire.KindPrepare:
-		var p wire.Prepare
-		if err := m.Decode(&p); err != nil {
+		p, err := decode[wire.Prepare](m)
+		if err != nil {
 			return err
 		}
 		return s.conn.Send(wire.KindPrepared, s.a.prepareNode(p, s.login))
 	case wire.KindProbe:
-		var p wire.Probe
-		if err := m.Decode(&p); err != nil {
+		p, err := decode[wire.Probe](m)
+		if err != nil {
 			return err
 		}
 		// Dialing peers takes up to the probe's timeout: off the loop, so
@@ -479,6 +176,78 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		return fmt.Errorf("unexpected message %s", m.Kind)
 	}
 	return nil
+}
+
+// decode decodes m's payload as a T.
+func decode[T any](m wire.Msg) (T, error) {
+	var v T
+	err := m.Decode(&v)
+	return v, err
+}
+
+// startDump starts collecting the stacks of every local rank (Dump).
+// gdb takes seconds: off the loop, so Stop still works meanwhile. The
+// dump holds dumping until its answer is sent, and Done waits for it,
+// so that the stacks reach the launcher first. The launcher asks for
+// one dump at a time; one asked while another runs is answered at once,
+// empty. The dump ends, answering with what it has, before the launcher
+// stops waiting (d.Within), or when it stops the job (Stop), or when
+// the session ends.
+func (s *session) startDump(ctx context.Context, d wire.Dump) error {
+	if !s.dumping.TryLock() {
+		return s.conn.Send(wire.KindDumped, wire.Dumped{})
+	}
+	dctx, cancel := context.WithTimeout(ctx, dumpBudget(d.Within))
+	s.mu.Lock()
+	s.endDump = cancel
+	s.mu.Unlock()
+	s.waiters.Go(func() {
+		defer s.dumping.Unlock()
+		defer cancel()
+		_ = s.conn.Send(wire.KindDumped, s.dump(dctx, d))
+	})
+	return nil
+}
+
+// queueStdin hands a chunk of a rank's stdin (empty: EOF) to the
+// writer. The launcher sends one chunk at a time and waits for the ack,
+// so this never blocks the loop that must keep handling Stop.
+func (s *session) queueStdin(rank int, data []byte) {
+	select {
+	case s.stdin <- stdinChunk{rank, data}:
+	default:
+		s.log.Warn("stdin chunk beyond the window dropped", zap.Int("rank", rank))
+	}
+}
+
+// signalAll sends the signal named name (checked against proc's
+// allowlist) to every rank's process group.
+func (s *session) signalAll(name string) error {
+	n, err := proc.ParseSignal(name)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.procs {
+		_ = p.Signal(n)
+	}
+	return nil
+}
+
+// fenceDone releases a barrier the launcher has completed (FenceDone)
+// with the job's puts.
+func (s *session) fenceDone(fd wire.FenceDone) {
+	s.fmu.Lock()
+	done := s.fences[fd.Seq]
+	delete(s.fences, fd.Seq)
+	s.fmu.Unlock()
+	if done != nil {
+		// Releases the local ranks from here: the PMI server's replies
+		// do not wait, so no goroutine sits between the launcher's
+		// answer and the ranks.
+		done(fd.Puts, nil)
+	}
 }
 
 // prepare readies every local rank without starting any: PMI sockets and
@@ -499,17 +268,17 @@ func (s *session) prepare(ctx context.Context, j *wire.StartJob) error {
 		}
 		checked[r.Dir] = true
 		a := s.login.Account
-		err := a.enter(r.Dir)
+		err := a.Enter(r.Dir)
 		switch {
 		case err == nil:
-		case a.credential() != nil && errors.Is(err, fs.ErrPermission):
+		case a.Credential() != nil && errors.Is(err, fs.ErrPermission):
 			return fmt.Errorf("rank %d: working directory %s: not accessible to user %s (%v); give -wdir a directory %s can reach", r.Rank, short(r.Dir), a.Name, err, a.Name)
 		default:
 			return fmt.Errorf("rank %d: working directory %s: %v on this host", r.Rank, short(r.Dir), err)
 		}
 	}
-	if u := s.login.users; u != nil && s.login.Account != nil {
-		release, err := u.acquire(s.login.Account, userJobs)
+	if take := s.login.TakeJob; take != nil {
+		release, err := take()
 		if err != nil {
 			return err
 		}
@@ -628,145 +397,6 @@ func (s *session) failFences() {
 	}
 }
 
-func (s *session) spawn(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j := s.job
-	if j == nil {
-		return errors.New("go before start")
-	}
-	if s.procs != nil {
-		return errors.New("job already started")
-	}
-	s.procs = map[int]*proc.Proc{}
-	base := s.a.BaseEnv
-	if base == nil {
-		base = os.Environ()
-	}
-	pids := map[int]int{}
-	bindings := map[int]string{}
-	binder := s.a.binder(allowedCPUs())
-	sink := func(rank int, st proc.Stream, data []byte) {
-		s.capture.add(rank, st, data)
-		_ = s.conn.SendOutput(rank, wire.Stream(st), data)
-	}
-	cg := s.a.jobCgroup(s.log, s.jobID)
-	var all sync.WaitGroup
-	var identity []string
-	if a := s.login.Account; a != nil {
-		identity = a.identity()
-	}
-	var specs []proc.Spec
-	for _, r := range j.Ranks {
-		env := mergeEnv(base, identity, r.Env, s.pmiEnv[r.Rank], s.errorFileEnv(r))
-		spec := proc.Spec{Rank: r.Rank, Argv: r.Argv, Env: env, Dir: r.Dir, Stdin: r.Rank == j.StdinRank, Grace: j.KillGrace,
-			Supervisor: s.a.Supervisor, Cgroup: cg, Credential: s.login.Account.credential()}
-		if f := s.pmiFDs[r.Rank]; f != nil {
-			spec.ExtraFiles = []*os.File{f}
-		}
-		cpus, err := binder.bind(j.Bind, r, s.facts)
-		if err != nil {
-			_ = s.conn.Send(wire.KindExit, wire.Exit{Rank: r.Rank, Code: 1, Err: "-bind-to " + j.Bind + ": " + err.Error()})
-			continue
-		}
-		spec.CPUs = cpus
-		if cpus != nil {
-			bindings[r.Rank] = FormatCPUList(cpus)
-		}
-		specs = append(specs, spec)
-	}
-	// One supervisor for all of this host's ranks: one re-execution of the
-	// agent per job, not per rank.
-	var procs []*proc.Proc
-	var errs []error
-	if s.a.Supervisor != "" {
-		procs, errs = proc.StartGroup(ctx, specs, sink)
-	} else {
-		procs, errs = make([]*proc.Proc, len(specs)), make([]error, len(specs))
-		for i, spec := range specs {
-			procs[i], errs[i] = proc.Start(ctx, spec, sink)
-		}
-	}
-	// The programs (or their supervisor) have their own copies.
-	for _, f := range s.pmiFDs {
-		f.Close()
-	}
-	for i, p := range procs {
-		rank := specs[i].Rank
-		if err := errs[i]; err != nil {
-			res := proc.StartResult(rank, err)
-			_ = s.conn.Send(wire.KindExit, wire.Exit{Rank: rank, Code: res.Code, Err: err.Error()})
-			continue
-		}
-		s.procs[rank] = p
-		all.Add(1)
-		s.waiters.Go(func() {
-			defer all.Done()
-			res := p.Wait()
-			x := wire.Exit{Rank: res.Rank, Pid: res.Pid, Code: res.Code, Signal: int(res.Signal), SignalName: proc.SignalName(res.Signal), Stopped: res.Stopped || s.endedByDump(res.Rank)}
-			switch {
-			case s.pmi == nil:
-			case s.pmi.Failed(res.Rank) != nil:
-				// Stopped by pmiFailed: a failure of its own.
-				x.Err, x.Stopped = s.pmi.Failed(res.Rank).Error(), false
-				x.Code = max(x.Code, 1)
-			case x.Code == 0 && s.pmi.Initialized(res.Rank) && !s.pmi.Finalized(res.Rank):
-				x.Code, x.Err = 1, "exited without PMI finalize (MPI_Finalize not called)"
-			}
-			if res.Err != nil && x.Err == "" {
-				// A supervised program that could not start: a failure of
-				// its own, even when a stop reached its supervisor.
-				x.Err, x.Stopped = res.Err.Error(), false
-			}
-			if x.Code != 0 {
-				x.ErrorFile = s.readErrorFile(res.Rank)
-			}
-			_ = s.conn.Send(wire.KindExit, x)
-		})
-	}
-	// After every start: a supervised rank's pid is known once its
-	// supervisor has started the program, and supervisors start together.
-	for rank, p := range s.procs {
-		pids[rank] = p.Pid()
-	}
-	err := s.conn.Send(wire.KindStarted, wire.Started{Pids: pids, Bindings: bindings})
-	s.log.Debug("ranks started", zap.Int("ranks", len(pids)))
-	s.waiters.Go(func() {
-		all.Wait()
-		// Every rank's Exit, and with it its error file, has been sent:
-		// the files go now, not at the session's end, which an agent
-		// killed once the job is over (a Slurm step's end) never reaches.
-		s.removeErrorFiles()
-		if s.pmi != nil {
-			s.pmi.Close()
-		}
-		if cg != nil {
-			// Whatever escaped the ranks' supervisors dies with the job.
-			if err := cg.Close(cgroupCloseTimeout); err != nil {
-				s.log.Warn("job cgroup", zap.Error(err))
-			}
-		}
-		if err == nil {
-			s.dumping.Lock() // stacks being collected go first
-			_ = s.conn.Send(wire.KindDone, nil)
-			s.dumping.Unlock()
-		}
-		if s.pmi != nil && s.pmi.Held() > freeOSMemoryAbove {
-			// The job's PMI keys (up to pmi.Limits' bytes) are garbage
-			// now: give the memory back to the host at once, not when
-			// the runtime gets round to it, so that an idle agent shows
-			// what it holds. A full collection costs a millisecond or
-			// more, so only after a job that kept much, and after Done.
-			debug.FreeOSMemory()
-		}
-	})
-	return err
-}
-
-// freeOSMemoryAbove is how many bytes of PMI keys a job must have kept
-// for its end to return the agent's free memory to the host at once.
-const freeOSMemoryAbove = 4 << 20
-
 // auditJob logs a job this host is about to run: its program and ranks.
 func (s *session) auditJob(j *wire.StartJob) {
 	program := ""
@@ -778,7 +408,7 @@ func (s *session) auditJob(j *wire.StartJob) {
 		ranks = append(ranks, r.Rank)
 	}
 	sort.Ints(ranks)
-	s.log.Info("job", zap.String("program", clip(program)), zap.Int("nranks", len(ranks)), zap.String("ranks", clip(FormatCPUList(ranks))))
+	s.log.Info("job", zap.String("program", textx.Clip(program)), zap.Int("nranks", len(ranks)), zap.String("ranks", textx.Clip(FormatCPUList(ranks))))
 }
 
 // stopAll stops every rank, and ends a dump still collecting stacks:
@@ -824,22 +454,4 @@ func (s *session) releaseJob() {
 		s.release()
 		s.release = nil
 	}
-}
-
-// mergeEnv overlays environments; later lists win. The result is sorted.
-func mergeEnv(lists ...[]string) []string {
-	m := map[string]string{}
-	for _, l := range lists {
-		for _, kv := range l {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				m[k] = v
-			}
-		}
-	}
-	out := make([]string, 0, len(m))
-	for k, v := range m {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out
 }

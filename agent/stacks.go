@@ -38,7 +38,7 @@ import (
 // captureFor bounds the wait for the aborted ranks to exit, having
 // printed their stacks (a SIGABRT may also write a core file of the whole
 // process first). gdb's own bounds are in gdb.go.
-var (
+const (
 	captureFor = 20 * time.Second
 	settle     = time.Second
 )
@@ -121,16 +121,7 @@ func dumpBudget(within time.Duration) time.Duration {
 // ends (the launcher stopped waiting, or stopped the job), with what it
 // has: the gdbs still running are killed.
 func (s *session) dump(ctx context.Context, d wire.Dump) wire.Dumped {
-	s.mu.Lock()
-	procs := map[int]*proc.Proc{}
-	for r, p := range s.procs {
-		select {
-		case <-p.Done():
-		default:
-			procs[r] = p
-		}
-	}
-	s.mu.Unlock()
+	procs := s.liveProcs()
 	pgids := map[int]int{}
 	var all []int
 	for r, p := range procs {
@@ -144,7 +135,7 @@ func (s *session) dump(ctx context.Context, d wire.Dump) wire.Dumped {
 	}
 	out := wire.Dumped{Stacks: map[int]string{}}
 	gdb, _ := exec.LookPath("gdb")
-	t := newTracer(gdb, s.login.Account.credential(), s.log)
+	t := newTracer(gdb, s.login.Account.Credential(), s.log)
 	if t.refuse == "" {
 		out.Tools = append(out.Tools, "gdb")
 	}
@@ -165,49 +156,48 @@ func (s *session) dump(ctx context.Context, d wire.Dump) wire.Dumped {
 			break
 		}
 	}
-	if !d.Abort || ctx.Err() != nil {
-		fitStacks(out.Stacks)
-		return out
+	if d.Abort && ctx.Err() == nil {
+		// Let the processes gdb stopped run on a moment before they are
+		// signalled: right after the detach, Python may be in the middle
+		// of a collection, and faulthandler then has no frame to show.
+		if t.refuse == "" {
+			select {
+			case <-time.After(settle):
+			case <-ctx.Done():
+			}
+		}
+		s.abortForStacks(ctx, procs, pgids, members, &out)
 	}
+	fitStacks(out.Stacks)
+	return out
+}
+
+// liveProcs are the local ranks whose programs have not ended.
+func (s *session) liveProcs() map[int]*proc.Proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	procs := map[int]*proc.Proc{}
+	for r, p := range s.procs {
+		select {
+		case <-p.Done():
+		default:
+			procs[r] = p
+		}
+	}
+	return procs
+}
+
+// abortForStacks has the ranks' Python and Go processes print their own
+// stacks on stderr (SIGABRT for faulthandler, SIGQUIT for Go), captures
+// that stderr until the signalled ranks exit (or captureFor, or ctx
+// ends), and adds it to out's stacks and the tools to out's.
+func (s *session) abortForStacks(ctx context.Context, procs map[int]*proc.Proc, pgids map[int]int, members map[int][]proc.Member, out *wire.Dumped) {
 	ranks := make([]int, 0, len(procs))
 	for r := range procs {
 		ranks = append(ranks, r)
 	}
-	// Let the processes gdb stopped run on a moment before they are
-	// signalled: right after the detach, Python may be in the middle of a
-	// collection, and faulthandler then has no frame to show.
-	if t.refuse == "" {
-		select {
-		case <-time.After(settle):
-		case <-ctx.Done():
-		}
-	}
 	s.capture.start(ranks)
-	var tools []string
-	var signalled []*proc.Proc
-	for r, p := range procs {
-		sigs := map[proc.Member]syscall.Signal{}
-		for _, m := range capped(members[r]) {
-			switch {
-			case isPython(m.Pid):
-				sigs[m] = syscall.SIGABRT
-				tools = append(tools, "faulthandler")
-			case isGo(m.Pid):
-				sigs[m] = syscall.SIGQUIT
-				tools = append(tools, "SIGQUIT")
-			}
-		}
-		if len(sigs) == 0 {
-			continue
-		}
-		s.aborted(r) // before the signal: its Exit says "stopped"
-		signalled = append(signalled, p)
-		for m, sig := range sigs {
-			// By pidfd, checked against the listing: never a later
-			// process given the same pid.
-			_ = m.Signal(pgids[r], sig)
-		}
-	}
+	signalled, tools := s.signalForStacks(procs, pgids, members)
 	// Wait for the signalled ranks to exit, having printed their stacks.
 	deadline := time.NewTimer(captureFor)
 	defer deadline.Stop()
@@ -231,8 +221,37 @@ wait:
 			out.Tools = append(out.Tools, t)
 		}
 	}
-	fitStacks(out.Stacks)
-	return out
+}
+
+// signalForStacks sends SIGABRT to the Python processes and SIGQUIT to
+// the Go programs of every rank's group (at most maxAttachPerRank each,
+// by pidfd, checked against the listing), marking each rank it signals
+// as ended by the dump first. It returns those ranks and the tools used.
+func (s *session) signalForStacks(procs map[int]*proc.Proc, pgids map[int]int, members map[int][]proc.Member) (signalled []*proc.Proc, tools []string) {
+	for r, p := range procs {
+		sigs := map[proc.Member]syscall.Signal{}
+		for _, m := range capped(members[r]) {
+			switch {
+			case isPython(m.Pid):
+				sigs[m] = syscall.SIGABRT
+				tools = append(tools, "faulthandler")
+			case isGo(m.Pid):
+				sigs[m] = syscall.SIGQUIT
+				tools = append(tools, "SIGQUIT")
+			}
+		}
+		if len(sigs) == 0 {
+			continue
+		}
+		s.aborted(r) // before the signal: its Exit says "stopped"
+		signalled = append(signalled, p)
+		for m, sig := range sigs {
+			// By pidfd, checked against the listing: never a later
+			// process given the same pid.
+			_ = m.Signal(pgids[r], sig)
+		}
+	}
+	return signalled, tools
 }
 
 // pyBTHeader starts each thread's Python stack in gdb's py-bt output.

@@ -154,7 +154,7 @@ func FuzzValidateStartJob(f *testing.F) {
 			if pe, _ := parseBind(j.Bind); pe > 0 && (err != nil || !slices.Equal(got, cpus[r.LocalRank*pe:(r.LocalRank+1)*pe])) {
 				t.Fatalf("rank %d, local rank %d, %s bound to %v %v", r.Rank, r.LocalRank, j.Bind, got, err)
 			}
-			_ = mergeEnv([]string{"PATH=/bin"}, r.Env)
+			_ = rankEnv([]string{"PATH=/bin"}, nil, "", r, nil)
 		}
 		if len(j.Ranks) > 16 {
 			return // preparing opens a socket pair per rank

@@ -5,7 +5,7 @@
 //
 // # Formats
 //
-// Builtin recognises the formats of PROTOCOLS.md §7: tf_cnn_benchmarks step
+// Builtin recognises the formats of docs/throughput.md: tf_cnn_benchmarks step
 // and total lines, Horovod's synthetic benchmark, NVIDIA DLLogger and
 // nccl-tests, plus a generic "Total images/sec = X". ParseMetric adds a
 // user-defined metric (the launcher's --metric NAME=REGEX). Each metric has

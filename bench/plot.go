@@ -185,24 +185,53 @@ func seriesPlot(mr MetricReport, legend *plot.Legend) (*plot.Plot, error) {
 	}
 	p.X.Label.Text = axisLabel(mr.TimeAxis)
 	p.Add(plotter.NewGrid())
-	slow := map[int]int{} // rank -> index among stragglers
-	for i, s := range mr.Stragglers {
-		slow[s.Rank] = i
-	}
-	dev := map[int]float64{}
-	for _, s := range mr.Stragglers {
-		dev[s.Rank] = s.DeviationPct
-	}
 	few := len(mr.Ranks) <= maxOwnColour
-	type line struct {
-		l     *plotter.Line
-		pts   *plotter.Scatter
-		name  string
-		front bool
+	lines, ys, xmin, xmax, err := rankLines(mr, few)
+	if err != nil {
+		return nil, err
 	}
-	var lines []line
-	var ys []float64
-	xmin, xmax := math.Inf(1), math.Inf(-1)
+	addRankLines(p, legend, lines, few)
+	if more := len(mr.Stragglers) - maxLegendStragglers; more > 0 && !few {
+		legend.Add(fmt.Sprintf("(+%d more stragglers)", more))
+	}
+	ref, refName := mr.MedianRank, "median rank"
+	if mr.Scope == "global" {
+		ref, refName = mr.Value, "reported value"
+	}
+	if (mr.Scope == "global" || mr.RanksReporting > 1) && xmax >= xmin {
+		med, err := plotter.NewLine(plotter.XYs{{X: xmin, Y: ref}, {X: xmax, Y: ref}})
+		if err != nil {
+			return nil, err
+		}
+		med.Color, med.Width, med.Dashes = color.Black, 1, []vg.Length{4, 4}
+		p.Add(med)
+		if mr.Scope == "global" {
+			legend.Add(fmt.Sprintf("%s %s", refName, num1(ref)), med)
+		}
+		ys = append(ys, ref)
+	}
+	p.Y.Min, p.Y.Max = fitRange(ys...)
+	return p, nil
+}
+
+// rankLine is one rank's series as drawn: in front when coloured.
+type rankLine struct {
+	l     *plotter.Line
+	pts   *plotter.Scatter
+	name  string
+	front bool
+}
+
+// rankLines makes each rank's line of its post-warm-up points, styled
+// by what the rank is (a straggler, the slowest, one of few), and returns
+// every value drawn and the x range.
+func rankLines(mr MetricReport, few bool) (lines []rankLine, ys []float64, xmin, xmax float64, err error) {
+	slow := map[int]int{} // rank -> index among stragglers
+	dev := map[int]float64{}
+	for i, s := range mr.Stragglers {
+		slow[s.Rank], dev[s.Rank] = i, s.DeviationPct
+	}
+	xmin, xmax = math.Inf(1), math.Inf(-1)
 	for i, rr := range mr.Ranks {
 		xys := make(plotter.XYs, 0, len(rr.Series))
 		for _, pt := range rr.Series {
@@ -217,7 +246,7 @@ func seriesPlot(mr MetricReport, legend *plot.Legend) (*plot.Plot, error) {
 		}
 		l, pts, err := plotter.NewLinePoints(xys)
 		if err != nil {
-			return nil, err
+			return nil, nil, 0, 0, err
 		}
 		name := fmt.Sprintf("rank %d %s", rr.Rank, hostName(rr.Host))
 		col, front := colorOther, false
@@ -244,9 +273,14 @@ func seriesPlot(mr MetricReport, legend *plot.Legend) (*plot.Plot, error) {
 			l.Width, pts.Radius = 2.5, 2
 		}
 		l.Color, pts.Color, pts.Shape = col, col, draw.CircleGlyph{}
-		lines = append(lines, line{l, pts, name, front})
+		lines = append(lines, rankLine{l, pts, name, front})
 	}
-	// Grey ranks first, so the coloured ones are drawn on top.
+	return lines, ys, xmin, xmax, nil
+}
+
+// addRankLines draws the grey ranks first, so the coloured ones are on
+// top, and names the coloured ones in the legend.
+func addRankLines(p *plot.Plot, legend *plot.Legend, lines []rankLine, few bool) {
 	otherShown, named := false, 0
 	for _, front := range []bool{false, true} {
 		for _, ln := range lines {
@@ -267,27 +301,6 @@ func seriesPlot(mr MetricReport, legend *plot.Legend) (*plot.Plot, error) {
 			}
 		}
 	}
-	if more := len(mr.Stragglers) - maxLegendStragglers; more > 0 && !few {
-		legend.Add(fmt.Sprintf("(+%d more stragglers)", more))
-	}
-	ref, refName := mr.MedianRank, "median rank"
-	if mr.Scope == "global" {
-		ref, refName = mr.Value, "reported value"
-	}
-	if (mr.Scope == "global" || mr.RanksReporting > 1) && xmax >= xmin {
-		med, err := plotter.NewLine(plotter.XYs{{X: xmin, Y: ref}, {X: xmax, Y: ref}})
-		if err != nil {
-			return nil, err
-		}
-		med.Color, med.Width, med.Dashes = color.Black, 1, []vg.Length{4, 4}
-		p.Add(med)
-		if mr.Scope == "global" {
-			legend.Add(fmt.Sprintf("%s %s", refName, num1(ref)), med)
-		}
-		ys = append(ys, ref)
-	}
-	p.Y.Min, p.Y.Max = fitRange(ys...)
-	return p, nil
 }
 
 // barsPlot draws each rank's mean as a bar in rank order, coloured by grade,
@@ -341,36 +354,14 @@ func barsPlot(mr MetricReport, threshold float64, width vg.Length, legend *plot.
 		p.Add(hb)
 	}
 	if mr.MedianRank > 0 {
-		for _, ref := range []struct {
-			y    float64
-			col  color.Color
-			dash []vg.Length
-			name string
-		}{
-			{mr.MedianRank, color.Black, []vg.Length{4, 4}, "median rank " + num1(mr.MedianRank)},
-			{thr, colorThreshold, nil, fmt.Sprintf("straggler threshold -%s%%", pctText(threshold*100))},
-		} {
-			l, err := plotter.NewLine(plotter.XYs{{X: -0.6, Y: ref.y}, {X: float64(n) - 0.4, Y: ref.y}})
-			if err != nil {
-				return nil, err
-			}
-			l.Color, l.Width, l.Dashes = ref.col, 1.2, ref.dash
-			p.Add(l)
-			legend.Add(ref.name, l)
+		if err := addBarReferences(p, legend, mr.MedianRank, thr, threshold, n); err != nil {
+			return nil, err
 		}
 	}
 	if len(labels.Labels) > 0 && len(labels.Labels) <= 16 {
-		lab, err := plotter.NewLabels(labels)
-		if err != nil {
+		if err := addStragglerLabels(p, labels); err != nil {
 			return nil, err
 		}
-		for i := range lab.TextStyle {
-			lab.TextStyle[i].XAlign = draw.XCenter
-			lab.TextStyle[i].Font.Size = 9
-			lab.TextStyle[i].Font.Variant = "Sans"
-		}
-		lab.Offset = vg.Point{Y: 3}
-		p.Add(lab)
 	}
 	if len(hb.groups) > 1 {
 		legend.Add("band: host vs median host", hb)
@@ -381,6 +372,45 @@ func barsPlot(mr MetricReport, threshold float64, width vg.Length, legend *plot.
 	p.Y.Min, p.Y.Max = lo-band, hi
 	p.X.Min, p.X.Max = -0.6, float64(n)-0.4
 	return p, nil
+}
+
+// addBarReferences draws the median rank's mean and the straggler
+// threshold across n bars, with their legend entries.
+func addBarReferences(p *plot.Plot, legend *plot.Legend, median, thr, threshold float64, n int) error {
+	for _, ref := range []struct {
+		y    float64
+		col  color.Color
+		dash []vg.Length
+		name string
+	}{
+		{median, color.Black, []vg.Length{4, 4}, "median rank " + num1(median)},
+		{thr, colorThreshold, nil, fmt.Sprintf("straggler threshold -%s%%", pctText(threshold*100))},
+	} {
+		l, err := plotter.NewLine(plotter.XYs{{X: -0.6, Y: ref.y}, {X: float64(n) - 0.4, Y: ref.y}})
+		if err != nil {
+			return err
+		}
+		l.Color, l.Width, l.Dashes = ref.col, 1.2, ref.dash
+		p.Add(l)
+		legend.Add(ref.name, l)
+	}
+	return nil
+}
+
+// addStragglerLabels writes each straggler's rank above its bar.
+func addStragglerLabels(p *plot.Plot, labels plotter.XYLabels) error {
+	lab, err := plotter.NewLabels(labels)
+	if err != nil {
+		return err
+	}
+	for i := range lab.TextStyle {
+		lab.TextStyle[i].XAlign = draw.XCenter
+		lab.TextStyle[i].Font.Size = 9
+		lab.TextStyle[i].Font.Variant = "Sans"
+	}
+	lab.Offset = vg.Point{Y: 3}
+	p.Add(lab)
+	return nil
 }
 
 // plainTicks are gonum's default ticks labelled without trailing zeros.

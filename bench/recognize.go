@@ -91,7 +91,7 @@ type Recognizer interface {
 	Metrics() []*Metric
 }
 
-// num is PROTOCOLS.md §7's NUM.
+// num is docs/throughput.md's NUM.
 const num = `[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?`
 
 var numRE = regexp.MustCompile(`^` + num + `$`)
@@ -118,7 +118,7 @@ func parseStep(b []byte) (int, bool) {
 	return n, true
 }
 
-// Builtin returns the recognisers for the formats of PROTOCOLS.md §7.
+// Builtin returns the recognisers for the formats of docs/throughput.md.
 func Builtin() []Recognizer {
 	return []Recognizer{tfCNN{}, horovod{}, dllogger{}, ncclTests{}, genericTotal{}}
 }
@@ -177,7 +177,7 @@ type tfCNN struct{}
 
 var (
 	tfStepRE = regexp.MustCompile(`^(\d+)\timages/sec: (` + num + `)(?: \+/- (?:` + num + `) \(jitter = (?:` + num + `)\))?\t(?:` + num + `|[-+]?nan|[-+]?inf)`)
-	// The "\s*$" of §7 written as [ \t]*: a Go \s also matches \v, a stray
+	// A Python "\s*$" written as [ \t]* (docs/throughput.md): a Go \s also matches \v, a stray
 	// control character we do not want to let through.
 	tfTotalRE = regexp.MustCompile(`^total images/sec: (` + num + `)[ \t]*$`)
 )

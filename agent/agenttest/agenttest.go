@@ -1,7 +1,9 @@
 // Package agenttest starts gangway agents in this process on loopback
-// addresses for tests (StartLocal): the agent's own SSH server tests, and
-// the launcher's end-to-end tests through cmd/internal/e2e. It imports no
-// launcher and no cmd/ package.
+// addresses for tests (StartLocal), each an SSH server (agent/sshd) that
+// hands launcher sessions to an Agent (agent), wired as cmd/agent wires
+// them: for the server's and the agent's own tests, and the launcher's
+// end-to-end tests through cmd/internal/e2e. It imports no launcher and
+// no cmd/ package.
 //
 // Every cluster gets its own block of loopback addresses 127.0.B.1,
 // 127.0.B.2, ... (B from 10 to 250, chosen per call) and every agent an
@@ -36,6 +38,7 @@ import (
 	"gangway/agent"
 	"gangway/agent/agenttest/sshtest"
 	"gangway/agent/proc"
+	"gangway/agent/sshd"
 )
 
 // Deadline bounds every wait of this package: generous, for a loaded
@@ -47,15 +50,17 @@ type Host struct {
 	Addr    string // loopback address, 127.0.B.i
 	Port    int
 	Name    string // --name: agent1, agent2...
-	HostKey string // host key file (created by agent.LoadHostKey)
+	HostKey string // host key file (created by sshd.LoadHostKey)
 	HostPub ssh.PublicKey
 	hostKey ssh.Signer
 	// HostCert is the host certificate file (WithHostCA), or "".
 	HostCert string
 
-	// Agent and Server are set for in-process agents (StartLocal).
+	// Agent and Server are set for in-process agents (StartLocal): the
+	// launcher sessions and the SSH server that hands them over, wired as
+	// cmd/agent wires them.
 	Agent  *agent.Agent
-	Server *agent.Server
+	Server *sshd.Server
 }
 
 // HostPort is "addr:port", the address clients dial.
@@ -76,7 +81,7 @@ type Option func(*options)
 
 type options struct {
 	agent    func(i int, a *agent.Agent)
-	server   func(i int, s *agent.Server)
+	server   func(i int, s *sshd.Server)
 	hostCert func(t testing.TB, h *Host) string
 }
 
@@ -88,7 +93,7 @@ func WithAgent(f func(i int, a *agent.Agent)) Option {
 
 // WithServer lets a test adjust each in-process agent's SSH server
 // (HandshakeTimeout, AuthorizedKeys...) before it serves.
-func WithServer(f func(i int, s *agent.Server)) Option {
+func WithServer(f func(i int, s *sshd.Server)) Option {
 	return func(o *options) { o.server = f }
 }
 
@@ -145,7 +150,7 @@ func NewCluster(t testing.TB, n int) *Cluster {
 			Name:    fmt.Sprintf("agent%d", i+1),
 			HostKey: filepath.Join(dir, fmt.Sprintf("agent%d", i+1), "ssh_host_ed25519_key"),
 		}
-		s, err := agent.LoadHostKey(h.HostKey)
+		s, err := sshd.LoadHostKey(h.HostKey)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,10 +182,11 @@ func StartLocal(t testing.TB, n int, opts ...Option) *Cluster {
 		if o.agent != nil {
 			o.agent(i, h.Agent)
 		}
-		h.Server = &agent.Server{Agent: h.Agent, Log: log.Named(h.Name + ".sshd"), HostKey: h.hostKey, AuthorizedKeys: c.Keys.AuthorizedKeys}
+		h.Server = &sshd.Server{Subsystem: h.Agent.ServeLogin, BaseEnv: h.Agent.BaseEnv, Log: log.Named(h.Name + ".sshd"),
+			HostKey: h.hostKey, AuthorizedKeys: c.Keys.AuthorizedKeys}
 		if o.hostCert != nil {
 			h.HostCert = o.hostCert(t, h)
-			s, _, err := agent.LoadHostCert(h.HostCert, h.hostKey)
+			s, _, err := sshd.LoadHostCert(h.HostCert, h.hostKey)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,7 +1,7 @@
 // Package pmi is the PMI server a gangway agent runs for its local ranks.
 //
 // It speaks PMI-1 ("simple PMI") and PMI-2 on the same socket, as MPICH's
-// hydra proxy does (PROTOCOLS.md §1–2): a connection whose first 4 bytes are
+// hydra proxy does (docs/pmi.md §1–2): a connection whose first 4 bytes are
 // "cmd=" or "mcmd" is PMI-1, and "cmd=init pmi_version=2" switches it to
 // PMI-2 framing; anything else is PMI-2 framing from the first byte.
 //

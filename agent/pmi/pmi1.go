@@ -10,7 +10,7 @@ import (
 )
 
 // PMI-1 limits as hydra advertises them (cmd=maxes). The client clamps the
-// value length to 1024-256-64-30 = 674 (PROTOCOLS.md §1.3).
+// value length to 1024-256-64-30 = 674 (docs/pmi.md §1.3).
 const (
 	pmi1KVSNameMax = 256
 	pmi1KeyMax     = 64

@@ -33,7 +33,7 @@ func TestParsePMI1(t *testing.T) {
 	}
 }
 
-// TestPMI1Transcript replays PROTOCOLS.md §1.6 (two ranks interleaved,
+// TestPMI1Transcript replays docs/pmi.md §1.6 (two ranks interleaved,
 // PMI_FD mode) and checks every reply string.
 func TestPMI1Transcript(t *testing.T) {
 	log := newEventLog()

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// PMI-2 framing (PROTOCOLS.md §2.3): a 6-byte ASCII decimal length, then
+// PMI-2 framing (docs/pmi.md §2.3): a 6-byte ASCII decimal length, then
 // "cmd=<name>;" and "key=value;" pairs, with ';' in a value written ";;".
 const (
 	pmi2HeaderLen = 6

@@ -34,7 +34,7 @@ func TestParsePMI2Header(t *testing.T) {
 	}
 }
 
-// TestReadPMI2Quirk reads the exact bytes MPICH 4.0.2 wrote (PROTOCOLS.md
+// TestReadPMI2Quirk reads the exact bytes MPICH 4.0.2 wrote (docs/pmi.md
 // §2.3) and frames as MPICH ≥ 4.1 writes them.
 func TestReadPMI2Quirk(t *testing.T) {
 	tests := []struct {

@@ -5,6 +5,7 @@ package proc
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -508,7 +509,9 @@ func TestGroupProgramsHoldOnlyTheirFds(t *testing.T) {
 		waitFor(t, caps[i], Stdout, "child ")
 		child := field(t, strings.Split(caps[i].String(Stdout), "\n"), "child")
 		for _, pid := range []int{p.Pid(), child} {
-			fds := proctest.Fds(pid)
+			fds := proctest.WaitFds(pid, 5*time.Second, func(fds map[int]string) bool {
+				return slices.Equal(slices.Sorted(maps.Keys(fds)), []int{0, 1, 2, 3})
+			})
 			var nums []int
 			for fd, target := range fds {
 				nums = append(nums, fd)

@@ -8,7 +8,7 @@ import (
 // ProcessMapping builds the PMI_process_mapping value for a placement, where
 // hostOfRank[r] is the node of rank r.
 //
-// The result uses MPICH's vector grammar (PROTOCOLS.md §1.5): a list of
+// The result uses MPICH's vector grammar (docs/pmi.md §1.5): a list of
 // (S,C,P) blocks, "C consecutive nodes starting at node S get P consecutive
 // ranks each", wrapping around to the block with S==0 when the blocks cover
 // fewer ranks than the job has. Neighbouring blocks with equal P are merged as

@@ -18,7 +18,7 @@ func TestProcessMapping(t *testing.T) {
 		hostOfRank []int
 		want       string
 	}{
-		// PROTOCOLS.md §1.5.
+		// docs/pmi.md §1.5.
 		{[]int{0, 0, 0, 0}, "(vector,(0,1,4))"},
 		{[]int{0, 0, 1, 1}, "(vector,(0,2,2))"},
 		{[]int{0, 1, 0, 1}, "(vector,(0,2,1))"},

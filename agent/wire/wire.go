@@ -213,8 +213,11 @@ type RankSpec struct {
 	Argv      []string `json:"argv"`
 	// Env is what the launcher sets for this rank, sorted KEY=VALUE: its
 	// identity (RANK, PMI_RANK, ...), the job's and the host's variables,
-	// -x. The agent starts the rank from its own environment, overlays
-	// Env, then adds PMI_FD when it serves PMI; nothing else.
+	// -x. The agent starts the rank from its own environment with, on
+	// top, the identity of the SSH login it runs as (HOME, LOGNAME, SHELL,
+	// USER) and TORCHELASTIC_ERROR_FILE (a file of the rank's own); Env
+	// overrides all of those; PMI_FD, when the agent serves PMI, overrides
+	// Env. Nothing else (package agent's rankEnv).
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir,omitempty"`
 	GPUs []int    `json:"gpus,omitempty"` // for NUMA binding

@@ -2,7 +2,7 @@
 """Writes the captured benchmark logs in this directory.
 
 Every line is printed with the format string the real tool uses (see
-PROTOCOLS.md section 7), and the values are chosen so that each rank's mean
+docs/throughput.md), and the values are chosen so that each rank's mean
 is exact: step values alternate base+d, base-d over an even number of steps.
 bench's golden tests assert the totals stated in each log's header comment
 below. Run: python3 bench/testdata/gen.py

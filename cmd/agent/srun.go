@@ -11,14 +11,15 @@ import (
 	"go.uber.org/zap"
 
 	"gangway/agent"
+	"gangway/agent/sshd"
 	"gangway/agent/wire"
 )
 
 // runSrun is `agent --srun`: one agent of the launcher's srun step (see
-// agent.ServeSrun). Its stdout carries the readiness line and nothing
+// sshd.ServeSrun). Its stdout carries the readiness line and nothing
 // else; logs go to stderr, which srun also passes to the launcher.
-func runSrun(ctx context.Context, a *agent.Agent, wait time.Duration, startups agent.StartupLimits, log *zap.Logger) int {
-	key, err := agent.ParseLauncherKey(os.Getenv(wire.SrunKeyEnv))
+func runSrun(ctx context.Context, a *agent.Agent, wait time.Duration, startups sshd.StartupLimits, log *zap.Logger) int {
+	key, err := sshd.ParseLauncherKey(os.Getenv(wire.SrunKeyEnv))
 	if err != nil {
 		log.Error("srun mode", zap.Error(err))
 		return 2
@@ -30,7 +31,7 @@ func runSrun(ctx context.Context, a *agent.Agent, wait time.Duration, startups a
 		a.Name, _ = os.Hostname()
 	}
 	a.BaseEnv = agent.SrunRankEnv(os.Environ())
-	hk, err := agent.NewEphemeralHostKey()
+	hk, err := sshd.NewEphemeralHostKey()
 	if err != nil {
 		log.Error("host key", zap.Error(err))
 		return 1
@@ -40,7 +41,7 @@ func runSrun(ctx context.Context, a *agent.Agent, wait time.Duration, startups a
 		log.Error("listen", zap.Error(err))
 		return 1
 	}
-	ready, err := agent.SrunReadyLine(a.Name, l, hk, os.Getenv("SLURM_LAUNCH_NODE_IPADDR"))
+	ready, err := sshd.SrunReadyLine(a.Name, l, hk, os.Getenv("SLURM_LAUNCH_NODE_IPADDR"))
 	if err != nil {
 		l.Close()
 		log.Error("readiness line", zap.Error(err))
@@ -53,11 +54,11 @@ func runSrun(ctx context.Context, a *agent.Agent, wait time.Duration, startups a
 		return 1
 	}
 	log.Debug("serving the launcher's srun session", zap.String("addr", ready.Addr), zap.String("node", a.Name))
-	err = a.ServeSrun(ctx, agent.SrunOptions{Listener: l, HostKey: hk, Launcher: key, Wait: wait, StartupLimits: startups})
+	err = sshd.ServeSrun(ctx, sshd.SrunOptions{Log: a.Log, Session: a.ServeSession, Listener: l, HostKey: hk, Launcher: key, Wait: wait, StartupLimits: startups})
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, agent.ErrNoLauncher):
+	case errors.Is(err, sshd.ErrNoLauncher):
 		log.Warn("exiting", zap.Error(err))
 	default:
 		log.Info("session ended", zap.Error(err))

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent"
+	"gangway/agent/sshd"
 )
 
 // runCapturing runs the agent's run with args and returns its exit code
@@ -36,11 +36,11 @@ func runCapturing(t *testing.T, args ...string) (int, string) {
 func TestStartupRefusals(t *testing.T) {
 	dir := t.TempDir()
 	key := filepath.Join(dir, "host_key")
-	if _, err := agent.LoadHostKey(key); err != nil {
+	if _, err := sshd.LoadHostKey(key); err != nil {
 		t.Fatal(err)
 	}
 	other := filepath.Join(dir, "other_key")
-	if _, err := agent.LoadHostKey(other); err != nil {
+	if _, err := sshd.LoadHostKey(other); err != nil {
 		t.Fatal(err)
 	}
 	base := []string{"--listen", "127.0.0.1:0", "--authorized-keys", filepath.Join(dir, "authorized_keys")}

@@ -15,9 +15,10 @@ import (
 
 	"gangway/agent"
 	"gangway/agent/agenttest/sshtest"
+	"gangway/agent/sshd"
 )
 
-// loopAgents are agent.Servers in this process, one per loopback address
+// loopAgents are sshd.Servers in this process, one per loopback address
 // 127.0.<190+i/250>.<i%250+1>, all on loopPort; their ranks are this
 // process's children.
 type loopAgents struct {
@@ -49,8 +50,9 @@ func startLoopAgents(ctx context.Context, n int, dir string) (*loopAgents, error
 			la.stop()
 			return nil, fmt.Errorf("agent %d: %w", i, err)
 		}
-		srv := &agent.Server{
-			Agent:          &agent.Agent{Name: "l" + strconv.Itoa(i), Version: "gwbench", Log: zap.NewNop()},
+		a := &agent.Agent{Name: "l" + strconv.Itoa(i), Version: "gwbench", Log: zap.NewNop()}
+		srv := &sshd.Server{
+			Subsystem:      a.ServeLogin,
 			Log:            zap.NewNop(),
 			HostKey:        keys.HostSigner,
 			AuthorizedKeys: keys.AuthorizedKeys,

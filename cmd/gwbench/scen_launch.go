@@ -63,7 +63,7 @@ func (b *bench) launch(ctx context.Context) error {
 }
 
 // launchPeers are the peers of scenario 1 that are installed: all of them,
-// or with -quick only Hydra (the fastest peer in TESTBED-NOTES).
+// or with -quick only Hydra (the fastest peer in docs/testbed.md).
 func (b *bench) launchPeers(j jobSpec) ([]contender, error) {
 	e := b.net
 	var cs []contender

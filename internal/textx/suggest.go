@@ -1,5 +1,6 @@
-// Package textx holds small text helpers the launcher and the leaf parsers
-// share: "did you mean" suggestions and POSIX shell word splitting.
+// Package textx holds small text helpers the launcher, the agent and the
+// leaf parsers share: "did you mean" suggestions, POSIX shell word
+// splitting, and clipping untrusted strings for log lines.
 package textx
 
 import "strings"

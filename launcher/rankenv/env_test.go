@@ -32,7 +32,7 @@ func envMap(t *testing.T, env []string) map[string]string {
 	return m
 }
 
-// identity is what the issue and PROTOCOLS.md say one rank must see.
+// identity is what docs/environment.md says one rank must see.
 type identity struct {
 	rank, size, local, localSize, node, nodes, cross, crossSize int
 	host                                                        string

@@ -283,3 +283,18 @@ func Fds(pid int) map[int]string {
 	}
 	return out
 }
+
+// WaitFds reads pid's descriptors (Fds) until ok accepts them or d has
+// passed, and returns the last reading: a process in the middle of exec
+// holds the dynamic loader's files (ld.so.cache, locale archives) for a
+// moment, while a descriptor leaked to it stays.
+func WaitFds(pid int, d time.Duration, ok func(map[int]string) bool) map[int]string {
+	deadline := time.Now().Add(d)
+	for {
+		fds := Fds(pid)
+		if ok(fds) || time.Now().After(deadline) {
+			return fds
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

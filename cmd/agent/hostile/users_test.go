@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent"
 	"gangway/agent/agenttest"
+	"gangway/agent/sshd"
 	"gangway/agent/wire"
 	"gangway/cmd/internal/e2e"
 )
@@ -139,7 +139,7 @@ func TestUserFlood(t *testing.T) {
 		 exec sleep 600`,
 	}
 	var putFlood *wire.Conn
-	for i := range agent.DefaultMaxUserJobs + 1 {
+	for i := range sshd.DefaultMaxUserJobs + 1 {
 		wc := launcherSession(fmt.Sprintf("flood%d", i))
 		if i == 0 {
 			putFlood = wc
@@ -165,8 +165,8 @@ func TestUserFlood(t *testing.T) {
 		expect(t, wc, wire.KindStarted, nil)
 		jobs++
 	}
-	if jobs != agent.DefaultMaxUserJobs || !strings.Contains(jobRefusal, "--max-user-jobs") {
-		t.Fatalf("%d jobs started, then %q; want %d and a refusal naming --max-user-jobs", jobs, jobRefusal, agent.DefaultMaxUserJobs)
+	if jobs != sshd.DefaultMaxUserJobs || !strings.Contains(jobRefusal, "--max-user-jobs") {
+		t.Fatalf("%d jobs started, then %q; want %d and a refusal naming --max-user-jobs", jobs, jobRefusal, sshd.DefaultMaxUserJobs)
 	}
 	// The put flood's rank says how many puts were refused: the job's
 	// keys stopped at the bound.
@@ -191,7 +191,7 @@ func TestUserFlood(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for range agent.DefaultMaxSessions {
+		for range sshd.DefaultMaxSessions {
 			ch, reqs, err := cl.OpenChannel("session", nil)
 			if err != nil {
 				t.Fatalf("idle launcher session %d: %v", idle+1, err)
@@ -209,7 +209,7 @@ func TestUserFlood(t *testing.T) {
 	sessions := jobs + 1 + idle
 	var stock []*ssh.Client
 	connRefusal := ""
-	for connRefusal == "" && len(conns) <= agent.DefaultMaxUserConnections {
+	for connRefusal == "" && len(conns) <= sshd.DefaultMaxUserConnections {
 		cl, err := dial()
 		if err != nil {
 			t.Fatal(err)
@@ -225,8 +225,8 @@ func TestUserFlood(t *testing.T) {
 		stock = append(stock, cl)
 		sessions++
 	}
-	if len(conns) != agent.DefaultMaxUserConnections || !strings.Contains(connRefusal, "--max-user-connections") {
-		t.Fatalf("%d connections, then %q; want %d and a refusal naming --max-user-connections", len(conns), connRefusal, agent.DefaultMaxUserConnections)
+	if len(conns) != sshd.DefaultMaxUserConnections || !strings.Contains(connRefusal, "--max-user-connections") {
+		t.Fatalf("%d connections, then %q; want %d and a refusal naming --max-user-connections", len(conns), connRefusal, sshd.DefaultMaxUserConnections)
 	}
 	// More stock sessions on those connections until one is refused.
 	sessionRefusal := ""
@@ -247,8 +247,8 @@ func TestUserFlood(t *testing.T) {
 			sessions++
 		}
 	}
-	if sessions != agent.DefaultMaxUserSessions || !strings.Contains(sessionRefusal, "--max-user-sessions") {
-		t.Fatalf("%d sessions, then %q; want %d and a refusal naming --max-user-sessions", sessions, sessionRefusal, agent.DefaultMaxUserSessions)
+	if sessions != sshd.DefaultMaxUserSessions || !strings.Contains(sessionRefusal, "--max-user-sessions") {
+		t.Fatalf("%d sessions, then %q; want %d and a refusal naming --max-user-sessions", sessions, sessionRefusal, sshd.DefaultMaxUserSessions)
 	}
 	fdFlood := openFDs(p.Pid())
 	rssFlood, _ := memKiB(t, p.Pid())

@@ -136,68 +136,19 @@ func isolatedRank(release string) error {
 		return fmt.Errorf("PMI_FD %d: %w", pmiFD, err)
 	}
 	defer nc.Close()
-	pmi := bufio.NewReadWriter(bufio.NewReader(nc), bufio.NewWriter(nc))
-	ask := func(req string) (string, error) {
-		if _, err := pmi.WriteString(req + "\n"); err != nil {
-			return "", err
-		}
-		if err := pmi.Flush(); err != nil {
-			return "", err
-		}
-		reply, err := pmi.ReadString('\n')
-		return strings.TrimSuffix(reply, "\n"), err
-	}
-	if _, err := ask("cmd=init pmi_version=1 pmi_subversion=1"); err != nil {
+	p := &pmiClient{rw: bufio.NewReadWriter(bufio.NewReader(nc), bufio.NewWriter(nc))}
+	if _, err := p.ask("cmd=init pmi_version=1 pmi_subversion=1"); err != nil {
 		return fmt.Errorf("PMI init: %w", err)
 	}
-	reply, err := ask("cmd=get_my_kvsname")
+	reply, err := p.ask("cmd=get_my_kvsname")
 	if err != nil {
 		return err
 	}
-	kvs := pmiField(reply, "kvsname")
-	pmiTarget, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(pmiFD))
-
-	// Forge, on every fd that is not ours: the runtime's own (epoll,
-	// eventfd, pidfd) are anon inodes or cgroup files, and the dup of our
-	// PMI socket has its target.
-	wrote := 0
-	for fd := 3; fd <= 1024; fd++ {
-		target, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
-		if err != nil || fd == pmiFD || target == pmiTarget || strings.HasPrefix(target, "anon_inode:") || strings.HasPrefix(target, "/sys/fs/cgroup/") {
-			continue
-		}
-		line := fmt.Sprintf("cmd=put kvsname=%s key=forged-%d value=fd%d\n", kvs, rank, fd)
-		if n, err := syscall.Write(fd, []byte(line)); err == nil && n > 0 {
-			wrote++
-		}
-	}
-
-	check := func() error {
-		if r, err := ask(fmt.Sprintf("cmd=put kvsname=%s key=mine-%d value=v-%d", kvs, rank, rank)); err != nil || pmiField(r, "rc") != "0" {
-			return fmt.Errorf("put: %q %v", r, err)
-		}
-		if r, err := ask("cmd=barrier_in"); err != nil || !strings.Contains(r, "barrier_out") {
-			return fmt.Errorf("barrier: %q %v", r, err)
-		}
-		for r := range size {
-			got, err := ask(fmt.Sprintf("cmd=get kvsname=%s key=mine-%d", kvs, r))
-			if err != nil || pmiField(got, "value") != "v-"+strconv.Itoa(r) {
-				return fmt.Errorf("get mine-%d: %q %v", r, got, err)
-			}
-			got, err = ask(fmt.Sprintf("cmd=get kvsname=%s key=forged-%d", kvs, r))
-			if err != nil || pmiField(got, "rc") == "0" {
-				return fmt.Errorf("rank %d's forged put reached a PMI stream: %q %v", r, got, err)
-			}
-		}
-		if r, err := ask("cmd=finalize"); err != nil || !strings.Contains(r, "finalize_ack") {
-			return fmt.Errorf("finalize: %q %v", r, err)
-		}
-		return nil
-	}
-	if err := check(); err != nil {
+	p.kvs = pmiField(reply, "kvsname")
+	wrote := forge(rank, pmiFD, p.kvs)
+	if err := p.check(rank, size); err != nil {
 		fmt.Printf("PMI check failed: %v\n", err)
 	}
-
 	child := exec.Command("sleep", "600")
 	child.Stdout, child.Stderr = os.Stdout, os.Stderr
 	if err := child.Start(); err != nil {
@@ -212,6 +163,67 @@ func isolatedRank(release string) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("no release file %s after %v", release, isolatedWait)
+}
+
+// forge writes a forged PMI put, which is also an output line, to every
+// fd from 3 to 1024 that is not the rank's own, and says how many writes
+// succeeded: the runtime's own fds (epoll, eventfd, pidfd) are anon
+// inodes or cgroup files, and the dup of the PMI socket has its target.
+func forge(rank, pmiFD int, kvs string) (wrote int) {
+	pmiTarget, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(pmiFD))
+	for fd := 3; fd <= 1024; fd++ {
+		target, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+		if err != nil || fd == pmiFD || target == pmiTarget || strings.HasPrefix(target, "anon_inode:") || strings.HasPrefix(target, "/sys/fs/cgroup/") {
+			continue
+		}
+		line := fmt.Sprintf("cmd=put kvsname=%s key=forged-%d value=fd%d\n", kvs, rank, fd)
+		if n, err := syscall.Write(fd, []byte(line)); err == nil && n > 0 {
+			wrote++
+		}
+	}
+	return wrote
+}
+
+// pmiClient is a rank's PMI-1 conversation over its PMI_FD.
+type pmiClient struct {
+	rw  *bufio.ReadWriter
+	kvs string
+}
+
+func (p *pmiClient) ask(req string) (string, error) {
+	if _, err := p.rw.WriteString(req + "\n"); err != nil {
+		return "", err
+	}
+	if err := p.rw.Flush(); err != nil {
+		return "", err
+	}
+	reply, err := p.rw.ReadString('\n')
+	return strings.TrimSuffix(reply, "\n"), err
+}
+
+// check puts the rank's own key, waits at a barrier, then finds every
+// rank's key and no rank's forged one.
+func (p *pmiClient) check(rank, size int) error {
+	if r, err := p.ask(fmt.Sprintf("cmd=put kvsname=%s key=mine-%d value=v-%d", p.kvs, rank, rank)); err != nil || pmiField(r, "rc") != "0" {
+		return fmt.Errorf("put: %q %v", r, err)
+	}
+	if r, err := p.ask("cmd=barrier_in"); err != nil || !strings.Contains(r, "barrier_out") {
+		return fmt.Errorf("barrier: %q %v", r, err)
+	}
+	for r := range size {
+		got, err := p.ask(fmt.Sprintf("cmd=get kvsname=%s key=mine-%d", p.kvs, r))
+		if err != nil || pmiField(got, "value") != "v-"+strconv.Itoa(r) {
+			return fmt.Errorf("get mine-%d: %q %v", r, got, err)
+		}
+		got, err = p.ask(fmt.Sprintf("cmd=get kvsname=%s key=forged-%d", p.kvs, r))
+		if err != nil || pmiField(got, "rc") == "0" {
+			return fmt.Errorf("rank %d's forged put reached a PMI stream: %q %v", r, got, err)
+		}
+	}
+	if r, err := p.ask("cmd=finalize"); err != nil || !strings.Contains(r, "finalize_ack") {
+		return fmt.Errorf("finalize: %q %v", r, err)
+	}
+	return nil
 }
 
 // pmiField is a field of a PMI-1 reply ("" when absent).
@@ -268,19 +280,14 @@ func CheckIsolated(t testing.TB, ranks []IsolatedRank, cgroup bool) {
 			t.Errorf("rank %d: no PMI_FD (%q)", r.Rank, pmiFD)
 		}
 		for _, p := range []int{r.Pid, r.Child} {
-			fds := proctest.Fds(p)
-			if p == r.Pid {
-				// The Go runtime's own: epoll, eventfd and pidfds (anon
-				// inodes), the CPU quota files it keeps open to size
-				// GOMAXPROCS, and the rank's dup of its PMI socket.
-				pmi := fds[want[len(want)-1]]
-				for fd, target := range fds {
-					own := strings.HasPrefix(target, "anon_inode:") || strings.HasPrefix(target, "/sys/fs/cgroup/") || target == pmi
-					if !slices.Contains(want, fd) && own {
-						delete(fds, fd)
-					}
+			var fds map[int]string
+			proctest.WaitFds(p, 5*time.Second, func(read map[int]string) bool {
+				fds = read
+				if p == r.Pid {
+					fds = runtimeFdsOut(read, want)
 				}
-			}
+				return slices.Equal(slices.Sorted(maps.Keys(fds)), want)
+			})
 			if nums := slices.Sorted(maps.Keys(fds)); !slices.Equal(nums, want) {
 				t.Errorf("rank %d (pid %d) holds fds %v, want %v: %v", r.Rank, p, nums, want, fds)
 			}
@@ -311,6 +318,21 @@ func CheckIsolated(t testing.TB, ranks []IsolatedRank, cgroup bool) {
 			t.Errorf("a rank runs in cgroup %q: want a job cgroup %v", c, cgroup)
 		}
 	}
+}
+
+// runtimeFdsOut is a Go rank's descriptors less the runtime's own: epoll,
+// eventfd and pidfds (anon inodes), the CPU quota files it keeps open to
+// size GOMAXPROCS, and the rank's dup of its PMI socket (want's last).
+func runtimeFdsOut(fds map[int]string, want []int) map[int]string {
+	pmi := fds[want[len(want)-1]]
+	out := map[int]string{}
+	for fd, target := range fds {
+		own := strings.HasPrefix(target, "anon_inode:") || strings.HasPrefix(target, "/sys/fs/cgroup/") || target == pmi
+		if slices.Contains(want, fd) || !own {
+			out[fd] = target
+		}
+	}
+	return out
 }
 
 var forgedRe = regexp.MustCompile(`forged-(\d+)`)

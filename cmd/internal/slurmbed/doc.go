@@ -20,7 +20,7 @@
 // Slurm's commands find the bed through SLURM_CONF (Env); nothing is
 // written under /etc and no distribution service is started.
 //
-// Facts it rests on (see ../shared/TESTBED-NOTES.md, "Slurm on namespace
+// Facts it rests on (see docs/testbed.md, "Slurm on namespace
 // hosts"): slurm.conf names every node with NodeAddr=<ip>, so nothing is
 // looked up; proctrack/linuxproc, task/none, no accounting; slurmd 22.05
 // always loads a cgroup plugin and its auto-detection fails under ip netns

@@ -26,7 +26,7 @@ const sshdStartTimeout = 10 * time.Second
 // host's data address and port, accepting keys' client key for root, and
 // returns once it answers with an SSH banner. Close stops it. The config
 // (Dir/sshd_<ns>_<port>.conf) uses curve25519-sha256 only, so OpenSSH peers
-// are compared like with like (see TESTBED-NOTES).
+// are compared like with like (see docs/testbed.md).
 //
 // Clean shell startup: sshd runs `$SHELL -c <command>` for every session,
 // and Debian's bash reads ~/.bashrc when started by sshd (SSH_CLIENT set, or

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent"
 	"gangway/agent/agenttest"
 	"gangway/agent/agenttest/sshtest"
+	"gangway/agent/sshd"
 	"gangway/cmd/internal/e2e"
 )
 
@@ -42,7 +42,7 @@ func TestExampleCerts(t *testing.T) {
 			certsScript(t, "host", dir, h.HostKey+".pub", h.Addr+",agent.example")
 			return h.HostKey + "-cert.pub"
 		}),
-		agenttest.WithServer(func(_ int, s *agent.Server) { s.TrustedUserCAKeys = filepath.Join(dir, "user_ca.pub") }))
+		agenttest.WithServer(func(_ int, s *sshd.Server) { s.TrustedUserCAKeys = filepath.Join(dir, "user_ca.pub") }))
 	keys, err := sshtest.GenKeys(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"gangway/agent"
 	"gangway/agent/agenttest"
 	"gangway/agent/agenttest/sshtest"
+	"gangway/agent/sshd"
 	"gangway/cmd/internal/e2e"
 )
 
@@ -222,7 +223,7 @@ func TestDropCachesByUser(t *testing.T) {
 			root := fakeSysRoot(t)
 			c := e2e.StartLocal(t, 1,
 				agenttest.WithAgent(func(_ int, a *agent.Agent) { a.AllowDropCaches, a.Facts.SysRoot = true, root }),
-				agenttest.WithServer(func(_ int, s *agent.Server) { s.DropCachesUsers = tc.users }))
+				agenttest.WithServer(func(_ int, s *sshd.Server) { s.DropCachesUsers = tc.users }))
 			h := c.Hosts[0]
 			args := []string{"-np", "1", "-H", asUser(tc.login, h, 1), "--drop-caches", "true"}
 			if tc.keys.ClientKey != "" {

@@ -14,7 +14,7 @@ import (
 )
 
 // debianPython is Debian's Python, where python3-torch lives; a python3
-// earlier on PATH may be another installation (TESTBED-NOTES).
+// earlier on PATH may be another installation (docs/testbed.md §2).
 const debianPython = "/usr/bin/python3"
 
 // needTorch skips the test unless Debian's python3 imports torch with

@@ -26,7 +26,7 @@ func (l *inProcLaunch) String() string {
 }
 
 // launchInProc runs launcher.Main in this process against c's agents
-// (e2e.StartLocal: agent.Servers in this process, each on its own
+// (e2e.StartLocal: sshd.Servers in this process, each on its own
 // loopback address, ranks started as this process's children) with args
 // after the connection options and -H, and returns when it does. At
 // jobTimeout its context is cancelled, which stops the job, and the test

@@ -18,7 +18,7 @@ import (
 
 // Open MPI's own mpirun (Debian's openmpi-bin 4.1), run in the root
 // namespace, starts its orted daemons through our agents on port 22122
-// as if they were sshd (PROTOCOLS.md section 3); the orteds then run the
+// as if they were sshd (docs/openmpi.md); the orteds then run the
 // ranks and carry their output back to mpirun.
 
 // rshWrapper writes the plm_rsh_agent script: the system ssh with the

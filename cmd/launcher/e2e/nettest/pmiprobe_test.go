@@ -13,7 +13,7 @@ import (
 )
 
 // The PMI probe: a rank that speaks PMI-1 or PMI-2 itself over PMI_FD (no
-// MPI library), asks the server one of each question PROTOCOLS.md lists
+// MPI library), asks the server one of each question docs/pmi.md lists
 // and writes every answer to $GANGWAY_PROBE_OUT/rank.R, one exchange a
 // line: "STEP\tREPLY". TestPMIDifferential runs it under mpiexec.hydra and
 // under the launcher and compares the answers field by field.

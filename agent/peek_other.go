@@ -1,8 +1,0 @@
-//go:build !linux
-
-package agent
-
-import "net"
-
-// sentAnything is false off Linux: only what the agent has read counts.
-func sentAnything(net.Conn) bool { return false }

@@ -1,0 +1,181 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"os"
+	"runtime/debug"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"gangway/agent/proc"
+	"gangway/agent/wire"
+)
+
+// spawn starts the prepared job's ranks (Go) in three steps: their specs
+// (environment, binding, PMI socket: rankSpecs), their start (start),
+// and the report: an Exit for every rank that could not start, Started
+// with the pids and bindings of the others, an Exit for each when it
+// ends (exitOf), and Done once all have ended and the job's resources
+// are gone (jobEnded).
+func (s *session) spawn(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.job
+	if j == nil {
+		return errors.New("go before start")
+	}
+	if s.procs != nil {
+		return errors.New("job already started")
+	}
+	s.procs = map[int]*proc.Proc{}
+	cg := s.a.jobCgroup(s.log, s.jobID)
+	specs, bindings := s.rankSpecs(j, cg)
+	procs, errs := s.start(ctx, specs)
+	var all sync.WaitGroup
+	for i, p := range procs {
+		rank := specs[i].Rank
+		if err := errs[i]; err != nil {
+			res := proc.StartResult(rank, err)
+			_ = s.conn.Send(wire.KindExit, wire.Exit{Rank: rank, Code: res.Code, Err: err.Error()})
+			continue
+		}
+		s.procs[rank] = p
+		all.Add(1)
+		s.waiters.Go(func() {
+			defer all.Done()
+			_ = s.conn.Send(wire.KindExit, s.exitOf(p.Wait()))
+		})
+	}
+	// After every start: a supervised rank's pid is known once its
+	// supervisor has started the program, and supervisors start together.
+	pids := make(map[int]int, len(s.procs))
+	for rank, p := range s.procs {
+		pids[rank] = p.Pid()
+	}
+	err := s.conn.Send(wire.KindStarted, wire.Started{Pids: pids, Bindings: bindings})
+	s.log.Debug("ranks started", zap.Int("ranks", len(pids)))
+	s.waiters.Go(func() {
+		all.Wait()
+		s.jobEnded(cg, err == nil)
+	})
+	return err
+}
+
+// rankSpecs builds what starts each of j's ranks: its environment
+// (rankEnv), CPU binding, PMI socket and the job's supervisor and cgroup
+// (cg, nil for none). A rank whose binding fails gets its Exit (code 1)
+// now and no spec. bindings are the bound ranks' CPU lists, for Started.
+// s.mu is held.
+func (s *session) rankSpecs(j *wire.StartJob, cg *proc.Cgroup) (specs []proc.Spec, bindings map[int]string) {
+	base := s.a.baseEnv()
+	binder := s.a.binder(allowedCPUs())
+	bindings = map[int]string{}
+	for _, r := range j.Ranks {
+		env := rankEnv(base, s.login.Account, s.errorFile(r), r, s.pmiEnv[r.Rank])
+		cpus, err := binder.bind(j.Bind, r, s.facts)
+		if err != nil {
+			_ = s.conn.Send(wire.KindExit, wire.Exit{Rank: r.Rank, Code: 1, Err: "-bind-to " + j.Bind + ": " + err.Error()})
+			continue
+		}
+		spec := proc.Spec{Rank: r.Rank, Argv: r.Argv, Env: env, Dir: r.Dir, Stdin: r.Rank == j.StdinRank, Grace: j.KillGrace,
+			Supervisor: s.a.Supervisor, Cgroup: cg, Credential: s.login.Account.Credential(), CPUs: cpus}
+		if f := s.pmiFDs[r.Rank]; f != nil {
+			spec.ExtraFiles = []*os.File{f}
+		}
+		if cpus != nil {
+			bindings[r.Rank] = FormatCPUList(cpus)
+		}
+		specs = append(specs, spec)
+	}
+	return specs, bindings
+}
+
+// start starts the ranks of specs, their output going to the launcher
+// (and to a dump's capture): under one supervisor for all of this host's
+// ranks when the agent has one (one re-execution of the agent per job,
+// not per rank), else directly. procs[i] and errs[i] are specs[i]'s.
+// The PMI sockets' agent ends are closed after: the programs (or their
+// supervisor) have their own copies.
+func (s *session) start(ctx context.Context, specs []proc.Spec) (procs []*proc.Proc, errs []error) {
+	sink := func(rank int, st proc.Stream, data []byte) {
+		s.capture.add(rank, st, data)
+		_ = s.conn.SendOutput(rank, wire.Stream(st), data)
+	}
+	if s.a.Supervisor != "" {
+		procs, errs = proc.StartGroup(ctx, specs, sink)
+	} else {
+		procs, errs = make([]*proc.Proc, len(specs)), make([]error, len(specs))
+		for i, spec := range specs {
+			procs[i], errs[i] = proc.Start(ctx, spec, sink)
+		}
+	}
+	for _, f := range s.pmiFDs {
+		f.Close()
+	}
+	return procs, errs
+}
+
+// exitOf is a started rank's Exit for its result: stopped when a stop or
+// a dump's signal ended it; a failure of its own when the PMI server
+// dropped it (pmiFailed), when it exited 0 having initialized PMI but not
+// finalized it, or when its supervised program could not start; with its
+// error file when it failed.
+func (s *session) exitOf(res proc.Result) wire.Exit {
+	x := wire.Exit{Rank: res.Rank, Pid: res.Pid, Code: res.Code, Signal: int(res.Signal), SignalName: proc.SignalName(res.Signal),
+		Stopped: res.Stopped || s.endedByDump(res.Rank)}
+	switch {
+	case s.pmi == nil:
+	case s.pmi.Failed(res.Rank) != nil:
+		// Stopped by pmiFailed: a failure of its own.
+		x.Err, x.Stopped = s.pmi.Failed(res.Rank).Error(), false
+		x.Code = max(x.Code, 1)
+	case x.Code == 0 && s.pmi.Initialized(res.Rank) && !s.pmi.Finalized(res.Rank):
+		x.Code, x.Err = 1, "exited without PMI finalize (MPI_Finalize not called)"
+	}
+	if res.Err != nil && x.Err == "" {
+		// A supervised program that could not start: a failure of its
+		// own, even when a stop reached its supervisor.
+		x.Err, x.Stopped = res.Err.Error(), false
+	}
+	if x.Code != 0 {
+		x.ErrorFile = s.readErrorFile(res.Rank)
+	}
+	return x
+}
+
+// jobEnded releases the job once every started rank's Exit has been
+// sent: its error files (now, not at the session's end, which an agent
+// killed once the job is over, a Slurm step's end, never reaches), its
+// PMI server, and its cgroup, with whatever escaped the ranks'
+// supervisors; then, when Started was sent, Done, after any stacks being
+// collected.
+func (s *session) jobEnded(cg *proc.Cgroup, started bool) {
+	s.removeErrorFiles()
+	if s.pmi != nil {
+		s.pmi.Close()
+	}
+	if cg != nil {
+		if err := cg.Close(cgroupCloseTimeout); err != nil {
+			s.log.Warn("job cgroup", zap.Error(err))
+		}
+	}
+	if started {
+		s.dumping.Lock() // stacks being collected go first
+		_ = s.conn.Send(wire.KindDone, nil)
+		s.dumping.Unlock()
+	}
+	if s.pmi != nil && s.pmi.Held() > freeOSMemoryAbove {
+		// The job's PMI keys (up to pmi.Limits' bytes) are garbage now:
+		// give the memory back to the host at once, not when the runtime
+		// gets round to it, so that an idle agent shows what it holds. A
+		// full collection costs a millisecond or more, so only after a
+		// job that kept much, and after Done.
+		debug.FreeOSMemory()
+	}
+}
+
+// freeOSMemoryAbove is how many bytes of PMI keys a job must have kept
+// for its end to return the agent's free memory to the host at once.
+const freeOSMemoryAbove = 4 << 20
