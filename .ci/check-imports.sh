@@ -1,14 +1,16 @@
 #!/bin/sh
 # Imports point one way (see README "How it works"): the packages under
 # internal/ import no gangway package; the other leaf packages import none
-# but those; launcher imports only agent/wire of the agent's packages; the
-# agent's packages import only each other; launcher and agent may also use
+# but those; the launcher's packages import only agent/wire of the agent's
+# packages, and their rooms point one way (plan at the bottom, the root
+# package's modes at the top; the table below); the agent's packages
+# import only each other; launcher and agent may also use
 # gangway/internal/... packages; of the agent's two rooms, the SSH server
 # (agent/sshd) and the launcher session (agent) import neither the other,
 # only what both speak of (agent/account, which imports only agent/proc)
-# and the leaves;
-# nothing imports cmd/; and nothing under agent/, hostfile/, nccl/ or bench/
-# reaches the launcher or cmd/, not even in tests.
+# and the leaves; nothing imports cmd/; and nothing under agent/,
+# hostfile/, nccl/ or bench/ reaches the launcher or cmd/, not even in
+# tests.
 set -eu
 cd "$(dirname "$0")/.."
 fail=0
@@ -27,8 +29,45 @@ for leaf in ./hostfile ./nccl ./bench ./agent/wire ./agent/proc ./agent/pmi; do
 	if [ -n "$bad" ]; then echo "$leaf must not import: $bad"; fail=1; fi
 done
 
-bad=$(deps ./launcher | grep -v -e '^gangway/agent/wire$' -e '^gangway/hostfile$' -e '^gangway/nccl$' -e '^gangway/bench$' -e "$internal" || true)
-if [ -n "$bad" ]; then echo "./launcher must import only agent/wire, hostfile, nccl, bench, internal/...; it imports: $bad"; fail=1; fi
+for p in $(go list -e ./launcher/...); do
+	bad=$(deps "$p" | grep -v -e '^gangway/launcher$' -e '^gangway/launcher/' -e '^gangway/agent/wire$' -e '^gangway/hostfile$' -e '^gangway/nccl$' -e '^gangway/bench$' -e "$internal" || true)
+	if [ -n "$bad" ]; then echo "$p must import only launcher/..., agent/wire, hostfile, nccl, bench, internal/...; it imports: $bad"; fail=1; fi
+done
+
+# The launcher's rooms point one way (each package's doc says what it may
+# import): a room may import only the rooms named after it, never the
+# launcher's root package (Main and the modes), which alone may import
+# them all; every package under launcher/ is a room here. Tests included:
+# a room's tests do not reach up either.
+rooms='
+plan:
+transport: plan
+cli: plan transport
+diagnose: plan cli
+rankenv: plan cli
+engine: plan cli transport diagnose rankenv
+'
+alldeps() {
+	go list -e -f '{{join .Imports "\n"}}
+{{join .TestImports "\n"}}
+{{join .XTestImports "\n"}}' "$1" | grep -e '^gangway/launcher/' -e '^gangway/launcher$' | sort -u || true
+}
+for p in $(go list -e ./launcher/... | grep '^gangway/launcher/'); do
+	name=${p#gangway/launcher/}
+	line=$(echo "$rooms" | grep "^$name:" || true)
+	if [ -z "$line" ]; then
+		echo "$p is not a room in .ci/check-imports.sh: add it, with the rooms it may import"; fail=1; continue
+	fi
+	allowed=" ${line#*:} "
+	for dep in $(alldeps "$p"); do
+		d=${dep#gangway/launcher/}
+		[ "$d" = "$name" ] && continue
+		case "$allowed" in *" $d "*) continue ;; esac
+		list=$(echo $allowed)
+		echo "$p must not import $dep (it may import: ${list:-no other launcher package})"
+		fail=1
+	done
+done
 
 for p in $(go list -e ./agent/...); do
 	bad=$(deps "$p" | grep -v -e '^gangway/agent$' -e '^gangway/agent/' -e "$internal" || true)
@@ -47,10 +86,10 @@ if [ -n "$bad" ]; then echo "cmd/ is imported by: $bad"; fail=1; fi
 
 # Tests included: -deps -test lists everything a package's tests build.
 for p in $(go list -e ./agent/... ./hostfile/... ./nccl/... ./bench/...); do
-	bad=$(go list -e -deps -test "$p" | grep -E '^gangway/(launcher|cmd/[^ ]+)( |$)' | cut -d' ' -f1 | sort -u || true)
+	bad=$(go list -e -deps -test "$p" | grep -E '^gangway/(launcher(/[^ ]+)?|cmd/[^ ]+)( |$)' | cut -d' ' -f1 | sort -u || true)
 	if [ -n "$bad" ]; then
 		via=$(go list -e -deps -test -f '{{.ImportPath}}: {{join .Imports " "}}' "$p" |
-			grep -E ' gangway/(launcher|cmd/[^ ]+)( |$)' | cut -d: -f1 | tr '\n' ' ')
+			grep -E ' gangway/(launcher(/[^ ]+)?|cmd/[^ ]+)( |$)' | cut -d: -f1 | tr '\n' ' ')
 		echo "$p (with its tests) must not reach $(echo $bad); imported by: $via"
 		fail=1
 	fi

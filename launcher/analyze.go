@@ -7,107 +7,30 @@ import (
 	"strings"
 
 	"gangway/bench"
+	"gangway/launcher/cli"
+	"gangway/launcher/diagnose"
+	"gangway/launcher/engine"
 )
 
-// benchOptions turns the throughput flags into bench options.
-func benchOptions(cfg Bench) (bench.Options, error) {
-	opts := bench.DefaultOptions()
-	opts.WarmupSteps = cfg.WarmupSteps
-	opts.StragglerThreshold = cfg.Straggler
-	opts.BaselineIPS = cfg.BaselineIPS
-	scope, err := bench.ParseScope(cfg.MetricScope)
-	if err != nil {
-		return opts, err
-	}
-	for _, m := range cfg.Metrics {
-		r, err := bench.ParseMetric(m, scope)
-		if err != nil {
-			return opts, err
-		}
-		opts.Metrics = append(opts.Metrics, r)
-	}
-	return opts, nil
-}
-
-// checkBench reports a bad --metric (or one named like a built-in) before
-// any host is dialled; the collector it builds is thrown away.
-func checkBench(cfg Bench) error {
-	opts, err := benchOptions(cfg)
-	if err != nil {
-		return err
-	}
-	opts.QueueSize = 1
-	_, err = bench.NewCollector(opts)
-	return err
-}
-
-func newCollector(cfg Bench) (*bench.Collector, error) {
-	opts, err := benchOptions(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return bench.NewCollector(opts)
-}
-
-func writeBench(cfg Bench, rep bench.Report, w io.Writer) error {
-	if !cfg.NoSummary && len(rep.Metrics) > 0 {
-		if err := bench.WriteSummary(w, rep); err != nil {
-			return err
-		}
-	}
-	if cfg.ReportFile != "" {
-		if err := rep.WriteJSON(cfg.ReportFile); err != nil {
-			return fmt.Errorf("--report: %w", err)
-		}
-	}
-	if cfg.PlotFile != "" {
-		// A job that printed no throughput over time has nothing to draw;
-		// that does not make it fail.
-		if !hasSeries(rep) {
-			_, err := fmt.Fprintf(w, "bench: nothing to plot (no throughput over time recognised); %s not written\n", cfg.PlotFile)
-			return err
-		}
-		if err := bench.WritePlot(cfg.PlotFile, rep); err != nil {
-			return fmt.Errorf("--plot: %w", err)
-		}
-	}
-	return nil
-}
-
-// hasSeries reports whether some rank has a sample after warm-up, which
-// is what bench.WritePlot draws.
-func hasSeries(rep bench.Report) bool {
-	for _, mr := range rep.Metrics {
-		for _, rr := range mr.Ranks {
-			for _, p := range rr.Series {
-				if !p.Warmup {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
-func analyze(ctx context.Context, cfg Config, stdout, stderr io.Writer) int {
-	opts, err := benchOptions(cfg.Bench)
+func analyze(ctx context.Context, cfg cli.Config, stdout, stderr io.Writer) int {
+	opts, err := cfg.Bench.Options()
 	if err != nil {
 		fmt.Fprintf(stderr, "launcher: %v\n", err)
-		return ExitUsage
+		return diagnose.ExitUsage
 	}
 	rep, err := bench.AnalyzeFiles(ctx, cfg.Argv, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "launcher: %v\n", err)
-		return ExitSetup
+		return diagnose.ExitSetup
 	}
 	if len(rep.Metrics) == 0 {
 		fmt.Fprintf(stderr, "launcher: no throughput lines found in %s\n", strings.Join(cfg.Argv, ", "))
-		return ExitSetup
+		return diagnose.ExitSetup
 	}
 	cfg.Bench.NoSummary = false
-	if err := writeBench(cfg.Bench, rep, stdout); err != nil {
+	if err := engine.WriteBench(cfg.Bench, rep, stdout); err != nil {
 		fmt.Fprintf(stderr, "launcher: %v\n", err)
-		return ExitSetup
+		return diagnose.ExitSetup
 	}
 	return 0
 }

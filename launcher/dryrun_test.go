@@ -15,9 +15,12 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"gangway/hostfile"
+	"gangway/launcher/cli"
+	"gangway/launcher/plan"
+	"gangway/launcher/transport"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from DryRun's output")
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from dryRun's output")
 
 // dryRunArgs is the issue's dry-run example at a size that keeps the
 // golden file readable.
@@ -44,20 +47,20 @@ func checkGolden(t *testing.T, name string, got []byte) {
 }
 
 func TestDryRunGolden(t *testing.T) {
-	cfg, err := Parse(dryRunArgs, func(string) string { return "" }, nil)
+	cfg, err := cli.Parse(dryRunArgs, func(string) string { return "" }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := DryRun(t.Context(), &out, cfg); err != nil {
+	if err := dryRun(t.Context(), &out, cfg); err != nil {
 		t.Fatal(err)
 	}
 	checkGolden(t, "dryrun.golden", out.Bytes())
 }
 
 // failDialer fails the test if anything tries to reach a host.
-func failDialer(t *testing.T) Dialer {
-	return DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+func failDialer(t *testing.T) transport.Dialer {
+	return transport.DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
 		t.Errorf("dry run dialed %s", h.Name)
 		return nil, "", errors.New("dry run must not dial")
 	})
@@ -70,7 +73,7 @@ func TestMainDryRunNeverDials(t *testing.T) {
 	d := Deps{
 		Local:  failDialer(t),
 		Remote: failDialer(t),
-		NewLocal: func(*zap.Logger) Dialer {
+		NewLocal: func(*zap.Logger) transport.Dialer {
 			t.Error("dry run built the local agent")
 			return failDialer(t)
 		},
@@ -132,12 +135,12 @@ func TestDryRun(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := Parse(tt.args, func(string) string { return "" }, nil)
+			cfg, err := cli.Parse(tt.args, func(string) string { return "" }, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer
-			if err := DryRun(t.Context(), &out, cfg); err != nil {
+			if err := dryRun(t.Context(), &out, cfg); err != nil {
 				t.Fatal(err)
 			}
 			if got := placement(t, out.String()); strings.Join(got, "\n") != strings.Join(tt.wantRows, "\n") {
@@ -155,31 +158,31 @@ func TestDryRun(t *testing.T) {
 }
 
 func TestDryRunNotEnoughSlots(t *testing.T) {
-	cfg, err := Parse([]string{"--dry-run", "-np", "5", "-H", "a:2,b:2", "./a.out"}, func(string) string { return "" }, nil)
+	cfg, err := cli.Parse([]string{"--dry-run", "-np", "5", "-H", "a:2,b:2", "./a.out"}, func(string) string { return "" }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	err = DryRun(t.Context(), &out, cfg)
-	if !errors.Is(err, ErrNotEnoughSlots) {
-		t.Errorf("DryRun = %v, want ErrNotEnoughSlots", err)
+	err = dryRun(t.Context(), &out, cfg)
+	if !errors.Is(err, plan.ErrNotEnoughSlots) {
+		t.Errorf("dryRun = %v, want plan.ErrNotEnoughSlots", err)
 	}
 	if out.Len() != 0 {
-		t.Errorf("DryRun printed %q before failing", out.String())
+		t.Errorf("dryRun printed %q before failing", out.String())
 	}
 }
 
 // TestDryRunMPIOperator: in an mpi-operator launcher pod with no -H, the
 // plan comes from the operator's hostfile, and the dry run says so.
 func TestDryRunMPIOperator(t *testing.T) {
-	hf := writeFile(t, "hostfile", "pi-worker-0.pi.default.svc slots=2\npi-worker-1.pi.default.svc slots=2\n")
-	env := map[string]string{"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_default_hostfile": hf}
-	cfg, err := Parse([]string{"--dry-run", "prog"}, func(k string) string { return env[k] }, nil)
+	env := operatorEnv(t, "pi-worker-0.pi.default.svc slots=2\npi-worker-1.pi.default.svc slots=2\n")
+	hf := env["OMPI_MCA_orte_default_hostfile"]
+	cfg, err := cli.Parse([]string{"--dry-run", "prog"}, func(k string) string { return env[k] }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := DryRun(t.Context(), &out, cfg); err != nil {
+	if err := dryRun(t.Context(), &out, cfg); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(out.String(), "\n")
@@ -197,44 +200,21 @@ func TestDryRunMPIOperator(t *testing.T) {
 	}
 }
 
-// TestMPIOperatorPortFromSSHConfig: in an mpi-operator launcher pod, the
-// agents' port is the Port the pod's ssh configuration sets for every
-// host (the operator's images: 2222), unless -p says otherwise; outside
-// the launcher pod the configuration is not read.
-func TestMPIOperatorPortFromSSHConfig(t *testing.T) {
-	hf := writeFile(t, "hostfile", "pi-worker-0.pi.default.svc slots=2\n")
-	conf := writeFile(t, "ssh_config", "Host *\n    StrictHostKeyChecking no\n    Port 2222\n")
-	defer func(old string) { SSHClientConfig = old }(SSHClientConfig)
-	SSHClientConfig = conf
-	for _, tc := range []struct {
-		name string
-		args []string
-		role string
-		port int
-		from string
-	}{
-		{"launcher pod", nil, "launcher", 2222, conf},
-		{"-p wins", []string{"-p", "22"}, "launcher", 22, ""},
-		{"--port wins", []string{"--port", "22122"}, "launcher", 22122, ""},
-		{"not the launcher pod", nil, "", DefaultPort, ""},
-	} {
-		env := map[string]string{"K_MPI_JOB_ROLE": tc.role, "OMPI_MCA_orte_default_hostfile": hf}
-		cfg, err := Parse(append(tc.args, "--dry-run", "prog"), func(k string) string { return env[k] }, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		if cfg.Transport.Port != tc.port || cfg.Transport.PortFrom != tc.from {
-			t.Errorf("%s: port %d from %q, want %d from %q", tc.name, cfg.Transport.Port, cfg.Transport.PortFrom, tc.port, tc.from)
-		}
-		if tc.from == "" {
-			continue
-		}
-		var out bytes.Buffer
-		if err := DryRun(t.Context(), &out, cfg); err != nil {
-			t.Fatal(err)
-		}
-		if want := ", port 2222 from " + conf + "\n"; !strings.Contains(out.String(), want) {
-			t.Errorf("%s: the dry run does not say %q:\n%s", tc.name, want, out.String())
-		}
+// TestDryRunPortFrom: in an mpi-operator launcher pod the dry run says
+// where the agents' port came from when the pod's ssh configuration gave
+// it (cli sets Transport.PortFrom).
+func TestDryRunPortFrom(t *testing.T) {
+	env := operatorEnv(t, "pi-worker-0.pi.default.svc slots=2\n")
+	cfg, err := cli.Parse([]string{"-p", "22", "--dry-run", "prog"}, func(k string) string { return env[k] }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Transport.Port, cfg.Transport.PortFrom = 2222, "/etc/ssh/ssh_config"
+	var out bytes.Buffer
+	if err := dryRun(t.Context(), &out, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if want := ", port 2222 from /etc/ssh/ssh_config\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("the dry run does not say %q:\n%s", want, out.String())
 	}
 }

@@ -12,6 +12,10 @@ import (
 	"text/tabwriter"
 
 	"gangway/agent/wire"
+	"gangway/launcher/cli"
+	"gangway/launcher/diagnose"
+	"gangway/launcher/engine"
+	"gangway/launcher/rankenv"
 	"gangway/nccl"
 )
 
@@ -25,30 +29,56 @@ type InspectHost struct {
 	Addr       string   `json:"addr,omitempty"`
 	GPUs       []int    `json:"gpus,omitempty"` // GPUs its ranks would get, in order
 	Env        []string `json:"env"`            // host-specific variables the launcher sets
-	Err        string   `json:"error,omitempty"`
+	// NCCL are the NCCL variables of -x that look wrong on this host
+	// (rankenv.CheckNCCL): a list that selects nothing here, a value
+	// NCCL does not read.
+	NCCL []string `json:"nccl_problems,omitempty"`
+	Err  string   `json:"error,omitempty"`
 }
 
-// Inspect reaches every host, then prints its facts and the environment
-// the launcher would set there, as a table or (--json) JSON.
-func Inspect(ctx context.Context, cfg Config, d Deps) int {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sigs := watchSignals(d.Signals, cancel)
-	defer sigs.stop()
-	c, err := dial(ctx, cfg, d, "inspect-"+newJobID(), false)
+// inspect reaches every host of l (rankenv.Reach), then prints its facts
+// and the environment the launcher would set there, as a table or
+// (--json) JSON.
+func inspect(ctx context.Context, cfg cli.Config, d engine.Deps, l rankenv.Layout) int {
+	ctx, scope := engine.Begin(ctx, d.Signals, 0)
+	defer scope.End()
+	c, err := engine.Dial(ctx, cfg, d, "inspect-"+engine.NewJobID(), l)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			err = cause
 		}
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-		return exitCode(err, false)
+		return diagnose.ExitCode(err, false)
 	}
-	defer c.close()
-	sessions := c.sessions
-	choices, cerr := chooseNetworks(cfg, sessions)
-	out := make([]InspectHost, len(sessions))
-	for i, s := range sessions {
-		ih := InspectHost{Host: s.host.Name, Reached: s.addr, Facts: s.facts}
+	defer c.Close()
+	out, cerr := inspectHosts(cfg, c.Hosts())
+	if cfg.Out.JSON {
+		enc := json.NewEncoder(d.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
+			return diagnose.ExitSetup
+		}
+	} else {
+		writeInspect(d.Stdout, out, cfg.Out.Verbose)
+	}
+	if cerr != nil {
+		fmt.Fprintf(d.Stderr, "launcher: %v\n", cerr)
+		return diagnose.ExitSetup
+	}
+	return 0
+}
+
+// inspectHosts is what --inspect shows of each host: its facts, the data
+// network chosen for it (the choice's error, when it fails, is also
+// returned), the GPUs and variables its ranks would get, and the NCCL
+// variables of -x that look wrong there.
+func inspectHosts(cfg cli.Config, hosts []rankenv.Host) ([]InspectHost, error) {
+	choices, cerr := rankenv.ChooseNetworks(cfg.Network, hosts)
+	probs := rankenv.CheckNCCL(cfg.Env.Vars, hosts)
+	out := make([]InspectHost, len(hosts))
+	for i, h := range hosts {
+		ih := InspectHost{Host: h.Name, Reached: h.Reached, Facts: h.Facts}
 		var c *nccl.Choice
 		if cerr == nil {
 			c = choices[i]
@@ -57,31 +87,23 @@ func Inspect(ctx context.Context, cfg Config, d Deps) int {
 		}
 		if c != nil {
 			ih.Interfaces, ih.Addr = c.Ifaces, c.Addr
-			ih.Env = nccl.Env(*c, cfg.Env.Vars)
+			ih.Env = rankenv.Ours(nccl.Env(*c), cfg.Env.Vars)
 		}
-		if g, err := chooseGPUs(cfg.Place, s, max(s.host.Slots, 1)); err == nil && g != nil {
+		if g, err := rankenv.ChooseGPUs(cfg.Place, h, max(h.Slots, 1)); err == nil && g != nil {
 			ih.GPUs = g
 			ih.Env = append(ih.Env, "CUDA_VISIBLE_DEVICES="+nccl.CUDAVisibleDevices(g)+" (all local ranks; one each by local rank)")
 		} else if err != nil && ih.Err == "" {
 			ih.Err = err.Error()
 		}
+		for _, p := range probs {
+			if p.Host == "" || p.Host == h.Name {
+				p.Host = ""
+				ih.NCCL = append(ih.NCCL, p.Error())
+			}
+		}
 		out[i] = ih
 	}
-	if cfg.Out.JSON {
-		enc := json.NewEncoder(d.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
-			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-			return ExitSetup
-		}
-	} else {
-		writeInspect(d.Stdout, out, cfg.Out.Verbose)
-	}
-	if cerr != nil {
-		fmt.Fprintf(d.Stderr, "launcher: %v\n", cerr)
-		return ExitSetup
-	}
-	return 0
+	return out, cerr
 }
 
 // writeInspect prints the table and each host's section. Without verbose
@@ -141,6 +163,9 @@ func writeInspect(w io.Writer, hosts []InspectHost, verbose bool) {
 		}
 		for _, kv := range h.Env {
 			fmt.Fprintf(w, "env   %s\n", kv)
+		}
+		for _, p := range h.NCCL {
+			fmt.Fprintf(w, "warn  %s\n", p)
 		}
 		if h.Err != "" {
 			fmt.Fprintf(w, "error %s\n", h.Err)

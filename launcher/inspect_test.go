@@ -61,3 +61,14 @@ func TestWriteInspectHidesNICs(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteInspectNCCL: the NCCL variables of -x that look wrong on a
+// host are listed in its section.
+func TestWriteInspectNCCL(t *testing.T) {
+	hosts := []InspectHost{{Host: "a", NCCL: []string{`NCCL_SOCKET_IFNAME="ib": selects no up interface with an address (up: lo, eth0)`}}}
+	var b strings.Builder
+	writeInspect(&b, hosts, false)
+	if want := "\nwarn  NCCL_SOCKET_IFNAME=\"ib\": selects no up interface with an address (up: lo, eth0)\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, b.String())
+	}
+}

@@ -8,14 +8,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"go.uber.org/zap"
 
 	"gangway/hostfile"
+	"gangway/launcher/cli"
+	"gangway/launcher/diagnose"
+	"gangway/launcher/engine"
+	"gangway/launcher/plan"
 )
 
 // Open MPI programs: Debian's Open MPI has no PMI-1/PMI-2 client, so
@@ -32,7 +36,7 @@ import (
 // vary by host); mpirun tags and forwards the output.
 
 // openMPIArgs builds mpirun's command line (without the program).
-func openMPIArgs(cfg Config, self string, hostfilePath string, np int, root bool) ([]string, error) {
+func openMPIArgs(cfg cli.Config, self string, hostfilePath string, np int, root bool) ([]string, error) {
 	t := cfg.Transport
 	port := t.Port
 	for _, h := range cfg.Place.Hosts {
@@ -72,7 +76,7 @@ func openMPIArgs(cfg Config, self string, hostfilePath string, np int, root bool
 	if cfg.Place.Oversubscribe {
 		args = append(args, "--oversubscribe")
 	}
-	if cfg.Out.Tags == TagRank || cfg.Out.Tags == TagMpirun {
+	if cfg.Out.Tags == plan.TagRank || cfg.Out.Tags == plan.TagMpirun {
 		args = append(args, "--tag-output") // mpirun has no [R] style
 	}
 	if cfg.Out.Timestamp {
@@ -92,24 +96,18 @@ func openMPIArgs(cfg Config, self string, hostfilePath string, np int, root bool
 	return args, nil
 }
 
-// RunOpenMPI runs cfg through Open MPI's mpirun and returns its exit code
+// runOpenMPI runs cfg through Open MPI's mpirun and returns its exit code
 // (124 on --timeout). mpirun stops its job on SIGINT/SIGTERM: the first
 // signal (or the timeout) is passed to it, and mpirun's whole process
 // group is killed after --kill-grace or at a second signal; the agents
 // then stop the orteds and their ranks when the connections drop.
-func RunOpenMPI(ctx context.Context, cfg Config, d Deps) int {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sigs := watchSignals(d.Signals, cancel)
-	defer sigs.stop()
-	if t := cfg.Control.Timeout; t > 0 {
-		stop := time.AfterFunc(t, func() { cancel(&TimeoutError{After: t}) })
-		defer stop.Stop()
-	}
+func runOpenMPI(ctx context.Context, cfg cli.Config, d engine.Deps) int {
+	ctx, scope := engine.Begin(ctx, d.Signals, cfg.Control.Timeout)
+	defer scope.End()
 	cmd, cleanup, err := mpirunCommand(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
-		return exitCode(err, false)
+		return diagnose.ExitCode(err, false)
 	}
 	defer cleanup()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = d.Stdin, d.Stdout, d.Stderr
@@ -120,7 +118,7 @@ func RunOpenMPI(ctx context.Context, cfg Config, d Deps) int {
 		if cfg.Control.KillGrace == 0 {
 			return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
-		var se *SignalError
+		var se *diagnose.SignalError
 		if errors.As(context.Cause(ctx), &se) {
 			return cmd.Process.Signal(se.Signal)
 		}
@@ -130,33 +128,33 @@ func RunOpenMPI(ctx context.Context, cfg Config, d Deps) int {
 	cmd.WaitDelay = cfg.Control.KillGrace
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(d.Stderr, "launcher: start %s: %v\n", cmd.Path, err)
-		return ExitSetup
+		return diagnose.ExitSetup
 	}
 	d.Log.Debug("running mpirun", zap.Strings("args", cmd.Args))
 	pid := cmd.Process.Pid
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	again := scope.Again()
 	for {
 		select {
 		case err := <-done:
 			// Whatever mpirun left in its group (rsh clients) goes with it.
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			var te *TimeoutError
+			var te *diagnose.TimeoutError
 			if errors.As(context.Cause(ctx), &te) {
-				return ExitTimeout
+				return diagnose.ExitTimeout
 			}
 			return exitCodeOf(cmd.ProcessState, err)
-		case ev := <-sigs.events:
-			if s, ok := ev.(evSignal); ok && s.n > 1 {
-				_ = syscall.Kill(-pid, syscall.SIGKILL)
-			}
+		case <-again: // a second signal: mpirun's whole group, at once
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			again = nil
 		}
 	}
 }
 
 // mpirunCommand finds mpirun and writes the hostfile it reads; cleanup
 // removes the hostfile.
-func mpirunCommand(ctx context.Context, cfg Config) (cmd *exec.Cmd, cleanup func(), err error) {
+func mpirunCommand(ctx context.Context, cfg cli.Config) (cmd *exec.Cmd, cleanup func(), err error) {
 	mpirun, err := exec.LookPath("mpirun.openmpi")
 	if err != nil {
 		if mpirun, err = exec.LookPath("mpirun"); err != nil {
@@ -168,8 +166,8 @@ func mpirunCommand(ctx context.Context, cfg Config) (cmd *exec.Cmd, cleanup func
 		return nil, nil, err
 	}
 	hosts := cfg.Place.Hosts
-	if cfg.Place.Source == HostsLocal {
-		hosts = []hostfile.Host{localHost(max(cfg.Place.NP, 1))}
+	if cfg.Place.Source == cli.HostsLocal {
+		hosts = []hostfile.Host{plan.Local(max(cfg.Place.NP, 1))}
 	}
 	np := cfg.Place.NP
 	if np == 0 {
@@ -188,13 +186,13 @@ func mpirunCommand(ctx context.Context, cfg Config) (cmd *exec.Cmd, cleanup func
 	args, err := openMPIArgs(cfg, self, hf, np, os.Geteuid() == 0)
 	if err != nil {
 		cleanup()
-		return nil, nil, usageError{err}
+		return nil, nil, cli.UsageError(err)
 	}
 	cmd = exec.CommandContext(ctx, mpirun, append(args, cfg.Argv...)...)
 	// The launcher's --timeout (MPIEXEC_TIMEOUT when not given) bounds
 	// the job; mpirun, which reads MPIEXEC_TIMEOUT too, must not race it
 	// with its own limit, message and exit code.
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, TimeoutEnv+"=") })
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, cli.TimeoutEnv+"=") })
 	return cmd, cleanup, nil
 }
 
@@ -218,10 +216,20 @@ func writeHostfile(path string, hosts []hostfile.Host) error {
 
 func exitCodeOf(ps *os.ProcessState, err error) int {
 	if ps == nil {
-		return ExitSetup
+		return diagnose.ExitSetup
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		return 128 + int(ws.Signal())
 	}
 	return ps.ExitCode()
+}
+
+// sortedVars lists vars as sorted KEY=VALUE entries.
+func sortedVars(vars map[string]string) []string {
+	out := make([]string, 0, len(vars))
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -3,10 +3,12 @@ package launcher
 import (
 	"strings"
 	"testing"
+
+	"gangway/launcher/cli"
 )
 
 func TestOpenMPIArgs(t *testing.T) {
-	cfg, err := Parse([]string{"--mpi=openmpi", "-np", "4", "-H", "a:2,b:2", "-i", "/k", "--known-hosts", "/kh",
+	cfg, err := cli.Parse([]string{"--mpi=openmpi", "-np", "4", "-H", "a:2,b:2", "-i", "/k", "--known-hosts", "/kh",
 		"-x", "FOO=bar", "-mca", "btl", "tcp,self", "--tag-output", "-map-by", "node", "./prog", "-v"}, func(string) string { return "" }, nil)
 	if err != nil {
 		t.Fatal(err)

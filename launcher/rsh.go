@@ -11,67 +11,53 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"gangway/hostfile"
+	"gangway/launcher/cli"
+	"gangway/launcher/diagnose"
+	"gangway/launcher/engine"
+	"gangway/launcher/transport"
 )
 
-// Rsh is the launcher's `--rsh` mode, an ssh-compatible client for
+// rsh is the launcher's `--rsh` mode, an ssh-compatible client for
 // mpirun's plm_rsh_agent: `launcher --rsh [-p PORT] [-i KEY]
 // [--known-hosts FILE] [--accept-new-host-keys] HOST COMMAND...` runs
 // COMMAND (words joined by spaces, as ssh does) on HOST's agent and exits
 // with its status (255 when the connection fails or the command dies of a
 // signal, as ssh).
-func Rsh(ctx context.Context, args []string, d Deps) int {
-	fs := flag.NewFlagSet("launcher --rsh", flag.ContinueOnError)
-	fs.SetOutput(d.Stderr)
-	var cfg Transport
-	fs.IntVar(&cfg.Port, "p", DefaultPort, "port")
-	fs.StringVar(&cfg.Identity, "i", "", "identity")
-	fs.StringVar(&cfg.KnownHosts, "known-hosts", "", "known_hosts")
-	fs.BoolVar(&cfg.AcceptNewHosts, "accept-new-host-keys", false, "trust new host keys")
-	fs.Bool("x", false, "no X11 forwarding (ignored)")
-	if err := fs.Parse(args); err != nil {
-		return 255
-	}
-	if fs.NArg() < 2 {
-		fmt.Fprintln(d.Stderr, "launcher --rsh: usage: launcher --rsh [options] HOST COMMAND...")
-		return 255
-	}
-	hosts, err := hostfile.ParseList(fs.Arg(0))
-	if err != nil || len(hosts) != 1 {
-		fmt.Fprintf(d.Stderr, "launcher --rsh: bad host %q\n", fs.Arg(0))
+func rsh(ctx context.Context, args []string, d Deps) int {
+	rc, ok := rshArgs(args, d.Stderr)
+	if !ok {
 		return 255
 	}
 	// A signal ends --rsh at once, in the handshake too: mpirun stops its
 	// rsh agents with SIGTERM and expects them gone.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sigs := watchSignals(d.Signals, cancel)
-	defer sigs.stop()
+	ctx, scope := engine.Begin(ctx, d.Signals, 0)
+	defer scope.End()
 	interrupted := func() int {
-		var se *SignalError
+		var se *diagnose.SignalError
 		if errors.As(context.Cause(ctx), &se) {
 			return 128 + int(se.Signal)
 		}
 		return 255
 	}
-	dialer, err := newSSHDialer(cfg, d.Log)
+	dialer, err := transport.NewAgentDialer(rc.opts, d.Log)
 	if err != nil {
 		fmt.Fprintf(d.Stderr, "launcher --rsh: %v\n", err)
 		return 255
 	}
-	client, _, err := dialer.client(ctx, hosts[0])
+	client, _, err := dialer.Client(ctx, rc.host)
 	if err != nil {
 		if ctx.Err() != nil {
 			return interrupted()
 		}
-		fmt.Fprintf(d.Stderr, "launcher --rsh: %s: %v\n", fs.Arg(0), err)
+		fmt.Fprintf(d.Stderr, "launcher --rsh: %s: %v\n", rc.target, err)
 		return 255
 	}
-	stopKeepalive := keepalive(client, nil)
+	stopKeepalive := transport.Keepalive(client, nil)
 	defer stopKeepalive()
 	defer client.Close()
 	sess, err := client.NewSession()
 	if err != nil {
-		fmt.Fprintf(d.Stderr, "launcher --rsh: %s: %v\n", fs.Arg(0), err)
+		fmt.Fprintf(d.Stderr, "launcher --rsh: %s: %v\n", rc.target, err)
 		return 255
 	}
 	defer sess.Close()
@@ -80,7 +66,7 @@ func Rsh(ctx context.Context, args []string, d Deps) int {
 		go func() { _, _ = io.Copy(in, d.Stdin); in.Close() }()
 	}
 	done := make(chan error, 1)
-	go func() { done <- sess.Run(strings.Join(fs.Args()[1:], " ")) }()
+	go func() { done <- sess.Run(rc.command) }()
 	select {
 	case err = <-done:
 	case <-ctx.Done():
@@ -96,7 +82,42 @@ func Rsh(ctx context.Context, args []string, d Deps) int {
 	case errors.As(err, &ee) && ee.Signal() == "":
 		return ee.ExitStatus()
 	default:
-		fmt.Fprintf(d.Stderr, "launcher --rsh: %s: %v\n", fs.Arg(0), err)
+		fmt.Fprintf(d.Stderr, "launcher --rsh: %s: %v\n", rc.target, err)
 		return 255
 	}
+}
+
+// rshCommand is a parsed --rsh command line.
+type rshCommand struct {
+	opts    transport.Options // -p, -i, --known-hosts, --accept-new-host-keys
+	host    hostfile.Host
+	target  string // HOST as given
+	command string // COMMAND's words joined by spaces, as ssh does
+}
+
+// rshArgs parses --rsh's command line; ok is false, the error said on
+// stderr, when it does not parse.
+func rshArgs(args []string, stderr io.Writer) (rc rshCommand, ok bool) {
+	fs := flag.NewFlagSet("launcher --rsh", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&rc.opts.Port, "p", cli.DefaultPort, "port")
+	fs.StringVar(&rc.opts.Identity, "i", "", "identity")
+	fs.StringVar(&rc.opts.KnownHosts, "known-hosts", "", "known_hosts")
+	fs.BoolVar(&rc.opts.AcceptNewHosts, "accept-new-host-keys", false, "trust new host keys")
+	fs.Bool("x", false, "no X11 forwarding (ignored)")
+	if err := fs.Parse(args); err != nil {
+		return rc, false
+	}
+	if fs.NArg() < 2 {
+		fmt.Fprintln(stderr, "launcher --rsh: usage: launcher --rsh [options] HOST COMMAND...")
+		return rc, false
+	}
+	rc.target = fs.Arg(0)
+	hosts, err := hostfile.ParseList(rc.target)
+	if err != nil || len(hosts) != 1 {
+		fmt.Fprintf(stderr, "launcher --rsh: bad host %q\n", rc.target)
+		return rc, false
+	}
+	rc.host, rc.command = hosts[0], strings.Join(fs.Args()[1:], " ")
+	return rc, true
 }

@@ -10,11 +10,10 @@ import (
 
 // Problem is one doubtful NCCL setting.
 type Problem struct {
-	Var    string
-	Value  string
-	Source string // "env", a config file path, or "path:line"
-	Host   string // the host it concerns; "" for every host
-	Msg    string
+	Var   string
+	Value string
+	Host  string // the host it concerns; "" for every host
+	Msg   string
 }
 
 func (p Problem) Error() string {
@@ -22,16 +21,7 @@ func (p Problem) Error() string {
 	if p.Host != "" {
 		b.WriteString("host " + p.Host + ": ")
 	}
-	if p.Var != "" {
-		fmt.Fprintf(&b, "%s=%q", p.Var, p.Value)
-		if p.Source != "" && p.Source != "env" {
-			b.WriteString(" (" + p.Source + ")")
-		}
-		b.WriteString(": ")
-	} else if p.Source != "" {
-		b.WriteString(p.Source + ": ")
-	}
-	b.WriteString(p.Msg)
+	fmt.Fprintf(&b, "%s=%q: %s", p.Var, p.Value, p.Msg)
 	return b.String()
 }
 
@@ -52,9 +42,9 @@ var intVars = []string{
 	"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
 }
 
-// Check validates the NCCL variables a user set, in env and in the config
-// files (see Effective for their precedence), against NCCL's parsers and
-// the hosts' interfaces and HCA ports:
+// Check validates the NCCL variables a user set (env: the ranks'
+// variables, -x's) against NCCL's parsers and the hosts' interfaces and
+// HCA ports:
 //
 //   - NCCL_SOCKET_IFNAME and NCCL_IB_HCA: list syntax; "=^" (the "^" is
 //     then part of a name); a list that selects nothing on some host;
@@ -64,22 +54,18 @@ var intVars = []string{
 //     AF_INET or AF_INET6; NCCL_IB_ADDR_RANGE: a CIDR;
 //   - NCCL_IB_GID_INDEX and other integer parameters: an integer.
 //
-// Problems come in a stable order: config file syntax first, then by
+// Other variables are not judged. Problems come in a stable order: by
 // variable name, then by host in the order given.
-func Check(env map[string]string, hosts []HostNet, confs ...Conf) []Problem {
-	eff, probs := Effective(env, confs...)
-	keys := make([]string, 0, len(eff))
-	for k := range eff {
+func Check(env map[string]string, hosts []HostNet) []Problem {
+	keys := make([]string, 0, len(env))
+	for k := range env {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	var probs []Problem
 	for _, k := range keys {
-		s := eff[k]
-		if s.bad {
-			continue
-		}
-		for _, f := range checkVar(k, s.Value, hosts) {
-			probs = append(probs, Problem{Var: k, Value: s.Value, Source: s.Source, Host: f.host, Msg: f.msg})
+		for _, f := range checkVar(k, env[k], hosts) {
+			probs = append(probs, Problem{Var: k, Value: env[k], Host: f.host, Msg: f.msg})
 		}
 	}
 	return probs
@@ -155,8 +141,8 @@ func checkLevel(v string) []finding {
 
 // checkList parses an NCCL list and checks that it selects something on
 // every host, as told by matches ("" when it does, else a message).
-func checkList(v string, hosts []HostNet, matches func(List, HostNet) string) []finding {
-	l, err := ParseList(v)
+func checkList(v string, hosts []HostNet, matches func(list, HostNet) string) []finding {
+	l, err := parseList(v)
 	if err != nil {
 		return all(err.Error())
 	}
@@ -174,7 +160,7 @@ func checkList(v string, hosts []HostNet, matches func(List, HostNet) string) []
 
 // ifaceMatches is NCCL's socket interface search: up interfaces with an
 // address that the list selects.
-func ifaceMatches(l List, h HostNet) string {
+func ifaceMatches(l list, h HostNet) string {
 	var have []string
 	for _, n := range h.NICs {
 		if !n.Up || len(n.Addrs) == 0 {
@@ -190,7 +176,7 @@ func ifaceMatches(l List, h HostNet) string {
 
 // hcaMatches looks for an ACTIVE port the list selects. Hosts that reported
 // no HCAs are not judged.
-func hcaMatches(l List, h HostNet) string {
+func hcaMatches(l list, h HostNet) string {
 	if len(h.HCAs) == 0 {
 		return ""
 	}

@@ -16,12 +16,10 @@ func checkHosts() []HostNet {
 }
 
 func TestCheck(t *testing.T) {
-	etc := func(s string) []Conf { return []Conf{{Path: "/etc/nccl.conf", Data: []byte(s)}} }
 	for _, tc := range []struct {
-		name  string
-		env   map[string]string
-		confs []Conf
-		want  []string // Problem.Error() of each problem, in order
+		name string
+		env  map[string]string
+		want []string // Problem.Error() of each problem, in order
 	}{
 		{name: "clean", env: map[string]string{
 			"PATH": "/bin", "NCCL_SOCKET_IFNAME": "^docker,lo", "NCCL_IB_HCA": "=mlx5_0:1",
@@ -56,16 +54,9 @@ func TestCheck(t *testing.T) {
 			`NCCL_DEBUG="VERBOSE": unknown level; want one of VERSION, WARN, INFO, ABORT, TRACE`,
 			`NCCL_IB_ADDR_RANGE="10.0.0.0/33": not a CIDR such as 10.0.0.0/16: netip.ParsePrefix("10.0.0.0/33"): prefix length out of range`,
 			`NCCL_SOCKET_FAMILY="AF_INET4": want AF_INET or AF_INET6`}},
-		{name: "from a config file", confs: etc("NCCL_DEBUG=LOUD\nNCCL_SOCKET_IFNAME=eth2\n"), want: []string{
-			`NCCL_DEBUG="LOUD" (/etc/nccl.conf:1): unknown level; want one of VERSION, WARN, INFO, ABORT, TRACE`,
-			`host a: NCCL_SOCKET_IFNAME="eth2" (/etc/nccl.conf:2): selects no up interface with an address (up: lo, enp1s0f0)`}},
-		{name: "environment beats the file", env: map[string]string{"NCCL_DEBUG": "WARN"}, confs: etc("NCCL_DEBUG=LOUD\n")},
-		{name: "file syntax", confs: etc("NCCL_DEBUG= INFO\nNCCL_DEBUG\n"), want: []string{
-			`/etc/nccl.conf: line 2: no '=' in "NCCL_DEBUG": NCCL ignores the line`,
-			`NCCL_DEBUG=" INFO" (/etc/nccl.conf): line 1: NCCL_DEBUG value " INFO" has surrounding spaces or a carriage return: NCCL does not trim them`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			probs := Check(tc.env, checkHosts(), tc.confs...)
+			probs := Check(tc.env, checkHosts())
 			var got []string
 			for _, p := range probs {
 				got = append(got, p.Error())
@@ -79,7 +70,7 @@ func TestCheck(t *testing.T) {
 
 func TestProblemFields(t *testing.T) {
 	probs := Check(map[string]string{"NCCL_SOCKET_IFNAME": "=eth2"}, checkHosts())
-	want := Problem{Var: "NCCL_SOCKET_IFNAME", Value: "=eth2", Source: "env", Host: "a",
+	want := Problem{Var: "NCCL_SOCKET_IFNAME", Value: "=eth2", Host: "a",
 		Msg: "selects no up interface with an address (up: lo, enp1s0f0)"}
 	if len(probs) != 1 || probs[0] != want {
 		t.Errorf("got %+v, want %+v", probs, want)

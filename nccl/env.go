@@ -7,9 +7,8 @@ import (
 )
 
 // Env returns the variables that pin a host's ranks to its Choice, as
-// sorted KEY=VALUE strings, leaving out every key the user already set
-// (user holds the -x variables and those from NCCL config files: a
-// user-supplied value always wins):
+// sorted KEY=VALUE strings (a user's -x for any of them wins; the
+// launcher's rank environment decides that):
 //
 //   - NCCL_SOCKET_IFNAME in exact form, "=enp1s0f0[,eth2]", so that
 //     enp1s0f0 does not also select enp1s0f0v1;
@@ -17,13 +16,9 @@ import (
 //   - HOROVOD_GLOO_IFACE, the first name (Horovod takes one);
 //   - NCCL_IB_HCA in exact form, "=mlx5_0:1,mlx5_1:1", the ACTIVE ports,
 //     and only when there are any (mlx5_1 alone would also select mlx5_10).
-func Env(c Choice, user map[string]string) []string {
+func Env(c Choice) []string {
 	var env []string
-	add := func(k, v string) {
-		if _, set := user[k]; !set {
-			env = append(env, k+"="+v)
-		}
-	}
+	add := func(k, v string) { env = append(env, k+"="+v) }
 	if len(c.Ifaces) > 0 {
 		add("NCCL_SOCKET_IFNAME", "="+strings.Join(c.Ifaces, ","))
 		add("GLOO_SOCKET_IFNAME", strings.Join(c.Ifaces, ","))

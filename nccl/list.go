@@ -7,47 +7,47 @@ import (
 	"strings"
 )
 
-// MaxListEntries is NCCL's MAX_IFS: entries past it are silently dropped
-// by NCCL, so ParseList refuses them.
-const MaxListEntries = 16
+// maxListEntries is NCCL's MAX_IFS: entries past it are silently dropped
+// by NCCL, so parseList refuses them.
+const maxListEntries = 16
 
 // maxPrefix is the size of NCCL's netIf.prefix buffer, less the NUL.
 const maxPrefix = 63
 
-// ErrList is wrapped by every ParseList error.
-var ErrList = errors.New("bad NCCL list")
+// errList is wrapped by every parseList error.
+var errList = errors.New("bad NCCL list")
 
-// List is a parsed NCCL interface or HCA list, as used by
+// list is a parsed NCCL interface or HCA list, as used by
 // NCCL_SOCKET_IFNAME and NCCL_IB_HCA (NCCL's parseStringList and
 // matchIfList).
-type List struct {
+type list struct {
 	// Exclude inverts the list: a leading "^" selects what does not match.
 	Exclude bool
 	// Exact compares whole names: "=" after the optional "^".
 	Exact   bool
-	Entries []ListEntry
+	Entries []listEntry
 }
 
-// ListEntry is one prefix[:port[:rail[:plane]]] item.
-type ListEntry struct {
+// listEntry is one prefix[:port[:rail[:plane]]] item.
+type listEntry struct {
 	Name string // prefix, or the whole name when the list is Exact
 	Port int    // -1: any port
 }
 
-// ParseList parses NCCL's list syntax: an optional "^" (exclude), then an
+// parseList parses NCCL's list syntax: an optional "^" (exclude), then an
 // optional "=" (exact names; "=^" is not special, the "^" is then part of
 // the first name), then comma-separated prefix[:port[:rail[:plane]]]
 // entries. Empty entries are skipped as NCCL skips them; an empty list
 // matches everything.
 //
-// ParseList is stricter than NCCL where NCCL silently misreads: more than
-// MaxListEntries entries, a port that is not an integer (NCCL's atoi makes
+// parseList is stricter than NCCL where NCCL silently misreads: more than
+// maxListEntries entries, a port that is not an integer (NCCL's atoi makes
 // it 0), a port with no name before it, a name too long for NCCL's buffer,
 // or a NUL byte are errors.
-func ParseList(s string) (List, error) {
-	var l List
+func parseList(s string) (list, error) {
+	var l list
 	if strings.IndexByte(s, 0) >= 0 {
-		return List{}, fmt.Errorf("%w %q: NUL byte", ErrList, s)
+		return list{}, fmt.Errorf("%w %q: NUL byte", errList, s)
 	}
 	rest := s
 	if strings.HasPrefix(rest, "^") {
@@ -64,23 +64,23 @@ func ParseList(s string) (List, error) {
 			continue
 		}
 		name, port, hasPort := strings.Cut(item, ":")
-		e := ListEntry{Name: name, Port: -1}
+		e := listEntry{Name: name, Port: -1}
 		if name == "" {
-			return List{}, fmt.Errorf("%w %q: %q has no name before ':'", ErrList, s, item)
+			return list{}, fmt.Errorf("%w %q: %q has no name before ':'", errList, s, item)
 		}
 		if len(name) > maxPrefix {
-			return List{}, fmt.Errorf("%w %q: name %.16q... longer than %d bytes", ErrList, s, name, maxPrefix)
+			return list{}, fmt.Errorf("%w %q: name %.16q... longer than %d bytes", errList, s, name, maxPrefix)
 		}
 		if hasPort {
 			fields := strings.Split(port, ":")
 			if len(fields) > 3 {
-				return List{}, fmt.Errorf("%w %q: %q: want name[:port[:rail[:plane]]]", ErrList, s, item)
+				return list{}, fmt.Errorf("%w %q: %q: want name[:port[:rail[:plane]]]", errList, s, item)
 			}
 			for i, f := range fields {
 				n64, err := strconv.ParseInt(f, 10, 32)
 				n := int(n64)
 				if err != nil || n < -1 {
-					return List{}, fmt.Errorf("%w %q: %q: bad %s %q", ErrList, s, item,
+					return list{}, fmt.Errorf("%w %q: %q: bad %s %q", errList, s, item,
 						[]string{"port", "rail", "plane"}[i], f)
 				}
 				if i == 0 {
@@ -88,8 +88,8 @@ func ParseList(s string) (List, error) {
 				}
 			}
 		}
-		if len(l.Entries) == MaxListEntries {
-			return List{}, fmt.Errorf("%w %q: more than %d entries (NCCL ignores the rest)", ErrList, s, MaxListEntries)
+		if len(l.Entries) == maxListEntries {
+			return list{}, fmt.Errorf("%w %q: more than %d entries (NCCL ignores the rest)", errList, s, maxListEntries)
 		}
 		l.Entries = append(l.Entries, e)
 	}
@@ -100,7 +100,7 @@ func ParseList(s string) (List, error) {
 // (port -1 for interfaces): a prefix (or, Exact, the whole name) and port
 // match of some entry, inverted by Exclude. A list without entries matches
 // everything, or nothing when it is "^" alone.
-func (l List) Match(name string, port int) bool {
+func (l list) Match(name string, port int) bool {
 	hit := len(l.Entries) == 0
 	for _, e := range l.Entries {
 		nameOK := strings.HasPrefix(name, e.Name)
@@ -113,32 +113,4 @@ func (l List) Match(name string, port int) bool {
 		}
 	}
 	return hit != l.Exclude
-}
-
-// String formats the list in NCCL syntax (rail and plane are not kept).
-func (l List) String() string {
-	var b strings.Builder
-	if l.Exclude {
-		b.WriteByte('^')
-	}
-	if l.Exact {
-		b.WriteByte('=')
-	}
-	// A first name that starts with a marker NCCL would read as one gets
-	// an empty entry (which NCCL skips) in front.
-	if len(l.Entries) > 0 && !l.Exact {
-		if first := l.Entries[0].Name; first[0] == '=' || (first[0] == '^' && !l.Exclude) {
-			b.WriteByte(',')
-		}
-	}
-	for i, e := range l.Entries {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(e.Name)
-		if e.Port != -1 {
-			b.WriteString(":" + strconv.Itoa(e.Port))
-		}
-	}
-	return b.String()
 }

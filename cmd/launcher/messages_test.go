@@ -142,3 +142,15 @@ func TestVerboseSaysWhatItChose(t *testing.T) {
 		}
 	}
 }
+
+// TestNCCLWarning: an NCCL variable given with -x that selects nothing on
+// the host is a warning before the ranks start; the job still runs.
+func TestNCCLWarning(t *testing.T) {
+	t.Parallel()
+	l := startLauncher(t, false, "-np", "1", "-x", "NCCL_SOCKET_IFNAME==gw-no-such-nic", "true")
+	assertCode(t, l, 0)
+	want := `launcher: warning: host localhost: NCCL_SOCKET_IFNAME="=gw-no-such-nic": selects no up interface with an address`
+	if errOut := l.stderr(); !strings.Contains(errOut, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errOut)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"gangway/cmd/internal/logging"
 	"gangway/hostfile"
 	"gangway/launcher"
+	"gangway/launcher/transport"
 )
 
 // version is stamped by the Makefile (-ldflags -X main.version=...).
@@ -24,15 +25,14 @@ var version = "dev"
 
 func run(args []string, sig <-chan os.Signal) int {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	cwd, _ := os.Getwd()
 	local := &localAgent{}
-	defer local.wait()
+	defer local.wait() // the in-process agent's sessions, which Main closed
 	defer cancel()
 	d := launcher.Deps{
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Signals: sig, Version: version, Cwd: cwd,
-		NewLocal: func(log *zap.Logger) launcher.Dialer {
+		NewLocal: func(log *zap.Logger) transport.Dialer {
 			local.agent = &agent.Agent{Version: version, Log: log.Named("agent"), AllowDropCaches: os.Geteuid() == 0,
 				LauncherTimeout: agent.DefaultLauncherTimeout, Supervisor: proc.SupervisorExecutable()}
 			return local

@@ -24,11 +24,11 @@ import (
 	"testing"
 	"time"
 
+	"gangway/launcher/cli"
+
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 	"gopkg.in/yaml.v3"
-
-	"gangway/launcher"
 )
 
 const (
@@ -311,7 +311,7 @@ func TestDockerfileInstallsStartAgent(t *testing.T) {
 }
 
 // TestManifests holds every container of every manifest to what it runs:
-// launcher arguments parse with launcher.Parse (after the operator's
+// launcher arguments parse with cli.Parse (after the operator's
 // hostfile, in its format, is put where the MPIJob reads it); agent
 // options are in agent --help; start-agent.sh runs at the image's path
 // with only variables it reads, its Secret mounted whole where it looks,
@@ -331,7 +331,7 @@ func TestManifests(t *testing.T) {
 	workers := map[string]worker{} // by file
 	type launch struct {
 		where      string
-		cfg        launcher.Config
+		cfg        cli.Config
 		knownHosts string // the known_hosts text from its Secret, if any
 	}
 	var launches []launch
@@ -366,7 +366,7 @@ func TestManifests(t *testing.T) {
 					if d.kind() == "MPIJob" {
 						args = operatorHostfile(t, d, args)
 					}
-					cfg, err := launcher.Parse(args, func(string) string { return "" }, nil)
+					cfg, err := cli.Parse(args, func(string) string { return "" }, nil)
 					if err != nil {
 						t.Errorf("%s: launcher %s: %v", where, strings.Join(argv[1:], " "), err)
 						continue
@@ -595,7 +595,7 @@ func certPrincipals(t *testing.T, file string) []string {
 // line's key replaced by a test CA's, x/crypto's knownhosts (which the
 // launcher uses) takes a certificate that CA signed for the principals
 // and refuses a plain key, as it would an impostor's.
-func checkHostCerts(t *testing.T, where, text string, cfg launcher.Config, port int, principals []string) {
+func checkHostCerts(t *testing.T, where, text string, cfg cli.Config, port int, principals []string) {
 	t.Helper()
 	ca := newSigner(t)
 	var lines []string

@@ -49,7 +49,7 @@ var (
 	optionRE = regexp.MustCompile(`^  (-\S.*?)(?:\s{2,}(\S.*))?$`)
 )
 
-// descCol is the column of option descriptions in launcher.Usage.
+// descCol is the column of option descriptions in cli.Usage (the launcher's --help).
 const descCol = 27
 
 // Parse splits help text into a Doc.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/launcher"
+	"gangway/launcher/cli"
 )
 
 func TestParse(t *testing.T) {
@@ -68,7 +68,7 @@ Exit status: 0 on success,
 }
 
 func FuzzParse(f *testing.F) {
-	f.Add(launcher.Usage)
+	f.Add(cli.Usage)
 	f.Add("usage: x\n\nOptions:\n  -v\tverbose\n")
 	f.Fuzz(func(t *testing.T, help string) {
 		var b bytes.Buffer
@@ -109,7 +109,7 @@ func Render(t *testing.T, p Page, help string) (roff, text string) {
 // TestLauncherPage: the launcher's page renders, has the sections a man
 // page has, and names every flag of the flag set.
 func TestLauncherPage(t *testing.T) {
-	roff, text := Render(t, Page{Name: "launcher", Summary: "run a gang of ranks", Version: "test", SeeAlso: []string{"agent"}}, launcher.Usage)
+	roff, text := Render(t, Page{Name: "launcher", Summary: "run a gang of ranks", Version: "test", SeeAlso: []string{"agent"}}, cli.Usage)
 	for _, s := range []string{"NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXIT STATUS", "SEE ALSO", "launcher - run a gang of ranks"} {
 		if !strings.Contains(text, s) {
 			t.Errorf("rendered page lacks %q:\n%s", s, text)
@@ -118,7 +118,7 @@ func TestLauncherPage(t *testing.T) {
 	if !strings.Contains(text, "124 on -timeout") {
 		t.Errorf("EXIT STATUS lacks the timeout code")
 	}
-	for _, name := range launcher.FlagNames() {
+	for _, name := range cli.FlagNames() {
 		re := regexp.MustCompile(`(^|[\s,\[])-` + regexp.QuoteMeta(name) + `([^a-z0-9-]|$)`)
 		if !re.MatchString(text) {
 			t.Errorf("rendered page lacks -%s", name)

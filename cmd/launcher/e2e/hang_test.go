@@ -8,7 +8,8 @@ import (
 
 	"gangway/agent/proc/proctest"
 	"gangway/cmd/internal/e2e"
-	"gangway/launcher"
+	"gangway/launcher/diagnose"
+	"gangway/launcher/transport"
 )
 
 // TestAgentStopped: an agent that stops answering without dropping its
@@ -19,9 +20,9 @@ import (
 // with a child). Not parallel: it shortens the package-level keepalive
 // timing.
 func TestAgentStopped(t *testing.T) {
-	oldI, oldT := launcher.KeepaliveInterval, launcher.KeepaliveTimeout
-	launcher.KeepaliveInterval, launcher.KeepaliveTimeout = 200*time.Millisecond, time.Second
-	defer func() { launcher.KeepaliveInterval, launcher.KeepaliveTimeout = oldI, oldT }()
+	oldI, oldT := transport.KeepaliveInterval, transport.KeepaliveTimeout
+	transport.KeepaliveInterval, transport.KeepaliveTimeout = 200*time.Millisecond, time.Second
+	defer func() { transport.KeepaliveInterval, transport.KeepaliveTimeout = oldI, oldT }()
 
 	_, agentBin := e2e.BuildBinaries(t)
 	c := e2e.StartProcs(t, 2, agentBin)
@@ -39,8 +40,8 @@ func TestAgentStopped(t *testing.T) {
 	t.Cleanup(func() { _ = syscall.Kill(stopped, syscall.SIGCONT) })
 	code := l.Wait(t)
 	detect := l.Ended.Sub(t0)
-	if code != launcher.ExitLost {
-		t.Errorf("exit code %d, want %d (agent lost)", code, launcher.ExitLost)
+	if code != diagnose.ExitLost {
+		t.Errorf("exit code %d, want %d (agent lost)", code, diagnose.ExitLost)
 	}
 	if want := "lost the agent on " + c.Hosts[1].Addr + ": no answer to SSH keepalives"; !strings.Contains(l.Stderr.String(), want) {
 		t.Errorf("stderr does not say %q:\n%s", want, l.Stderr)
@@ -57,5 +58,5 @@ func TestAgentStopped(t *testing.T) {
 	if left := waitUnmarked(mark, e2e.Deadline); len(left) > 0 {
 		t.Errorf("processes of the job left running:%s", describe(left))
 	}
-	t.Logf("stopped agent detected after %v (keepalive every %v, timeout %v)", detect.Round(time.Millisecond), launcher.KeepaliveInterval, launcher.KeepaliveTimeout)
+	t.Logf("stopped agent detected after %v (keepalive every %v, timeout %v)", detect.Round(time.Millisecond), transport.KeepaliveInterval, transport.KeepaliveTimeout)
 }

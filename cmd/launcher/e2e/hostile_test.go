@@ -16,6 +16,8 @@ import (
 	"gangway/cmd/internal/e2e"
 	"gangway/hostfile"
 	"gangway/launcher"
+	"gangway/launcher/diagnose"
+	"gangway/launcher/transport"
 )
 
 // Hostile agents: whoever answers on a host's address speaks for it (in
@@ -71,7 +73,7 @@ type fakeAgent struct {
 // fakeAgents is a Dialer serving each host with its fake agent (quiet
 // when not named: no attack, honest answers). Cleanup waits for every
 // fake's goroutines, which end when the launcher closes its sessions.
-func fakeAgents(t *testing.T, agents map[string]fakeAgent) launcher.Dialer {
+func fakeAgents(t *testing.T, agents map[string]fakeAgent) transport.Dialer {
 	var wg sync.WaitGroup
 	quit := make(chan struct{}) // closed when the test ends: mute fakes hang up
 	t.Cleanup(func() {
@@ -84,7 +86,7 @@ func fakeAgents(t *testing.T, agents map[string]fakeAgent) launcher.Dialer {
 			t.Errorf("fake agents still running %v after the test", e2e.Deadline)
 		}
 	})
-	return launcher.DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+	return transport.DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
 		ours, theirs := net.Pipe()
 		a := agents[h.Name]
 		wg.Go(func() {
@@ -253,8 +255,8 @@ func TestHostileFences(t *testing.T) {
 				_, stderr, code = e2e.Run(t, launcher.Deps{Remote: remote}, "--output-filename", t.TempDir(), "--timeout", "30", "-np", "2", "-H", "quiet:1,liar:1", "true")
 			})
 			t.Logf("launcher heap grew by %d MiB; stderr:\n%s", grew>>20, stderr)
-			if code != launcher.ExitLost || !strings.Contains(stderr, tt.want) {
-				t.Errorf("exit %d, want %d and %q", code, launcher.ExitLost, tt.want)
+			if code != diagnose.ExitLost || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, want %d and %q", code, diagnose.ExitLost, tt.want)
 			}
 			if tt.flood && grew > fenceHeapLimit {
 				t.Errorf("the launcher's heap grew by %d MiB under the flood, want at most %d", grew>>20, fenceHeapLimit>>20)
@@ -368,8 +370,8 @@ func TestHostileDeafAgentTimeout(t *testing.T) {
 			t.Errorf("stderr lacks %q", want)
 		}
 	}
-	if code != launcher.ExitTimeout {
-		t.Errorf("exit %d, want %d", code, launcher.ExitTimeout)
+	if code != diagnose.ExitTimeout {
+		t.Errorf("exit %d, want %d", code, diagnose.ExitTimeout)
 	}
 	if strings.Contains(stderr, "quiet (did not confirm") {
 		t.Errorf("the quiet host, which confirmed its stop, was cut off too")
@@ -380,15 +382,15 @@ func TestHostileDeafAgentTimeout(t *testing.T) {
 // (an SSH channel whose window it never opens; here a pipe nobody reads)
 // blocked the launcher's next send to it, and with it the job loop,
 // --timeout and signals, for ever. A write that makes no progress for
-// launcher.StallTimeout now cuts the agent off.
+// transport.StallTimeout now cuts the agent off.
 func TestHostileMuteAgentTimeout(t *testing.T) {
 	remote := fakeAgents(t, map[string]fakeAgent{"mute": {mute: true}})
 	l := e2e.Start(t, launcher.Deps{Remote: remote}, "--output-filename", t.TempDir(), "--timeout", "3", "--kill-grace", "1s", "-np", "2", "-H", "mute:1,quiet:1", "true")
 	code := l.Wait(t)
 	stderr := l.Stderr.String()
-	t.Logf("ended %v after the start (--timeout 3 --kill-grace 1s, stall timeout %v); stderr:\n%s", l.Ended.Sub(l.Started).Round(time.Millisecond), launcher.StallTimeout, stderr)
-	want := "lost the agent on mute: stopped reading what the launcher sends: a write made no progress for " + launcher.StallTimeout.String()
-	if code != launcher.ExitTimeout || !strings.Contains(stderr, want) {
-		t.Errorf("exit %d, want %d and %q", code, launcher.ExitTimeout, want)
+	t.Logf("ended %v after the start (--timeout 3 --kill-grace 1s, stall timeout %v); stderr:\n%s", l.Ended.Sub(l.Started).Round(time.Millisecond), transport.StallTimeout, stderr)
+	want := "lost the agent on mute: stopped reading what the launcher sends: a write made no progress for " + transport.StallTimeout.String()
+	if code != diagnose.ExitTimeout || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d, want %d and %q", code, diagnose.ExitTimeout, want)
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"gangway/cmd/internal/e2e"
 	"gangway/hostfile"
 	"gangway/launcher"
+	"gangway/launcher/diagnose"
+	"gangway/launcher/transport"
 )
 
 // TestConcurrentJobs runs two jobs on one agent at once: each sees only
@@ -83,7 +85,7 @@ func TestConcurrentJobs(t *testing.T) {
 func TestLauncherRefusesOtherVersion(t *testing.T) {
 	t.Parallel()
 	fakes := make(chan error, 1)
-	remote := launcher.DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+	remote := transport.DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
 		ours, theirs := net.Pipe()
 		go func() {
 			c := wire.NewConn(theirs)
@@ -156,7 +158,7 @@ func TestLauncherEndsLyingAgent(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			remote := launcher.DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+			remote := transport.DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
 				ours, theirs := net.Pipe()
 				go func() { // ends when the launcher closes its end
 					c := wire.NewConn(theirs)
@@ -184,8 +186,8 @@ func TestLauncherEndsLyingAgent(t *testing.T) {
 				return ours, "127.0.0.9", nil
 			})
 			_, stderr, code := e2e.Run(t, launcher.Deps{Remote: remote}, "-np", "1", "-H", "liar:1", "true")
-			if code != launcher.ExitLost || !strings.Contains(stderr, tt.want) {
-				t.Errorf("exit %d, want %d and %q in:\n%s", code, launcher.ExitLost, tt.want, stderr)
+			if code != diagnose.ExitLost || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, want %d and %q in:\n%s", code, diagnose.ExitLost, tt.want, stderr)
 			}
 		})
 	}

@@ -16,6 +16,7 @@ import (
 	"gangway/cmd/internal/e2e"
 	"gangway/hostfile"
 	"gangway/launcher"
+	"gangway/launcher/transport"
 )
 
 // TestStartJobTimeoutNamed: while the launcher waits for a host that
@@ -30,13 +31,13 @@ func TestStartJobTimeoutNamed(t *testing.T) {
 			a.StartJobTimeout = 300 * time.Millisecond
 		}
 	}))
-	ssh, err := launcher.NewRemote(launcher.Transport{Kind: "agent", Identity: c.Keys.ClientKey, KnownHosts: c.KnownHosts}, zaptest.NewLogger(t))
+	ssh, err := transport.New(transport.Options{Kind: transport.Agent, Identity: c.Keys.ClientKey, KnownHosts: c.KnownHosts}, nil, false, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	late := c.Hosts[1]
 	var firstDial atomic.Pointer[time.Time]
-	remote := launcher.DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+	remote := transport.DialerFunc(func(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
 		now := time.Now()
 		firstDial.CompareAndSwap(nil, &now)
 		if h.Name == late.Addr && now.Sub(*firstDial.Load()) < 2*time.Second {

@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"gangway/launcher/plan"
+)
+
+// argSep joins argv words in the fuzz corpus; argv words cannot hold NUL.
+const argSep = "\x00"
+
+func FuzzParseArgs(f *testing.F) {
+	for _, args := range [][]string{
+		{"-np", "4", "python3", "train.py"},
+		{"-np", "2", "python3", "train.py", "-np", "3", "--lr", "0.1"},
+		{"--np=4", "-H", "a:2,b:2", "prog"},
+		{"-host", "ubuntu@a:2:2222,b::2223", "prog"},
+		{"-x", "A=1", "-x", "NCCL_*", "-x", "HOME", "prog"},
+		{"-mca", "btl", "tcp", "--mca", "pml", "ob1", "prog"},
+		{"--mca=btl=tcp", "prog"},
+		{"-N", "2", "-map-by", "node", "-bind-to", "none", "--oversubscribe", "prog"},
+		{"-wdir", "/d", "--tag-output", "--timestamp-output", "--output-filename", "o", "--output-from", "0,2-3", "prog"},
+		{"--stdin", "none", "--timeout", "1m30s", "--kill-grace", "2s", "prog"},
+		{"--timeout", "90", "--dry-run", "--transport", "ssh", "-p", "2222", "prog"},
+		{"-np", "2", "--", "-prog", "-np", "3"},
+		{"-map-by", "foo", "prog"},
+		{"--map-by", "ppr:2:node:PE=2", "--rank-by", "node", "-H", "a:2,b:2", "prog"},
+		{"--nproc-per-node", "4", "--nnodes", "1:2", "--standalone", "prog"},
+		{"--num_gpus=2", "--num_nodes", "1", "--include", "a:0,1@b", "-H", "a,b", "prog"},
+		{"--master_addr", "x", "--master-port", "99999", "-q", "--display-map", "--prefix", "/p", "prog"},
+		{"-bind-to", "core", "prog"},
+		{"--bogus", "prog"},
+		{"-np"},
+		{"-mca", "btl"},
+		{"-h"},
+		{"--version"},
+		{"-np", "-5", "-h"},
+		{"-H", "a:1048576", "-H", "a:1", "prog"},
+		{"--analyze", "-np", "-3", "run.log"},
+		{"---np", "2", "prog"},
+		{"-nq", "2", "prog"},
+		{"--hostfil", "h", "prog"},
+		{"-x", "UNSET_HERE", "-x", "RANK=9", "-x", "OMPI_COMM_WORLD_RANK", "prog"},
+		{"--transport", "ssh", "--ssh", "ssh -o 'UserKnownHostsFile=/a b' -p\\ 2", "prog"},
+		{"--ssh", "ssh 'unterminated", "prog"},
+		{"-", "x"},
+		{},
+	} {
+		f.Add(strings.Join(args, argSep))
+	}
+	env := map[string]string{"HOME": "/root", "NCCL_DEBUG": "INFO", "A": "1"}
+	getenv, environ := fakeEnv(env)
+	f.Fuzz(func(t *testing.T, joined string) {
+		var args []string
+		if joined != "" {
+			args = strings.Split(joined, argSep)
+		}
+		in := slices.Clone(args)
+		c, err := Parse(args, getenv, environ)
+		if !slices.Equal(args, in) {
+			t.Fatalf("Parse changed its argv: %q, was %q", args, in)
+		}
+		if err != nil {
+			return
+		}
+		if len(c.Argv) > len(args) || !slices.Equal(c.Argv, args[len(args)-len(c.Argv):]) {
+			t.Fatalf("Parse(%q): Argv %q is not a suffix of the arguments", args, c.Argv)
+		}
+		if c.Place.NP < 0 || c.Place.NP > plan.MaxRanks {
+			t.Fatalf("Parse(%q) accepted NP %d", args, c.Place.NP)
+		}
+		if c.Mode == ModeHelp || c.Mode == ModeVersion || c.Mode == ModeAnalyze {
+			return
+		}
+		if len(c.Argv) == 0 {
+			t.Fatalf("Parse(%q) accepted no program", args)
+		}
+		if c.Control.Timeout < 0 || c.Control.KillGrace < 0 || c.Transport.StartTimeout < 0 || c.Place.NPerNode < 0 || c.Place.GPUsPer < 1 {
+			t.Fatalf("Parse(%q) accepted %+v", args, c)
+		}
+		if c.Place.Source != HostsLocal && len(c.Place.Hosts) == 0 || c.Place.Source == HostsLocal && len(c.Place.Hosts) != 0 {
+			t.Fatalf("Parse(%q): host source %v with hosts %v", args, c.Place.Source, c.Place.Hosts)
+		}
+		for _, h := range c.Place.Hosts {
+			if err := h.Validate(); err != nil {
+				t.Fatalf("Parse(%q) accepted an invalid host: %v", args, err)
+			}
+		}
+	})
+}

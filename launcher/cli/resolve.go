@@ -1,0 +1,244 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"gangway/agent/wire"
+	"gangway/hostfile"
+	"gangway/launcher/plan"
+	"gangway/launcher/transport"
+)
+
+// resolveHosts reads -H and hostfiles, else the hostfile Kubeflow's
+// mpi-operator names, else a Slurm or PBS allocation, else leaves the job
+// on this machine. The operator's variables come before Slurm's: they are
+// set only in its launcher pod, where a Slurm variable could only have
+// leaked from the image or the node.
+func (c *Config) resolveHosts(getenv func(string) string) error {
+	p := &c.Place
+	for _, l := range c.in.hostLists {
+		hs, err := hostfile.ParseList(l)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+		p.Hosts = mergeHosts(p.Hosts, hs)
+		p.Source = HostsList
+	}
+	for _, f := range c.in.hostfiles {
+		hs, err := hostfile.ParseFile(f)
+		if err != nil {
+			return fmt.Errorf("cannot read hostfile: %w", err)
+		}
+		p.Hosts = mergeHosts(p.Hosts, hs)
+		p.Source, p.Hostfile = HostsFile, f
+	}
+	for _, h := range p.Hosts {
+		// Merging sources can take a host past the limits each
+		// source checked alone.
+		if err := h.Validate(); err != nil {
+			return fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+	}
+	if len(p.Hosts) > 0 {
+		return nil
+	}
+	if hs, v, path, ok, err := hostfile.FromMPIOperator(getenv); err != nil {
+		return fmt.Errorf("mpi-operator hostfile: %w", err)
+	} else if ok {
+		p.Hosts, p.Source, p.Hostfile, p.HostfileVar = hs, HostsMPIOperator, path, v
+		c.Transport.MPIOperator = getenv(mpiOperatorRoleEnv) == "launcher"
+		if c.Transport.MPIOperator && !c.in.given["p"] && !c.in.given["port"] {
+			portFromSSHConfig(&c.Transport, sshClientConfig)
+		}
+		return nil
+	}
+	if hs, ok, err := hostfile.FromSlurm(getenv); err != nil {
+		return fmt.Errorf("slurm allocation: %w", err)
+	} else if ok {
+		p.Hosts, p.Source = hs, HostsSlurm
+		return nil
+	}
+	if hs, ok, err := hostfile.FromPBS(getenv); err != nil {
+		return fmt.Errorf("PBS allocation: %w", err)
+	} else if ok {
+		p.Hosts, p.Source = hs, HostsPBS
+		return nil
+	}
+	p.Source = HostsLocal
+	return nil
+}
+
+// sshClientConfig is the system ssh configuration mpirun's ssh reads in
+// an mpi-operator launcher pod; tests point it elsewhere.
+var sshClientConfig = "/etc/ssh/ssh_config"
+
+// portFromSSHConfig takes the agents' port from the Port an ssh
+// configuration sets for every host, as mpirun's ssh would dial it
+// (mpi-operator's images set Port 2222 there, and in the workers'
+// sshd_config, which the agent reads in a worker pod).
+func portFromSSHConfig(t *transport.Options, path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if port, ok := hostfile.SSHConfigPort(f); ok {
+		t.Port, t.PortFrom = port, path
+	}
+}
+
+// mpiOperatorRoleEnv is the variable mpi-operator sets in its pods:
+// "launcher" or "worker".
+const mpiOperatorRoleEnv = "K_MPI_JOB_ROLE"
+
+// resolveInputs turns -x, --env-file, --stdin and --output-from into
+// their Config values.
+func (c *Config) resolveInputs(environ []string) error {
+	var err error
+	if c.Env.Vars, c.Env.Warnings, err = resolveEnv(c.in.exports, c.in.envFiles, environ); err != nil {
+		return err
+	}
+	if c.Out.Stdin, err = parseStdin(c.in.stdin); err != nil {
+		return err
+	}
+	if c.in.outputFrom != "" {
+		if c.Out.From, err = plan.ParseRankSet(c.in.outputFrom); err != nil {
+			return fmt.Errorf("%w: --output-from: %v", ErrUsage, err)
+		}
+	}
+	return nil
+}
+
+// TimeoutEnv is the variable Hydra and Open MPI's mpiexec read as a job
+// time limit in seconds; without --timeout, the launcher reads it too.
+const TimeoutEnv = "MPIEXEC_TIMEOUT"
+
+// resolveTimeout makes MPIEXEC_TIMEOUT (seconds, or a duration as
+// --timeout takes) the --timeout of a command line that gives none, so a
+// script written for mpiexec keeps its limit. A value that is not a time
+// is a usage error: a typo must not let a job run unbounded.
+func (c *Config) resolveTimeout(getenv func(string) string) error {
+	v := getenv(TimeoutEnv)
+	if c.in.given["timeout"] || v == "" {
+		return nil
+	}
+	if err := (durationSecs{&c.Control.Timeout}).Set(strings.TrimSpace(v)); err != nil {
+		return fmt.Errorf("%w: %s=%q: %v", ErrUsage, TimeoutEnv, v, err)
+	}
+	return nil
+}
+
+func mergeHosts(a, b []hostfile.Host) []hostfile.Host {
+	for _, h := range b {
+		found := false
+		for i := range a {
+			if a[i].Name == h.Name && a[i].User == h.User && a[i].Port == h.Port {
+				a[i].Slots += h.Slots
+				// As hostfile merges: caps add, and one uncapped
+				// occurrence lifts the cap.
+				if a[i].MaxSlots == 0 || h.MaxSlots == 0 {
+					a[i].MaxSlots = 0
+				} else {
+					a[i].MaxSlots = min(a[i].MaxSlots+h.MaxSlots, hostfile.MaxSlotCount)
+				}
+				found = true
+				break
+			}
+		}
+		if !found {
+			a = append(a, h)
+		}
+	}
+	return a
+}
+
+// resolveEnv expands --env-file and then -x into one map of the values
+// every rank gets; a later entry for the same name wins. As Open MPI's
+// mpirun, -x NAME for a variable the launcher's environment lacks is a
+// warning, not an error; so is -x on a variable the launcher sets per rank
+// (RANK, OMPI_COMM_WORLD_RANK, ...), which is ignored.
+func resolveEnv(xs, files []string, environ []string) (map[string]string, []string, error) {
+	var warns []string
+	ignored := func(k string) {
+		warns = append(warns, fmt.Sprintf("-x %s is ignored: the launcher sets %s for each rank", k, k))
+	}
+	vals := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cannot read env file: %w", err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			line = strings.TrimPrefix(line, "export ")
+			k, v, ok := strings.Cut(line, "=")
+			if !ok || !wire.ValidEnvName(k) {
+				return nil, nil, fmt.Errorf("%w: %s:%d: want KEY=VALUE, got %q", ErrUsage, f, i+1, line)
+			}
+			vals[k] = unquote(v)
+		}
+	}
+	for _, x := range xs {
+		k, v, hasVal := strings.Cut(x, "=")
+		switch {
+		case hasVal:
+			if !wire.ValidEnvName(k) {
+				return nil, nil, fmt.Errorf("%w: -x %q: bad variable name", ErrUsage, x)
+			}
+			if plan.IsIdentity(k) {
+				ignored(k)
+			}
+			vals[k] = v
+		case strings.HasSuffix(k, "*"):
+			prefix := strings.TrimSuffix(k, "*")
+			for _, e := range environ {
+				if ek, ev, ok := strings.Cut(e, "="); ok && strings.HasPrefix(ek, prefix) {
+					vals[ek] = ev
+				}
+			}
+		default:
+			if !wire.ValidEnvName(k) {
+				return nil, nil, fmt.Errorf("%w: -x %q: bad variable name", ErrUsage, x)
+			}
+			if plan.IsIdentity(k) {
+				ignored(k)
+				continue
+			}
+			found := false
+			for _, e := range environ {
+				if ek, ev, ok := strings.Cut(e, "="); ok && ek == k {
+					vals[k] = ev
+					found = true
+				}
+			}
+			if !found {
+				warns = append(warns, fmt.Sprintf("-x %s: not set in the launcher's environment; the ranks do not get it", k))
+			}
+		}
+	}
+	return vals, warns, nil
+}
+
+func unquote(v string) string {
+	if len(v) >= 2 && (v[0] == '"' && v[len(v)-1] == '"' || v[0] == '\'' && v[len(v)-1] == '\'') {
+		return v[1 : len(v)-1]
+	}
+	return v
+}
+
+func parseStdin(s string) (int, error) {
+	if s == "none" {
+		return -1, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: --stdin %q: want a rank or none", ErrUsage, s)
+	}
+	return n, nil
+}

@@ -1,0 +1,109 @@
+package diagnose
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"gangway/bench"
+)
+
+// Failures are how an attempt's ranks failed, as its job loop recorded
+// them: what the launcher says at the end (Write) and the failure report
+// of --report (Report) are made from them.
+type Failures struct {
+	List []*RankError // each failed rank once, in the order they failed
+	// Ranks is the job's number of ranks; RunningAtFirst how many other
+	// ranks still ran when the blamed one failed.
+	Ranks, RunningAtFirst int
+	Lost                  []string                // the lost agents, as said
+	Tail                  func(rank int) []string // a rank's last stderr lines
+}
+
+// Report is the failure report for --report: every failed rank of the
+// attempt, the one blamed (blamed, -1 for none) first, with its stderr
+// tail and the root cause from its TORCHELASTIC_ERROR_FILE.
+func (fs Failures) Report(blamed int) []bench.Failure {
+	var out []bench.Failure
+	for _, f := range fs.List {
+		bf := bench.Failure{Rank: f.Rank, Host: f.Host, Pid: f.Pid, Blamed: f.Rank == blamed, Cause: f.Error(),
+			ExitCode: f.ExitCode, Signal: f.Signal, SignalName: f.SignalName, StderrTail: fs.Tail(f.Rank)}
+		if bf.StderrTail == nil {
+			bf.StderrTail = []string{}
+		}
+		if bf.Signal == 0 {
+			bf.SignalName = ""
+		}
+		if exc, frames, ok := rootCause(f.ErrorFile, 8); ok {
+			bf.RootCause = &bench.RootCause{Exception: exc, Traceback: append([]string{}, frames...)}
+		}
+		if bf.Blamed {
+			out = append([]bench.Failure{bf}, out...)
+		} else {
+			out = append(out, bf)
+		}
+	}
+	return out
+}
+
+// Write prints every failure, the blamed one (cause, when it is a
+// RankError) first with its root cause and stderr tail, then how many
+// ranks failed and were stopped, and every lost agent.
+func (fs Failures) Write(w io.Writer, cause error) {
+	var first *RankError
+	errors.As(cause, &first)
+	groups := groupFailures(fs.List)
+	var firstGroup *failureGroup
+	for _, g := range groups {
+		for _, e := range g.errs {
+			if e == first {
+				firstGroup = g
+			}
+		}
+	}
+	if first != nil {
+		line := first.Error()
+		if firstGroup != nil {
+			line = firstGroup.String()
+		}
+		fmt.Fprintf(w, "launcher: job failed: %s\n", line)
+		if exc, frames, ok := rootCause(first.ErrorFile, 8); ok {
+			fmt.Fprintf(w, "launcher:   rank %d on %s raised %s (from its TORCHELASTIC_ERROR_FILE)\n", first.Rank, first.Host, exc)
+			for _, f := range frames {
+				fmt.Fprintf(w, "launcher:   rank %d traceback: %s\n", first.Rank, f)
+			}
+		}
+		for _, l := range fs.Tail(first.Rank) {
+			fmt.Fprintf(w, "launcher:   rank %d stderr: %s\n", first.Rank, l)
+		}
+	}
+	for _, g := range groups {
+		switch {
+		case g == firstGroup:
+		case first != nil:
+			fmt.Fprintf(w, "launcher: also failed: %s\n", g)
+		default:
+			fmt.Fprintf(w, "launcher: also failed while stopping: %s\n", g)
+		}
+	}
+	// Ranks that failed after the first were running when it did, but
+	// are listed above, not counted as stopped.
+	others := len(fs.List) - 1
+	if n := len(fs.List); n > 1 {
+		fmt.Fprintf(w, "launcher: %d of %d ranks failed\n", n, fs.Ranks)
+	}
+	if stopped := fs.RunningAtFirst - others; first != nil && stopped > 0 {
+		fmt.Fprintf(w, "launcher: %s stopped\n", plural(stopped, "other rank was", "other ranks were"))
+	}
+	for _, l := range fs.Lost {
+		fmt.Fprintf(w, "launcher: %s\n", l)
+	}
+}
+
+// plural is "N one" or "N many", as n asks.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

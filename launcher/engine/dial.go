@@ -1,0 +1,376 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"gangway/agent/wire"
+	"gangway/hostfile"
+	"gangway/internal/syncx"
+	"gangway/launcher/cli"
+	"gangway/launcher/plan"
+	"gangway/launcher/rankenv"
+	"gangway/launcher/transport"
+)
+
+// Cluster is the outcome of the dial phase: one open session per host
+// of the layout and, for a job, the plan over them.
+type Cluster struct {
+	sessions []*session
+	ranks    []plan.Rank
+}
+
+// Hosts are the sessions' hosts as the rank-environment pipeline sees
+// them, in the layout's order.
+func (c *Cluster) Hosts() []rankenv.Host { return views(c.sessions) }
+
+// Close ends every session.
+func (c *Cluster) Close() {
+	for _, s := range c.sessions {
+		s.close()
+	}
+}
+
+// Dial is the first phase of a job and of --inspect: it reaches every
+// host of the layout (for a job, those that run ranks), and completes the
+// layout from their facts (the local host's slots; for a job whose slots
+// come from the facts, the plan). Plan errors are usage errors.
+func Dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.Layout) (*Cluster, error) {
+	hosts := l.Hosts
+	names := make([]string, len(hosts))
+	for i, h := range hosts {
+		names[i] = h.Name
+	}
+	hello := func(i int) wire.Hello {
+		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: rankenv.RoutePeers(names, i)}
+	}
+	logHosts(d.Log, cfg.Place, hosts)
+	sessions, err := dialAll(ctx, d.Log, d.Stderr, hosts, d.Dialers, hello, cfg.Transport.StartTimeout)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{sessions: sessions}
+	facts := make([]wire.Facts, len(sessions))
+	for i, s := range sessions {
+		facts[i] = s.facts
+	}
+	if l, err = l.Complete(facts); err != nil {
+		c.Close()
+		return nil, err
+	}
+	for i, s := range sessions {
+		s.host = l.Hosts[i]
+	}
+	c.ranks = l.Ranks
+	if c.ranks != nil {
+		d.Log.Info("placement", zap.Int("ranks", len(c.ranks)), zap.String("map-by", cfg.Place.MapBy), zap.String("ranks on hosts", rankenv.PlacementSummary(names, c.ranks)))
+	}
+	return c, nil
+}
+
+// logHosts says at -v where the hosts came from and which are reached
+// (Dial logs where the ranks go once the plan is known).
+func logHosts(log *zap.Logger, p cli.Placement, hosts []hostfile.Host) {
+	names := make([]string, len(hosts))
+	for i, h := range hosts {
+		names[i] = h.Name
+		if h.Port != 0 {
+			names[i] += ":" + strconv.Itoa(h.Port)
+		}
+	}
+	fields := []zap.Field{zap.String("source", p.Source.String()), zap.Int("n", len(hosts)), zap.String("hosts", strings.Join(names, ","))}
+	if p.Source == cli.HostsFile {
+		fields = append(fields, zap.String("hostfile", p.Hostfile))
+	}
+	log.Info("hosts", fields...)
+}
+
+// dialAll connects to every host concurrently, retrying with backoff
+// until timeout, and while waiting keeps one status line on status (nil:
+// none) that changes only when something changes: how many hosts are
+// ready, and which are not and why. A permanent error (a name that does
+// not resolve, authentication, the host key) ends the wait at once: no
+// host is tried again, and attempts under way get permanentGrace to end
+// (so that hosts failing the same way are all named). It returns every
+// session or an error naming each missing host and why.
+func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hostfile.Host, ds transport.Dialers, hello func(i int) wire.Hello, timeout time.Duration) ([]*session, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// A permanent failure of one host fails the job: stop waiting for
+	// the others.
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	giveUp := make(chan struct{})
+	var once sync.Once
+	var grace *time.Timer
+	defer func() {
+		once.Do(func() {}) // no timer starts from here on
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
+	failed := func(err error) {
+		once.Do(func() {
+			close(giveUp)
+			grace = time.AfterFunc(permanentGrace, func() { fail(err) })
+		})
+	}
+	sessions := make([]*session, len(hosts))
+	w := &waiting{hosts: hosts, lastErr: map[int]error{}}
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		d := ds.For(h)
+		wg.Go(func() {
+			start := time.Now()
+			sessions[i] = dialRetry(ctx, giveUp, d, i, h, hello(i), w.note)
+			if s := sessions[i]; s != nil {
+				log.Info("connected", zap.String("host", h.Name), zap.String("addr", s.addr), zap.Duration("took", time.Since(start).Round(time.Millisecond)))
+			} else if err := w.err(i); errors.Is(err, transport.ErrPermanent) {
+				failed(err)
+			}
+		})
+	}
+	w.report(status, syncx.Done(wg.Wait)) // returns when every dial has ended
+	var errs []error
+	for i := range hosts {
+		if sessions[i] == nil {
+			err := w.err(i)
+			if err == nil && errors.Is(context.Cause(ctx), transport.ErrPermanent) {
+				continue // stopped because another host failed for good
+			}
+			if err == nil {
+				err = context.Cause(ctx)
+			}
+			errs = append(errs, &hostError{Host: hosts[i].Name, Err: err})
+		}
+	}
+	if len(errs) == 0 && !slices.Contains(sessions, nil) {
+		return sessions, nil
+	}
+	for _, s := range sessions {
+		if s != nil {
+			s.close()
+		}
+	}
+	if len(errs) == 0 {
+		return nil, context.Cause(ctx) // the launcher's own context ended
+	}
+	if context.Cause(ctx) == context.DeadlineExceeded {
+		return nil, fmt.Errorf("hosts not reachable within --start-timeout %v: %w", timeout, errors.Join(errs...))
+	}
+	return nil, fmt.Errorf("cannot reach every host: %w", errors.Join(errs...))
+}
+
+// permanentGrace is how long attempts under way may still end after
+// another host failed for good.
+const permanentGrace = 2 * time.Second
+
+// dialRetry dials one host until it answers, a permanent error, ctx ends
+// or giveUp closes (after a failed attempt); note hears every failed
+// attempt (nil once connected).
+func dialRetry(ctx context.Context, giveUp <-chan struct{}, d transport.Dialer, i int, h hostfile.Host, hello wire.Hello, note func(i int, err error)) *session {
+	backoff := 50 * time.Millisecond
+	for {
+		s, err := dialOne(ctx, d, i, h, hello)
+		if err != nil && ctx.Err() != nil {
+			// The attempt was cut short: by another host's permanent
+			// failure (nothing to say about this one), or by the start
+			// timeout (keep the last full attempt's error, if any).
+			if !errors.Is(context.Cause(ctx), transport.ErrPermanent) {
+				note(i, cutShort{err})
+			}
+			return nil
+		}
+		note(i, err)
+		if err == nil {
+			return s
+		}
+		if errors.Is(err, transport.ErrPermanent) || d == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-giveUp:
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// waiting tracks the hosts reached, those not reached yet, and why.
+type waiting struct {
+	hosts   []hostfile.Host
+	mu      sync.Mutex
+	lastErr map[int]error
+	ready   int
+}
+
+func (w *waiting) note(i int, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var cut cutShort
+	switch {
+	case err == nil:
+		delete(w.lastErr, i)
+		w.ready++
+	case errors.As(err, &cut):
+		if w.lastErr[i] == nil {
+			w.lastErr[i] = cut.error
+		}
+	default:
+		w.lastErr[i] = err
+	}
+}
+
+// cutShort is the error of an attempt that the end of the wait cut
+// short; it replaces no earlier attempt's error.
+type cutShort struct{ error }
+
+func (w *waiting) err(i int) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastErr[i]
+}
+
+// statusEvery is how often the status line is checked for a change.
+const statusEvery = time.Second
+
+// report keeps the status line on out until done: checked every
+// statusEvery, printed when it differs from the last one printed.
+func (w *waiting) report(out io.Writer, done <-chan struct{}) {
+	tick := time.NewTicker(statusEvery)
+	defer tick.Stop()
+	last := ""
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		w.mu.Lock()
+		line := waitingLine(w.hosts, w.ready, w.lastErr)
+		w.mu.Unlock()
+		if line != "" && line != last && out != nil {
+			fmt.Fprintf(out, "launcher: %s\n", line)
+			last = line
+		}
+	}
+}
+
+// waitingLine is the status while hosts are missing: "ready 3/4; waiting
+// for a:22122: connection refused (...)"; hosts that failed the same way
+// share one reason, and past three reasons the rest are counted. "" when
+// no host has failed an attempt yet.
+func waitingLine(hosts []hostfile.Host, ready int, lastErr map[int]error) string {
+	if len(lastErr) == 0 {
+		return ""
+	}
+	idx := make([]int, 0, len(lastErr))
+	for i := range lastErr {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	type reason struct {
+		names []string
+		why   string
+	}
+	var reasons []*reason
+	by := map[string]*reason{}
+	for _, i := range idx {
+		name, why := hosts[i].Name, lastErr[i].Error()
+		// An error that names the address (host:port: ...) says where
+		// itself; group on what follows.
+		if rest, ok := strings.CutPrefix(why, name+":"); ok {
+			if p, r, ok := strings.Cut(rest, ": "); ok && p != "" && !strings.ContainsAny(p, " ") {
+				name, why = name+":"+p, r
+			}
+		}
+		r := by[why]
+		if r == nil {
+			r = &reason{why: why}
+			by[why] = r
+			reasons = append(reasons, r)
+		}
+		r.names = append(r.names, name)
+	}
+	var parts []string
+	for k, r := range reasons {
+		if k == 3 {
+			n := 0
+			for _, r := range reasons[3:] {
+				n += len(r.names)
+			}
+			parts = append(parts, fmt.Sprintf("%d more hosts", n))
+			break
+		}
+		names := r.names
+		if len(names) > 3 {
+			names = append(names[:3:3], fmt.Sprintf("%d more", len(r.names)-3))
+		}
+		parts = append(parts, strings.Join(names, ", ")+": "+r.why)
+	}
+	return fmt.Sprintf("ready %d/%d; waiting for %s", ready, len(hosts), strings.Join(parts, "; "))
+}
+
+// dialOne opens one session: transport, Hello, Facts.
+func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, hello wire.Hello) (*session, error) {
+	if d == nil {
+		return nil, transport.Permanent(errors.New("no transport for this host"))
+	}
+	rwc, addr, err := d.Dial(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	conn := wire.NewConn(transport.Guard(rwc))
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	if err := conn.Send(wire.KindHello, hello); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("send hello: %w", err)
+	}
+	m, err := conn.Recv()
+	if err != nil {
+		conn.Close()
+		if errors.Is(err, transport.ErrPermanent) {
+			return nil, err // the transport says why (the system ssh's message)
+		}
+		return nil, fmt.Errorf("agent closed the session: %w", err)
+	}
+	switch m.Kind {
+	case wire.KindFacts:
+	case wire.KindError:
+		var e wire.Error
+		_ = m.Decode(&e)
+		conn.Close()
+		return nil, transport.Permanent(fmt.Errorf("agent refused: %s", e.Msg))
+	default:
+		conn.Close()
+		return nil, transport.Permanent(fmt.Errorf("agent sent %s instead of facts", m.Kind))
+	}
+	var f wire.Facts
+	if err := m.Decode(&f); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if f.Version != wire.Version {
+		conn.Close()
+		return nil, transport.Permanent(&wire.VersionError{Ours: wire.Version, Theirs: f.Version})
+	}
+	port := 0
+	if p, ok := rwc.(transport.AgentPorter); ok {
+		port = p.AgentPort()
+	}
+	return &session{idx: i, host: h, conn: conn, addr: addr, port: port, facts: f, stopBeat: transport.Heartbeat(conn)}, nil
+}

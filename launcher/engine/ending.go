@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"gangway/bench"
+	"gangway/launcher/diagnose"
+)
+
+// ending is the one place that turns why a launch ended into the
+// launcher's last words on stderr and its exit status. cause is the job
+// context's cause (a signal, the timeout, the first failing rank), err a
+// set-up phase's error.
+func (r *runner) ending(cause, err error) int {
+	w := r.d.Stderr
+	var se *diagnose.SignalError
+	if r.phase < phaseRun {
+		nothing := "; nothing was started"
+		switch {
+		case errors.As(cause, &se) && r.phase == phaseDial:
+			fmt.Fprintf(w, "launcher: interrupted by %v while reaching the hosts%s\n", se.Signal, nothing)
+			return diagnose.ExitCode(cause, false)
+		case errors.As(cause, &se):
+			fmt.Fprintf(w, "launcher: interrupted by %v before the ranks started%s\n", se.Signal, nothing)
+			return diagnose.ExitCode(cause, false)
+		case r.phase == phaseDial:
+			nothing = ""
+		}
+		fmt.Fprintf(w, "launcher: %v%s\n", err, nothing)
+		return diagnose.ExitCode(err, false)
+	}
+	if err := r.job.out.close(); err != nil {
+		fmt.Fprintf(w, "launcher: --output-filename: %v\n", err)
+	}
+	code := diagnose.ExitCode(cause, len(r.job.st.lost) > 0)
+	r.job.failures().Write(w, cause)
+	return code
+}
+
+// lastWords is the launch's final line, after a job that ran: its exit
+// status, and why it differs from the blamed rank's code when it does.
+func (r *runner) lastWords(cause error, code int) {
+	if r.phase < phaseRun {
+		return
+	}
+	var re *diagnose.RankError
+	switch {
+	case errors.As(cause, &re) && re.ExitCode != code:
+		fmt.Fprintf(r.d.Stderr, "launcher: exit code %d (rank %d's code %d is not an exit status: outside 1..255)\n", code, re.Rank, re.ExitCode)
+	case code != 0:
+		fmt.Fprintf(r.d.Stderr, "launcher: exit code %d\n", code)
+	}
+}
+
+// summary prints the throughput summary and writes --report (with every
+// attempt) and --plot after the last attempt; failing to write them turns
+// a success into diagnose.ExitSetup. With no attempts (a restarted
+// attempt) it only stops the attempt's collector.
+func (r *runner) summary(code int, attempts []bench.Attempt) int {
+	j := r.job
+	if j == nil || j.coll == nil {
+		return code
+	}
+	j.coll.Close()
+	<-j.collDone
+	if r.phase < phaseRun || attempts == nil {
+		return code
+	}
+	meta := bench.Meta{Command: r.cfg.Argv, Ranks: len(j.ranks), Start: r.start, End: time.Now(), Version: r.d.Version}
+	for _, s := range j.sessions {
+		meta.Hosts = append(meta.Hosts, s.host.Name)
+	}
+	rep := j.coll.Report(meta)
+	rep.Attempts = attempts
+	blamed := -1
+	if a := attempts[len(attempts)-1]; a.Rank != nil {
+		blamed = *a.Rank
+	}
+	rep.Failures, rep.Lost = j.failures().Report(blamed), j.st.lost
+	if err := WriteBench(r.cfg.Bench, rep, r.d.Stdout); err != nil {
+		fmt.Fprintf(r.d.Stderr, "launcher: %v\n", err)
+		if code == 0 {
+			code = diagnose.ExitSetup
+		}
+	}
+	return code
+}
+
+// failures are the attempt's failures as the loop recorded them.
+func (j *job) failures() diagnose.Failures {
+	return diagnose.Failures{List: j.st.failures, Ranks: len(j.ranks), RunningAtFirst: j.st.runningAtFirst, Lost: j.st.lost, Tail: j.out.tail}
+}

@@ -1,0 +1,435 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"gangway/agent/wire"
+	"gangway/bench"
+	"gangway/internal/syncx"
+	"gangway/launcher/cli"
+	"gangway/launcher/plan"
+	"gangway/launcher/rankenv"
+)
+
+// job is one launch from the prepare phase on: its sessions, its ranks
+// and the loop's state. Everything but the readers and the collector runs
+// on the goroutine that called Run.
+type job struct {
+	cfg      cli.Config
+	log      *zap.Logger
+	id       string
+	attempt  int // TORCHELASTIC_RESTART_COUNT
+	stdin    io.Reader
+	sessions []*session
+	ranks    []plan.Rank // the plan; each rank's GPUs are set in prepare
+	out      *console
+	coll     *bench.Collector // nil when no summary, report or plot is wanted
+	collDone chan error
+	st       *state
+
+	events   chan any      // from the readers: ev* values and evMsg
+	stdinAck chan struct{} // from the readers
+	quit     chan struct{} // closed by close: readers stop sending
+	readers  sync.WaitGroup
+	tickers  []*time.Ticker // the run loop's, stopped by close
+
+	quiet   map[int]time.Time // each rank's last output when the last dump began
+	quietAt time.Time
+
+	// The run loop's deadlines, as the state's actions set them.
+	dumpBy  *time.Timer // the end of the wait for the stacks being collected; nil when none are
+	dumpEnd time.Time   // when dumpBy fires
+	giveUp  *time.Timer // hosts that have not confirmed their stop are cut off when it fires
+}
+
+// evMsg is an agent message that only a set-up step waits for (Ready,
+// Prepared, ProbeResult...).
+type evMsg struct {
+	host int
+	msg  wire.Msg
+}
+
+// newJob starts the job's readers and its throughput collector (which
+// runs under bctx: it outlives the job's cancellation and ends when
+// summary closes it).
+func newJob(bctx context.Context, cfg cli.Config, d Deps, id string, attempt int, c *Cluster) (*job, error) {
+	j := &job{cfg: cfg, log: d.Log, id: id, attempt: attempt, stdin: d.Stdin, sessions: c.sessions, ranks: c.ranks,
+		events: make(chan any, 64), stdinAck: make(chan struct{}, 1), quit: make(chan struct{})}
+	var obs observer
+	if !cfg.Bench.NoSummary || cfg.Bench.ReportFile != "" || cfg.Bench.PlotFile != "" {
+		coll, err := newCollector(cfg.Bench)
+		if err != nil {
+			return nil, cli.UsageError(err)
+		}
+		j.coll, j.collDone, obs = coll, make(chan error, 1), coll
+		go func() { j.collDone <- coll.Run(bctx) }()
+	}
+	names := make([]string, len(c.sessions))
+	for i, s := range c.sessions {
+		names[i] = s.host.Name
+	}
+	if cfg.Out.DisplayMap && attempt == 0 {
+		rankenv.WritePlacement(d.Stderr, cfg, names, c.ranks)
+	}
+	j.st = newState(names, c.ranks, stateOptions{reportBindings: cfg.Out.ReportBindings, grace: cfg.Control.KillGrace, dumpTimeout: dumpTimeout})
+	stderr := d.Stderr
+	if cfg.Out.MergeStderr {
+		stderr = d.Stdout
+	}
+	j.out = newConsole(cfg.Out, len(c.ranks), d.Stdout, stderr, func(r int) string { return names[j.st.hostOf[r]] }, obs)
+	for _, s := range c.sessions {
+		s.readDone = make(chan struct{})
+		j.readers.Go(func() {
+			defer close(s.readDone)
+			j.read(s)
+		})
+	}
+	return j, nil
+}
+
+// close ends every session and waits for the readers; whatever ranks are
+// still running are stopped by their agents when their session ends.
+func (j *job) close() {
+	for _, t := range j.tickers {
+		t.Stop()
+	}
+	for _, t := range []*time.Timer{j.dumpBy, j.giveUp} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	close(j.quit)
+	for _, s := range j.sessions {
+		s.close()
+	}
+	j.readers.Wait()
+}
+
+// read pumps one host's messages: output goes straight to the console
+// from here (so one slow host never delays another's control messages),
+// everything else to the job as an event.
+func (j *job) read(s *session) {
+	var sc scratch
+	for {
+		m, err := s.conn.Recv()
+		if err != nil {
+			j.send(evLost{host: s.idx, err: err})
+			return
+		}
+		switch m.Kind {
+		case wire.KindStdinAck:
+			select {
+			case j.stdinAck <- struct{}{}:
+			default:
+			}
+			continue
+		case wire.KindOutput:
+			rank, st, data, err := m.Output()
+			if err == nil && j.st.owns(s.idx, rank) {
+				j.out.write(&sc, rank, st, data)
+				m.Release() // the console keeps nothing of data
+				continue
+			}
+			what := fmt.Sprintf("output for rank %d, which it does not run", rank)
+			if err != nil {
+				what = fmt.Sprintf("a bad output frame (%v)", err)
+			}
+			j.send(evViolation{host: s.idx, what: what})
+			return
+		}
+		ev, err := decode(s.idx, m)
+		if err != nil {
+			j.log.Warn("bad message from agent", zap.String("host", s.host.Name), zap.Stringer("kind", m.Kind), zap.Error(err))
+			continue
+		}
+		if e, ok := ev.(evAgentError); ok {
+			s.said.Store(&e.msg) // for a send that fails after it (sendFailed)
+		}
+		if !j.send(ev) || m.Kind == wire.KindDone {
+			return
+		}
+	}
+}
+
+// send hands an event to the job; false once the job is closed.
+func (j *job) send(ev any) bool {
+	select {
+	case j.events <- ev:
+		return true
+	case <-j.quit:
+		return false
+	}
+}
+
+// decode turns an agent message into the loop's event.
+func decode(host int, m wire.Msg) (any, error) {
+	var err error
+	switch m.Kind {
+	case wire.KindExit:
+		var ev evExit
+		ev.host, err = host, m.Decode(&ev.x)
+		return ev, err
+	case wire.KindAbort:
+		var ev evAbort
+		ev.host, err = host, m.Decode(&ev.a)
+		return ev, err
+	case wire.KindFence:
+		var ev evFence
+		ev.host, err = host, m.Decode(&ev.f)
+		return ev, err
+	case wire.KindName:
+		var ev evName
+		ev.host, err = host, m.Decode(&ev.n)
+		return ev, err
+	case wire.KindStarted:
+		var ev evStarted
+		ev.host, err = host, m.Decode(&ev.st)
+		return ev, err
+	case wire.KindError:
+		var e wire.Error
+		err = m.Decode(&e)
+		return evAgentError{host: host, msg: e.Msg}, err
+	case wire.KindDone:
+		return evDone{host: host}, nil
+	case wire.KindDumped:
+		var ev evDumped
+		ev.host, err = host, m.Decode(&ev.d)
+		return ev, err
+	}
+	return evMsg{host: host, msg: m}, nil
+}
+
+// broadcast sends a message to every host still running, to all at
+// once: a host slow to take it (at most StallTimeout, then it is cut
+// off) delays no other host's copy.
+func (j *job) broadcast(k wire.Kind, v any) {
+	e, err := wire.Encode(k, v) // once, not once per host
+	if err != nil {
+		j.log.Warn("cannot encode a message for the agents", zap.Stringer("kind", k), zap.Error(err))
+		return
+	}
+	var sends sync.WaitGroup
+	for i, s := range j.sessions {
+		if j.st.done[i] {
+			continue
+		}
+		sends.Go(func() {
+			if err := s.conn.SendEncoded(e); err != nil {
+				j.log.Debug("send failed", zap.String("host", s.host.Name), zap.Stringer("kind", k), zap.Error(err))
+			}
+		})
+	}
+	sends.Wait()
+}
+
+// collect waits for one message of kind from every host; a lost host or
+// an agent's error ends the wait.
+func (j *job) collect(ctx context.Context, kind wire.Kind, timeout time.Duration) ([]wire.Msg, error) {
+	out := make([]wire.Msg, len(j.sessions))
+	got := 0
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for got < len(j.sessions) {
+		select {
+		case ev := <-j.events:
+			switch ev := ev.(type) {
+			case evLost:
+				return nil, &hostError{Host: j.sessions[ev.host].host.Name, Err: fmt.Errorf("connection lost: %w", ev.err)}
+			case evAgentError:
+				return nil, &hostError{Host: j.sessions[ev.host].host.Name, Err: errors.New(ev.msg)}
+			case evMsg:
+				if ev.msg.Kind == kind {
+					if out[ev.host].Kind == 0 {
+						got++
+					}
+					out[ev.host] = ev.msg
+				}
+			}
+		case <-t.C:
+			var missing []string
+			for i, s := range j.sessions {
+				if out[i].Kind == 0 {
+					missing = append(missing, s.host.Name)
+				}
+			}
+			sort.Strings(missing)
+			return nil, fmt.Errorf("no %s answer within %v from %s", kind, timeout, strings.Join(missing, ", "))
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+	return out, nil
+}
+
+// dumpTimeout bounds how long the launcher waits for every host's stacks
+// (gdb on every process of every rank) on a hang or SIGUSR1; once the job
+// is being stopped (--timeout, a signal, a failure) the wait is bounded by
+// --kill-grace instead (state.dumpGrace). Dump tells the agents the wait
+// (Within), and they answer before it with what they have and end their
+// gdbs.
+const dumpTimeout = 60 * time.Second
+
+// run is the run phase: Go to every host, the launcher's stdin to its
+// rank, the loop until every host is done.
+func (j *job) run(ctx context.Context, cancel context.CancelCauseFunc, sigs <-chan any) {
+	j.broadcast(wire.KindGo, nil)
+	stopStdin := j.forwardStdin()
+	defer stopStdin()
+	started := time.Now()
+	done := ctx.Done()
+	progress := j.ticker(j.cfg.Out.Progress && j.coll != nil, j.cfg.Out.ProgressEvery)
+	hang := j.ticker(j.cfg.Control.HangTimeout > 0, min(j.cfg.Control.HangTimeout/4, time.Second))
+	for !j.st.finished() {
+		var ev any
+		select {
+		case <-progress:
+			if line := progressLine(j.coll.Report(bench.Meta{}), j.attempt, time.Since(started)); line != "" {
+				j.out.say(line)
+			}
+			continue
+		case now := <-hang:
+			quiet := j.out.quietFor(started, now)
+			if quiet < j.cfg.Control.HangTimeout {
+				continue
+			}
+			ev = evHang{quiet: quiet, limit: j.cfg.Control.HangTimeout}
+		case ev = <-j.events:
+		case ev = <-sigs:
+		case <-done:
+			done, ev = nil, evCancel{cause: context.Cause(ctx)}
+		case <-timerC(j.giveUp):
+			ev = evGiveUp{}
+		case <-timerC(j.dumpBy):
+			ev = evDumpDeadline{}
+		}
+		j.do(j.st.apply(ev), cancel, started)
+		if j.st.dump == nil && j.dumpBy != nil {
+			j.dumpBy.Stop()
+			j.dumpBy = nil
+		}
+	}
+}
+
+// timerC is t's channel; nil (never ready) for no timer.
+func timerC(t *time.Timer) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
+}
+
+// waitDumpFor sets the end of the wait for the stacks d from now.
+func (j *job) waitDumpFor(d time.Duration) {
+	if j.dumpBy != nil {
+		j.dumpBy.Stop()
+	}
+	j.dumpBy, j.dumpEnd = time.NewTimer(d), time.Now().Add(d)
+}
+
+// ticker ticks every d while the job runs, when on; a nil channel (never
+// ready) otherwise. The job's close stops it.
+func (j *job) ticker(on bool, d time.Duration) <-chan time.Time {
+	if !on || d <= 0 {
+		return nil
+	}
+	t := time.NewTicker(d)
+	j.tickers = append(j.tickers, t)
+	return t.C
+}
+
+// do performs the loop's actions.
+func (j *job) do(acts []action, cancel context.CancelCauseFunc, started time.Time) {
+	for _, a := range acts {
+		switch a := a.(type) {
+		case actStop:
+			j.log.Debug("stopping every rank", zap.Duration("grace", j.cfg.Control.KillGrace))
+			j.broadcast(wire.KindStop, wire.Stop{Grace: j.cfg.Control.KillGrace})
+		case actKill:
+			j.broadcast(wire.KindSignal, wire.Signal{Name: "KILL"})
+		case actSay:
+			j.out.say(a.line)
+		case actCancel:
+			cancel(a.cause)
+		case actFenceDone:
+			j.broadcast(wire.KindFenceDone, a.f)
+		case actNameReply:
+			if err := j.sessions[a.host].conn.Send(wire.KindNameReply, a.r); err != nil {
+				j.log.Debug("send failed", zap.String("host", j.sessions[a.host].host.Name), zap.Stringer("kind", wire.KindNameReply), zap.Error(err))
+			}
+		case actClose:
+			j.sessions[a.host].close()
+		case actDump:
+			// Who printed last when, before the dump makes ranks print.
+			j.quiet, j.quietAt = j.out.lastOutput(), time.Now()
+			j.waitDumpFor(a.within) // counts from now, however long the sends take
+			j.broadcast(wire.KindDump, wire.Dump{Abort: a.abort, Within: a.within})
+		case actDumpWithin:
+			if j.dumpBy != nil && time.Now().Add(a.d).Before(j.dumpEnd) {
+				j.waitDumpFor(a.d)
+			}
+		case actGiveUpIn:
+			if j.giveUp == nil {
+				j.giveUp = time.NewTimer(a.d)
+			}
+		case actStacks:
+			j.reportStacks(a, started)
+		}
+	}
+}
+
+// forwardStdin sends the launcher's stdin to its rank, one chunk at a
+// time: the next chunk goes only after the agent acked the last, so a rank
+// that does not read its stdin holds back the launcher's reads, never the
+// agent's control loop. The returned function ends it.
+func (j *job) forwardStdin() (stop func()) {
+	rank := j.cfg.Out.Stdin
+	if rank < 0 || rank >= len(j.ranks) || j.stdin == nil {
+		return func() {}
+	}
+	c := j.sessions[j.st.hostOf[rank]].conn
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := j.stdin.Read(buf)
+			if n > 0 {
+				if c.SendStdin(rank, buf[:n]) != nil {
+					return
+				}
+				select {
+				case <-j.stdinAck:
+				case <-done:
+					return
+				}
+			}
+			if err != nil {
+				_ = c.SendStdin(rank, nil)
+				return
+			}
+		}
+	})
+	return func() {
+		close(done)
+		if f, ok := j.stdin.(*os.File); ok && f != os.Stdin {
+			f.Close()
+		}
+		// A read of the terminal cannot be interrupted, so the forwarder
+		// may outlive the job: the launcher's exit, which comes next, ends
+		// it. Other readers (pipes) were closed above and end it now.
+		select {
+		case <-syncx.Done(wg.Wait):
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

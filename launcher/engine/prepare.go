@@ -1,0 +1,237 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"gangway/agent/wire"
+	"gangway/launcher/cli"
+	"gangway/launcher/plan"
+	"gangway/launcher/rankenv"
+	"gangway/nccl"
+)
+
+// prepare is the gang start's set-up: every host's network and GPUs,
+// every rank's environment, the optional cache drop and preflight, then
+// StartJob to every host and its Ready. No rank runs before all of that
+// succeeded everywhere.
+func (j *job) prepare(ctx context.Context) error {
+	hosts := views(j.sessions)
+	a, err := rankenv.Prepare(j.cfg, j.ranks, hosts, j.id, j.attempt, j.log)
+	if err != nil {
+		return err
+	}
+	if j.attempt == 0 {
+		for _, w := range rankenv.NCCLWarnings(j.cfg.Env.Vars, hosts) {
+			j.out.say("warning: " + w)
+		}
+	}
+	if err := j.dropCaches(ctx); err != nil {
+		return err
+	}
+	if err := j.preflight(ctx, a.Choices); err != nil {
+		return err
+	}
+	return j.start(ctx, a.Envs)
+}
+
+// forgetFacts drops what the hosts' facts said once the job is prepared:
+// the network choice, GPU assignment and environments are made, and from
+// here on only the agent's name is read (label). A job holds its sessions
+// for as long as it runs, and at a thousand hosts their decoded facts
+// (NICs, routes, GPU topology) were several MB that the GC's headroom
+// doubled.
+func (j *job) forgetFacts() {
+	for _, s := range j.sessions {
+		s.facts = wire.Facts{Version: s.facts.Version, Agent: s.facts.Agent, Name: s.facts.Name, Hostname: s.facts.Hostname}
+	}
+}
+
+// start sends every host its ranks and waits until all are Ready.
+func (j *job) start(ctx context.Context, envs [][]string) error {
+	var pmi *wire.PMIJob
+	if j.cfg.Env.PMI {
+		pmi = pmiJob(j.id, j.ranks, j.universe())
+	}
+	byHost := make([][]wire.RankSpec, len(j.sessions))
+	for _, r := range j.ranks {
+		byHost[r.Host] = append(byHost[r.Host], wire.RankSpec{Rank: r.Rank, LocalRank: r.LocalRank, Argv: j.cfg.Argv, Env: envs[r.Rank], Dir: j.cfg.Env.Dir, GPUs: r.GPUs})
+	}
+	for i, s := range j.sessions {
+		sj := wire.StartJob{JobID: j.id, KillGrace: j.cfg.Control.KillGrace, StdinRank: j.cfg.Out.Stdin, PMI: pmi, Bind: j.cfg.Place.BindSpec(), Ranks: byHost[i]}
+		if err := s.conn.Send(wire.KindStart, sj); err != nil {
+			return s.sendFailed("send job", err)
+		}
+	}
+	res, err := j.collect(ctx, wire.KindReady, j.cfg.Transport.StartTimeout)
+	if err != nil {
+		return err
+	}
+	for i, m := range res {
+		var r wire.Ready
+		if err := m.Decode(&r); err != nil {
+			return &hostError{Host: j.sessions[i].host.Name, Err: err}
+		}
+		if r.Err != "" {
+			return &hostError{Host: j.sessions[i].host.Name, Err: errors.New(r.Err)}
+		}
+	}
+	return nil
+}
+
+// pmiJob builds the PMI description shared by every host.
+func pmiJob(jobID string, ranks []plan.Rank, universe int) *wire.PMIJob {
+	node := make([]int, len(ranks))
+	for _, r := range ranks {
+		node[r.Rank] = r.NodeRank
+	}
+	return &wire.PMIJob{KVSName: "kvs_" + jobID, Size: len(ranks), Mapping: wire.ProcessMapping(node), UniverseSize: universe}
+}
+
+// universe is the universe size PMI tells the ranks (-usize).
+func (j *job) universe() int {
+	slots := make([]int, len(j.sessions))
+	for i, s := range j.sessions {
+		slots[i] = s.host.Slots
+	}
+	return universeSize(j.cfg.Env.Universe, slots, j.ranks)
+}
+
+// universeSize resolves -usize u for ranks placed on hosts with slots (by
+// host index): a size is itself, SYSTEM is Hydra's (the slots of the
+// hosts that run ranks), and unset or INFINITE is -1, unknown.
+func universeSize(u int, slots []int, ranks []plan.Rank) int {
+	switch {
+	case u > 0:
+		return u
+	case u == cli.UniverseSystem:
+		used := make([]bool, len(slots))
+		for _, r := range ranks {
+			used[r.Host] = true
+		}
+		n := 0
+		for i, s := range slots {
+			if used[i] {
+				n += s
+			}
+		}
+		return n
+	}
+	return -1
+}
+
+// errPreflight is returned when hosts cannot reach each other.
+var errPreflight = errors.New("preflight failed")
+
+// preflight has every host open a TCP connection to every other host's
+// agent on its chosen address (all pairs up to 32 hosts, a ring beyond or
+// with --transport ssh),
+// so a broken link fails the job before any rank starts.
+func (j *job) preflight(ctx context.Context, choices []*nccl.Choice) error {
+	n := len(j.sessions)
+	if n < 2 || !j.cfg.Network.Preflight {
+		return nil
+	}
+	target := make([]string, n)
+	cheap := true // every target is an agent's listener, not sshd
+	for i, s := range j.sessions {
+		// The host's address on its data interface, chosen as for
+		// MASTER_ADDR: the address the launcher reached it on when that
+		// lies on the interface (an agent may listen on that address
+		// only, as loopback agents on 127.0.0.2 do), else the interface's.
+		// An agent started for this job (--transport ssh) offers a probe
+		// port of its own; an older one gets sshd's port dialled.
+		port, sshd := probePort(j.cfg.Transport, s)
+		cheap = cheap && !sshd
+		target[i] = net.JoinHostPort(rankenv.DataAddr(s.view(), choices[i]), strconv.Itoa(port))
+	}
+	probes := make([][]int, n) // host -> peers it dials
+	// A probe of sshd's port makes the peer's sshd fork (and re-execute)
+	// a process, so the check is a ring then; agents are cheap to dial,
+	// so small jobs check every pair.
+	allPairs := n <= 32 && cheap
+	for i := range n {
+		if allPairs {
+			for k := range n {
+				if k != i {
+					probes[i] = append(probes[i], k)
+				}
+			}
+		} else {
+			probes[i] = []int{(i + 1) % n}
+		}
+	}
+	for i, s := range j.sessions {
+		p := wire.Probe{Timeout: 5 * time.Second}
+		for _, k := range probes[i] {
+			p.Targets = append(p.Targets, target[k])
+		}
+		if err := s.conn.Send(wire.KindProbe, p); err != nil {
+			return s.sendFailed("send preflight", err)
+		}
+	}
+	res, err := j.collect(ctx, wire.KindProbeResult, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	var bad []string
+	for i, s := range j.sessions {
+		var pr wire.ProbeResult
+		if err := res[i].Decode(&pr); err != nil {
+			return &hostError{Host: s.host.Name, Err: err}
+		}
+		via := ""
+		if c := choices[i]; c != nil && len(c.Ifaces) > 0 {
+			via = " via " + strings.Join(c.Ifaces, ",")
+		}
+		for k, r := range pr.Results {
+			if r.Err != "" && k < len(probes[i]) {
+				peer := label(j.sessions[probes[i][k]])
+				bad = append(bad, fmt.Sprintf("  %s -> %s (%s%s): %s", label(s), peer, r.Target, via, r.Err))
+			}
+		}
+	}
+	if len(bad) > 0 {
+		j.out.say(fmt.Sprintf("preflight: %d of the host pairs cannot connect:\n%s", len(bad), strings.Join(bad, "\n")))
+		return fmt.Errorf("%w: hosts cannot reach each other on their chosen interfaces (--preflight=false skips this check)", errPreflight)
+	}
+	return nil
+}
+
+// dropCaches asks every host to sync and drop its page caches, in
+// parallel, and reports the time each took.
+func (j *job) dropCaches(ctx context.Context) error {
+	if j.cfg.Network.DropCaches == 0 {
+		return nil
+	}
+	j.broadcast(wire.KindPrepare, wire.Prepare{DropCaches: j.cfg.Network.DropCaches})
+	res, err := j.collect(ctx, wire.KindPrepared, 5*time.Minute)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i, s := range j.sessions {
+		var p wire.Prepared
+		if err := res[i].Decode(&p); err != nil {
+			return err
+		}
+		if p.Err != "" {
+			if j.cfg.Network.DropCachesBestEffort {
+				j.out.say(fmt.Sprintf("drop caches on %s failed (best effort): %s", s.host.Name, p.Err))
+				continue
+			}
+			errs = append(errs, &hostError{Host: s.host.Name, Err: errors.New(p.Err)})
+			continue
+		}
+		j.out.say(fmt.Sprintf("dropped page caches on %s in %v", s.host.Name, p.Took.Round(time.Millisecond)))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("--drop-caches (use --drop-caches-best-effort to go on): %w", errors.Join(errs...))
+	}
+	return nil
+}

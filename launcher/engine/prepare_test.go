@@ -1,0 +1,55 @@
+package engine
+
+import (
+	"testing"
+
+	"gangway/agent/wire"
+	"gangway/hostfile"
+	"gangway/launcher/cli"
+	"gangway/launcher/plan"
+)
+
+// TestUniverseSize: -usize as PMI tells it, Hydra's meanings: a number is
+// itself, SYSTEM the slots of the hosts that run ranks, INFINITE and no
+// -usize -1 (unknown).
+func TestUniverseSize(t *testing.T) {
+	slots := []int{3, 5, 7}
+	onFirst := []plan.Rank{{Rank: 0, Host: 0}, {Rank: 1, Host: 0}}
+	onTwo := []plan.Rank{{Rank: 0, Host: 0}, {Rank: 1, Host: 0}, {Rank: 2, Host: 0}, {Rank: 3, Host: 1}}
+	for _, tc := range []struct {
+		name  string
+		u     int
+		ranks []plan.Rank
+		want  int
+	}{
+		{"not given", 0, onTwo, -1},
+		{"INFINITE", cli.UniverseInfinite, onTwo, -1},
+		{"a number", 12, onTwo, 12},
+		{"SYSTEM, ranks on one host", cli.UniverseSystem, onFirst, 3},
+		{"SYSTEM, ranks on two hosts", cli.UniverseSystem, onTwo, 8},
+	} {
+		if got := universeSize(tc.u, slots, tc.ranks); got != tc.want {
+			t.Errorf("%s: universeSize(%d) = %d, want %d", tc.name, tc.u, got, tc.want)
+		}
+	}
+}
+
+// rk is a Rank written compactly: rank, host, local rank, local size, node rank.
+func rk(rank, host, local, localSize, node int) plan.Rank {
+	return plan.Rank{Rank: rank, Host: host, LocalRank: local, LocalSize: localSize, NodeRank: node}
+}
+
+// TestForgetFacts: once a job is prepared its sessions keep the agent's
+// identity (label still names it) and drop the rest of the facts.
+func TestForgetFacts(t *testing.T) {
+	s := &session{host: hostfile.Host{Name: "10.0.0.1"}, facts: wire.Facts{Version: wire.Version, Name: "node1", Hostname: "node1.example",
+		NICs: []wire.NIC{{Name: "eth0"}}, Routes: []wire.Route{{Peer: "10.0.0.2"}}, GPUs: []wire.GPU{{Index: 0}}, GPUTopo: &wire.Topo{Link: [][]string{{"X"}}}}}
+	j := &job{sessions: []*session{s}}
+	j.forgetFacts()
+	if got := label(s); got != "10.0.0.1 (node1)" {
+		t.Errorf("label after forgetFacts: %q", got)
+	}
+	if s.facts.NICs != nil || s.facts.Routes != nil || s.facts.GPUs != nil || s.facts.GPUTopo != nil || s.facts.Hostname != "node1.example" {
+		t.Errorf("facts after forgetFacts: %+v", s.facts)
+	}
+}

@@ -1,0 +1,409 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"time"
+
+	"gangway/agent/wire"
+	"gangway/launcher/diagnose"
+	"gangway/launcher/plan"
+	"gangway/launcher/transport"
+)
+
+// The job loop is split in two: state.apply decides (pure: data in, the
+// actions to take out), job.do performs the actions (I/O). Which rank is
+// blamed, which code wins, what a second signal does and when a barrier
+// completes are decided here and table-tested in state_test.go.
+
+// Events the loop feeds to apply.
+type (
+	evExit struct {
+		host int
+		x    wire.Exit
+	}
+	evAbort struct {
+		host int
+		a    wire.Abort
+	}
+	evFence struct {
+		host int
+		f    wire.Fence
+	}
+	evName struct { // a rank's PMI name-service request
+		host int
+		n    wire.Name
+	}
+	evDone      struct{ host int }
+	evViolation struct { // the host broke the protocol
+		host int
+		what string
+	}
+	evLost struct {
+		host int
+		err  error
+	}
+	evAgentError struct {
+		host int
+		msg  string
+	}
+	evStarted struct {
+		host int
+		st   wire.Started
+	}
+	evSignal struct {
+		sig os.Signal
+		n   int
+	} // the n-th signal the launcher got
+	evCancel struct{ cause error } // the job's context ended
+	evGiveUp struct{}              // hosts did not confirm their ranks' end in time
+	evHang   struct {              // no rank printed anything for --hang-timeout
+		quiet, limit time.Duration
+	}
+	evDumpRequest  struct{} // SIGUSR1: dump every rank's stacks, go on
+	evDumpDeadline struct{} // the hosts did not all answer a Dump in time
+	evDumped       struct {
+		host int
+		d    wire.Dumped
+	}
+)
+
+// Actions apply asks the loop to perform.
+type (
+	actStop      struct{}                   // Stop{grace} to every host still running
+	actKill      struct{}                   // SIGKILL every rank on every host still running
+	actSay       struct{ line string }      // a launcher message on stderr
+	actCancel    struct{ cause error }      // end the job for this cause (first cause wins)
+	actFenceDone struct{ f wire.FenceDone } // release a barrier on every host
+	actClose     struct{ host int }         // give up on a host: close its session
+	actDump      struct {                   // ask every host still running for its ranks' stacks
+		abort  bool
+		within time.Duration // and wait for them this long at most
+	}
+	actDumpWithin struct{ d time.Duration } // wait for the stacks being collected at most d from now
+	actGiveUpIn   struct{ d time.Duration } // cut off the hosts that have not confirmed their stop d from now
+	actStacks     struct {                  // write and analyse the stacks collected
+		stacks map[int]string
+		tools  []string
+	}
+	actNameReply struct {
+		host int
+		r    wire.NameReply
+	} // answer a host's name-service request
+)
+
+// state is a running job as its loop sees it; only apply changes it.
+type state struct {
+	hosts  []string // host names, by session index
+	hostOf []int    // session index, by rank
+	stateOptions
+
+	exited     []bool // by rank: its Exit came (at most one per rank), or its host was lost
+	failed     []bool // by rank: its failure is listed (once, however many ways it failed)
+	gotStarted []bool // by host: its Started came (at most one per host)
+	done       []bool // by host: Done received, or lost
+	ndone      int
+	failures   []*diagnose.RankError
+	first      *diagnose.RankError // the failure that stopped the job, if one did
+	// runningAtFirst is how many other ranks still ran when first failed.
+	runningAtFirst int
+	stopping       bool
+	ended          bool // the job's end is decided (its context has a cause, or a hang dump runs): nothing more is blamed
+	killed         bool
+	lost           []string
+	barrier        barrier           // the PMI barrier the job is in
+	dump           *dump             // the stacks being collected, nil when none are
+	names          map[string]string // the job's PMI name service: service -> port
+}
+
+// stateOptions are what the job's loop decides with besides the events.
+type stateOptions struct {
+	reportBindings bool
+	grace          time.Duration // --kill-grace
+	dumpTimeout    time.Duration // the longest wait for stacks that stop nothing (SIGUSR1) or a hang's
+}
+
+// stopSlack is how long past --kill-grace the hosts have to confirm that
+// their ranks ended (reaping, cleanup, the network) before they are cut
+// off: an agent that ignores Stop holds the launcher no longer.
+const stopSlack = 3 * time.Second
+
+// dumpGrace bounds the wait for stacks once the job is being stopped (a
+// timeout, a signal, a failure): --kill-grace, 1 s at least, so that
+// --timeout N ends the launcher by N + 2 x --kill-grace + stopSlack
+// whatever the agents do.
+func (st *state) dumpGrace() time.Duration { return max(st.grace, time.Second) }
+
+func newState(hosts []string, ranks []plan.Rank, o stateOptions) *state {
+	st := &state{hosts: hosts, hostOf: make([]int, len(ranks)), stateOptions: o,
+		exited: make([]bool, len(ranks)), failed: make([]bool, len(ranks)), gotStarted: make([]bool, len(hosts)),
+		done: make([]bool, len(hosts)), barrier: barrier{seq: 1}, names: map[string]string{}}
+	for _, r := range ranks {
+		st.hostOf[r.Rank] = r.Host
+	}
+	return st
+}
+
+// finished reports whether every host has ended (confirmed or lost) and
+// no stacks are still being collected.
+func (st *state) finished() bool { return st.ndone == len(st.hosts) && st.dump == nil }
+
+// apply takes one event and returns what to do about it.
+func (st *state) apply(ev any) []action {
+	if h, ok := eventHost(ev); ok && st.done[h] {
+		// A host that is done (confirmed, lost, cut off) is not heard
+		// any more: what its reader had queued changes nothing.
+		return nil
+	}
+	switch ev := ev.(type) {
+	case evExit:
+		return st.exit(ev.host, ev.x)
+	case evAbort:
+		if !st.owns(ev.host, ev.a.Rank) {
+			return st.violation(ev.host, fmt.Sprintf("an abort for rank %d, which it does not run", ev.a.Rank))
+		}
+		return st.fail(&diagnose.RankError{Rank: ev.a.Rank, Host: st.hosts[ev.host], ExitCode: ev.a.Code,
+			Err: fmt.Sprintf("called MPI_Abort with code %d %s", ev.a.Code, ev.a.Msg)})
+	case evFence:
+		return st.fence(ev.host, ev.f)
+	case evName:
+		return st.name(ev.host, ev.n)
+	case evDone:
+		st.markDone(ev.host)
+	case evLost:
+		return st.lose(ev.host, ev.err)
+	case evViolation:
+		return st.violation(ev.host, ev.what)
+	case evAgentError:
+		// An agent's Error ends its session (the agent hangs up next).
+		return append(st.lose(ev.host, fmt.Errorf("it reported an error: %s", clip([]byte(ev.msg)))), actClose{ev.host})
+	case evStarted:
+		return st.started(ev.host, ev.st)
+	case evSignal:
+		if ev.n == 1 {
+			return append([]action{actSay{fmt.Sprintf("got %v, stopping every rank (again to kill)", ev.sig)}}, st.stop()...)
+		}
+		return append([]action{actSay{fmt.Sprintf("got %v again, killing every rank", ev.sig)}}, st.kill()...)
+	case evCancel:
+		st.ended = true
+		var te *diagnose.TimeoutError
+		if errors.As(ev.cause, &te) && !st.stopping {
+			return st.startDump(te.Error()+": collecting every rank's stacks, then stopping every rank", true, true, nil, st.dumpGrace())
+		}
+		return st.stop()
+	case evHang:
+		if st.stopping || st.dump != nil {
+			return nil
+		}
+		h := &diagnose.HangError{Quiet: ev.quiet, Limit: ev.limit}
+		return st.startDump(h.Error()+": collecting every rank's stacks, then stopping every rank", true, true, h, st.dumpTimeout)
+	case evDumpRequest:
+		if st.stopping || st.dump != nil {
+			return nil
+		}
+		return st.startDump("SIGUSR1: collecting every rank's stacks; the job goes on", false, false, nil, st.dumpTimeout)
+	case evDumped:
+		return st.dumped(ev.host, ev.d)
+	case evDumpDeadline:
+		if st.dump == nil {
+			return nil
+		}
+		return append([]action{actSay{"not every host sent its ranks' stacks in time; going on with what came"}}, st.finishDump()...)
+	case evGiveUp:
+		var acts []action
+		for h, name := range st.hosts {
+			if !st.done[h] {
+				st.lost = append(st.lost, name+" (did not confirm the end of its ranks)")
+				st.markDone(h)
+				acts = append(append(acts, actClose{h}), st.noDumpFrom(h)...)
+			}
+		}
+		return acts
+	}
+	return nil
+}
+
+type action any
+
+// eventHost is the host an event came from, if it came from one.
+func eventHost(ev any) (int, bool) {
+	switch ev := ev.(type) {
+	case evExit:
+		return ev.host, true
+	case evAbort:
+		return ev.host, true
+	case evFence:
+		return ev.host, true
+	case evName:
+		return ev.host, true
+	case evDone:
+		return ev.host, true
+	case evViolation:
+		return ev.host, true
+	case evLost:
+		return ev.host, true
+	case evAgentError:
+		return ev.host, true
+	case evStarted:
+		return ev.host, true
+	case evDumped:
+		return ev.host, true
+	}
+	return 0, false
+}
+
+// owns reports whether rank runs on host. It reads only what newState set,
+// so the readers may call it too.
+func (st *state) owns(host, rank int) bool {
+	return rank >= 0 && rank < len(st.hostOf) && st.hostOf[rank] == host
+}
+
+func (st *state) markDone(host int) {
+	if !st.done[host] {
+		st.done[host] = true
+		st.ndone++
+	}
+}
+
+func (st *state) exit(host int, x wire.Exit) []action {
+	if !st.owns(host, x.Rank) {
+		return st.violation(host, fmt.Sprintf("an exit for rank %d, which it does not run", x.Rank))
+	}
+	if st.exited[x.Rank] {
+		return st.violation(host, fmt.Sprintf("a second exit for rank %d", x.Rank))
+	}
+	st.exited[x.Rank] = true
+	if x.Code == 0 && x.Err == "" {
+		return nil
+	}
+	if x.Stopped && (st.stopping || st.ended) {
+		return nil // we asked for it (a stop, or a dump's SIGABRT)
+	}
+	return st.fail(&diagnose.RankError{Rank: x.Rank, Host: st.hosts[host], Pid: x.Pid, ExitCode: x.Code, Signal: x.Signal, SignalName: x.SignalName, Err: x.Err, ErrorFile: x.ErrorFile})
+}
+
+// fail records a rank's failure; the first one before any stop is blamed
+// and stops the job. Failures after a signal or timeout are listed, not
+// blamed. A rank is listed once: its first failure (an abort, then its
+// exit, counts as one; so do repeated aborts).
+func (st *state) fail(e *diagnose.RankError) []action {
+	if st.failed[e.Rank] {
+		return nil
+	}
+	st.failed[e.Rank] = true
+	st.failures = append(st.failures, e)
+	if st.first != nil || st.stopping || st.ended {
+		return nil
+	}
+	st.first = e
+	for r, done := range st.exited {
+		if !done && r != e.Rank {
+			st.runningAtFirst++
+		}
+	}
+	return append([]action{actCancel{e}}, st.stop()...)
+}
+
+// stop stops every rank, once. The hosts then have --kill-grace and
+// stopSlack to confirm; stacks still being collected are waited for at
+// most dumpGrace more.
+func (st *state) stop() []action {
+	if st.stopping {
+		return nil
+	}
+	return append(st.stopped(), actStop{}) // the give-up counts from before the sends
+}
+
+func (st *state) kill() []action {
+	if st.killed {
+		return nil
+	}
+	var acts []action
+	if !st.stopping {
+		acts = st.stopped()
+	}
+	st.killed = true
+	return append(acts, actKill{})
+}
+
+// stopped marks the job stopping and bounds how long it may take.
+func (st *state) stopped() []action {
+	st.stopping = true
+	acts := []action{actGiveUpIn{st.grace + stopSlack}}
+	if st.dump != nil {
+		acts = append(acts, actDumpWithin{st.dumpGrace()})
+	}
+	return acts
+}
+
+// lose ends a host whose connection dropped: its running ranks fail with
+// diagnose.ExitLost.
+func (st *state) lose(host int, err error) []action {
+	if st.done[host] {
+		return nil
+	}
+	st.markDone(host)
+	acts := st.noDumpFrom(host)
+	name := st.hosts[host]
+	var silent transport.SilentError
+	var stalled transport.StalledError
+	switch {
+	case errors.As(err, &silent):
+		// The keepalives are why, whatever the frame reader was in the
+		// middle of when the connection closed.
+		err = silent
+	case errors.As(err, &stalled):
+		err = stalled // the same for a write that stalled
+	}
+	msg := fmt.Sprintf("lost the agent on %s: %v", name, err)
+	if err == io.EOF {
+		msg = fmt.Sprintf("lost the agent on %s: connection closed", name)
+	}
+	st.lost = append(st.lost, msg)
+	for r, h := range st.hostOf {
+		if h == host && !st.exited[r] {
+			st.exited[r] = true
+			acts = append(acts, st.fail(&diagnose.RankError{Rank: r, Host: name, ExitCode: diagnose.ExitLost, Err: msg})...)
+		}
+	}
+	return acts
+}
+
+// violation ends a host that broke the protocol.
+func (st *state) violation(host int, what string) []action {
+	acts := st.lose(host, fmt.Errorf("protocol violation: it sent %s", what))
+	return append(acts, actClose{host})
+}
+
+// started takes a host's one Started, with pids of its own ranks only.
+func (st *state) started(host int, s wire.Started) []action {
+	if st.gotStarted[host] {
+		return st.violation(host, "a second started message")
+	}
+	st.gotStarted[host] = true
+	ranks := make([]int, 0, len(s.Pids))
+	for r := range s.Pids {
+		ranks = append(ranks, r)
+	}
+	sort.Ints(ranks)
+	for _, r := range ranks {
+		if !st.owns(host, r) {
+			return st.violation(host, fmt.Sprintf("a pid for rank %d, which it does not run", r))
+		}
+	}
+	if !st.reportBindings {
+		return nil
+	}
+	acts := make([]action, 0, len(ranks))
+	for _, r := range ranks {
+		b := s.Bindings[r]
+		if b == "" {
+			b = "not bound"
+		}
+		acts = append(acts, actSay{fmt.Sprintf("rank %d on %s (pid %d): CPUs %s", r, st.hosts[host], s.Pids[r], b)})
+	}
+	return acts
+}

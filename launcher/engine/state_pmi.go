@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"fmt"
+
+	"gangway/agent/wire"
+)
+
+// The job's PMI services that span hosts: barriers (fences) and the name
+// service. Both are decided here, in the pure state.
+
+// barrier is the PMI barrier the job is in: which hosts' agents have
+// arrived, with the puts their ranks made since the last one.
+type barrier struct {
+	seq     int // counts from 1, as the agents' PMI servers do
+	arrived map[int]bool
+	puts    map[string]string
+}
+
+// maxNames bounds the job's name table: MPI programs publish a handful
+// of names, and agents must not make the launcher grow without bound.
+const maxNames = 4096
+
+// fence merges one host's arrival at the open barrier; the last host's
+// arrival releases every host with every host's puts. A host has at most
+// one fence in flight, for the open barrier: its local ranks cannot enter
+// the next barrier before this one is released, so an agent that sends a
+// second fence before the release, or a fence for another barrier, breaks
+// the protocol and is ended. So the launcher holds at most one barrier's
+// puts, at most one fence's worth from each host.
+func (st *state) fence(host int, f wire.Fence) []action {
+	b := &st.barrier
+	switch {
+	case b.arrived[host]:
+		return st.violation(host, fmt.Sprintf("fence %d while its fence %d was not released", f.Seq, b.seq))
+	case f.Seq != b.seq:
+		return st.violation(host, fmt.Sprintf("fence %d, but the next barrier is %d", f.Seq, b.seq))
+	}
+	if b.arrived == nil {
+		b.arrived, b.puts = map[int]bool{}, map[string]string{}
+	}
+	b.arrived[host] = true
+	for k, v := range f.Puts {
+		b.puts[k] = v
+	}
+	if len(b.arrived) < len(st.hosts) {
+		return nil
+	}
+	done := wire.FenceDone{Seq: b.seq, Puts: b.puts}
+	st.barrier = barrier{seq: b.seq + 1}
+	return []action{actFenceDone{done}}
+}
+
+// name answers a PMI name-service request from the job's one table, so a
+// name published by a rank on one host is found by ranks on every other
+// (Hydra keeps one table in mpiexec too). Every request is answered at
+// once: a lookup of a name nobody published is not found, never waited
+// for, as Hydra answers it.
+func (st *state) name(host int, n wire.Name) []action {
+	if len(n.Service) > wire.MaxNameLen || len(n.Port) > wire.MaxNameLen {
+		return st.violation(host, fmt.Sprintf("a name-service request of %d+%d bytes (at most %d each)", len(n.Service), len(n.Port), wire.MaxNameLen))
+	}
+	r := wire.NameReply{ID: n.ID, Status: wire.NameOK}
+	port, exists := st.names[n.Service]
+	switch n.Op {
+	case wire.NamePublish:
+		switch {
+		case exists:
+			r.Status = wire.NameExists
+		case len(st.names) >= maxNames:
+			r.Status = wire.NameFull
+		default:
+			st.names[n.Service] = n.Port
+		}
+	case wire.NameUnpublish:
+		if !exists {
+			r.Status = wire.NameNotFound
+		}
+		delete(st.names, n.Service)
+	case wire.NameLookup:
+		if !exists {
+			r.Status = wire.NameNotFound
+		}
+		r.Port = port
+	default:
+		return st.violation(host, fmt.Sprintf("a name-service request with the unknown op %q", n.Op))
+	}
+	return []action{actNameReply{host, r}}
+}

@@ -1,0 +1,203 @@
+package rankenv
+
+import (
+	"cmp"
+	"encoding/json"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gangway/launcher/cli"
+	"gangway/launcher/plan"
+	"gangway/nccl"
+)
+
+// hostEnv is what the environment needs to know about one host.
+type hostEnv struct {
+	Name string // the name the launcher knows it by (HOROVOD_HOSTNAME)
+	// Addr is its address on the data network (MASTER_ADDR's choice for
+	// it), for TF_CONFIG's worker list; "" means Name.
+	Addr string
+	// Net is host-specific network environment (NCCL_SOCKET_IFNAME...).
+	Net []string
+}
+
+// defaultMasterPort is MASTER_PORT when rank 0's host reported no free
+// port (and for a dry run): torchrun's default.
+const defaultMasterPort = 29500
+
+// jobEnv is what is the same for every rank.
+type jobEnv struct {
+	JobID      string
+	MasterAddr string
+	MasterPort int
+	Vars       map[string]string // -x and --env-file
+	MCA        []string          // OMPI_MCA_KEY=VALUE
+	// torchrun's restart contract: the run's id, this attempt's number
+	// and the most restarts the run may make.
+	RunID       string
+	Restart     int
+	MaxRestarts int
+	// TFPort, when not 0, sets TF_CONFIG (--tf-config).
+	TFPort int
+}
+
+// newJobEnv is what every rank's environment shares, for a run and a dry
+// run alike: the job's id; MASTER_ADDR, master (rank 0's host's data
+// address) unless --master-addr; MASTER_PORT, freePort on rank 0's host
+// (defaultMasterPort when it reported none) unless --master-port; -x and
+// -mca; torchrun's restart contract (--run-id, else the job's id, and the
+// attempt); --tf-config's port.
+func newJobEnv(cfg cli.Config, id string, attempt int, master string, freePort int) jobEnv {
+	e := cfg.Env
+	return jobEnv{JobID: id, MasterAddr: cmp.Or(e.MasterAddr, master), MasterPort: cmp.Or(e.MasterPort, freePort, defaultMasterPort),
+		Vars: e.Vars, MCA: e.MCA, RunID: cmp.Or(cfg.Control.RunID, id), Restart: attempt, MaxRestarts: cfg.Control.MaxRestarts, TFPort: e.TFPort}
+}
+
+// userWins reports whether the user's -x (or --env-file) sets key, and
+// so wins over whatever the launcher would give every rank for it: the
+// one place that rule is decided. A rank's identity (plan.IsIdentity) is
+// the launcher's alone, and --tf-config wins over -x TF_CONFIG (it asked
+// for this one).
+func userWins(user map[string]string, key string) bool {
+	_, set := user[key]
+	return set && !plan.IsIdentity(key)
+}
+
+// Ours keeps the entries of vars (KEY=VALUE, the launcher's choices for a
+// host, such as nccl.Env's) that the ranks get: those the user's -x does
+// not win over.
+func Ours(vars []string, user map[string]string) []string {
+	var out []string
+	for _, kv := range vars {
+		if k, _, _ := strings.Cut(kv, "="); !userWins(user, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// environ builds every rank's environment: the variables gangway sets
+// (CUDA_VISIBLE_DEVICES from the rank's GPUs), then -mca, then -x (which
+// win over everything but the rank's identity). The result is indexed by
+// rank; each entry is sorted KEY=VALUE. The host's own environment (the
+// agent's) is the base the ranks start from.
+func environ(ranks []plan.Rank, hosts []hostEnv, j jobEnv) [][]string {
+	b := newBuilder(ranks, hosts, j)
+	out := make([][]string, len(ranks))
+	for _, r := range ranks {
+		out[r.Rank] = b.Rank(r)
+	}
+	return out
+}
+
+// Builder holds what every rank's environment is computed from, so that
+// a dry run can print a million ranks' environments one at a time.
+type Builder struct {
+	hosts     []hostEnv
+	j         jobEnv
+	size      int
+	groups    int     // hosts that run ranks
+	cross     [][]int // host -> local rank -> its host's index among the hosts with that local rank
+	crossSize []int   // local rank -> hosts that have it
+	// tfCluster is TF_CONFIG up to the task's index, shared by every rank.
+	tfCluster string
+}
+
+// newBuilder prepares the environments of ranks, placed on hosts.
+func newBuilder(ranks []plan.Rank, hosts []hostEnv, j jobEnv) *Builder {
+	b := &Builder{hosts: hosts, j: j, size: len(ranks), cross: make([][]int, len(hosts))}
+	local := make([]int, len(hosts))
+	for _, r := range ranks {
+		local[r.Host]++
+	}
+	for h, n := range local {
+		if n > 0 {
+			b.groups++
+		}
+		for l := range n {
+			if l == len(b.crossSize) {
+				b.crossSize = append(b.crossSize, 0)
+			}
+			b.cross[h] = append(b.cross[h], b.crossSize[l])
+			b.crossSize[l]++
+		}
+	}
+	if j.TFPort > 0 {
+		b.tfCluster = tfCluster(ranks, hosts, j.TFPort)
+	}
+	return b
+}
+
+// tfCluster is the part of TF_CONFIG every rank shares, as Kubeflow's
+// TFJob writes it: {"cluster":{"worker":["ADDR:PORT",...]},"task":
+// {"type":"worker","index": - the rank's index and "},"environment":
+// "cloud"} follow. Worker i is rank i, on its host's data address at
+// port plus its local rank.
+func tfCluster(ranks []plan.Rank, hosts []hostEnv, port int) string {
+	workers := make([]string, len(ranks))
+	for _, r := range ranks {
+		addr := cmp.Or(hosts[r.Host].Addr, hosts[r.Host].Name)
+		workers[r.Rank] = net.JoinHostPort(addr, strconv.Itoa(port+r.LocalRank))
+	}
+	cluster, _ := json.Marshal(map[string][]string{"worker": workers})
+	return `{"cluster":` + string(cluster) + `,"task":{"type":"worker","index":`
+}
+
+// Rank is one rank's environment, sorted.
+func (b *Builder) Rank(r plan.Rank) []string {
+	h, j, size := b.hosts[r.Host], b.j, b.size
+	m := map[string]string{
+		"RANK": itoa(r.Rank), "WORLD_SIZE": itoa(size),
+		"LOCAL_RANK": itoa(r.LocalRank), "LOCAL_WORLD_SIZE": itoa(r.LocalSize),
+		"GROUP_RANK": itoa(r.NodeRank), "GROUP_WORLD_SIZE": itoa(b.groups),
+		"ROLE_RANK": itoa(r.Rank), "ROLE_WORLD_SIZE": itoa(size), "ROLE_NAME": "default",
+		"MASTER_ADDR": j.MasterAddr, "MASTER_PORT": itoa(j.MasterPort),
+		"OMPI_COMM_WORLD_RANK": itoa(r.Rank), "OMPI_COMM_WORLD_SIZE": itoa(size),
+		"OMPI_COMM_WORLD_LOCAL_RANK": itoa(r.LocalRank), "OMPI_COMM_WORLD_LOCAL_SIZE": itoa(r.LocalSize),
+		"OMPI_COMM_WORLD_NODE_RANK": itoa(r.LocalRank),
+		"PMI_RANK":                  itoa(r.Rank), "PMI_SIZE": itoa(size),
+		"MPI_LOCALRANKID": itoa(r.LocalRank), "MPI_LOCALNRANKS": itoa(r.LocalSize),
+		"HOROVOD_RANK": itoa(r.Rank), "HOROVOD_SIZE": itoa(size),
+		"HOROVOD_LOCAL_RANK": itoa(r.LocalRank), "HOROVOD_LOCAL_SIZE": itoa(r.LocalSize),
+		"HOROVOD_CROSS_RANK": itoa(b.cross[r.Host][r.LocalRank]),
+		"HOROVOD_CROSS_SIZE": itoa(b.crossSize[r.LocalRank]),
+		"HOROVOD_HOSTNAME":   h.Name,
+		"GANGWAY_JOB_ID":     j.JobID, "GANGWAY_HOST": h.Name,
+		"PYTHONUNBUFFERED":           "1",
+		"PYTHONFAULTHANDLER":         "1", // Python ranks print their stacks on SIGABRT (hang diagnosis)
+		"TORCHELASTIC_RUN_ID":        j.RunID,
+		"TORCHELASTIC_RESTART_COUNT": itoa(j.Restart),
+		"TORCHELASTIC_MAX_RESTARTS":  itoa(j.MaxRestarts),
+	}
+	if r.GPUs != nil {
+		m["CUDA_VISIBLE_DEVICES"] = nccl.CUDAVisibleDevices(r.GPUs)
+		m["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+	}
+	for _, kv := range h.Net {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	for _, kv := range j.MCA {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	for k, v := range j.Vars {
+		if userWins(j.Vars, k) {
+			m[k] = v
+		}
+	}
+	if b.tfCluster != "" {
+		// --tf-config wins over -x TF_CONFIG: it asked for this one.
+		m["TF_CONFIG"] = b.tfCluster + itoa(r.Rank) + `},"environment":"cloud"}`
+	}
+	env := make([]string, 0, len(m))
+	for k, v := range m {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return env
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,133 @@
+package rankenv
+
+import (
+	"fmt"
+	"slices"
+
+	"gangway/agent/wire"
+	"gangway/hostfile"
+	"gangway/launcher/cli"
+	"gangway/launcher/plan"
+)
+
+// Layout is a launch's plan: the hosts to reach and the ranks on them.
+// It is made once, from the command line, before any transport is built
+// (the srun transport starts its agents on Hosts). Where only the hosts'
+// facts tell the slots, the ranks are placed once they are in (Complete):
+// the implicit local host has a slot per GPU, else per CPU, and -map-by
+// ppr:N:socket N per socket. Either way one function places them (place).
+type Layout struct {
+	// Hosts are the hosts to reach, in plan order: once Ranks are placed,
+	// those that run ranks.
+	Hosts []hostfile.Host
+	// Ranks is the plan, nil until placed (and for --inspect, never).
+	Ranks []plan.Rank
+
+	p     cli.Placement
+	slots slotSource
+	job   bool // place ranks (a job), or only reach the hosts (--inspect)
+}
+
+// slotSource is where a layout's slots come from.
+type slotSource int
+
+const (
+	slotsGiven   slotSource = iota // -H, a hostfile or an allocation
+	slotsLocal                     // the local host's facts: a slot per GPU, else per CPU
+	slotsSockets                   // each host's facts: -map-by ppr:N:socket's N per socket
+)
+
+// Plan lays out a job: its ranks placed at once on the given slots (the
+// hosts that run none left out), or the hosts to reach first when their
+// facts tell the slots. A plan that fails is a usage error.
+func Plan(p cli.Placement) (Layout, error) {
+	l := Reach(p)
+	l.job = true
+	if p.PerSocket > 0 {
+		l.slots = slotsSockets
+	}
+	if l.slots != slotsGiven {
+		return l, nil
+	}
+	return l.place(l.Hosts, p.PlanOptions(), false)
+}
+
+// Reach lays out --inspect: every host (the local host, when none are
+// given), no ranks.
+func Reach(p cli.Placement) Layout {
+	if p.Source == cli.HostsLocal {
+		return Layout{Hosts: []hostfile.Host{plan.Local(1)}, p: p, slots: slotsLocal}
+	}
+	return Layout{Hosts: p.Hosts, p: p}
+}
+
+// Complete is the layout once the hosts are reached, facts in Hosts'
+// order: the local host's slots, and for a job whose slots come from the
+// facts, the ranks placed on them. Every host then runs ranks, as
+// reached. A layout placed before gets a copy of its plan (an attempt
+// writes the ranks' GPUs into it).
+func (l Layout) Complete(facts []wire.Facts) (Layout, error) {
+	l.Hosts = slices.Clone(l.Hosts)
+	switch {
+	case l.slots == slotsSockets && l.job:
+		for i, f := range facts {
+			if f.Sockets < 1 {
+				return l, cli.UsageError(fmt.Errorf("-map-by ppr:%d:socket: host %s does not report its sockets (an older agent, or no CPU topology in sysfs)", l.p.PerSocket, l.Hosts[i].Name))
+			}
+			l.Hosts[i].Slots = l.p.PerSocket * f.Sockets
+		}
+		o := l.p.PlanOptions()
+		o.Oversubscribe = false
+		return l.place(l.Hosts, o, true)
+	case l.slots == slotsLocal:
+		l.Hosts[0].Slots = localSlots(facts[0])
+		if l.job {
+			return l.place(l.Hosts, l.p.PlanOptions(), true)
+		}
+	}
+	l.Ranks = slices.Clone(l.Ranks)
+	return l, nil
+}
+
+// Assumed is the layout a dry run can make without facts: the local
+// host a slot per CPU of this machine (cpus), one socket per host for
+// -map-by ppr:N:socket; hosts that run no ranks are left out.
+func (l Layout) Assumed(cpus int) (Layout, error) {
+	hosts := slices.Clone(l.Hosts)
+	switch {
+	case l.slots == slotsSockets:
+		for i := range hosts {
+			hosts[i].Slots = l.p.PerSocket
+		}
+	case l.slots == slotsLocal:
+		hosts[0].Slots = cpus
+	default:
+		return l, nil
+	}
+	return l.place(hosts, l.p.PlanOptions(), false)
+}
+
+// place is the one place a launch's ranks are placed: np ranks on hosts
+// with o; the hosts that run none are left out, or, with all (the hosts
+// were reached for the plan), an error.
+func (l Layout) place(hosts []hostfile.Host, o plan.Options, all bool) (Layout, error) {
+	ranks, err := plan.Ranks(hosts, l.p.NP, o)
+	if err != nil {
+		return l, cli.UsageError(err)
+	}
+	used := plan.UsedHosts(hosts, ranks)
+	if all && len(used) != len(hosts) {
+		return l, cli.UsageError(fmt.Errorf("-map-by ppr:%d:socket: -np %d leaves hosts without ranks; give fewer hosts", l.p.PerSocket, len(ranks)))
+	}
+	l.Hosts, l.Ranks = used, ranks
+	return l, nil
+}
+
+// localSlots is the local host's default rank count: one per GPU, else one
+// per CPU.
+func localSlots(f wire.Facts) int {
+	if len(f.GPUs) > 0 {
+		return len(f.GPUs)
+	}
+	return max(f.CPUs, 1)
+}

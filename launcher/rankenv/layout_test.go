@@ -1,0 +1,127 @@
+package rankenv
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"gangway/agent/wire"
+	"gangway/launcher/cli"
+	"gangway/launcher/plan"
+)
+
+func parse(t *testing.T, args ...string) cli.Config {
+	t.Helper()
+	cfg, err := cli.Parse(append(args, "prog"), func(string) string { return "" }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func names(l Layout) []string {
+	var out []string
+	for _, h := range l.Hosts {
+		out = append(out, h.Name)
+	}
+	return out
+}
+
+// TestPlanHosts: the transport (the srun step) is built for the layout's
+// hosts, those dial will reach: the ones the plan uses, and every host
+// with per-socket placement (planned only from the hosts' facts), where
+// a plan of the slots alone would have put all ranks on the first node.
+func TestPlanHosts(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		want  []string
+		ranks int // placed before any host is reached; 0: not yet
+	}{
+		{"by slot", []string{"-np", "2", "-H", "cn1:2,cn2:2"}, []string{"cn1"}, 2},
+		{"per socket", []string{"-np", "2", "-H", "cn1:2,cn2:2", "-map-by", "ppr:1:socket"}, []string{"cn1", "cn2"}, 0},
+		{"local", []string{"-np", "2"}, []string{"localhost"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := Plan(parse(t, tc.args...).Place)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := names(l); !slices.Equal(got, tc.want) || len(l.Ranks) != tc.ranks {
+				t.Errorf("hosts %v with %d ranks, want %v with %d", got, len(l.Ranks), tc.want, tc.ranks)
+			}
+		})
+	}
+}
+
+// TestPlanUsageError: a plan that cannot be made fails before any host
+// is reached, as a usage error.
+func TestPlanUsageError(t *testing.T) {
+	_, err := Plan(parse(t, "-np", "5", "-H", "a:2,b:2").Place)
+	if !errors.Is(err, plan.ErrNotEnoughSlots) || !errors.Is(err, cli.ErrUsage) {
+		t.Errorf("got %v, want a usage error for too few slots", err)
+	}
+}
+
+// TestComplete: the slots the facts tell are used once the hosts are
+// reached, and each Complete gives the attempt a plan of its own.
+func TestComplete(t *testing.T) {
+	t.Run("local: a slot per GPU, else per CPU", func(t *testing.T) {
+		l, _ := Plan(parse(t).Place)
+		for _, tc := range []struct {
+			f    wire.Facts
+			want int
+		}{{wire.Facts{CPUs: 3}, 3}, {wire.Facts{CPUs: 8, GPUs: []wire.GPU{{}, {}}}, 2}, {wire.Facts{}, 1}} {
+			c, err := l.Complete([]wire.Facts{tc.f})
+			if err != nil || len(c.Ranks) != tc.want || c.Hosts[0].Slots != tc.want {
+				t.Errorf("%+v: %d ranks on %d slots (%v), want %d", tc.f, len(c.Ranks), c.Hosts[0].Slots, err, tc.want)
+			}
+		}
+		if len(l.Hosts) != 1 || l.Hosts[0].Slots != 1 || l.Ranks != nil {
+			t.Errorf("Complete changed the layout it was called on: %+v", l)
+		}
+	})
+	t.Run("per socket", func(t *testing.T) {
+		l, _ := Plan(parse(t, "-H", "a,b", "-map-by", "ppr:2:socket").Place)
+		c, err := l.Complete([]wire.Facts{{Sockets: 2}, {Sockets: 1}})
+		if err != nil || len(c.Ranks) != 6 || c.Hosts[0].Slots != 4 || c.Hosts[1].Slots != 2 {
+			t.Errorf("%d ranks, slots %d and %d (%v), want 6 on 4 and 2", len(c.Ranks), c.Hosts[0].Slots, c.Hosts[1].Slots, err)
+		}
+		if _, err := l.Complete([]wire.Facts{{Sockets: 2}, {}}); err == nil || !strings.Contains(err.Error(), "host b does not report its sockets") || !errors.Is(err, cli.ErrUsage) {
+			t.Errorf("a host without sockets: %v", err)
+		}
+		l, _ = Plan(parse(t, "-np", "2", "-H", "a,b", "-map-by", "ppr:2:socket").Place)
+		if _, err := l.Complete([]wire.Facts{{Sockets: 1}, {Sockets: 1}}); err == nil || !strings.Contains(err.Error(), "-np 2 leaves hosts without ranks") {
+			t.Errorf("a host without ranks: %v", err)
+		}
+	})
+	t.Run("given slots: a copy of the plan", func(t *testing.T) {
+		l, _ := Plan(parse(t, "-H", "a:2").Place)
+		c, _ := l.Complete([]wire.Facts{{}})
+		c.Ranks[0].GPUs = []int{7}
+		if l.Ranks[0].GPUs != nil {
+			t.Error("an attempt's GPUs reached the launch's plan")
+		}
+	})
+	t.Run("inspect: slots, no plan", func(t *testing.T) {
+		c, err := Reach(parse(t).Place).Complete([]wire.Facts{{CPUs: 4}})
+		if err != nil || c.Ranks != nil || c.Hosts[0].Slots != 4 {
+			t.Errorf("%+v, %v", c, err)
+		}
+	})
+}
+
+// TestAssumed: a dry run assumes a slot per CPU locally and one socket
+// per host, and leaves hosts without ranks out.
+func TestAssumed(t *testing.T) {
+	l, _ := Plan(parse(t, "-np", "2", "-H", "a:9,b:9,c:9", "-map-by", "ppr:1:socket").Place)
+	a, err := l.Assumed(16)
+	if err != nil || !slices.Equal(names(a), []string{"a", "b"}) || len(a.Ranks) != 2 {
+		t.Errorf("%v with %d ranks (%v), want [a b] with 2", names(a), len(a.Ranks), err)
+	}
+	l, _ = Plan(parse(t).Place)
+	if a, err := l.Assumed(16); err != nil || len(a.Ranks) != 16 {
+		t.Errorf("local: %d ranks (%v), want a slot per CPU", len(a.Ranks), err)
+	}
+}

@@ -1,0 +1,147 @@
+package rankenv
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"gangway/launcher/cli"
+	"gangway/nccl"
+)
+
+// hostNet converts one host's facts for the nccl decisions.
+func hostNet(s Host, peers []string) nccl.HostNet {
+	h := nccl.HostNet{Host: s.Name, Peers: peers}
+	for _, n := range s.Facts.NICs {
+		h.NICs = append(h.NICs, nccl.NIC{Name: n.Name, Index: n.Index, Type: n.Type, Up: n.Up, SpeedMbps: n.SpeedMbps, Addrs: n.Addrs})
+	}
+	for _, r := range s.Facts.Routes {
+		h.Routes = append(h.Routes, nccl.Route{Peer: r.Peer, Addr: r.Addr, Iface: r.Iface, Err: r.Err})
+	}
+	for _, c := range s.Facts.HCAs {
+		h.HCAs = append(h.HCAs, nccl.HCA{Name: c.Name, Port: c.Port, State: c.State, LinkLayer: c.LinkLayer})
+	}
+	return h
+}
+
+// ChooseNetworks picks every host's data interface. Single-host jobs keep
+// NCCL's and Gloo's own defaults (all their traffic is local) unless
+// --network-interface forces one. The result is indexed like hosts; a nil
+// entry means "set nothing".
+func ChooseNetworks(n cli.Network, hosts []Host) ([]*nccl.Choice, error) {
+	out := make([]*nccl.Choice, len(hosts))
+	var force []string
+	if n.Interface != "" {
+		force = strings.Split(n.Interface, ",")
+	}
+	if len(hosts) == 1 && force == nil {
+		return out, nil
+	}
+	names := hostNames(hosts)
+	var errs []error
+	for i, s := range hosts {
+		c, err := nccl.ChooseInterface(hostNet(s, RoutePeers(names, i)), force...)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out[i] = &c
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("network interface choice: %w", errors.Join(errs...))
+	}
+	return out, nil
+}
+
+// logNetworks says at -v each host's network choice (NCCL_SOCKET_IFNAME
+// and the rest), or that a single-host job keeps the libraries' defaults.
+func logNetworks(log *zap.Logger, hosts []Host, choices []*nccl.Choice) {
+	for i, c := range choices {
+		if c == nil {
+			log.Info("network", zap.String("host", hosts[i].Name), zap.String("NCCL_SOCKET_IFNAME", "unset (single host: NCCL's own choice)"))
+			continue
+		}
+		how := "routes to the other hosts"
+		if c.Forced {
+			how = "--network-interface"
+		}
+		log.Info("network", zap.String("host", c.Host), zap.String("NCCL_SOCKET_IFNAME", strings.Join(c.Ifaces, ",")),
+			zap.String("addr", c.Addr), zap.Strings("NCCL_IB_HCA", c.HCAs), zap.String("chosen by", how))
+	}
+}
+
+// maxRoutePeers bounds how many peers each agent looks up routes to, so
+// that facts, their transfer and the interface choice stay O(hosts) in
+// total rather than O(hosts^2).
+const maxRoutePeers = 16
+
+// RoutePeers are the peers host i is asked to route to: every other host
+// in small jobs; beyond that rank 0's host, its ring neighbours (the
+// peers NCCL's rings and the preflight use) and hosts spread evenly over
+// the rest. It is a pure function, so the agent's Hello and the interface
+// choice agree on the list.
+func RoutePeers(names []string, i int) []string {
+	n := len(names)
+	if n-1 <= maxRoutePeers {
+		return without(names, i)
+	}
+	seen := map[int]bool{i: true}
+	var out []string
+	add := func(k int) {
+		k = ((k % n) + n) % n
+		if !seen[k] && len(out) < maxRoutePeers {
+			seen[k] = true
+			out = append(out, names[k])
+		}
+	}
+	add(0)
+	add(i + 1)
+	add(i - 1)
+	for step := 1; step < maxRoutePeers; step++ {
+		add(i + step*n/(maxRoutePeers-2))
+	}
+	for d := 2; len(out) < maxRoutePeers && d < n; d++ {
+		add(i + d)
+		add(i - d)
+	}
+	return out
+}
+
+// DataAddr is the address of a host that the other hosts should use (rank
+// 0's is MASTER_ADDR; the preflight probes every host's): the address the
+// launcher reached it on when that address is on the chosen data
+// interface, else the data interface's address.
+func DataAddr(s Host, c *nccl.Choice) string {
+	reached := net.ParseIP(s.Reached)
+	if c == nil || len(c.Ifaces) == 0 {
+		if reached != nil {
+			return s.Reached
+		}
+		return s.Name
+	}
+	if reached != nil {
+		for _, n := range s.Facts.NICs {
+			if n.Name != c.Ifaces[0] {
+				continue
+			}
+			for _, a := range n.Addrs {
+				if _, ipn, err := net.ParseCIDR(a); err == nil && ipn.Contains(reached) {
+					return s.Reached
+				}
+			}
+		}
+	}
+	if c.Addr != "" {
+		return c.Addr
+	}
+	return s.Reached
+}
+
+func without(s []string, i int) []string {
+	out := make([]string, 0, len(s))
+	out = append(out, s[:i]...)
+	return append(out, s[i+1:]...)
+}

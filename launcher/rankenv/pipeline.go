@@ -1,0 +1,104 @@
+package rankenv
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"go.uber.org/zap"
+
+	"gangway/launcher/cli"
+	"gangway/launcher/plan"
+	"gangway/nccl"
+)
+
+// Attempt is what the pipeline made for one attempt of a job: every
+// host's data network and every rank's environment, built once and read
+// by the preflight and StartJob.
+type Attempt struct {
+	Choices []*nccl.Choice // by host; nil: the libraries' own choice
+	Envs    [][]string     // by rank, each sorted KEY=VALUE
+}
+
+// Prepare runs the pipeline for an attempt whose hosts are reached (in
+// the layout's order, ranks placed on them): each host's data network
+// (logged at -v), each rank's GPUs (written into ranks, read again by
+// StartJob), the job's shared values (newJobEnv) and every rank's
+// environment.
+func Prepare(cfg cli.Config, ranks []plan.Rank, hosts []Host, id string, attempt int, log *zap.Logger) (Attempt, error) {
+	choices, err := ChooseNetworks(cfg.Network, hosts)
+	if err != nil {
+		return Attempt{}, err
+	}
+	logNetworks(log, hosts, choices)
+	if err := assignGPUs(cfg.Place, ranks, hosts); err != nil {
+		return Attempt{}, err
+	}
+	he := make([]hostEnv, len(hosts))
+	for i, h := range hosts {
+		he[i] = hostEnv{Name: h.Name, Addr: DataAddr(h, choices[i])}
+		if c := choices[i]; c != nil {
+			he[i].Net = nccl.Env(*c)
+		}
+	}
+	// MASTER_ADDR is rank 0's host's data address (loopback for a job on
+	// this machine alone), MASTER_PORT a port free there.
+	r0 := hosts[ranks[0].Host]
+	master := he[ranks[0].Host].Addr
+	if len(hosts) == 1 && plan.IsLocal(r0.Host) {
+		master = "127.0.0.1"
+	}
+	j := newJobEnv(cfg, id, attempt, master, r0.Facts.FreePort)
+	return Attempt{Choices: choices, Envs: environ(ranks, he, j)}, nil
+}
+
+// DryRun is a dry run's environments, from the layout alone: no facts, so
+// every host by its name (MASTER_ADDR is rank 0's), no network or GPU
+// choices, and MASTER_PORT the default.
+func DryRun(cfg cli.Config, l Layout) *Builder {
+	he := make([]hostEnv, len(l.Hosts))
+	for i, h := range l.Hosts {
+		he[i] = hostEnv{Name: h.Name}
+	}
+	return newBuilder(l.Ranks, he, newJobEnv(cfg, "dry-run", 0, l.Hosts[l.Ranks[0].Host].Name, 0))
+}
+
+// CheckNCCL is what looks wrong in the NCCL variables the user gives
+// every rank (vars, -x's), on these hosts: a list that selects no up
+// interface or active HCA port on some host, a value NCCL does not read
+// (nccl.Check).
+func CheckNCCL(vars map[string]string, hosts []Host) []nccl.Problem {
+	nets := make([]nccl.HostNet, len(hosts))
+	for i, h := range hosts {
+		nets[i] = hostNet(h, nil)
+	}
+	return nccl.Check(vars, nets)
+}
+
+// maxHostWarnings is how many hosts' problems with one variable
+// NCCLWarnings words; the rest are counted.
+const maxHostWarnings = 3
+
+// NCCLWarnings words CheckNCCL's problems for the launcher's warnings:
+// each variable's problems that concern every host, and of those that
+// concern one host the first maxHostWarnings, then how many more hosts
+// have one (a thousand hosts without the named interface make one line
+// more, not a thousand).
+func NCCLWarnings(vars map[string]string, hosts []Host) []string {
+	var out []string
+	perVar := map[string]int{}
+	for _, p := range CheckNCCL(vars, hosts) {
+		if p.Host != "" {
+			if perVar[p.Var]++; perVar[p.Var] > maxHostWarnings {
+				continue
+			}
+		}
+		out = append(out, p.Error())
+	}
+	for _, k := range slices.Sorted(maps.Keys(perVar)) {
+		if n := perVar[k] - maxHostWarnings; n > 0 {
+			out = append(out, fmt.Sprintf("%s=%q: the same on %d more hosts", k, vars[k], n))
+		}
+	}
+	return out
+}

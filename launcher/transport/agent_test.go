@@ -1,0 +1,173 @@
+package transport
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"gangway/agent/wire"
+	"gangway/hostfile"
+)
+
+// testServer is an SSH server on 127.0.0.1 that serves the gangway
+// subsystem as an echo (or refuses it), and first tries what a server may
+// send unasked: a global request and a channel open, whose answers it
+// records.
+type testServer struct {
+	addr      string
+	port      int
+	refuse    bool
+	global    chan bool  // the client's reply to a global request
+	openErr   chan error // the client's answer to a channel open
+	chanReply chan bool  // the client's reply to a request on the session channel
+	ended     chan struct{}
+}
+
+func startTestServer(t *testing.T, refuse bool) (*testServer, Options) {
+	t.Helper()
+	dir := t.TempDir()
+	_, hostPriv, _ := ed25519.GenerateKey(rand.Reader)
+	hostSigner, err := ssh.NewSignerFromKey(hostPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientPub, clientPriv, _ := ed25519.GenerateKey(rand.Reader)
+	blk, err := ssh.MarshalPrivateKey(clientPriv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idPath := filepath.Join(dir, "id_ed25519")
+	if err := os.WriteFile(idPath, pem.EncodeToMemory(blk), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	authorized, _ := ssh.NewPublicKey(clientPub)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	port := l.Addr().(*net.TCPAddr).Port
+	khPath := filepath.Join(dir, "known_hosts")
+	line := knownhosts.Line([]string{knownhosts.Normalize(l.Addr().String())}, hostSigner.PublicKey())
+	if err := os.WriteFile(khPath, []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
+		if string(k.Marshal()) == string(authorized.Marshal()) {
+			return nil, nil
+		}
+		return nil, errors.New("unknown key")
+	}}
+	cfg.AddHostKey(hostSigner)
+	s := &testServer{addr: "127.0.0.1", port: port, refuse: refuse, global: make(chan bool, 1), openErr: make(chan error, 1), chanReply: make(chan bool, 1), ended: make(chan struct{})}
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	wg.Go(func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer close(s.ended)
+		defer c.Close()
+		conn, chans, reqs, err := ssh.NewServerConn(c, cfg)
+		if err != nil {
+			return
+		}
+		go ssh.DiscardRequests(reqs)
+		ok, _, _ := conn.SendRequest("test@gangway", true, nil)
+		s.global <- ok
+		_, _, err = conn.OpenChannel("x11", nil)
+		s.openErr <- err
+		for nc := range chans {
+			ch, in, err := nc.Accept()
+			if err != nil {
+				return
+			}
+			r := <-in
+			r.Reply(!s.refuse && r.Type == "subsystem", nil)
+			if s.refuse {
+				ch.Close()
+				continue
+			}
+			go ssh.DiscardRequests(in)
+			ok, _ := ch.SendRequest("test@gangway", true, nil)
+			s.chanReply <- ok
+			io.Copy(ch, ch)
+			ch.Close()
+		}
+	})
+	return s, Options{Kind: Agent, Port: port, Identity: idPath, KnownHosts: khPath}
+}
+
+// TestSSHDialerSession: the dialler's connection carries the subsystem's
+// bytes both ways, refuses what the server sends unasked (a global
+// request, a channel open, a request on the channel), and Close ends the
+// connection.
+func TestSSHDialerSession(t *testing.T) {
+	s, tr := startTestServer(t, false)
+	d, err := NewAgentDialer(tr, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rwc, ip, err := d.Dial(t.Context(), hostfile.Host{Name: s.addr, Port: s.port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ip != "127.0.0.1" {
+		t.Errorf("reached on %q, want 127.0.0.1", ip)
+	}
+	if ok := <-s.global; ok {
+		t.Error("a global request from the server was accepted")
+	}
+	var oce *ssh.OpenChannelError
+	if err := <-s.openErr; !errors.As(err, &oce) || oce.Reason != ssh.UnknownChannelType {
+		t.Errorf("channel open from the server: %v, want rejected as an unknown channel type", err)
+	}
+	if ok := <-s.chanReply; ok {
+		t.Error("a request on the session channel was accepted")
+	}
+	c := wire.NewConn(rwc)
+	if err := c.Send(wire.KindPing, nil); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := c.Recv(); err != nil || m.Kind != wire.KindPing {
+		t.Fatalf("echo: %v %v, want the ping back", m.Kind, err)
+	}
+	if err := c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		t.Errorf("close: %v", err)
+	}
+	select {
+	case <-s.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("server still connected 10 s after Close")
+	}
+}
+
+// TestSSHDialerNoSubsystem: a server without the gangway subsystem is a
+// permanent failure that says so.
+func TestSSHDialerNoSubsystem(t *testing.T) {
+	s, tr := startTestServer(t, true)
+	d, err := NewAgentDialer(tr, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = d.Dial(t.Context(), hostfile.Host{Name: s.addr, Port: s.port})
+	want := "the SSH server on 127.0.0.1 has no \"gangway\" subsystem (is it a gangway agent? for a stock sshd use --transport ssh)"
+	if !errors.Is(err, ErrPermanent) || err.Error() != want {
+		t.Fatalf("Dial: %v, want permanent %q", err, want)
+	}
+	<-s.global
+	<-s.openErr
+}

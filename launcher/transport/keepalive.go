@@ -1,0 +1,105 @@
+package transport
+
+import (
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"gangway/agent/wire"
+)
+
+// Keepalive timing: an agent that stops answering (host hung, agent
+// stopped, network cut without a reset) is declared lost after
+// KeepaliveTimeout without a reply to a keepalive sent every
+// KeepaliveInterval. Tests shorten them.
+var (
+	KeepaliveInterval = 5 * time.Second
+	KeepaliveTimeout  = 15 * time.Second
+)
+
+// heartbeatInterval is how often the launcher tells each agent it is
+// alive (Heartbeat); an agent that hears nothing for its
+// --launcher-timeout (30 s by default) stops the job's ranks, which
+// covers a stopped launcher and a silent network partition.
+const heartbeatInterval = 5 * time.Second
+
+// Heartbeat sends a Ping on c every heartbeatInterval until stopped or
+// the connection fails: the protocol's own sign of life, whatever the
+// transport under it.
+func Heartbeat(c *wire.Conn) (stop func()) {
+	return every(heartbeatInterval, func(<-chan struct{}) bool { return c.Send(wire.KindPing, nil) == nil })
+}
+
+// Keepalive closes c when it stops answering keepalive requests, after
+// calling silent (which may be nil); the returned function stops it and
+// waits for its goroutines.
+func Keepalive(c ssh.Conn, silent func()) (stop func()) {
+	return every(KeepaliveInterval, func(quit <-chan struct{}) bool {
+		reply := make(chan error, 1)
+		var req sync.WaitGroup
+		req.Go(func() {
+			_, _, err := c.SendRequest("keepalive@openssh.com", true, nil)
+			reply <- err
+		})
+		select {
+		case err := <-reply:
+			return err == nil
+		case <-time.After(KeepaliveTimeout):
+			if silent != nil {
+				silent()
+			}
+			c.Close() // unblocks the request; the job sees the session end
+		case <-quit:
+			c.Close()
+		}
+		req.Wait()
+		return false
+	})
+}
+
+// every calls tick every interval until tick returns false or the
+// returned stop is called; tick sees quit close at stop. Ticks never
+// overlap: the next is scheduled when one returns. No goroutine waits
+// between ticks (each runs in its own, from a timer), since the launcher
+// keeps two of these per host. stop waits for a tick under way and may
+// be called more than once.
+func every(interval time.Duration, tick func(quit <-chan struct{}) bool) (stop func()) {
+	quit := make(chan struct{})
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+		running sync.WaitGroup // the scheduled or running tick
+	)
+	var run func()
+	run = func() {
+		defer running.Done()
+		if !tick(quit) {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			running.Add(1)
+			t.Reset(interval)
+		}
+	}
+	mu.Lock()
+	running.Add(1)
+	t = time.AfterFunc(interval, run)
+	mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			mu.Lock()
+			stopped = true
+			if t.Stop() {
+				running.Done() // it will not run
+			}
+			mu.Unlock()
+			close(quit)
+			running.Wait()
+		})
+	}
+}

@@ -1,0 +1,45 @@
+package transport
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestEvery: ticks repeat until one returns false; stop ends them, waits
+// for a tick under way (which sees quit close), and may be called twice.
+func TestEvery(t *testing.T) {
+	var n atomic.Int32
+	done := make(chan struct{})
+	stop := every(time.Millisecond, func(<-chan struct{}) bool {
+		if n.Add(1) == 3 {
+			close(done)
+			return false
+		}
+		return true
+	})
+	<-done
+	stop()
+	stop()
+	if got := n.Load(); got != 3 {
+		t.Errorf("%d ticks after one returned false at the third", got)
+	}
+
+	started := make(chan struct{})
+	var sawQuit atomic.Bool
+	stop = every(time.Millisecond, func(quit <-chan struct{}) bool {
+		close(started)
+		<-quit
+		sawQuit.Store(true)
+		return true
+	})
+	<-started
+	stop()
+	if !sawQuit.Load() {
+		t.Error("stop returned before the tick under way ended")
+	}
+
+	stop = every(time.Hour, func(<-chan struct{}) bool { t.Error("ticked"); return true })
+	stop()
+	stop()
+}

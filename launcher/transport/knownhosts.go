@@ -1,0 +1,311 @@
+package transport
+
+// The launcher's side of host authentication: known_hosts read as
+// OpenSSH reads it, host keys and host certificates checked against it,
+// new host keys recorded with --accept-new-host-keys.
+
+import (
+	"bufio"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// hostKeyError is a refused host key.
+type hostKeyError struct {
+	Host, Fingerprint string
+	Mismatch          bool
+	// CertOnly: the only lines for the host are @cert-authority lines,
+	// and it offered a plain key.
+	CertOnly   bool
+	KnownHosts string
+}
+
+func (e *hostKeyError) Error() string {
+	if e.CertOnly {
+		return fmt.Sprintf("host %s offered a plain key (%s), but %s trusts only host certificates for it (a @cert-authority line): give its agent --host-cert with a certificate that CA signed for this name, or it is not the host it claims to be", e.Host, e.Fingerprint, e.KnownHosts)
+	}
+	if e.Mismatch {
+		return fmt.Sprintf("HOST KEY MISMATCH for %s: it offered %s, which differs from the key in %s; if the host was reinstalled, remove its line from that file", e.Host, e.Fingerprint, e.KnownHosts)
+	}
+	return fmt.Sprintf("unknown host key for %s (%s): not in %s; verify it and add it, or pass --accept-new-host-keys", e.Host, e.Fingerprint, e.KnownHosts)
+}
+
+// knownHosts returns the parsed known_hosts; the caller holds khMu.
+// Parsed once per launch (re-read after we add a key): with a thousand
+// hosts, parsing the file per host under this lock was a launcher-side
+// O(hosts^2).
+func (d *AgentDialer) knownHosts() (ssh.HostKeyCallback, error) {
+	if d.kh == nil && d.khErr == nil {
+		d.kh, d.khErr = readKnownHosts(d.khPath, d.log)
+		d.caLines = caLineNumbers(d.khPath)
+	}
+	return d.kh, d.khErr
+}
+
+// hostKeyAlgorithms is the order in which the host at hostname is asked
+// for its key (see "Host certificates" below).
+func (d *AgentDialer) hostKeyAlgorithms(hostname string, remote net.Addr) []string {
+	d.khMu.Lock()
+	defer d.khMu.Unlock()
+	cb, err := d.knownHosts()
+	if err != nil {
+		cb = nil
+	}
+	return hostKeyAlgorithms(knownFor(cb, d.caLines, hostname, remote))
+}
+
+func (d *AgentDialer) hostKeyCallback() ssh.HostKeyCallback {
+	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
+		d.khMu.Lock()
+		defer d.khMu.Unlock()
+		cb, err := d.knownHosts()
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("read %s: %w", d.khPath, err)
+		}
+		if err == nil {
+			err = cb(hostname, remote, key)
+			if err == nil {
+				return nil
+			}
+		} else {
+			err = &knownhosts.KeyError{}
+		}
+		var ke *knownhosts.KeyError
+		fp := ssh.FingerprintSHA256(key)
+		if cert, ok := key.(*ssh.Certificate); ok {
+			// Only a CA's line can vouch for a certificate; a host is asked
+			// for one only when such a line matches it (hostKeyAlgorithms).
+			return Permanent(&hostCertError{Host: hostname, CA: ssh.FingerprintSHA256(cert.SignatureKey), KnownHosts: d.khPath, Err: err})
+		}
+		if errors.As(err, &ke) && len(ke.Want) > 0 {
+			// Refused in an mpi-operator pod too: a @cert-authority line
+			// is how a worker's name is kept from whoever answers on it.
+			return Permanent(&hostKeyError{Host: hostname, Fingerprint: fp, Mismatch: true, CertOnly: onlyCA(ke.Want, d.caLines), KnownHosts: d.khPath})
+		}
+		if !errors.As(err, &ke) {
+			return err
+		}
+		if d.cfg.MPIOperator && !d.cfg.AcceptNewHosts {
+			// As the operator's images have ssh do (NewAgentDialer warned).
+			d.log.Debug("accepting an unknown host key (mpi-operator)", zap.String("host", hostname), zap.String("fingerprint", fp))
+			return nil
+		}
+		if !d.cfg.AcceptNewHosts {
+			return Permanent(&hostKeyError{Host: hostname, Fingerprint: fp, KnownHosts: d.khPath})
+		}
+		line := knownhosts.Line([]string{knownhosts.Normalize(hostname)}, key)
+		if err := os.MkdirAll(filepath.Dir(d.khPath), 0o700); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(d.khPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return fmt.Errorf("record host key: %w", err)
+		}
+		defer f.Close()
+		_, err = fmt.Fprintln(f, line)
+		d.kh, d.khErr = nil, nil // re-read with the new key next time
+		d.log.Info("trusting new host key", zap.String("host", hostname), zap.String("fingerprint", fp))
+		return err
+	}
+}
+
+// Host certificates: an agent may present a certificate signed by a host
+// CA beside its plain key; a known_hosts line
+//
+//	@cert-authority PATTERN CA-PUBLIC-KEY
+//
+// trusts every host matching PATTERN whose certificate that CA signed for
+// the name the launcher dials, so a reinstalled host or a restarted pod
+// with a new key needs no known_hosts edit. Which kind of key a host is
+// asked for decides which check applies (x/crypto's knownhosts checks a
+// certificate only against @cert-authority lines), so the launcher orders
+// the host key algorithms per host as OpenSSH's ssh does: the types of
+// the host's known plain keys first, then certificates; certificates
+// first when only a CA vouches for the host; plain keys first when
+// nothing is known of it (so that --accept-new-host-keys can record one).
+
+// probeKey is a key no known_hosts line holds: checking it against the
+// file yields every line that matches a host (knownhosts.KeyError.Want).
+var probeKey = sync.OnceValue(func() ssh.PublicKey {
+	k, err := ssh.NewPublicKey(ed25519.PublicKey(make([]byte, ed25519.PublicKeySize)))
+	if err != nil {
+		panic(err)
+	}
+	return k
+})
+
+// knownFor returns the types of the plain keys known_hosts holds for the
+// host, and whether a @cert-authority line matches it. caLines are the
+// numbers of the file's @cert-authority lines.
+func knownFor(cb ssh.HostKeyCallback, caLines map[int]bool, hostname string, remote net.Addr) (types []string, ca bool) {
+	if cb == nil {
+		return nil, false
+	}
+	var ke *knownhosts.KeyError
+	if !errors.As(cb(hostname, remote, probeKey()), &ke) {
+		return nil, false
+	}
+	for _, k := range ke.Want {
+		if caLines[k.Line] {
+			ca = true
+		} else if !slices.Contains(types, k.Key.Type()) {
+			types = append(types, k.Key.Type())
+		}
+	}
+	return types, ca
+}
+
+// onlyCA reports whether every line in want is a @cert-authority line.
+func onlyCA(want []knownhosts.KnownKey, caLines map[int]bool) bool {
+	for _, k := range want {
+		if !caLines[k.Line] {
+			return false
+		}
+	}
+	return len(want) > 0
+}
+
+// hostKeyAlgorithms orders the host key algorithms for a host with known
+// plain keys of types, or vouched for by a CA.
+func hostKeyAlgorithms(types []string, ca bool) []string {
+	var certs, known, other []string
+	for _, a := range ssh.SupportedAlgorithms().HostKeys {
+		switch {
+		case isCertAlgo(a):
+			certs = append(certs, a)
+		case slices.Contains(types, keyFormat(a)):
+			known = append(known, a)
+		default:
+			other = append(other, a)
+		}
+	}
+	switch {
+	case len(known) > 0:
+		return slices.Concat(known, certs, other)
+	case ca:
+		return slices.Concat(certs, other)
+	default:
+		return slices.Concat(other, certs)
+	}
+}
+
+func isCertAlgo(a string) bool { return strings.Contains(a, "-cert-v01@") }
+
+// keyFormat is the key type (PublicKey.Type) a plain signature algorithm
+// uses.
+func keyFormat(algo string) string {
+	switch algo {
+	case ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSASHA512:
+		return ssh.KeyAlgoRSA
+	}
+	return algo
+}
+
+// caLineNumbers returns the numbers of path's @cert-authority lines.
+func caLineNumbers(path string) map[int]bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	lines := map[int]bool{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		if strings.HasPrefix(strings.TrimSpace(sc.Text()), "@cert-authority") {
+			lines[n] = true
+		}
+	}
+	return lines
+}
+
+// hostCertError is a host certificate the launcher does not trust.
+type hostCertError struct {
+	Host       string
+	CA         string // fingerprint of the CA that signed it
+	KnownHosts string
+	Err        error
+}
+
+func (e *hostCertError) Error() string {
+	return fmt.Sprintf("untrusted host certificate for %s (signed by CA %s): %v; trust the CA with a '@cert-authority HOSTS CA-KEY' line in %s, and check the certificate's principals (the names the launcher dials) and validity",
+		e.Host, e.CA, strings.TrimPrefix(e.Err.Error(), "ssh: "), e.KnownHosts)
+}
+
+func (e *hostCertError) Unwrap() error { return e.Err }
+
+// readKnownHosts parses a known_hosts file as OpenSSH does: a line that
+// does not parse is skipped with a warning naming the file and the line,
+// and the others still count.
+func readKnownHosts(path string, log *zap.Logger) (ssh.HostKeyCallback, error) {
+	cb, err := knownhosts.New(path)
+	if err == nil || errors.Is(err, os.ErrNotExist) {
+		return cb, err
+	}
+	b, rerr := os.ReadFile(path)
+	if rerr != nil {
+		return nil, err
+	}
+	lines := strings.Split(string(b), "\n")
+	// Drop one bad line at a time (knownhosts names the first), for at
+	// most as many rounds as there are lines.
+	for range lines {
+		n, ok := badLine(err)
+		if !ok || n < 1 || n > len(lines) {
+			return nil, err
+		}
+		log.Warn("skipping a known_hosts line that does not parse", zap.String("file", path), zap.Int("line", n), zap.Error(err))
+		lines[n-1] = "# " + lines[n-1] // keeps the numbering of the rest
+		if cb, err = knownHostsFrom(lines); err == nil {
+			return cb, nil
+		}
+	}
+	return nil, err
+}
+
+// badLine finds N in knownhosts' "knownhosts: FILE:N: ..." parse errors.
+func badLine(err error) (int, bool) {
+	msg := err.Error()
+	for i := strings.Index(msg, ":"); i >= 0; {
+		rest := msg[i+1:]
+		j := strings.Index(rest, ":")
+		if j < 0 {
+			return 0, false
+		}
+		if n, err := strconv.Atoi(rest[:j]); err == nil {
+			return n, true
+		}
+		i += 1 + j
+	}
+	return 0, false
+}
+
+// knownHostsFrom builds a callback from lines through a private
+// temporary file (knownhosts reads files only).
+func knownHostsFrom(lines []string) (ssh.HostKeyCallback, error) {
+	f, err := os.CreateTemp("", "gangway-known-hosts-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.WriteString(strings.Join(lines, "\n"))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return knownhosts.New(f.Name())
+}

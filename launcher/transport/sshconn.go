@@ -1,0 +1,199 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"gangway/agent/wire"
+)
+
+// SSH connections to agents, shared by the agent and srun transports: the
+// dial and handshake (connect), the gangway subsystem on one session
+// channel (openSubsystem), and what a failed connection means (classify).
+
+// handshakeTimeout bounds an SSH handshake with an agent.
+const handshakeTimeout = 20 * time.Second
+
+// errNoSubsystem is a server's refusal of the subsystem request.
+var errNoSubsystem = errors.New("subsystem request refused")
+
+// openSubsystem opens a session channel on a new connection and starts
+// the gangway subsystem on it, with keepalives. What the server may send
+// unasked (global requests, channel opens, requests on the channel) is
+// refused by one goroutine, as ssh.NewClient's handlers and
+// ssh.DiscardRequests would in four: at a thousand hosts every goroutine
+// per connection is a thousand stacks. It closes conn on failure; the
+// error says whether opening the channel failed or the subsystem was
+// refused (errNoSubsystem).
+func openSubsystem(conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) (*chanConn, error) {
+	inc := make(chan (<-chan *ssh.Request), 1)
+	refused := make(chan struct{})
+	go func() {
+		defer close(refused)
+		refuseIncoming(chans, reqs, inc)
+	}()
+	ch, in, err := conn.OpenChannel("session", nil)
+	if err != nil {
+		close(inc)
+		conn.Close()
+		<-refused
+		return nil, fmt.Errorf("open session: %w", err)
+	}
+	inc <- in
+	close(inc)
+	ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{wire.Subsystem}))
+	if err != nil || !ok {
+		err = errors.Join(errNoSubsystem, err)
+		ch.Close()
+		conn.Close()
+		<-refused
+		return nil, err
+	}
+	cc := &chanConn{Channel: ch, client: conn, refused: refused}
+	cc.stopKeepalive = Keepalive(conn, cc.silent)
+	return cc, nil
+}
+
+// refuseIncoming answers everything the server sends unasked with a
+// refusal until the connection ends: channel opens, global requests, and
+// requests on the session channel, which arrives on inc once open (inc
+// closes without one when opening failed).
+func refuseIncoming(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, inc <-chan (<-chan *ssh.Request)) {
+	var in <-chan *ssh.Request
+	for chans != nil || reqs != nil || in != nil || inc != nil {
+		select {
+		case nc, ok := <-chans:
+			if !ok {
+				chans = nil
+				continue
+			}
+			_ = nc.Reject(ssh.UnknownChannelType, fmt.Sprintf("unknown channel type: %v", nc.ChannelType()))
+		case r, ok := <-reqs:
+			if !ok {
+				reqs = nil
+				continue
+			}
+			_ = r.Reply(false, nil)
+		case r, ok := <-in:
+			if !ok {
+				in = nil
+				continue
+			}
+			if r.WantReply {
+				_ = r.Reply(false, nil)
+			}
+		case c, ok := <-inc:
+			inc = nil
+			if ok {
+				in = c
+			}
+		}
+	}
+}
+
+// connect dials addr and runs the SSH client handshake with the config
+// that config makes for the connection. A peer that accepts and never
+// answers must not hold the launcher: the whole handshake,
+// authentication included, has handshakeTimeout, and the connection is
+// closed if ctx ends first. Errors: a failed dial as classify words it,
+// ctx's, or the handshake's as "ADDR: ssh handshake: ..." (wrapping
+// what the config's callbacks returned).
+func connect(ctx context.Context, addr string, config func(net.Conn) *ssh.ClientConfig) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request, net.Addr, error) {
+	var nd net.Dialer
+	c, err := nd.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, nil, nil, classify(addr, err)
+	}
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	cc, chans, reqs, err := ssh.NewClientConn(c, addr, config(c))
+	_ = c.SetDeadline(time.Time{})
+	if !stop() {
+		if cc != nil {
+			cc.Close()
+		}
+		c.Close()
+		return nil, nil, nil, nil, ctx.Err()
+	}
+	if err != nil {
+		c.Close()
+		return nil, nil, nil, nil, fmt.Errorf("%s: ssh handshake: %w", addr, err)
+	}
+	return cc, chans, reqs, c.RemoteAddr(), nil
+}
+
+// classify words a failed TCP connection to addr for a user: the address
+// always, what it means, and whether retrying can help (a name that does
+// not resolve cannot: it fails at once).
+func classify(addr string, err error) error {
+	var dns *net.DNSError
+	switch {
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return Permanent(fmt.Errorf("%s: no such host (%q does not resolve)", addr, dns.Name))
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%s: connection refused (is the agent running, and on this port? -p/--port, or host:slots:port)", addr)
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return fmt.Errorf("%s: no route to host (host down, or a firewall drops the port)", addr)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("%s: no answer (host down, or a firewall drops the port)", addr)
+	case errors.As(err, &dns):
+		return fmt.Errorf("%s: cannot resolve %q: %v", addr, dns.Name, dns.Err)
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		err = op.Err
+	}
+	return fmt.Errorf("%s: %w", addr, err)
+}
+
+// chanConn closes the SSH client with the channel, and says so when it
+// was the keepalives that ended it.
+type chanConn struct {
+	ssh.Channel
+	client        ssh.Conn
+	stopKeepalive func()
+	refused       <-chan struct{} // closed when refuseIncoming has returned; nil: none runs
+	wasSilent     atomic.Bool
+}
+
+// errSilent is why a session ends when its agent stopped answering
+// keepalives.
+var errSilent = errors.New("no answer to SSH keepalives")
+
+// SilentError is a read's error once the keepalives ended the session;
+// it is errSilent, with how long the agent was silent.
+type SilentError struct{ After time.Duration }
+
+func (e SilentError) Error() string {
+	return fmt.Sprintf("%v for %v (host hung, stopped or cut off)", errSilent, e.After)
+}
+
+func (e SilentError) Unwrap() error { return errSilent }
+
+func (c *chanConn) silent() { c.wasSilent.Store(true) }
+
+func (c *chanConn) Read(b []byte) (int, error) {
+	n, err := c.Channel.Read(b)
+	if err != nil && c.wasSilent.Load() {
+		err = SilentError{After: KeepaliveTimeout}
+	}
+	return n, err
+}
+
+func (c *chanConn) Close() error {
+	c.Channel.Close()
+	err := c.client.Close()
+	c.stopKeepalive()
+	if c.refused != nil {
+		<-c.refused // the connection has ended, so its channels have closed
+	}
+	return err
+}

@@ -1,0 +1,178 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"gangway/hostfile"
+	"gangway/internal/textx"
+)
+
+// The ssh transport (--transport ssh), for hosts that run only a stock
+// sshd: the system ssh client starts `agent --stdio` there, and the
+// session runs over its stdin and stdout.
+
+var _ Dialer = (*sshExec)(nil)
+
+// newSSHExec is the ssh kind's constructor.
+func newSSHExec(o Options, _ []hostfile.Host, _ bool, log *zap.Logger) (Dialer, error) {
+	return &sshExec{cfg: o, log: log.Named("ssh")}, nil
+}
+
+// sshExec reaches hosts that run only a stock sshd: it starts
+// `agent --stdio` there through the system ssh client.
+type sshExec struct {
+	cfg Options
+	log *zap.Logger
+}
+
+func (s *sshExec) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+	args, err := textx.SplitShell(s.cfg.SSHCommand) // never through a shell
+	if err != nil {
+		return nil, "", Permanent(fmt.Errorf("--ssh %q: %w", s.cfg.SSHCommand, err))
+	}
+	if len(args) == 0 {
+		args = []string{"ssh"}
+	}
+	args = append(args, "-o", "BatchMode=yes")
+	if h.Port != 0 {
+		args = append(args, "-p", strconv.Itoa(h.Port))
+	}
+	if s.cfg.Identity != "" {
+		args = append(args, "-i", s.cfg.Identity)
+	}
+	if s.cfg.KnownHosts != "" {
+		args = append(args, "-o", "UserKnownHostsFile="+s.cfg.KnownHosts)
+	}
+	if s.cfg.AcceptNewHosts {
+		args = append(args, "-o", "StrictHostKeyChecking=accept-new")
+	}
+	target := h.Name
+	if h.User != "" {
+		target = h.User + "@" + h.Name
+	}
+	args = append(args, target, remotePath(s.cfg.AgentPath), "--stdio", "--name", shellQuote(h.Name))
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	stderr := &limitedWriter{n: 4096}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return nil, "", fmt.Errorf("start %s: %w", args[0], err)
+	}
+	ip := h.Name
+	if addrs, err := net.DefaultResolver.LookupHost(ctx, h.Name); err == nil && len(addrs) > 0 {
+		ip = addrs[0]
+	}
+	return &procConn{cmd: cmd, in: in, out: out, stderr: stderr, agentPath: s.cfg.AgentPath}, ip, nil
+}
+
+// sshExecError words what the system ssh said when the stream ended
+// before the agent spoke; failures retrying cannot fix (the agent binary
+// missing at --agent-path, authentication, the host key, a name that does
+// not resolve) are permanent.
+func sshExecError(msg, agentPath string) error {
+	low := strings.ToLower(msg)
+	said := strings.Join(strings.Fields(msg), " ")
+	switch {
+	case agentPath != "" && strings.Contains(msg, agentPath) &&
+		(strings.Contains(low, "no such file") || strings.Contains(low, "not found") || strings.Contains(low, "permission denied")):
+		return Permanent(fmt.Errorf("no agent binary at --agent-path %s on the host: install it there, or give its path (ssh said: %s)", agentPath, said))
+	case strings.Contains(low, "could not resolve hostname"):
+		return Permanent(fmt.Errorf("no such host (ssh said: %s)", said))
+	case strings.Contains(low, "host key verification failed"), strings.Contains(low, "remote host identification has changed"):
+		return Permanent(fmt.Errorf("host key refused: check --known-hosts, or -accept-new-host-keys for a new host (ssh said: %s)", said))
+	case strings.Contains(low, "permission denied (publickey"):
+		return Permanent(fmt.Errorf("authentication refused: give -i FILE, or add the key to the host's authorized_keys (ssh said: %s)", said))
+	}
+	return fmt.Errorf("ssh: %s: %w", msg, io.ErrUnexpectedEOF)
+}
+
+// remotePath is --agent-path for the remote shell: quoted, but a leading
+// "~/" left for that shell to expand to the remote home, as users write it.
+func remotePath(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		return "~/" + shellQuote(rest)
+	}
+	return shellQuote(p)
+}
+
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// procConn is a child process's stdin/stdout as one stream.
+type procConn struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    io.ReadCloser
+	stderr *limitedWriter
+	once   sync.Once
+	// agentPath is --agent-path, which ssh's message may name.
+	agentPath string
+}
+
+func (p *procConn) Read(b []byte) (int, error) {
+	n, err := p.out.Read(b)
+	if err == io.EOF && n == 0 {
+		if msg := strings.TrimSpace(p.stderr.String()); msg != "" {
+			return 0, sshExecError(msg, p.agentPath)
+		}
+	}
+	return n, err
+}
+
+func (p *procConn) Write(b []byte) (int, error) { return p.in.Write(b) }
+
+func (p *procConn) Close() error {
+	p.once.Do(func() {
+		p.in.Close()
+		done := make(chan struct{})
+		go func() { p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	})
+	return nil
+}
+
+type limitedWriter struct {
+	mu sync.Mutex
+	w  strings.Builder
+	n  int
+}
+
+func (l *limitedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
+}
+
+func (l *limitedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if rem := l.n - l.w.Len(); rem > 0 {
+		l.w.Write(b[:min(len(b), rem)])
+	}
+	return len(b), nil
+}
