@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"gangway/hostfile"
+	"gangway/internal/osproc"
 	"gangway/launcher/cli"
 	"gangway/launcher/diagnose"
 	"gangway/launcher/engine"
@@ -116,7 +117,7 @@ func runOpenMPI(ctx context.Context, cfg cli.Config, d engine.Deps) int {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error {
 		if cfg.Control.KillGrace == 0 {
-			return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			return osproc.KillGroup(cmd.Process.Pid, syscall.SIGKILL)
 		}
 		var se *diagnose.SignalError
 		if errors.As(context.Cause(ctx), &se) {
@@ -139,14 +140,14 @@ func runOpenMPI(ctx context.Context, cfg cli.Config, d engine.Deps) int {
 		select {
 		case err := <-done:
 			// Whatever mpirun left in its group (rsh clients) goes with it.
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = osproc.KillGroup(pid, syscall.SIGKILL)
 			var te *diagnose.TimeoutError
 			if errors.As(context.Cause(ctx), &te) {
 				return diagnose.ExitTimeout
 			}
 			return exitCodeOf(cmd.ProcessState, err)
 		case <-again: // a second signal: mpirun's whole group, at once
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = osproc.KillGroup(pid, syscall.SIGKILL)
 			again = nil
 		}
 	}
@@ -214,14 +215,14 @@ func writeHostfile(path string, hosts []hostfile.Host) error {
 	return err
 }
 
+// exitCodeOf is mpirun's exit as bash reports it (128+N for signal N),
+// or ExitSetup when it never ran.
 func exitCodeOf(ps *os.ProcessState, err error) int {
-	if ps == nil {
+	code, _, ok := osproc.ProcessExitCode(ps)
+	if !ok {
 		return diagnose.ExitSetup
 	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
+	return code
 }
 
 // sortedVars lists vars as sorted KEY=VALUE entries.

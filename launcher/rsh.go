@@ -11,6 +11,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"gangway/hostfile"
+	"gangway/internal/osproc"
 	"gangway/launcher/cli"
 	"gangway/launcher/diagnose"
 	"gangway/launcher/engine"
@@ -35,7 +36,7 @@ func rsh(ctx context.Context, args []string, d Deps) int {
 	interrupted := func() int {
 		var se *diagnose.SignalError
 		if errors.As(context.Cause(ctx), &se) {
-			return 128 + int(se.Signal)
+			return osproc.SignalCode(se.Signal)
 		}
 		return 255
 	}

@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"gangway/internal/osproc"
 	"gangway/launcher/cli"
 )
 
@@ -50,7 +51,7 @@ func ExitCode(cause error, lost bool) int {
 	case errors.As(cause, &re):
 		return re.ExitCode
 	case errors.As(cause, &se):
-		return 128 + int(se.Signal)
+		return osproc.SignalCode(se.Signal)
 	case errors.As(cause, &te), errors.As(cause, &he):
 		return ExitTimeout
 	case errors.Is(cause, cli.ErrUsage):

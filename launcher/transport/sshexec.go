@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"gangway/hostfile"
+	"gangway/internal/osproc"
 	"gangway/internal/textx"
 )
 
@@ -149,7 +150,7 @@ func (p *procConn) Close() error {
 		select {
 		case <-done:
 		case <-time.After(5 * time.Second):
-			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			_ = osproc.KillGroup(p.cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
 	})

@@ -105,6 +105,11 @@ func TestRanksIsolated(t *testing.T) {
 		if err != nil || perr != nil {
 			t.Fatalf("ssh command said %q: %v", line, err)
 		}
+		// Once the shell has become sleep: until its exec, bash itself
+		// ignores SIGQUIT for a moment.
+		for i := 0; i < 500 && procComm(pid) != "sleep"; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
 		fds := proctest.Fds(pid)
 		if len(fds) != 3 || fds[0] == "" || fds[1] == "" || fds[2] == "" {
 			t.Errorf("the command (pid %d) holds %v, want its stdio alone", pid, fds)
@@ -216,3 +221,9 @@ func copyTestBinary(t *testing.T) string {
 }
 
 var rankCopy built
+
+// procComm is /proc/PID/comm, "" when the process is gone.
+func procComm(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(b))
+}
