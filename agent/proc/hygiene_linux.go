@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"gangway/internal/osproc"
 )
 
 // What a child of ours starts with, beyond what exec.Cmd and
@@ -73,8 +75,11 @@ var swallowed = make(chan os.Signal, 1)
 // what it was started ignoring (an agent under nohup still survives its
 // terminal's hangup): each inherited SIG_IGN that the Go runtime leaves
 // in place is replaced by a handler that drops the signal, and a fork
-// resets handled signals to SIG_DFL. Call it before anything catches
-// those signals for real (signal.Notify wins for its own channel).
+// resets handled signals to SIG_DFL. Signals 32 to 34, which the runtime
+// neither handles nor lets os/signal catch (glibc's own, inside a
+// process), are set back to SIG_DFL here as well: nothing of ours uses
+// them. Call it before anything catches those signals for real
+// (signal.Notify wins for its own channel).
 func DefaultSignalsForChildren() {
 	ign := ignoredSignals()
 	for _, sig := range childDefaults {
@@ -82,7 +87,16 @@ func DefaultSignalsForChildren() {
 			signal.Notify(swallowed, sig)
 		}
 	}
+	for _, sig := range runtimeReserved {
+		if ign&(1<<(uint(sig)-1)) != 0 {
+			_ = osproc.SetSignalDisposition(sig, false) // best effort: the rank then starts with it ignored
+		}
+	}
 }
+
+// runtimeReserved are the real-time signals the Go runtime leaves alone
+// (runtime.sigtable: _SigSetStack without _SigNotify).
+var runtimeReserved = []syscall.Signal{32, 33, 34}
 
 // ignoredSignals is this process's SigIgn mask from /proc/self/status
 // (bit N-1 for signal N), 0 where it cannot be read.
