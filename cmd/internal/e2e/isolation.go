@@ -112,7 +112,7 @@ func dirtyExec() error {
 	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, nil); err != nil {
 		return err
 	}
-	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE) // SIG_IGN survives exec
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)                // SIG_IGN survives exec
 	if err := osproc.SetSignalDisposition(32, true); err != nil { // as some CI runners start us
 		return err
 	}
