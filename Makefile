@@ -82,11 +82,13 @@ clean:
 
 # Man pages and shell completions, written from the commands' own help by
 # cmd/internal/gendocs; `make install` installs them beside the binaries.
-.PHONY: docs install-docs
+.PHONY: docs install-docs install-docs-only dist
 docs: build
 	$(GO) run ./cmd/internal/gendocs -bin bin -out bin/share
 
-install-docs: docs
+install-docs: docs install-docs-only
+
+install-docs-only:
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1 \
 		$(DESTDIR)$(PREFIX)/share/bash-completion/completions \
 		$(DESTDIR)$(PREFIX)/share/zsh/site-functions
@@ -95,3 +97,28 @@ install-docs: docs
 	install -m 0644 bin/share/zsh/site-functions/_launcher $(DESTDIR)$(PREFIX)/share/zsh/site-functions/
 
 install: install-docs
+
+# Release tarballs: one per architecture in DIST_ARCHES, named
+# gangway-$(VERSION)-linux-ARCH.tar.gz in DISTDIR with SHA256SUMS beside
+# them. Each unpacks to a folder laid out like /usr/local (bin/, share/man,
+# share/bash-completion, share/zsh, lib/systemd/system), so that
+#   tar -xzf gangway-V-linux-amd64.tar.gz -C /usr/local --strip-components=1
+# installs it. Entries are root-owned and dated at the commit, so two
+# builds of one commit give the same bytes.
+DIST_ARCHES ?= amd64 arm64
+DISTDIR     ?= bin/dist
+dist: docs
+	@set -e; rm -rf $(DISTDIR); mkdir -p $(DISTDIR); \
+	when=$$(git log -1 --format=%cI 2>/dev/null || date -u +%FT%TZ); \
+	for a in $(DIST_ARCHES); do \
+		n=gangway-$(VERSION)-linux-$$a; d=$(DISTDIR)/$$n; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$d/bin/ ./cmd/launcher ./cmd/agent; \
+		$(MAKE) --no-print-directory install-docs-only DESTDIR=$$d PREFIX=; \
+		install -d $$d/lib/systemd/system; \
+		install -m 0644 examples/systemd/gangway-agent.service $$d/lib/systemd/system/; \
+		install -m 0644 README.md $$d/; \
+		tar -C $(DISTDIR) --sort=name --owner=0 --group=0 --numeric-owner --mtime="$$when" \
+			-czf $(DISTDIR)/$$n.tar.gz $$n; \
+		rm -rf $$d; \
+	done; \
+	cd $(DISTDIR) && sha256sum *.tar.gz >SHA256SUMS && cat SHA256SUMS

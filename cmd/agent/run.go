@@ -208,7 +208,11 @@ func serve(ctx context.Context, a *agent.Agent, o *options, permit string, log *
 		log.Error("listen", zap.Error(err))
 		return 1
 	}
-	log.Info("serving", zap.String("addr", l.Addr().String()), zap.String("host_key", *o.hostKey), zap.String("version", version))
+	// The fingerprint is what `ssh-keygen -lf` prints for the key and what
+	// a first connection's prompt shows: compare them before trusting.
+	log.Info("serving", zap.String("addr", l.Addr().String()), zap.String("host_key", *o.hostKey),
+		zap.String("host_key_type", key.PublicKey().Type()), zap.String("host_key_fingerprint", ssh.FingerprintSHA256(key.PublicKey())),
+		zap.String("version", version))
 	srv := &sshd.Server{Subsystem: a.ServeLogin, Log: log.Named("sshd"), HostKey: key, HostCert: certSigner, AuthorizedKeys: *o.authKeys,
 		TrustedUserCAKeys: *o.userCAs, PermitRootLogin: permit, AllowUsers: o.allowUsers, DropCachesUsers: sshd.SplitList(*o.dropCachesUsers),
 		AcceptEnv:     append(slices.Clone(sshd.DefaultAcceptEnv), o.acceptEnv...),
