@@ -42,7 +42,7 @@ type options struct {
 	hold     time.Duration
 }
 
-var scenarios = []string{"memory", "launch", "output", "pmi", "failstop", "scale", "slurm"}
+var scenarios = []string{"memory", "launch", "output", "pmi", "failstop", "recover", "scale", "slurm"}
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -186,7 +186,7 @@ func (b *bench) resolveBins() error {
 // all runs the selected scenarios on one bed, removed before it returns.
 func (b *bench) all(ctx context.Context) int {
 	b.describe()
-	needNet := b.o.want("memory") || b.o.want("launch") || b.o.want("output") || b.o.want("pmi") || b.o.want("failstop")
+	needNet := b.o.want("memory") || b.o.want("launch") || b.o.want("output") || b.o.want("pmi") || b.o.want("failstop") || b.o.want("recover")
 	if needNet {
 		t0 := time.Now()
 		hosts := 16
@@ -221,6 +221,7 @@ func (b *bench) all(ctx context.Context) int {
 		{"output", b.output, false},
 		{"pmi", b.pmi, false},
 		{"failstop", b.failstop, true},
+		{"recover", b.recover, true},
 		{"scale", b.scale, false},
 		{"slurm", b.slurm, false},
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -242,5 +243,28 @@ func TestTargets(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRecoverTarget: hit under 2 s on the 16x8 row, missed over it, not
+// measured without the row (the 16x1 row does not count).
+func TestRecoverTarget(t *testing.T) {
+	row := func(per int, v float64) *Result {
+		r := res("recover", fmt.Sprintf("16 hosts x %d, rank 1 exits 3, the gang restarts once", per), recoverMetric, lGangway, Ours, false, v)
+		r.Summary = Summarize(r.Values)
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		rs   []*Result
+		want string
+	}{
+		{"hit", []*Result{row(1, 100), row(8, 529)}, "hit"},
+		{"missed", []*Result{row(8, 2500)}, "missed"},
+		{"only 16x1", []*Result{row(1, 100)}, "not measured"},
+	} {
+		if got := recoverTarget(tc.rs); got.Status != tc.want {
+			t.Errorf("%s: %+v, want status %s", tc.name, got, tc.want)
+		}
 	}
 }

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// The scenario "rank failure to all ranks running again" (recover): how
+// long after one rank fails the whole gang runs again, with
+// --max-restarts 1 and --restart-backoff 0 so that the backoff (the
+// user's choice, added as it is) stays out of the number.
+//
+// In the first attempt every rank but rank 1 starts a child and sleeps,
+// reporting itself up with a file; rank 1 waits until gwbench has seen
+// every rank up, writes its CLOCK_REALTIME and exits 3. In the second
+// attempt (TORCHELASTIC_RESTART_COUNT=1) every rank writes its
+// CLOCK_REALTIME and exits 0. The sample runs from the failure to the
+// last rank of the second attempt writing its time.
+//
+// No peer is measured: mpirun and Hydra do not restart a job, and
+// torchrun's elastic agent (the peer that does) is not set up on the
+// bench's hosts.
+
+const (
+	recoverMetric = "rank failure to all ranks running again"
+	recoverVar    = "GWBENCH_RECOVER"
+)
+
+const recoverRank = `#!/bin/sh
+# recover rank: written by gwbench (cmd/gwbench/scen_recover.go).
+d=$1
+r=${OMPI_COMM_WORLD_RANK:-$PMI_RANK}
+a=${TORCHELASTIC_RESTART_COUNT:-0}
+if [ "$a" != 0 ]; then date +%s.%N >"$d/again/$r"; exit 0; fi
+if [ "$r" = "$2" ]; then
+	: >"$d/up/$r"
+	i=0
+	while [ ! -e "$d/go" ]; do
+		i=$((i + 1))
+		if [ "$i" -gt 1200 ]; then echo "recover rank $r: no go from gwbench within 60 s" >&2; exit 4; fi
+		sleep 0.05
+	done
+	date +%s.%N >"$d/failed"
+	exit 3
+fi
+sleep 600 &
+: >"$d/up/$r"
+exec sleep 600
+`
+
+// recover runs the scenario on every host of the bed, at 1 and at 8
+// ranks per host.
+func (b *bench) recover(ctx context.Context) error {
+	e := b.net
+	dir := filepath.Join(b.dir, "recover")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	script := filepath.Join(dir, "rank")
+	if err := os.WriteFile(script, []byte(recoverRank), 0o755); err != nil {
+		return err
+	}
+	run := filepath.Join(dir, "run")
+	tag := fmt.Sprintf("gwbench-recover-%d", os.Getpid())
+	hosts := len(e.hosts)
+	for _, per := range []int{1, 8} {
+		j := jobSpec{Hosts: hosts, PerHost: per, Argv: []string{"/usr/bin/env", recoverVar + "=" + tag, script, run, strconv.Itoa(failRank)}}
+		r := &recoverRun{dir: run, tag: recoverVar + "=" + tag, np: j.np()}
+		argv := withFlag(withFlag(e.gangway(j), "--restart-backoff=0"), "--max-restarts=1")
+		c := contender{name: lGangway, kind: Ours, argv: argv, run: r.run, timeout: 2 * time.Minute,
+			value: func(outcome) (float64, error) { return ms(r.last), nil },
+			note:  "--max-restarts 1 --restart-backoff 0: the backoff is not in the number (add yours); no peer restarts a job here"}
+		name := fmt.Sprintf("%d hosts x %d, rank %d exits 3, the gang restarts once", hosts, per, failRank)
+		b.progress("recover: %s (%d+%d rounds)", name, b.o.warmup, b.o.runs)
+		b.interleave(ctx, caseSpec{scenario: "recover", name: name, metric: recoverMetric, unit: "ms"}, []contender{c})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// recoverRun is gangway's runs in one case.
+type recoverRun struct {
+	dir, tag string
+	np       int
+	last     time.Duration // the run just done
+}
+
+// run is one run: the launcher, and beside it the watch that lets rank 1
+// fail once every rank of the first attempt is up.
+func (r *recoverRun) run(ctx context.Context, s cmdSpec) outcome {
+	r.last = 0
+	if err := os.RemoveAll(r.dir); err != nil {
+		return outcome{Err: err}
+	}
+	for _, d := range []string{"up", "again"} {
+		if err := os.MkdirAll(filepath.Join(r.dir, d), 0o755); err != nil {
+			return outcome{Err: err}
+		}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	exited := make(chan struct{})
+	var werr error
+	var wg sync.WaitGroup
+	wg.Go(func() { werr = r.watch(ctx, exited) })
+	o := runTimed(ctx, s)
+	close(exited)
+	wg.Wait()
+	if left, err := sweep(r.tag); err != nil || left > 0 {
+		o.Err = errors.Join(o.Err, err, fmt.Errorf("%d processes of the job still ran after the launcher returned (gwbench killed them)", left))
+		return o
+	}
+	if o.Err != nil || werr != nil {
+		o.Err = errors.Join(o.Err, werr)
+		return o
+	}
+	raw, err := os.ReadFile(filepath.Join(r.dir, "failed"))
+	if err != nil {
+		o.Err = fmt.Errorf("rank %d left no timestamp: %w", failRank, err)
+		return o
+	}
+	failed, err := parseStamp(string(raw))
+	if err != nil {
+		o.Err = err
+		return o
+	}
+	last, n, err := latestStamp(filepath.Join(r.dir, "again"))
+	switch {
+	case err != nil:
+		o.Err = err
+	case n != r.np:
+		o.Err = fmt.Errorf("%d of %d ranks ran in the second attempt", n, r.np)
+	case last.Before(failed):
+		o.Err = errors.New("the second attempt's ranks ran before the failure")
+	default:
+		r.last = last.Sub(failed)
+	}
+	return o
+}
+
+// watch lets the failing rank go once every rank of the first attempt is
+// up; the launcher returning first is an error.
+func (r *recoverRun) watch(ctx context.Context, exited <-chan struct{}) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	by := time.Now().Add(failUpBy)
+	for {
+		ents, _ := os.ReadDir(filepath.Join(r.dir, "up"))
+		if len(ents) >= r.np {
+			return os.WriteFile(filepath.Join(r.dir, "go"), nil, 0o644)
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-exited:
+			return fmt.Errorf("the launcher returned with %d of %d ranks up", len(ents), r.np)
+		case now := <-t.C:
+			if now.After(by) {
+				return fmt.Errorf("%d of %d ranks up after %v", len(ents), r.np, failUpBy)
+			}
+		}
+	}
+}
+
+// latestStamp reads every file in dir as a timestamp and returns the
+// latest and how many there were.
+func latestStamp(dir string) (time.Time, int, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	var last time.Time
+	for _, e := range ents {
+		raw, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return time.Time{}, 0, err
+		}
+		st, err := parseStamp(string(raw))
+		if err != nil {
+			return time.Time{}, 0, fmt.Errorf("%s: %w", e.Name(), err)
+		}
+		if st.After(last) {
+			last = st
+		}
+	}
+	return last, len(ents), nil
+}
