@@ -159,3 +159,11 @@ func (c *Collector) Report(meta Meta) Report {
 	}
 	return c.acc.report(c.opts, meta, lines)
 }
+
+// LastSample is the time of the latest benchmark line parsed so far, zero
+// when none was. Call it after Run has returned for the final answer.
+func (c *Collector) LastSample() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.acc.last
+}

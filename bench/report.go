@@ -41,6 +41,8 @@ type Report struct {
 	Failures []Failure `json:"failures,omitempty"`
 	// Lost names the agents lost during the last attempt, and why.
 	Lost []string `json:"lost,omitempty"`
+	// Goodput is Goodput(Attempts), absent with no attempts.
+	Goodput *float64 `json:"goodput,omitempty"`
 }
 
 // Failure is one failed rank.
@@ -79,6 +81,36 @@ type Attempt struct {
 	Rank     *int      `json:"rank,omitempty"`
 	Host     string    `json:"host,omitempty"`
 	ExitCode int       `json:"exit_code"` // what the launcher would exit with had this been the last
+	// LastProgress is when the attempt's ranks last printed a benchmark
+	// line (a throughput sample), nil when they printed none.
+	LastProgress *time.Time `json:"last_progress,omitempty"`
+}
+
+// Goodput is the share of the run's wall time spent in attempts that
+// ended in success or were making progress: a successful attempt counts
+// whole, a failed one up to its last benchmark line (the work after it is
+// what the restart redoes, at best), one without any such line not at
+// all. The wall time runs from the first attempt's start to the last
+// one's end, backoffs included. ok is false without attempts or wall
+// time.
+func Goodput(attempts []Attempt) (g float64, ok bool) {
+	if len(attempts) == 0 {
+		return 0, false
+	}
+	wall := attempts[len(attempts)-1].End.Sub(attempts[0].Start)
+	if wall <= 0 {
+		return 0, false
+	}
+	var good time.Duration
+	for _, a := range attempts {
+		switch {
+		case a.Cause == "" && a.ExitCode == 0:
+			good += a.End.Sub(a.Start)
+		case a.LastProgress != nil && a.LastProgress.After(a.Start):
+			good += min(a.LastProgress.Sub(a.Start), a.End.Sub(a.Start))
+		}
+	}
+	return min(float64(good)/float64(wall), 1), true
 }
 
 // ReportOptions records the options the analysis ran with.

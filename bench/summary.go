@@ -23,11 +23,31 @@ func WriteSummary(w io.Writer, rep Report) error {
 		}
 		writeMetric(ew, mr, rep.Options.BaselineIPS)
 	}
+	writeGoodput(ew, rep)
 	if rep.Lines.Dropped > 0 {
 		ew.printf("WARNING: %d of %d output lines were dropped unparsed (bench queue full); figures may be incomplete\n",
 			rep.Lines.Dropped, rep.Lines.Observed)
 	}
 	return ew.err
+}
+
+// WriteGoodput writes the summary's goodput line alone, for a run that
+// restarted but whose last attempt printed no benchmark lines; nothing
+// when the run did not restart.
+func WriteGoodput(w io.Writer, rep Report) error {
+	ew := &errWriter{w: w}
+	writeGoodput(ew, rep)
+	return ew.err
+}
+
+func writeGoodput(ew *errWriter, rep Report) {
+	a := rep.Attempts
+	if rep.Goodput == nil || len(a) < 2 {
+		return
+	}
+	wall := a[len(a)-1].End.Sub(a[0].Start).Seconds()
+	ew.printf("goodput: %.0f%% of %.1f s over %d attempts (successful attempts whole, failed ones up to their last benchmark line)\n",
+		100**rep.Goodput, wall, len(a))
 }
 
 func writeHeader(ew *errWriter, m Meta) {

@@ -9,7 +9,7 @@ import (
 // restartScript fails rank 1 with code 3 in the first attempt only; every
 // rank prints its torchrun restart contract.
 const restartScript = `echo "attempt $TORCHELASTIC_RESTART_COUNT of $TORCHELASTIC_MAX_RESTARTS run $TORCHELASTIC_RUN_ID port $MASTER_PORT"
-if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 1 ]; then echo "rank 1 gives up" >&2; exit 3; fi
+if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 1 ]; then printf '10\timages/sec: 50.0 +/- 0.0 (jitter = 0.0)\t7.0\n'; sleep 0.5; echo "rank 1 gives up" >&2; exit 3; fi
 if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then exec sleep 30; fi`
 
 // TestRestartWholeGang: with --max-restarts 1, rank 1's failure stops the
@@ -42,6 +42,19 @@ func TestRestartWholeGang(t *testing.T) {
 	if a := rep.Attempts; len(a) != 2 || a[0].Rank == nil || *a[0].Rank != 1 || a[0].Host != "localhost" || a[0].ExitCode != 3 ||
 		!strings.Contains(a[0].Cause, "exited with code 3") || a[1].N != 1 || a[1].Cause != "" || a[1].ExitCode != 0 {
 		t.Errorf("attempts in the report: %+v", a)
+	}
+	// Goodput: the first attempt counts up to rank 1's throughput line
+	// (0.5 s before its failure), the second whole; the backoff not.
+	if a := rep.Attempts; len(a) == 2 {
+		if a[0].LastProgress == nil || !a[0].LastProgress.After(a[0].Start) || !a[0].LastProgress.Before(a[0].End) || a[1].LastProgress != nil {
+			t.Errorf("last_progress of the attempts: %v and %v, want one inside the first, none in the second", a[0].LastProgress, a[1].LastProgress)
+		}
+		if rep.Goodput == nil || *rep.Goodput <= 0 || *rep.Goodput >= 1 {
+			t.Errorf("goodput %v, want between 0 and 1", rep.Goodput)
+		}
+	}
+	if !strings.Contains(out+errOut, "goodput: ") || !strings.Contains(out+errOut, "over 2 attempts") {
+		t.Errorf("the summary gives no goodput:\n%s\n%s", out, errOut)
 	}
 
 	t.Run("NoRestarts", func(t *testing.T) {

@@ -19,8 +19,14 @@ func newCollector(cfg cli.Bench) (*bench.Collector, error) {
 // WriteBench writes the throughput report rep as the flags ask: the
 // summary on w (unless --no-summary), --report and --plot.
 func WriteBench(cfg cli.Bench, rep bench.Report, w io.Writer) error {
-	if !cfg.NoSummary && len(rep.Metrics) > 0 {
+	switch {
+	case cfg.NoSummary:
+	case len(rep.Metrics) > 0:
 		if err := bench.WriteSummary(w, rep); err != nil {
+			return err
+		}
+	default:
+		if err := bench.WriteGoodput(w, rep); err != nil {
 			return err
 		}
 	}

@@ -73,7 +73,11 @@ func (r *runner) summary(code int, attempts []bench.Attempt) int {
 		meta.Hosts = append(meta.Hosts, s.host.Name)
 	}
 	rep := j.coll.Report(meta)
+	attempts[len(attempts)-1].LastProgress = r.lastProgress()
 	rep.Attempts = attempts
+	if g, ok := bench.Goodput(attempts); ok {
+		rep.Goodput = &g
+	}
 	blamed := -1
 	if a := attempts[len(attempts)-1]; a.Rank != nil {
 		blamed = *a.Rank
@@ -86,6 +90,20 @@ func (r *runner) summary(code int, attempts []bench.Attempt) int {
 		}
 	}
 	return code
+}
+
+// lastProgress is when the attempt's ranks last printed a benchmark line,
+// nil when they printed none (or the attempt never got its collector).
+// Call it once summary has drained the collector.
+func (r *runner) lastProgress() *time.Time {
+	if r.job == nil || r.job.coll == nil {
+		return nil
+	}
+	t := r.job.coll.LastSample()
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // failures are the attempt's failures as the loop recorded them.

@@ -90,6 +90,7 @@ func Run(ctx context.Context, cfg cli.Config, d Deps, l rankenv.Layout) int {
 			return r.summary(code, attempts)
 		}
 		r.summary(code, nil) // a restarted attempt's throughput is not the job's
+		attempts[len(attempts)-1].LastProgress = r.lastProgress()
 		if code, ok := r.backoff(ctx, n); !ok {
 			return code
 		}
