@@ -84,6 +84,19 @@ type Attempt struct {
 	// LastProgress is when the attempt's ranks last printed a benchmark
 	// line (a throughput sample), nil when they printed none.
 	LastProgress *time.Time `json:"last_progress,omitempty"`
+	// Hosts are the hosts the attempt ran ranks on, in plan order.
+	Hosts []string `json:"hosts,omitempty"`
+	// LeftOut are the hosts left out of the job by this attempt (those
+	// of earlier attempts included), and why.
+	LeftOut []LeftOut `json:"left_out,omitempty"`
+}
+
+// LeftOut is a host taken out of the job, why, and the spare that took
+// its place ("" when none did).
+type LeftOut struct {
+	Host  string `json:"host"`
+	Why   string `json:"why"`
+	Spare string `json:"spare,omitempty"`
 }
 
 // Goodput is the share of the run's wall time spent in attempts that

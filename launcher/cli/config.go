@@ -48,6 +48,9 @@ type Placement struct {
 	RankBy        string // slot | node | "" (as MapBy)
 	GPUsPer       int    // GPUs in each rank's CUDA_VISIBLE_DEVICES
 	GPUs          plan.GPUFilter
+	// Spares is --spares: the last N hosts of the list stand by for
+	// hosts left out (besides those the placement leaves without ranks).
+	Spares int
 }
 
 // Environment is what the ranks get besides their identity.
@@ -220,6 +223,8 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 		return c, fmt.Errorf("%w: -np %d: at most %d ranks", ErrUsage, c.Place.NP, plan.MaxRanks)
 	case c.Place.NPerNode < 0:
 		return c, fmt.Errorf("%w: -N %d: must be positive", ErrUsage, c.Place.NPerNode)
+	case c.Place.Spares < 0:
+		return c, fmt.Errorf("%w: --spares %d: must not be negative", ErrUsage, c.Place.Spares)
 	}
 	switch {
 	case c.Mode == ModeHelp || c.Mode == ModeVersion:
@@ -291,6 +296,10 @@ func (c *Config) validate() error {
 		return bad("--kill-grace must not be negative")
 	case c.Control.MaxRestarts < 0:
 		return bad("--max-restarts %d: must not be negative", c.Control.MaxRestarts)
+	case c.Place.Spares > 0 && (c.Place.Source == HostsLocal || c.Place.PerSocket > 0):
+		return bad("--spares needs a host list (-H, a hostfile or an allocation) and slots given with it (not -map-by ppr:N:socket)")
+	case c.Place.Spares > 0 && c.Place.Spares >= len(c.Place.Hosts):
+		return bad("--spares %d: only %d hosts given; at least one must run ranks", c.Place.Spares, len(c.Place.Hosts))
 	case c.Control.RunID != "" && !validRunID(c.Control.RunID):
 		return bad("--run-id %q: use letters, digits, '.', '_' and '-'", c.Control.RunID)
 	case c.Out.LogFormat != "console" && c.Out.LogFormat != "json":

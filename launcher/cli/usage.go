@@ -158,6 +158,12 @@ Control:
                            after a signal or -timeout
   -restart-backoff SECONDS wait before each restart (default 1)
   -run-id ID               TORCHELASTIC_RUN_ID of every attempt (default random)
+  -spares N                the last N hosts of the list stand by (as do hosts
+                           the placement leaves without ranks); a host whose
+                           agent was lost, or whose rank's failure names the
+                           node (SIGBUS, a GPU, ECC or InfiniBand error), is
+                           left out of the next attempt and a spare takes its
+                           place, ranks renumbered as placed afresh
   -hang-timeout SECONDS    when no rank printed anything for this long,
                            collect every rank's stacks (DIR/rank.R/stacks.txt
                            with -output-filename DIR, else a temporary

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -76,6 +78,7 @@ func Run(ctx context.Context, cfg cli.Config, d Deps, l rankenv.Layout) int {
 		cfg.Control.RunID = NewJobID()
 	}
 	var attempts []bench.Attempt
+	var leftOut []bench.LeftOut
 	for n := 0; ; n++ {
 		r := &runner{cfg: cfg, d: d, id: NewJobID(), attempt: n, start: time.Now(), layout: l}
 		actx, cancel := context.WithCancelCause(ctx)
@@ -83,7 +86,9 @@ func Run(ctx context.Context, cfg cli.Config, d Deps, l rankenv.Layout) int {
 		cause := context.Cause(actx)
 		cancel(nil)
 		code := r.ending(cause, err)
-		attempts = append(attempts, r.record(cause, code))
+		a := r.record(cause, code)
+		a.LeftOut = slices.Clone(leftOut)
+		attempts = append(attempts, a)
 		var re *diagnose.RankError
 		if r.phase < phaseRun || !errors.As(cause, &re) || n >= cfg.Control.MaxRestarts {
 			r.lastWords(cause, code)
@@ -91,10 +96,40 @@ func Run(ctx context.Context, cfg cli.Config, d Deps, l rankenv.Layout) int {
 		}
 		r.summary(code, nil) // a restarted attempt's throughput is not the job's
 		attempts[len(attempts)-1].LastProgress = r.lastProgress()
+		l, leftOut = r.replaceBlamed(l, leftOut)
 		if code, ok := r.backoff(ctx, n); !ok {
 			return code
 		}
 	}
+}
+
+// replaceBlamed is the next attempt's layout: the hosts this attempt's
+// ending is put down to (diagnose.Failures.Blame) left out, spares in
+// their places, when enough spares stand by; else the same hosts, the
+// console saying why. leftOut gains the hosts left out.
+func (r *runner) replaceBlamed(l rankenv.Layout, leftOut []bench.LeftOut) (rankenv.Layout, []bench.LeftOut) {
+	if r.job == nil {
+		return l, leftOut
+	}
+	blamed := r.job.failures().Blame()
+	if len(blamed) == 0 {
+		return l, leftOut
+	}
+	names := make([]string, len(blamed))
+	for i, b := range blamed {
+		names[i] = b.Host
+	}
+	next, taken, err := l.Replace(names)
+	if err != nil {
+		fmt.Fprintf(r.d.Stderr, "launcher: %s blamed (%s), but the next attempt runs on the same hosts: %v\n",
+			strings.Join(names, ", "), blamed[0].Why, err)
+		return l, leftOut
+	}
+	for i, b := range blamed {
+		fmt.Fprintf(r.d.Stderr, "launcher: leaving out %s (%s); spare %s takes its place\n", b.Host, b.Why, taken[i].Name)
+		leftOut = append(leftOut, bench.LeftOut{Host: b.Host, Why: b.Why, Spare: taken[i].Name})
+	}
+	return next, leftOut
 }
 
 // backoff says why the gang restarts and waits --restart-backoff; a signal
@@ -119,6 +154,9 @@ func (r *runner) backoff(ctx context.Context, n int) (code int, ok bool) {
 // record is the attempt as --report lists it.
 func (r *runner) record(cause error, code int) bench.Attempt {
 	a := bench.Attempt{N: r.attempt, Start: r.start, End: time.Now(), ExitCode: code}
+	for _, h := range r.layout.Hosts {
+		a.Hosts = append(a.Hosts, h.Name)
+	}
 	var re *diagnose.RankError
 	if errors.As(cause, &re) {
 		rank := re.Rank

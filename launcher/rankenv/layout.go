@@ -22,6 +22,9 @@ type Layout struct {
 	Hosts []hostfile.Host
 	// Ranks is the plan, nil until placed (and for --inspect, never).
 	Ranks []plan.Rank
+	// Spares are the hosts that stand by, in the order they are taken:
+	// those the placement left without ranks, then --spares' last N.
+	Spares []hostfile.Host
 
 	p     cli.Placement
 	slots slotSource
@@ -49,7 +52,65 @@ func Plan(p cli.Placement) (Layout, error) {
 	if l.slots != slotsGiven {
 		return l, nil
 	}
-	return l.place(l.Hosts, p.PlanOptions(), false)
+	hosts, reserved := l.Hosts, []hostfile.Host(nil)
+	if p.Spares > 0 && p.Spares < len(hosts) {
+		hosts, reserved = hosts[:len(hosts)-p.Spares], hosts[len(hosts)-p.Spares:]
+	}
+	placed, err := l.place(hosts, p.PlanOptions(), false)
+	if err != nil {
+		return placed, err
+	}
+	placed.Spares = append(unused(hosts, placed.Hosts), reserved...)
+	return placed, nil
+}
+
+// unused are the hosts of all that are not in used, which place made as
+// an ordered subset of all.
+func unused(all, used []hostfile.Host) []hostfile.Host {
+	var out []hostfile.Host
+	j := 0
+	for _, h := range all {
+		if j < len(used) && h == used[j] {
+			j++
+			continue
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// Replace is the next attempt's layout with the hosts named in out left
+// out and as many spares taking their places, in order, at the end of
+// the list; the ranks are placed again by the same rule, so they are
+// renumbered as a fresh launch on those hosts would number them. taken
+// are the spares used. It fails when fewer spares stand by than hosts
+// are left out, or the ranks no longer fit.
+func (l Layout) Replace(out []string) (next Layout, taken []hostfile.Host, err error) {
+	gone := map[string]bool{}
+	for _, name := range out {
+		gone[name] = true
+	}
+	var keep []hostfile.Host
+	for _, h := range l.Hosts {
+		if !gone[h.Name] {
+			keep = append(keep, h)
+		}
+	}
+	n := len(l.Hosts) - len(keep)
+	if n == 0 {
+		return l, nil, nil
+	}
+	if n > len(l.Spares) {
+		return l, nil, fmt.Errorf("%d hosts to leave out, %d spares standing by", n, len(l.Spares))
+	}
+	taken = slices.Clone(l.Spares[:n])
+	hosts := append(keep, taken...)
+	next, err = l.place(hosts, l.p.PlanOptions(), false)
+	if err != nil {
+		return l, nil, err
+	}
+	next.Spares = append(unused(hosts, next.Hosts), l.Spares[n:]...)
+	return next, taken, nil
 }
 
 // Reach lays out --inspect: every host (the local host, when none are

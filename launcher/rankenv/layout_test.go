@@ -125,3 +125,90 @@ func TestAssumed(t *testing.T) {
 		t.Errorf("local: %d ranks (%v), want a slot per CPU", len(a.Ranks), err)
 	}
 }
+
+func spareNames(l Layout) []string {
+	var out []string
+	for _, h := range l.Spares {
+		out = append(out, h.Name)
+	}
+	return out
+}
+
+// TestSpares: hosts the placement leaves without ranks and --spares' last
+// N stand by; Replace puts spares in the places of the hosts left out and
+// places the ranks again by the same rule, renumbered; too few spares is
+// an error.
+func TestSpares(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		args         []string
+		hosts        []string
+		spares       []string
+		out          []string // hosts Replace leaves out; nil: no Replace
+		nextHosts    []string
+		nextSpares   []string
+		firstRankOn  string // the next layout's rank 0's host
+		lastRankHost string // the next layout's last rank's host
+		err          string
+	}{
+		{name: "a longer list", args: []string{"-np", "16", "-H", "a:8,b:8,c:8"}, hosts: []string{"a", "b"}, spares: []string{"c"},
+			out: []string{"a"}, nextHosts: []string{"b", "c"}, nextSpares: nil, firstRankOn: "b", lastRankHost: "c"},
+		{name: "--spares", args: []string{"-H", "a:8,b:8,c:8,d:8,e:8", "--spares", "1"}, hosts: []string{"a", "b", "c", "d"}, spares: []string{"e"},
+			out: []string{"b"}, nextHosts: []string{"a", "c", "d", "e"}, firstRankOn: "a", lastRankHost: "e"},
+		{name: "both kinds, in order", args: []string{"-np", "8", "-H", "a:8,b:8,c:8", "--spares", "1"}, hosts: []string{"a"}, spares: []string{"b", "c"},
+			out: []string{"a"}, nextHosts: []string{"b"}, nextSpares: []string{"c"}, firstRankOn: "b", lastRankHost: "b"},
+		{name: "round robin renumbered", args: []string{"-np", "4", "-map-by", "node", "-H", "a:2,b:2,c:2,d:2", "--spares", "2"}, hosts: []string{"a", "b"}, spares: []string{"c", "d"},
+			out: []string{"a"}, nextHosts: []string{"b", "c"}, nextSpares: []string{"d"}, firstRankOn: "b", lastRankHost: "c"},
+		{name: "too few spares", args: []string{"-H", "a:8,b:8,c:8", "--spares", "1"}, hosts: []string{"a", "b"}, spares: []string{"c"},
+			out: []string{"a", "b"}, err: "2 hosts to leave out, 1 spares"},
+		{name: "nothing left out", args: []string{"-H", "a:8,b:8,c:8", "--spares", "1"}, hosts: []string{"a", "b"}, spares: []string{"c"},
+			out: []string{"zz"}, nextHosts: []string{"a", "b"}, nextSpares: []string{"c"}, firstRankOn: "a", lastRankHost: "b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := Plan(parse(t, tc.args...).Place)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(names(l), tc.hosts) || !slices.Equal(spareNames(l), tc.spares) {
+				t.Fatalf("hosts %v spares %v, want %v and %v", names(l), spareNames(l), tc.hosts, tc.spares)
+			}
+			next, taken, err := l.Replace(tc.out)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Replace: %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(names(next), tc.nextHosts) || !slices.Equal(spareNames(next), tc.nextSpares) {
+				t.Errorf("next hosts %v spares %v, want %v and %v", names(next), spareNames(next), tc.nextHosts, tc.nextSpares)
+			}
+			if len(next.Ranks) != len(l.Ranks) {
+				t.Errorf("next attempt has %d ranks, the first %d: the world size must stay", len(next.Ranks), len(l.Ranks))
+			}
+			if first, last := next.Hosts[next.Ranks[0].Host].Name, next.Hosts[next.Ranks[len(next.Ranks)-1].Host].Name; first != tc.firstRankOn || last != tc.lastRankHost {
+				t.Errorf("rank 0 on %s, last rank on %s; want %s and %s", first, last, tc.firstRankOn, tc.lastRankHost)
+			}
+			if len(tc.out) > 0 && tc.out[0] != "zz" && len(taken) != len(tc.out) {
+				t.Errorf("took %d spares for %d hosts left out", len(taken), len(tc.out))
+			}
+		})
+	}
+}
+
+// TestSparesRefused: --spares needs a host list with slots, and leaves
+// at least one host to run ranks.
+func TestSparesRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"-np", "2", "--spares", "1"},
+		{"-H", "a:8,b:8", "--spares", "2"},
+		{"-H", "a:8,b:8", "--spares", "1", "-map-by", "ppr:1:socket"},
+		{"-H", "a:8,b:8", "--spares", "-1"},
+	} {
+		if _, err := cli.Parse(append(args, "prog"), func(string) string { return "" }, nil); !errors.Is(err, cli.ErrUsage) {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
+	}
+}

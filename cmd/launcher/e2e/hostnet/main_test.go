@@ -154,6 +154,13 @@ func (c *cluster) startAgents(t *testing.T) []*testbed.Proc {
 // agent (`ip netns pids`): every rank of the last job is gone.
 func (c *cluster) waitOnlyAgents(t *testing.T, agents []*testbed.Proc) {
 	t.Helper()
+	c.waitOnlyLiveAgents(t, agents)
+}
+
+// waitOnlyLiveAgents is waitOnlyAgents where a nil agent is one that was
+// killed: its host must hold nothing at all.
+func (c *cluster) waitOnlyLiveAgents(t *testing.T, agents []*testbed.Proc) {
+	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for i, h := range c.hosts {
 		for {
@@ -163,7 +170,7 @@ func (c *cluster) waitOnlyAgents(t *testing.T, agents []*testbed.Proc) {
 			}
 			var left []string
 			for _, f := range strings.Fields(string(out)) {
-				if f != strconv.Itoa(agents[i].Pid) {
+				if agents[i] == nil || f != strconv.Itoa(agents[i].Pid) {
 					comm, _ := os.ReadFile("/proc/" + f + "/comm")
 					left = append(left, f+" ("+strings.TrimSpace(string(comm))+")")
 				}

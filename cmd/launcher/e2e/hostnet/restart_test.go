@@ -42,7 +42,7 @@ func TestTorchRestartFromCheckpoint(t *testing.T) {
 		}
 		out, errOut := l.stdout.String(), l.stderr.String()
 		for _, want := range []string{"rank 1 dies at step 8", "rank 0 attempt 1 resumed from step 5", "rank 1 attempt 1 resumed from step 5",
-			"rank 0 attempt 1 final w 0.011529", "rank 1 attempt 1 final w 0.011529"} {
+			"rank 0 attempt 1 world 2 final w 0.011529", "rank 1 attempt 1 world 2 final w 0.011529"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("stdout lacks %q", want)
 			}

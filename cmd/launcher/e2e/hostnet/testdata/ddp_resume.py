@@ -6,9 +6,11 @@
 # often it restarts, as long as it resumes from its checkpoint. Rank 0
 # writes CKPT (atomically) every CKPT_EVERY steps. In attempt 0
 # (TORCHELASTIC_RESTART_COUNT) rank KILL_RANK kills itself with SIGKILL at
-# step KILL_STEP.
+# step KILL_STEP. STEP_SLEEP (seconds, default 0) slows every step, for
+# tests that act on the job from outside while it runs.
 import os
 import signal
+import time
 
 import torch
 import torch.distributed as dist
@@ -22,6 +24,7 @@ rank = int(os.environ["RANK"])
 ckpt = os.environ["CKPT"]
 attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
 kill_rank = int(os.environ.get("KILL_RANK", "-1"))
+step_sleep = float(os.environ.get("STEP_SLEEP", "0"))
 
 dist.init_process_group("gloo")
 model = torch.nn.Linear(1, 1, bias=False)
@@ -51,5 +54,7 @@ for step in range(start, STEPS):
         torch.save({"step": done, "model": model.state_dict(), "opt": opt.state_dict()}, tmp)
         os.replace(tmp, ckpt)
     dist.barrier()
-print(f"rank {rank} attempt {attempt} final w {model.weight.item():.6f}", flush=True)
+    if step_sleep:
+        time.sleep(step_sleep)
+print(f"rank {rank} attempt {attempt} world {dist.get_world_size()} final w {model.weight.item():.6f}", flush=True)
 dist.destroy_process_group()
