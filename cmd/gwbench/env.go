@@ -74,35 +74,62 @@ func setupNet(ctx context.Context, n int, b bins, dir string, logf func(string, 
 	if err := e.writeScripts(); err != nil {
 		return e, err
 	}
-	for i, h := range e.hosts {
+	for i := range e.hosts {
 		if err := e.startSSHD(ctx, i); err != nil {
 			return e, err
 		}
-		// In its own session, as a service runs: with the kernel's
-		// autogroup scheduling a session shares CPU fairly with other
-		// sessions, and sshd gives each login (so each peer's per-host
-		// proxy) its own session too.
-		p, err := bed.Start(ctx, i, "/usr/bin/unshare", "--uts", "/bin/sh", "-c", `hostname "$1" && shift && exec "$@"`, "sh", h.Addr,
-			"/usr/bin/setsid", "-w", b.agent,
-			"--listen", net.JoinHostPort(h.Addr, strconv.Itoa(agentPort)),
-			"--host-key", e.keys.HostKey, "--authorized-keys", e.keys.AuthorizedKeys,
-			"--name", "h"+strconv.Itoa(i), "--log-format", "json")
-		if err != nil {
+		if err := e.startAgent(ctx, i); err != nil {
 			return e, err
 		}
-		e.agents = append(e.agents, p)
 	}
-	for i, h := range e.hosts {
-		if err := waitBanner(ctx, net.JoinHostPort(h.Addr, strconv.Itoa(agentPort)), 20*time.Second); err != nil {
-			return e, fmt.Errorf("agent on host %d: %w\n%s", i, err, e.agents[i].Output())
+	for i := range e.hosts {
+		if err := e.waitAgent(ctx, i); err != nil {
+			return e, err
 		}
-		kids := children(e.agents[i].Pid, "agent")
-		if len(kids) != 1 {
-			return e, fmt.Errorf("agent on host %d: %d agent processes under setsid (pid %d)", i, len(kids), e.agents[i].Pid)
-		}
-		e.agentPd = append(e.agentPd, kids[0])
 	}
 	return e, nil
+}
+
+// startAgent starts host i's agent (e.agents[i], appended or replaced).
+func (e *netEnv) startAgent(ctx context.Context, i int) error {
+	h := e.hosts[i]
+	// In its own session, as a service runs: with the kernel's
+	// autogroup scheduling a session shares CPU fairly with other
+	// sessions, and sshd gives each login (so each peer's per-host
+	// proxy) its own session too.
+	p, err := e.bed.Start(ctx, i, "/usr/bin/unshare", "--uts", "/bin/sh", "-c", `hostname "$1" && shift && exec "$@"`, "sh", h.Addr,
+		"/usr/bin/setsid", "-w", e.bins.agent,
+		"--listen", net.JoinHostPort(h.Addr, strconv.Itoa(agentPort)),
+		"--host-key", e.keys.HostKey, "--authorized-keys", e.keys.AuthorizedKeys,
+		"--name", "h"+strconv.Itoa(i), "--log-format", "json")
+	if err != nil {
+		return err
+	}
+	if i < len(e.agents) {
+		e.agents[i] = p
+	} else {
+		e.agents = append(e.agents, p)
+	}
+	return nil
+}
+
+// waitAgent waits until host i's agent answers and records its PID
+// (e.agentPd[i], appended or replaced).
+func (e *netEnv) waitAgent(ctx context.Context, i int) error {
+	h := e.hosts[i]
+	if err := waitBanner(ctx, net.JoinHostPort(h.Addr, strconv.Itoa(agentPort)), 20*time.Second); err != nil {
+		return fmt.Errorf("agent on host %d: %w\n%s", i, err, e.agents[i].Output())
+	}
+	kids := children(e.agents[i].Pid, "agent")
+	if len(kids) != 1 {
+		return fmt.Errorf("agent on host %d: %d agent processes under setsid (pid %d)", i, len(kids), e.agents[i].Pid)
+	}
+	if i < len(e.agentPd) {
+		e.agentPd[i] = kids[0]
+	} else {
+		e.agentPd = append(e.agentPd, kids[0])
+	}
+	return nil
 }
 
 // startSSHD starts OpenSSH's sshd in host i as testbed.StartSSHD does

@@ -190,6 +190,9 @@ func (b *bench) all(ctx context.Context) int {
 	if needNet {
 		t0 := time.Now()
 		hosts := 16
+		if b.o.want("recover") {
+			hosts++ // the spare of "lost host to all ranks running again on a spare"
+		}
 		var err error
 		b.net, err = setupNet(ctx, hosts, b.bins, b.dir, b.logf)
 		defer func() {

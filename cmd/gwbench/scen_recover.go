@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -23,12 +24,20 @@ import (
 // CLOCK_REALTIME and exits 0. The sample runs from the failure to the
 // last rank of the second attempt writing its time.
 //
+// "lost host to all ranks running again on a spare": the same on 16
+// hosts x 8 with a 17th host as the spare (--spares 1); no rank fails:
+// once every rank is up gwbench SIGKILLs host 1's agent, as a node crash
+// ends it, and the sample runs from the kill to the last rank of the
+// second attempt (on hosts 0 and 2-16) writing its time. gwbench starts
+// host 1's agent again after each run.
+//
 // No peer is measured: mpirun and Hydra do not restart a job, and
 // torchrun's elastic agent (the peer that does) is not set up on the
 // bench's hosts.
 
 const (
 	recoverMetric = "rank failure to all ranks running again"
+	lostMetric    = "lost host to all ranks running again on a spare"
 	recoverVar    = "GWBENCH_RECOVER"
 )
 
@@ -68,7 +77,10 @@ func (b *bench) recover(ctx context.Context) error {
 	}
 	run := filepath.Join(dir, "run")
 	tag := fmt.Sprintf("gwbench-recover-%d", os.Getpid())
-	hosts := len(e.hosts)
+	hosts := min(len(e.hosts), 16)
+	if err := b.recoverLost(ctx, script, run, tag, hosts); err != nil {
+		return err
+	}
 	for _, per := range []int{1, 8} {
 		j := jobSpec{Hosts: hosts, PerHost: per, Argv: []string{"/usr/bin/env", recoverVar + "=" + tag, script, run, strconv.Itoa(failRank)}}
 		r := &recoverRun{dir: run, tag: recoverVar + "=" + tag, np: j.np()}
@@ -86,11 +98,49 @@ func (b *bench) recover(ctx context.Context) error {
 	return nil
 }
 
+// recoverLost is the lost-host case: 16 hosts x 8 and a 17th as the
+// spare, host 1's agent killed once every rank is up.
+func (b *bench) recoverLost(ctx context.Context, script, run, tag string, hosts int) error {
+	e := b.net
+	if len(e.hosts) <= hosts {
+		b.skip("recover: lost host: no spare host in the bed")
+		return nil
+	}
+	j := jobSpec{Hosts: hosts + 1, PerHost: 8, Argv: []string{"/usr/bin/env", recoverVar + "=" + tag, script, run, "-1"}}
+	r := &recoverRun{dir: run, tag: recoverVar + "=" + tag, np: hosts * 8, crash: func() (time.Time, error) {
+		t := time.Now()
+		return t, syscall.Kill(e.agentPd[1], syscall.SIGKILL)
+	}, revive: func(ctx context.Context) error {
+		if err := e.startAgent(ctx, 1); err != nil {
+			return err
+		}
+		return e.waitAgent(ctx, 1)
+	}}
+	argv := withFlag(withFlag(withFlag(e.gangway(j), "--restart-backoff=0"), "--max-restarts=1"), "--spares=1")
+	for i, a := range argv { // -np: 16 x 8, the 17th host standing by
+		if a == "-np" {
+			argv[i+1] = strconv.Itoa(hosts * 8)
+		}
+	}
+	c := contender{name: lGangway, kind: Ours, argv: argv, run: r.run, timeout: 2 * time.Minute,
+		value: func(outcome) (float64, error) { return ms(r.last), nil },
+		note:  "host 1's agent SIGKILLed once every rank is up; --spares 1 --max-restarts 1 --restart-backoff 0"}
+	name := fmt.Sprintf("%d hosts x 8 + 1 spare, host 1's agent killed", hosts)
+	b.progress("recover: %s (%d+%d rounds)", name, b.o.warmup, b.o.runs)
+	b.interleave(ctx, caseSpec{scenario: "recover", name: name, metric: lostMetric, unit: "ms"}, []contender{c})
+	return ctx.Err()
+}
+
 // recoverRun is gangway's runs in one case.
 type recoverRun struct {
 	dir, tag string
 	np       int
 	last     time.Duration // the run just done
+	// crash, when set, is the failure: called once every rank is up
+	// (in place of letting rank 1 fail), it returns when it struck.
+	crash func() (time.Time, error)
+	// revive undoes crash after the run.
+	revive func(ctx context.Context) error
 }
 
 // run is one run: the launcher, and beside it the watch that lets rank 1
@@ -109,11 +159,18 @@ func (r *recoverRun) run(ctx context.Context, s cmdSpec) outcome {
 	defer cancel(nil)
 	exited := make(chan struct{})
 	var werr error
+	var struck time.Time
 	var wg sync.WaitGroup
-	wg.Go(func() { werr = r.watch(ctx, exited) })
+	wg.Go(func() { struck, werr = r.watch(ctx, exited) })
 	o := runTimed(ctx, s)
 	close(exited)
 	wg.Wait()
+	if r.revive != nil {
+		if err := r.revive(context.WithoutCancel(ctx)); err != nil {
+			o.Err = errors.Join(o.Err, fmt.Errorf("starting the killed agent again: %w", err))
+			return o
+		}
+	}
 	if left, err := sweep(r.tag); err != nil || left > 0 {
 		o.Err = errors.Join(o.Err, err, fmt.Errorf("%d processes of the job still ran after the launcher returned (gwbench killed them)", left))
 		return o
@@ -122,15 +179,17 @@ func (r *recoverRun) run(ctx context.Context, s cmdSpec) outcome {
 		o.Err = errors.Join(o.Err, werr)
 		return o
 	}
-	raw, err := os.ReadFile(filepath.Join(r.dir, "failed"))
-	if err != nil {
-		o.Err = fmt.Errorf("rank %d left no timestamp: %w", failRank, err)
-		return o
-	}
-	failed, err := parseStamp(string(raw))
-	if err != nil {
-		o.Err = err
-		return o
+	failed := struck
+	if r.crash == nil {
+		raw, err := os.ReadFile(filepath.Join(r.dir, "failed"))
+		if err != nil {
+			o.Err = fmt.Errorf("rank %d left no timestamp: %w", failRank, err)
+			return o
+		}
+		if failed, err = parseStamp(string(raw)); err != nil {
+			o.Err = err
+			return o
+		}
 	}
 	last, n, err := latestStamp(filepath.Join(r.dir, "again"))
 	switch {
@@ -146,25 +205,29 @@ func (r *recoverRun) run(ctx context.Context, s cmdSpec) outcome {
 	return o
 }
 
-// watch lets the failing rank go once every rank of the first attempt is
-// up; the launcher returning first is an error.
-func (r *recoverRun) watch(ctx context.Context, exited <-chan struct{}) error {
+// watch lets the failing rank go, or crashes a host, once every rank of
+// the first attempt is up, and says when a crash struck; the launcher
+// returning first is an error.
+func (r *recoverRun) watch(ctx context.Context, exited <-chan struct{}) (time.Time, error) {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	by := time.Now().Add(failUpBy)
 	for {
 		ents, _ := os.ReadDir(filepath.Join(r.dir, "up"))
 		if len(ents) >= r.np {
-			return os.WriteFile(filepath.Join(r.dir, "go"), nil, 0o644)
+			if r.crash != nil {
+				return r.crash()
+			}
+			return time.Time{}, os.WriteFile(filepath.Join(r.dir, "go"), nil, 0o644)
 		}
 		select {
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			return time.Time{}, context.Cause(ctx)
 		case <-exited:
-			return fmt.Errorf("the launcher returned with %d of %d ranks up", len(ents), r.np)
+			return time.Time{}, fmt.Errorf("the launcher returned with %d of %d ranks up", len(ents), r.np)
 		case now := <-t.C:
 			if now.After(by) {
-				return fmt.Errorf("%d of %d ranks up after %v", len(ents), r.np, failUpBy)
+				return time.Time{}, fmt.Errorf("%d of %d ranks up after %v", len(ents), r.np, failUpBy)
 			}
 		}
 	}

@@ -61,7 +61,7 @@ func targets(rs []*Result, scaleCounts []int) []Target {
 	ts = append(ts, pmiTargets(rs)...)
 	ts = append(ts, launchTargets(rs)...)
 	ts = append(ts, failstopTargets(rs)...)
-	ts = append(ts, recoverTarget(rs))
+	ts = append(ts, recoverTarget(rs), lostTarget(rs))
 	ts = append(ts, scaleTargets(rs, scaleCounts)...)
 	ts = append(ts, outputTarget(rs))
 	ts = append(ts, slurmTargets(rs)...)
@@ -306,6 +306,18 @@ func agentRSSTarget(rs []*Result) Target {
 func recoverTarget(rs []*Result) Target {
 	name, goal := "rank failure to all ranks running again, 16 hosts x 8", "< 2000 ms plus --restart-backoff"
 	r := find(rs, "recover", "16 hosts x 8,", recoverMetric, lGangway)
+	if r == nil {
+		return notMeasured(name, goal)
+	}
+	t := Target{Name: name, Goal: goal, Measured: fmt.Sprintf("%s ms (backoff 0)", fmtNum(r.Median))}
+	return atMost(t, r.Median, 2000)
+}
+
+// lostTarget: from a host's agent being killed until every rank of the
+// next attempt runs, a spare in its place, under 2 s on 16 hosts x 8.
+func lostTarget(rs []*Result) Target {
+	name, goal := "lost host to all ranks running again on a spare, 16 hosts x 8", "< 2000 ms plus --restart-backoff"
+	r := find(rs, "recover", "16 hosts x 8 + 1 spare", lostMetric, lGangway)
 	if r == nil {
 		return notMeasured(name, goal)
 	}

@@ -268,3 +268,15 @@ func TestRecoverTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestLostTarget: the lost-host row decides its own target.
+func TestLostTarget(t *testing.T) {
+	r := res("recover", "16 hosts x 8 + 1 spare, host 1's agent killed", lostMetric, lGangway, Ours, false, 600)
+	r.Summary = Summarize(r.Values)
+	if got := lostTarget([]*Result{r}); got.Status != "hit" {
+		t.Errorf("%+v, want hit", got)
+	}
+	if got := lostTarget(nil); got.Status != "not measured" {
+		t.Errorf("%+v, want not measured", got)
+	}
+}
