@@ -82,7 +82,7 @@ clean:
 
 # Man pages and shell completions, written from the commands' own help by
 # cmd/internal/gendocs; `make install` installs them beside the binaries.
-.PHONY: docs install-docs install-docs-only dist
+.PHONY: docs install-docs install-docs-only dist gpu-check
 docs: build
 	$(GO) run ./cmd/internal/gendocs -bin bin -out bin/share
 
@@ -122,3 +122,10 @@ dist: docs
 		rm -rf $$d; \
 	done; \
 	cd $(DISTDIR) && sha256sum *.tar.gz >SHA256SUMS && cat SHA256SUMS
+
+# On a machine with NVIDIA GPUs and a torch with CUDA (PYTHON=...): host
+# facts against nvidia-smi, one rank per GPU with its NUMA binding, NCCL
+# across two agents, throughput against a bare run, stacks of a hung CUDA
+# rank (examples/gpu-check.sh). Exits 2 where there is no GPU.
+gpu-check: build
+	./examples/gpu-check.sh
