@@ -57,12 +57,18 @@ if [ -n "$PMI_FD" ]; then
 	/bin/bash -c 'printf "cmd=init pmi_version=1 pmi_subversion=1\n" >&"$PMI_FD" && read -r reply <&"$PMI_FD" && case $reply in *rc=0*) ;; *) exit 1 ;; esac' ||
 		{ echo "failstop rank $r: PMI-1 init on fd $PMI_FD failed" >&2; exit 2; }
 fi
-if [ "$r" = "$2" ]; then
+` + rankSleepOrFail
+
+// rankSleepOrFail ends the rank scripts of failstop and recover: rank $2
+// reports itself up, waits for gwbench's go, writes its CLOCK_REALTIME to
+// failed and exits 3; every other rank starts a child, reports itself up
+// and becomes sleep 600.
+const rankSleepOrFail = `if [ "$r" = "$2" ]; then
 	: >"$d/up/$r"
 	i=0
 	while [ ! -e "$d/go" ]; do
 		i=$((i + 1))
-		if [ "$i" -gt 1200 ]; then echo "failstop rank $r: no go from gwbench within 60 s" >&2; exit 4; fi
+		if [ "$i" -gt 1200 ]; then echo "rank $r: no go from gwbench within 60 s" >&2; exit 4; fi
 		sleep 0.05
 	done
 	date +%s.%N >"$d/failed"

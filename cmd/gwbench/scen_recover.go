@@ -47,21 +47,7 @@ d=$1
 r=${OMPI_COMM_WORLD_RANK:-$PMI_RANK}
 a=${TORCHELASTIC_RESTART_COUNT:-0}
 if [ "$a" != 0 ]; then date +%s.%N >"$d/again/$r"; exit 0; fi
-if [ "$r" = "$2" ]; then
-	: >"$d/up/$r"
-	i=0
-	while [ ! -e "$d/go" ]; do
-		i=$((i + 1))
-		if [ "$i" -gt 1200 ]; then echo "recover rank $r: no go from gwbench within 60 s" >&2; exit 4; fi
-		sleep 0.05
-	done
-	date +%s.%N >"$d/failed"
-	exit 3
-fi
-sleep 600 &
-: >"$d/up/$r"
-exec sleep 600
-`
+` + rankSleepOrFail
 
 // recover runs the scenario on every host of the bed, at 1 and at 8
 // ranks per host.
