@@ -15,13 +15,18 @@ import (
 	"gangway/cmd/internal/testbed"
 )
 
+// debianPython is Debian's Python, where python3-torch lives
+// (docs/testbed.md).
+const debianPython = "/usr/bin/python3"
+
 // TestSelftest: the fabric self-test on 4 namespace hosts, 8 ranks each.
 // Unshaped, the job runs and no host is named. Then host 3's link is
 // shaped to 100 Mbit/s toward it (tbf on the root end of its veth: the
 // kernel has no netem), about a tenth of what the veths carry here or
 // less: --selftest names host 3 and the job still runs; --selftest=strict
 // names it and stops the job before any rank starts (exit 1), and the
-// report file says so. Names and statuses are asserted; bandwidths are
+// report file says so; examples/pytorch/fabric_selftest.py over torch's
+// Gloo names it too. Names and statuses are asserted; bandwidths are
 // logged.
 func TestSelftest(t *testing.T) {
 	_, launcherBin := binaries(t)
@@ -74,6 +79,32 @@ func TestSelftest(t *testing.T) {
 		}
 		if !slowLine.MatchString(l.stderr.String()) {
 			t.Errorf("want h3 (and only h3) named slow: %v", l)
+		}
+		waitNoTagged(t, tag, 10*time.Second)
+	})
+
+	// The same plan and judgement through the job's own stack: torch's
+	// Gloo, one rank per host (examples/pytorch/fabric_selftest.py).
+	t.Run("TorchGloo", func(t *testing.T) {
+		if out, err := exec.CommandContext(t.Context(), debianPython, "-c", "import torch.distributed as d; assert d.is_gloo_available()").CombinedOutput(); err != nil {
+			t.Skipf("%s cannot import torch with Gloo (install Debian's python3-torch): %v: %s", debianPython, err, out)
+		}
+		script, err := filepath.Abs("../../../../examples/pytorch/fabric_selftest.py")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var one []string
+		for _, h := range b.hosts {
+			one = append(one, h.Addr+":1")
+		}
+		tag := newTag(t)
+		args := []string{"-i", b.keys.ClientKey, "--known-hosts", b.knownHosts, "-H", strings.Join(one, ","), "-x", tagEnv + "=" + tag,
+			debianPython, script, "--strict", "--bytes", "16777216"}
+		l := run(t, nil, launcherBin, args...)
+		t.Logf("torch gloo, h3 shaped:\n%s", l.stdout.String())
+		want := regexp.MustCompile(`(?m)^fabric selftest: slow hosts, under 33% of the median: ` + regexp.QuoteMeta(slow.Addr) + ` \([0-9.]+ MB/s\)$`)
+		if l.code != 3 || !want.MatchString(l.stdout.String()) {
+			t.Errorf("want exit 3 and h3 (alone) named slow: %v", l)
 		}
 		waitNoTagged(t, tag, 10*time.Second)
 	})
