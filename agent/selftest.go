@@ -215,19 +215,28 @@ func (s *session) selftest(ctx context.Context, st wire.Selftest) error {
 	if !s.sending.TryLock() {
 		return s.conn.Send(wire.KindSelftestResult, wire.SelftestResult{Op: st.Op, Target: st.Target, Err: "selftest: a send is already running"})
 	}
+	sctx, cancel := context.WithCancel(ctx)
+	s.smu.Lock()
+	s.stopSend = cancel
+	s.smu.Unlock()
 	s.waiters.Go(func() {
 		defer s.sending.Unlock()
-		_ = s.conn.Send(wire.KindSelftestResult, selftestSend(ctx, st))
+		defer cancel()
+		_ = s.conn.Send(wire.KindSelftestResult, selftestSend(sctx, st))
 	})
 	return nil
 }
 
-// closeSink closes the self-test's sink, if open.
+// closeSink closes the self-test's sink, if open, and ends a send still
+// running (the session's end does not wait for its bounds).
 func (s *session) closeSink() {
 	s.smu.Lock()
-	sk := s.sink
-	s.sink = nil
+	sk, stop := s.sink, s.stopSend
+	s.sink, s.stopSend = nil, nil
 	s.smu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	if sk != nil {
 		sk.close()
 	}

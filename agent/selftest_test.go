@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"io"
 	"net"
 	"strconv"
@@ -100,4 +101,37 @@ func TestSinkClose(t *testing.T) {
 	if _, err := c.Read(ack); err == nil {
 		t.Error("stream still open after the sink closed")
 	}
+}
+
+// TestSelftestSendCancelled: a send to a sink that stops reading ends
+// when its context does (the session's end, SelftestClose), not at its
+// Within.
+func TestSelftestSendCancelled(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() { // a sink that greets and then reads nothing
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		hello := make([]byte, wire.StreamHelloLen)
+		if _, err := io.ReadFull(c, hello); err == nil {
+			_, _ = c.Write(wire.SinkHello)
+		}
+		accepted <- c
+	}()
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	t0 := time.Now()
+	res := selftestSend(ctx, wire.Selftest{Op: wire.SelftestSend, Token: testToken, Target: ln.Addr().String(), Bytes: wire.MaxSelftestBytes, Within: wire.MaxSelftestTime})
+	took := time.Since(t0)
+	(<-accepted).Close()
+	if res.Err == "" || took > 10*time.Second {
+		t.Fatalf("cancelled send: %+v after %v", res, took)
+	}
+	t.Logf("cancelled send ended after %v: %s", took.Round(time.Millisecond), res.Err)
 }

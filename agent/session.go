@@ -53,9 +53,10 @@ type session struct {
 
 	stdin chan stdinChunk
 
-	smu     sync.Mutex // guards sink
-	sink    *sink      // the fabric self-test's sink, while it is open
-	sending sync.Mutex // held while a self-test send runs
+	smu      sync.Mutex         // guards sink and stopSend
+	sink     *sink              // the fabric self-test's sink, while it is open
+	stopSend context.CancelFunc // ends the self-test send running, if any
+	sending  sync.Mutex         // held while a self-test send runs
 }
 
 type stdinChunk struct {
