@@ -51,7 +51,13 @@ func (e *SelftestError) Error() string {
 // strict stops the job when a host is slow.
 func (j *job) runSelftest(ctx context.Context, choices []*nccl.Choice) error {
 	mode, n := j.cfg.Network.Selftest, len(j.sessions)
-	if mode == cli.SelftestOff || n < 2 {
+	if mode == cli.SelftestOff {
+		return nil
+	}
+	if n < 2 {
+		if !j.cfg.Out.Quiet {
+			j.out.say("selftest: one host: no pair to measure")
+		}
 		return nil
 	}
 	var old []string

@@ -28,6 +28,17 @@ func TestSelftestLoopback(t *testing.T) {
 	t.Logf("stderr:\n%s", stderr)
 }
 
+// TestSelftestOneHost: with one host there is no pair; the launcher says
+// so and runs the job.
+func TestSelftestOneHost(t *testing.T) {
+	t.Parallel()
+	c := e2e.StartLocal(t, 1)
+	stdout, stderr, code := c.RunLauncher(t, fake(t, 2, c.HostList(2), "exit:0", "--selftest=strict")...)
+	if code != 0 || !strings.Contains(stderr, "launcher: selftest: one host: no pair to measure\n") {
+		t.Fatalf("exit code %d, want 0 and the one-host line\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
+
 // TestSelftestOldAgents: agents that do not serve the self-test are named
 // and the launch refused before any frame of it reaches them.
 func TestSelftestOldAgents(t *testing.T) {
