@@ -32,9 +32,11 @@ const (
 )
 
 // SelftestError is the ending of a job that --selftest=strict stopped:
-// the slow hosts, slowest first.
+// the slow hosts, slowest first, as named and by index among the job's
+// hosts (for a step that leaves them out).
 type SelftestError struct {
 	Slow   []string
+	Index  []int
 	Median float64 // MB/s
 }
 
@@ -116,7 +118,7 @@ func (j *job) runSelftest(ctx context.Context, choices []*nccl.Choice) error {
 		}
 	}
 	if strict {
-		return &SelftestError{Slow: r.Outliers, Median: r.MedianMBps}
+		return &SelftestError{Slow: r.Outliers, Index: r.Slow, Median: r.MedianMBps}
 	}
 	return nil
 }
