@@ -205,6 +205,7 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login ac
 	// No FenceDone can come now; the ranks were stopped first, so none
 	// sees its barrier fail.
 	s.failFences()
+	s.closeSink()
 	s.wait()
 	s.removeErrorFiles()
 	s.releaseJob()
@@ -274,6 +275,7 @@ func (a *Agent) gather(ctx context.Context, peers []string, login account.Login)
 	f.CanDropCaches = f.CanDropCaches && a.AllowDropCaches && login.NoDropCaches == ""
 	f.Containment = a.containmentFact()
 	f.ProbePort = a.ProbePort
+	f.Selftest = wire.SelftestVersion
 	return f, nil
 }
 

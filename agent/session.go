@@ -52,6 +52,11 @@ type session struct {
 	names *launcherNames // the job's PMI name service, at the launcher
 
 	stdin chan stdinChunk
+
+	smu      sync.Mutex         // guards sink and stopSend
+	sink     *sink              // the fabric self-test's sink, while it is open
+	stopSend context.CancelFunc // ends the self-test send running, if any
+	sending  sync.Mutex         // held while a self-test send runs
 }
 
 type stdinChunk struct {
@@ -172,6 +177,15 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		// Dialing peers takes up to the probe's timeout: off the loop, so
 		// Stop and signals are still handled meanwhile.
 		s.waiters.Go(func() { _ = s.conn.Send(wire.KindProbeResult, probe(ctx, p)) })
+	case wire.KindSelftest:
+		st, err := decode[wire.Selftest](m)
+		if err != nil {
+			return err
+		}
+		if err := st.Validate(); err != nil {
+			return err
+		}
+		return s.selftest(ctx, st)
 	default:
 		return fmt.Errorf("unexpected message %s", m.Kind)
 	}

@@ -43,6 +43,47 @@ type Report struct {
 	Lost []string `json:"lost,omitempty"`
 	// Goodput is Goodput(Attempts), absent with no attempts.
 	Goodput *float64 `json:"goodput,omitempty"`
+	// Selftest is the last attempt's fabric self-test (--selftest);
+	// absent without one.
+	Selftest *Selftest `json:"selftest,omitempty"`
+}
+
+// Selftest is a fabric self-test: the bandwidth of each pair of hosts
+// measured (ring neighbours and a few chords), each host's figure and
+// the outliers.
+type Selftest struct {
+	// Bytes and WithinSec bound each direction of each pair.
+	Bytes     int64          `json:"bytes"`
+	WithinSec float64        `json:"within_sec"`
+	Pairs     []SelftestPair `json:"pairs"`
+	Hosts     []SelftestHost `json:"hosts"`
+	// MedianMBps is the median of the hosts' figures; a host whose figure
+	// is under Fraction of it is an outlier.
+	MedianMBps float64 `json:"median_mbps"`
+	Fraction   float64 `json:"fraction"`
+	// Outliers name the slow hosts, slowest first.
+	Outliers []string `json:"outliers"`
+	// Stopped is true when the self-test stopped the job (strict).
+	Stopped bool `json:"stopped,omitempty"`
+}
+
+// SelftestPair is one pair of hosts, both directions, in MB/s (10^6
+// bytes per second); a direction that failed has 0 and its error.
+type SelftestPair struct {
+	A        string  `json:"a"`
+	B        string  `json:"b"`
+	AToBMBps float64 `json:"a_to_b_mbps"`
+	BToAMBps float64 `json:"b_to_a_mbps"`
+	Err      string  `json:"err,omitempty"`
+}
+
+// SelftestHost is one host's figure: the median, over the pairs it is
+// in, of each pair's slower direction.
+type SelftestHost struct {
+	Name    string  `json:"name"`
+	MBps    float64 `json:"mbps"`
+	Pairs   int     `json:"pairs"`
+	Outlier bool    `json:"outlier"`
 }
 
 // Failure is one failed rank.

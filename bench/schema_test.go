@@ -61,6 +61,9 @@ func richReport(t *testing.T) Report {
 			Signal: 9, SignalName: "SIGKILL", StderrTail: []string{}},
 	}
 	rep.Lost = []string{"lost the agent on c: EOF"}
+	rep.Selftest = &Selftest{Bytes: 64 << 20, WithinSec: 2, MedianMBps: 2000, Fraction: 1.0 / 3, Outliers: []string{"b"}, Stopped: true,
+		Pairs: []SelftestPair{{A: "a", B: "b", AToBMBps: 11.5, BToAMBps: 0, Err: "b -> a: connect: refused"}},
+		Hosts: []SelftestHost{{Name: "a", MBps: 2000, Pairs: 1}, {Name: "b", MBps: 0, Pairs: 1, Outlier: true}}}
 	return rep
 }
 
@@ -85,7 +88,7 @@ func TestReportMatchesSchema(t *testing.T) {
 		t.Fatalf("report does not match report.schema.json:\n%s", strings.Join(errs, "\n"))
 	}
 	// Every optional field the schema describes appears at least once.
-	for _, key := range []string{`"ci95"`, `"slowest_rank"`, `"slowest_host"`, `"efficiency"`, `"final"`, `"deviation_pct"`} {
+	for _, key := range []string{`"ci95"`, `"slowest_rank"`, `"slowest_host"`, `"efficiency"`, `"final"`, `"deviation_pct"`, `"stopped"`, `"err"`} {
 		if !bytes.Contains(data, []byte(key)) {
 			t.Errorf("rich report lacks %s: the schema test does not cover it", key)
 		}

@@ -74,7 +74,7 @@ func Limit(k Kind) int {
 		return stdinHeader + MaxStdinData
 	case KindReady, KindGo, KindStarted, KindExit, KindSignal, KindStop, KindAbort, KindDone,
 		KindError, KindPrepare, KindPrepared, KindProbe, KindProbeResult, KindStdinAck, KindPing, KindDump,
-		KindName, KindNameReply:
+		KindName, KindNameReply, KindSelftest, KindSelftestResult:
 		return MaxControl
 	}
 	return 0

@@ -29,32 +29,34 @@ type Kind uint8
 
 // Message kinds. L->A is launcher to agent, A->L agent to launcher.
 const (
-	KindHello       Kind = iota + 1 // L->A Hello
-	KindFacts                       // A->L Facts
-	KindStart                       // L->A StartJob: prepare ranks, do not run them
-	KindReady                       // A->L Ready: every local rank is prepared (or Err)
-	KindGo                          // L->A (no payload): spawn the prepared ranks
-	KindStarted                     // A->L Started: pids of spawned ranks
-	KindOutput                      // A->L binary: rank output, whole lines
-	KindStdin                       // L->A binary: bytes for a rank's stdin; empty = EOF
-	KindExit                        // A->L Exit: one rank ended
-	KindSignal                      // L->A Signal: send a signal to every rank's group
-	KindStop                        // L->A Stop: SIGTERM every group, SIGKILL after grace
-	KindFence                       // A->L Fence: every local rank entered barrier Seq
-	KindFenceDone                   // L->A FenceDone: every host entered barrier Seq
-	KindAbort                       // A->L Abort: a rank asked to abort the job (PMI)
-	KindDone                        // A->L (no payload): every local rank ended, groups reaped
-	KindError                       // either way: Error, fatal for the session
-	KindPrepare                     // L->A Prepare: node preparation before StartJob
-	KindPrepared                    // A->L Prepared
-	KindProbe                       // L->A Probe: dial peers (reachability preflight)
-	KindProbeResult                 // A->L ProbeResult
-	KindStdinAck                    // A->L (no payload): a stdin chunk was written; send the next
-	KindPing                        // L->A (no payload): the launcher is alive (heartbeat, every few seconds)
-	KindDump                        // L->A Dump: collect every local rank's stacks (hang diagnosis)
-	KindDumped                      // A->L Dumped: the stacks
-	KindName                        // A->L Name: a rank's PMI name-service request (publish, unpublish, lookup)
-	KindNameReply                   // L->A NameReply: the job-wide name table's answer
+	KindHello          Kind = iota + 1 // L->A Hello
+	KindFacts                          // A->L Facts
+	KindStart                          // L->A StartJob: prepare ranks, do not run them
+	KindReady                          // A->L Ready: every local rank is prepared (or Err)
+	KindGo                             // L->A (no payload): spawn the prepared ranks
+	KindStarted                        // A->L Started: pids of spawned ranks
+	KindOutput                         // A->L binary: rank output, whole lines
+	KindStdin                          // L->A binary: bytes for a rank's stdin; empty = EOF
+	KindExit                           // A->L Exit: one rank ended
+	KindSignal                         // L->A Signal: send a signal to every rank's group
+	KindStop                           // L->A Stop: SIGTERM every group, SIGKILL after grace
+	KindFence                          // A->L Fence: every local rank entered barrier Seq
+	KindFenceDone                      // L->A FenceDone: every host entered barrier Seq
+	KindAbort                          // A->L Abort: a rank asked to abort the job (PMI)
+	KindDone                           // A->L (no payload): every local rank ended, groups reaped
+	KindError                          // either way: Error, fatal for the session
+	KindPrepare                        // L->A Prepare: node preparation before StartJob
+	KindPrepared                       // A->L Prepared
+	KindProbe                          // L->A Probe: dial peers (reachability preflight)
+	KindProbeResult                    // A->L ProbeResult
+	KindStdinAck                       // A->L (no payload): a stdin chunk was written; send the next
+	KindPing                           // L->A (no payload): the launcher is alive (heartbeat, every few seconds)
+	KindDump                           // L->A Dump: collect every local rank's stacks (hang diagnosis)
+	KindDumped                         // A->L Dumped: the stacks
+	KindName                           // A->L Name: a rank's PMI name-service request (publish, unpublish, lookup)
+	KindNameReply                      // L->A NameReply: the job-wide name table's answer
+	KindSelftest                       // L->A Selftest: one step of the fabric self-test (selftest.go)
+	KindSelftestResult                 // A->L SelftestResult
 )
 
 var kindNames = map[Kind]string{
@@ -64,7 +66,7 @@ var kindNames = map[Kind]string{
 	KindFenceDone: "fence-done", KindAbort: "abort", KindDone: "done", KindError: "error",
 	KindPrepare: "prepare", KindPrepared: "prepared", KindProbe: "probe", KindProbeResult: "probe-result",
 	KindStdinAck: "stdin-ack", KindPing: "ping", KindDump: "dump", KindDumped: "dumped",
-	KindName: "name", KindNameReply: "name-reply",
+	KindName: "name", KindNameReply: "name-reply", KindSelftest: "selftest", KindSelftestResult: "selftest-result",
 }
 
 func (k Kind) String() string {
@@ -134,6 +136,10 @@ type Facts struct {
 	// Routes are the routes this host uses to reach the peers it was asked
 	// about (agent/facts Options.Peers), one entry per resolved address.
 	Routes []Route `json:"routes,omitempty"`
+	// Selftest is the fabric self-test protocol the agent serves
+	// (SelftestVersion); 0: none, an older agent that would take a
+	// Selftest frame for a protocol violation.
+	Selftest int `json:"selftest,omitempty"`
 	// Containment is what holds the agent's ranks beyond their process
 	// groups: "cgroup2 DIR + subreaper supervisor", or "subreaper
 	// supervisor (no writable cgroup2: why)".

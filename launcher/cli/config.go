@@ -115,7 +115,18 @@ type Network struct {
 	Preflight            bool
 	DropCaches           int // 0, or 1|2|3 for /proc/sys/vm/drop_caches
 	DropCachesBestEffort bool
+	// Selftest is --selftest: SelftestOff, SelftestReport or
+	// SelftestStrict.
+	Selftest string
 }
+
+// --selftest modes: off (default), report the fabric self-test's table
+// and outliers and run the job, or stop the job when a host is slow.
+const (
+	SelftestOff    = ""
+	SelftestReport = "report"
+	SelftestStrict = "strict"
+)
 
 // Control bounds, stops and restarts a running job.
 type Control struct {

@@ -209,6 +209,10 @@ func TestParse(t *testing.T) {
 		{"--env-file then -x", []string{"--env-file", ef, "-x", "NCCL_DEBUG=TRACE"}, nil, func(c *Config) {
 			c.Env.Vars = map[string]string{"NCCL_DEBUG": "TRACE", "GREETING": "hello world", "QUOTED": "x"}
 		}},
+		{"--selftest", []string{"--selftest"}, nil, func(c *Config) { c.Network.Selftest = SelftestReport }},
+		{"--selftest=strict", []string{"--selftest=strict"}, nil, func(c *Config) { c.Network.Selftest = SelftestStrict }},
+		{"-selftest=report", []string{"-selftest=report"}, nil, func(c *Config) { c.Network.Selftest = SelftestReport }},
+		{"--selftest=false", []string{"--selftest", "--selftest=false"}, nil, func(c *Config) {}},
 		{"-mca KEY VALUE", []string{"-mca", "btl", "tcp,self"}, nil, func(c *Config) { c.Env.MCA = []string{"OMPI_MCA_btl=tcp,self"} }},
 		{"--mca twice", []string{"--mca", "pml", "ob1", "--mca", "btl", "^openib"}, nil, func(c *Config) {
 			c.Env.MCA = []string{"OMPI_MCA_pml=ob1", "OMPI_MCA_btl=^openib"}
@@ -373,6 +377,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown single-dash option", []string{"-bogus=1", "prog"}, nil, true, "unknown option -bogus=1"},
 		{"pflag-style short cluster", []string{"-npx", "4", "prog"}, nil, true, "unknown option -npx"},
 		{"-np without value", []string{"-np"}, nil, true, "-np needs a value"},
+		{"--selftest=loud", []string{"--selftest=loud", "prog"}, nil, true, `want report, strict or false, got "loud"`},
 		{"-np not a number", []string{"-np", "four", "prog"}, nil, true, "invalid value"},
 		{"-np negative", []string{"-np", "-1", "prog"}, nil, true, "-np -1: must be positive"},
 		{"-N negative", []string{"-N", "-2", "prog"}, nil, true, "-N -2: must be positive"},

@@ -167,6 +167,7 @@ func (n *Network) register(fs *flag.FlagSet) {
 	fs.BoolVar(&n.Preflight, "preflight", true, "before starting, check that every host reaches every other host's agent (multi-host jobs)")
 	fs.Var(dropCachesFlag{&n.DropCaches}, "drop-caches", "sync and drop page caches on every host first (=1|2|3, default 3)")
 	fs.BoolVar(&n.DropCachesBestEffort, "drop-caches-best-effort", false, "go on when a host cannot drop its caches")
+	fs.Var(selftestFlag{&n.Selftest}, "selftest", "before starting, measure the bandwidth between pairs of hosts and name slow ones (=strict: stop the job when one is slow)")
 }
 
 func (c *Control) register(fs *flag.FlagSet) {
@@ -338,6 +339,31 @@ func (d dropCachesFlag) Set(s string) error {
 		*d.v = int(s[0] - '0')
 	default:
 		return fmt.Errorf("want 1, 2 or 3, got %q", s)
+	}
+	return nil
+}
+
+// selftestFlag is --selftest[=report|strict|false]; given alone it
+// means report.
+type selftestFlag struct{ v *string }
+
+func (f selftestFlag) String() string {
+	if f.v == nil || *f.v == SelftestOff {
+		return "false"
+	}
+	return *f.v
+}
+func (f selftestFlag) IsBoolFlag() bool { return true }
+func (f selftestFlag) Set(s string) error {
+	switch s {
+	case "true", SelftestReport:
+		*f.v = SelftestReport
+	case "false", "off":
+		*f.v = SelftestOff
+	case SelftestStrict:
+		*f.v = SelftestStrict
+	default:
+		return fmt.Errorf("want report, strict or false, got %q", s)
 	}
 	return nil
 }

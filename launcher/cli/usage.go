@@ -70,6 +70,12 @@ Network and node preparation:
                            host's agent before ranks start (multi-host jobs)
   -drop-caches[=1|2|3]     sync and drop page caches on every host first (3)
   -drop-caches-best-effort go on when a host may not drop its caches
+  -selftest[=strict]       before the ranks start, hosts stream to their
+                           ring neighbours and a few chords (64 MiB or 2 s
+                           each way), one stream per host at a time; print
+                           MB/s per pair and name slow hosts (under a third
+                           of the median host); =strict: then stop the job
+                           (exit 1, nothing started)
   -inspect [-json] [-v]    print each host's facts and the environment the
                            launcher would set, then exit (NICs that are
                            down or have only link-local addresses are

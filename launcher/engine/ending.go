@@ -55,7 +55,8 @@ func (r *runner) lastWords(cause error, code int) {
 }
 
 // summary prints the throughput summary and writes --report (with every
-// attempt) and --plot after the last attempt; failing to write them turns
+// attempt and the self-test) and --plot after the last attempt, or
+// after a self-test that stopped the job; failing to write them turns
 // a success into diagnose.ExitSetup. With no attempts (a restarted
 // attempt) it only stops the attempt's collector.
 func (r *runner) summary(code int, attempts []bench.Attempt) int {
@@ -65,7 +66,10 @@ func (r *runner) summary(code int, attempts []bench.Attempt) int {
 	}
 	j.coll.Close()
 	<-j.collDone
-	if r.phase < phaseRun || attempts == nil {
+	// A job the self-test stopped still gets its report: the self-test
+	// is what it is about.
+	stopped := j.selftest != nil && j.selftest.Stopped
+	if r.phase < phaseRun && !stopped || attempts == nil {
 		return code
 	}
 	meta := bench.Meta{Command: r.cfg.Argv, Ranks: len(j.ranks), Start: r.start, End: time.Now(), Version: r.d.Version}
@@ -83,6 +87,7 @@ func (r *runner) summary(code int, attempts []bench.Attempt) int {
 		blamed = *a.Rank
 	}
 	rep.Failures, rep.Lost = j.failures().Report(blamed), j.st.lost
+	rep.Selftest = j.selftest
 	if err := WriteBench(r.cfg.Bench, rep, r.d.Stdout); err != nil {
 		fmt.Fprintf(r.d.Stderr, "launcher: %v\n", err)
 		if code == 0 {

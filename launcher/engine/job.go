@@ -36,6 +36,7 @@ type job struct {
 	coll     *bench.Collector // nil when no summary, report or plot is wanted
 	collDone chan error
 	st       *state
+	selftest *bench.Selftest // the attempt's fabric self-test, when it ran
 
 	events   chan any      // from the readers: ev* values and evMsg
 	stdinAck chan struct{} // from the readers
@@ -235,11 +236,29 @@ func (j *job) broadcast(k wire.Kind, v any) {
 // collect waits for one message of kind from every host; a lost host or
 // an agent's error ends the wait.
 func (j *job) collect(ctx context.Context, kind wire.Kind, timeout time.Duration) ([]wire.Msg, error) {
+	return j.collectFrom(ctx, kind, nil, timeout)
+}
+
+// collectFrom is collect from the hosts whose index is in from (every
+// host for nil); the answer is indexed by host, with only those set. A
+// lost host or an agent's error ends the wait, whichever host it is.
+func (j *job) collectFrom(ctx context.Context, kind wire.Kind, from []int, timeout time.Duration) ([]wire.Msg, error) {
 	out := make([]wire.Msg, len(j.sessions))
+	want := make([]bool, len(j.sessions))
+	wanted := len(from)
+	if from == nil {
+		wanted = len(j.sessions)
+		for i := range want {
+			want[i] = true
+		}
+	}
+	for _, i := range from {
+		want[i] = true
+	}
 	got := 0
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	for got < len(j.sessions) {
+	for got < wanted {
 		select {
 		case ev := <-j.events:
 			switch ev := ev.(type) {
@@ -248,7 +267,7 @@ func (j *job) collect(ctx context.Context, kind wire.Kind, timeout time.Duration
 			case evAgentError:
 				return nil, &hostError{Host: j.sessions[ev.host].host.Name, Err: errors.New(ev.msg)}
 			case evMsg:
-				if ev.msg.Kind == kind {
+				if ev.msg.Kind == kind && want[ev.host] {
 					if out[ev.host].Kind == 0 {
 						got++
 					}
@@ -258,7 +277,7 @@ func (j *job) collect(ctx context.Context, kind wire.Kind, timeout time.Duration
 		case <-t.C:
 			var missing []string
 			for i, s := range j.sessions {
-				if out[i].Kind == 0 {
+				if want[i] && out[i].Kind == 0 {
 					missing = append(missing, s.host.Name)
 				}
 			}

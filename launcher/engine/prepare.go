@@ -37,6 +37,9 @@ func (j *job) prepare(ctx context.Context) error {
 	if err := j.preflight(ctx, a.Choices); err != nil {
 		return err
 	}
+	if err := j.runSelftest(ctx, a.Choices); err != nil {
+		return err
+	}
 	return j.start(ctx, a.Envs)
 }
 

@@ -68,6 +68,9 @@ type fakeAgent struct {
 	attack func(s *fakeSession) error
 	deaf   bool // ignores Dump and Stop
 	mute   bool // reads nothing after Go (until the test ends)
+	// selftest answers the fabric self-test's steps (but close); nil: the
+	// agent predates it (no Facts.Selftest, its frames ignored).
+	selftest func(st wire.Selftest) wire.SelftestResult
 }
 
 // fakeAgents is a Dialer serving each host with its fake agent (quiet
@@ -109,7 +112,11 @@ func (a fakeAgent) serve(t *testing.T, wg *sync.WaitGroup, quit <-chan struct{},
 		case wire.KindHello:
 			var h wire.Hello
 			if err = m.Decode(&h); err == nil {
-				err = s.c.Send(wire.KindFacts, fakeFacts(s.host, h.Peers))
+				f := fakeFacts(s.host, h.Peers)
+				if a.selftest != nil {
+					f.Selftest = wire.SelftestVersion
+				}
+				err = s.c.Send(wire.KindFacts, f)
 			}
 		case wire.KindStart:
 			var j wire.StartJob
@@ -147,6 +154,11 @@ func (a fakeAgent) serve(t *testing.T, wg *sync.WaitGroup, quit <-chan struct{},
 					r.Results = append(r.Results, wire.ProbeOne{Target: target})
 				}
 				err = s.c.Send(wire.KindProbeResult, r)
+			}
+		case wire.KindSelftest:
+			var st wire.Selftest
+			if err = m.Decode(&st); err == nil && a.selftest != nil && st.Op != wire.SelftestClose {
+				err = s.c.Send(wire.KindSelftestResult, a.selftest(st))
 			}
 		case wire.KindDump:
 			if !a.deaf {

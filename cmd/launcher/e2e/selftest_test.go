@@ -1,0 +1,75 @@
+package e2e_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"gangway/agent/wire"
+	"gangway/cmd/internal/e2e"
+	"gangway/launcher"
+)
+
+// TestSelftestLoopback: --selftest=strict over 3 in-process agents on
+// loopback addresses measures the 3 pairs both ways, names no host, and
+// the job runs.
+func TestSelftestLoopback(t *testing.T) {
+	t.Parallel()
+	c := e2e.StartLocal(t, 3)
+	stdout, stderr, code := c.RunLauncher(t, fake(t, 3, c.HostList(1), "exit:0", "--selftest=strict")...)
+	if code != 0 {
+		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"launcher: selftest: 3 pairs of 3 hosts, at most 64 MiB or 2s each way", "launcher: selftest: no outlier"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	t.Logf("stderr:\n%s", stderr)
+}
+
+// TestSelftestOneHost: with one host there is no pair; the launcher says
+// so and runs the job.
+func TestSelftestOneHost(t *testing.T) {
+	t.Parallel()
+	c := e2e.StartLocal(t, 1)
+	stdout, stderr, code := c.RunLauncher(t, fake(t, 2, c.HostList(2), "exit:0", "--selftest=strict")...)
+	if code != 0 || !strings.Contains(stderr, "launcher: selftest: one host: no pair to measure\n") {
+		t.Fatalf("exit code %d, want 0 and the one-host line\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
+
+// TestSelftestOldAgents: agents that do not serve the self-test are named
+// and the launch refused before any frame of it reaches them.
+func TestSelftestOldAgents(t *testing.T) {
+	remote := fakeAgents(t, map[string]fakeAgent{})
+	_, stderr, code := e2e.Run(t, launcher.Deps{Remote: remote}, "--selftest", "--timeout", "30", "-np", "2", "-H", "old1:1,old2:1", "true")
+	if want := "--selftest: the agents on old1, old2 do not serve the fabric self-test"; code != 1 || !strings.Contains(stderr, want) {
+		t.Fatalf("exit %d, want 1 and %q:\n%s", code, want, stderr)
+	}
+}
+
+// TestHostileSelftest: an agent whose self-test answers are out of bounds
+// (more bytes than asked, no time) is named and the job not started; an
+// agent that never answers a send is named at the step's deadline (not
+// run here: it is selftestWait, 22 s).
+func TestHostileSelftest(t *testing.T) {
+	honest := func(st wire.Selftest) wire.SelftestResult {
+		if st.Op == wire.SelftestListen {
+			return wire.SelftestResult{Op: st.Op, Port: 9}
+		}
+		return wire.SelftestResult{Op: st.Op, Target: st.Target, Bytes: st.Bytes, Took: 10 * time.Millisecond}
+	}
+	liar := func(st wire.Selftest) wire.SelftestResult {
+		r := honest(st)
+		if st.Op == wire.SelftestSend {
+			r.Bytes, r.Took = 1<<50, 0
+		}
+		return r
+	}
+	remote := fakeAgents(t, map[string]fakeAgent{"honest": {selftest: honest}, "liar": {selftest: liar}})
+	_, stderr, code := e2e.Run(t, launcher.Deps{Remote: remote}, "--selftest", "--timeout", "30", "-np", "2", "-H", "honest:1,liar:1", "true")
+	if want := "host liar: selftest: a send's answer out of bounds"; code != 1 || !strings.Contains(stderr, want) {
+		t.Fatalf("exit %d, want 1 and %q:\n%s", code, want, stderr)
+	}
+}
