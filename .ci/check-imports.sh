@@ -45,7 +45,8 @@ transport: plan
 cli: plan transport
 diagnose: plan cli
 rankenv: plan cli
-engine: plan cli transport diagnose rankenv
+health:
+engine: plan cli transport diagnose rankenv health
 '
 alldeps() {
 	go list -e -f '{{join .Imports "\n"}}
