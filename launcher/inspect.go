@@ -58,7 +58,9 @@ func inspect(ctx context.Context, cfg cli.Config, d engine.Deps, l rankenv.Layou
 	out, cerr := inspectHosts(cfg, c.Hosts())
 	verdict := c.Health(cfg.Health)
 	for i, h := range verdict {
-		out[i].Health = h.Checks
+		// One place for the checks: the verdict has the agent's and
+		// the launcher's.
+		out[i].Health, out[i].Facts.Health = h.Checks, nil
 	}
 	if cfg.Out.JSON {
 		enc := json.NewEncoder(d.Stdout)

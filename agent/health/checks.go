@@ -75,7 +75,7 @@ func JudgeGPUs(s SMI) (count int, checks []wire.Check) {
 
 // judgeBusy fails when any process holds a compute context: the job's
 // ranks have not started when the agent checks, so every holder is
-// outside the job.
+// outside the job. CUDA MPS's server is not counted.
 func judgeBusy(gpus []GPU, out []byte, qerr error) wire.Check {
 	c := wire.Check{Name: wire.CheckGPUBusy}
 	apps, err := ParseApps(out)
@@ -95,7 +95,12 @@ func judgeBusy(gpus []GPU, out []byte, qerr error) wire.Check {
 		byUUID[g.UUID] = g
 	}
 	var held []string
+	mps := 0
 	for _, a := range apps {
+		if isMPSServer(a.Name) {
+			mps++
+			continue
+		}
 		where := "GPU " + a.GPUUUID
 		if g, ok := byUUID[a.GPUUUID]; ok {
 			where = g.Label()
@@ -106,8 +111,19 @@ func judgeBusy(gpus []GPU, out []byte, qerr error) wire.Check {
 		}
 		held = append(held, s)
 	}
+	if len(held) == 0 {
+		c.Status, c.Detail = wire.CheckOK, fmt.Sprintf("no process on any GPU but %d MPS server contexts", mps)
+		return c
+	}
 	c.Status, c.Detail = wire.CheckFail, strings.Join(held, "; ")
 	return c
+}
+
+// isMPSServer reports whether a compute process is CUDA MPS's server: a
+// site that runs MPS has it on every GPU, and its clients (the jobs)
+// are listed as processes of their own.
+func isMPSServer(name string) bool {
+	return name == "nvidia-cuda-mps-server" || strings.HasSuffix(name, "/nvidia-cuda-mps-server")
 }
 
 // judgeECC fails on any uncorrectable ECC error since the driver loaded

@@ -74,6 +74,19 @@ func TestJudgeGPUsFixtures(t *testing.T) {
 			smi:    func(s SMI) SMI { s.Apps = fixture(t, "h100", "", "apps-busy.csv"); return s },
 			status: "gpu-driver=ok gpu-busy=fail gpu-ecc=ok gpu-remap=ok gpu-retired=not_checked",
 			fail:   "gpu-busy: GPU 0 (GPU-e2d0ec95-1a81-707a-0c0f-ac30499a7b6a, 00000000:00:06.0) held by pid 465 /opt/torch/.venv/bin/python3 (1634 MiB)"},
+		{dir: "hgx-h100", count: 8,
+			smi: func(s SMI) SMI {
+				s.Apps = []byte("GPU-5c1f0a2e-91d4-4e6b-8a37-0d2c4e6f8a11, 3011, nvidia-cuda-mps-server, 30 MiB\n")
+				return s
+			},
+			status: allOK},
+		{dir: "hgx-h100", count: 8,
+			smi: func(s SMI) SMI {
+				s.Apps = []byte("GPU-5c1f0a2e-91d4-4e6b-8a37-0d2c4e6f8a11, 3011, /usr/bin/nvidia-cuda-mps-server, 30 MiB\nGPU-5c1f0a2e-91d4-4e6b-8a37-0d2c4e6f8a11, 4100, python3, 900 MiB\n")
+				return s
+			},
+			status: "gpu-driver=ok gpu-busy=fail gpu-ecc=ok gpu-remap=ok gpu-retired=not_checked",
+			fail:   "gpu-busy: GPU 0 (GPU-5c1f0a2e-91d4-4e6b-8a37-0d2c4e6f8a11, 00000000:18:00.0) held by pid 4100 python3 (900 MiB)"},
 		{dir: "dgx1-v100", base: "dgx-a100", count: 8,
 			smi: func(s SMI) SMI {
 				s.Remapped, s.RemappedErr = nil, errors.New("nvidia-smi: exit status 2: Field \"remapped_rows.correctable\" is not a valid field to query.")
