@@ -1,11 +1,16 @@
 package nettest
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"gangway/agent/agenttest/sshtest"
+	"gangway/agent/wire"
+	"gangway/cmd/internal/testbed"
 )
 
 // The health checks before every attempt, on two network-namespace hosts
@@ -120,4 +125,98 @@ func TestHealthCheckStopsJob(t *testing.T) {
 			t.Errorf("attempt 1 ran ranks (%v), or attempt 0 none: %v", second, rankFiles(t, dir))
 		}
 	})
+}
+
+// fakeSMI writes an nvidia-smi into a directory of its own that answers
+// as a DGX A100 does (agent/facts' and agent/health's fixtures), with
+// GPU 3 held by pid 4242, and returns the directory.
+func fakeSMI(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, src := range map[string]string{
+		"list.csv":  "../../../../agent/facts/testdata/smi-query-dgx-a100.csv",
+		"topo.txt":  "../../../../agent/facts/testdata/topo-dgx-a100.txt",
+		"query.csv": "../../../../agent/health/testdata/dgx-a100/query-gpu.csv",
+		"remap.csv": "../../../../agent/health/testdata/dgx-a100/remapped.csv",
+	} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := `#!/bin/sh
+d=$(dirname "$0")
+case "$1" in
+--query-gpu=index,uuid,pci.bus_id,name) cat "$d/list.csv" ;;
+--query-gpu=*) cat "$d/query.csv" ;;
+--query-compute-apps=*) echo "GPU-1a5e9c73-6b2f-0d48-c3a9-5e7b9d1f3a04, 4242, python3 train.py, 20480 MiB" ;;
+--query-remapped-rows=*) cat "$d/remap.csv" ;;
+topo) cat "$d/topo.txt" ;;
+*) echo "fake nvidia-smi: $*" >&2; exit 2 ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestHealthGPUBusy: the GPU checks through real agents and the real
+// exec of nvidia-smi (a stand-in answering with a DGX A100's fixtures on
+// host 1, none on host 0): the job is refused naming host 1, its GPU 3
+// and the outside pid; host 0's GPU checks say "not checked".
+func TestHealthGPUBusy(t *testing.T) {
+	_, launcherBin := binaries(t)
+	b := newBed(t, testbed.Options{Prefix: "gwy1", Hosts: 2, Subnet: 71})
+	keys, err := sshtest.GenKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	startAgents(t, b, keys, 0)
+	startAgentsEnv(t, b, keys, nil, []string{"PATH=" + fakeSMI(t) + ":" + os.Getenv("PATH")}, 1)
+	addrs := []string{b.Hosts()[0].Addr, b.Hosts()[1].Addr}
+	kh, err := keys.WriteKnownHosts(addrs, agentPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, tag := t.TempDir(), newTag(t)
+	ssh := []string{"-i", keys.ClientKey, "--known-hosts", kh, "-H", addrs[0] + ":8," + addrs[1] + ":8"}
+	l := run(t, nil, launcherBin, append(ssh, "-x", tagEnv+"="+tag, "sh", "-c", rankScript, dir, "")...)
+	t.Logf("launcher exited %d after %v:\n%s", l.code, l.took.Round(time.Millisecond), l.stderr.String())
+	want := "  " + addrs[1] + " (h1): gpu-busy: GPU 3 (GPU-1a5e9c73-6b2f-0d48-c3a9-5e7b9d1f3a04, 00000000:4E:00.0) held by pid 4242 python3 train.py (20480 MiB)"
+	if l.code != 1 || !strings.Contains(l.stderr.String(), want) || strings.Contains(l.stderr.String(), addrs[0]+" (h0):") {
+		t.Errorf("want exit 1 naming %q and not host 0: %v", want, l)
+	}
+	if f := rankFiles(t, dir); len(f) != 0 || len(taggedProcs(tag)) != 0 {
+		t.Errorf("ranks ran: %v", f)
+	}
+	in := run(t, nil, launcherBin, append(ssh, "--inspect", "--json")...)
+	var hosts []struct {
+		Host   string
+		Health []wire.Check
+	}
+	if err := json.Unmarshal([]byte(in.stdout.String()), &hosts); err != nil || len(hosts) != 2 {
+		t.Fatalf("--inspect --json: %v: %v", err, in)
+	}
+	got := map[string]wire.CheckStatus{}
+	for _, h := range hosts {
+		for _, c := range h.Health {
+			got[h.Host+" "+c.Name] = c.Status
+		}
+	}
+	for k, v := range map[string]wire.CheckStatus{
+		addrs[0] + " gpu-busy": wire.CheckNotChecked, addrs[0] + " gpu-count": wire.CheckNotChecked,
+		addrs[1] + " gpu-busy": wire.CheckFail, addrs[1] + " gpu-ecc": wire.CheckOK, addrs[1] + " gpu-remap": wire.CheckOK,
+		addrs[1] + " gpu-count": wire.CheckOK, addrs[1] + " gpu-driver": wire.CheckOK,
+	} {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %q (%v)", k, got[k], v, in)
+		}
+	}
 }
