@@ -79,7 +79,7 @@ func inspect(ctx context.Context, cfg cli.Config, d engine.Deps, l rankenv.Layou
 	if bad := health.Unhealthy(verdict); len(bad) > 0 {
 		var names []string
 		for _, i := range bad {
-			names = append(names, verdict[i].Name)
+			names = append(names, verdict[i].Label())
 		}
 		fmt.Fprintf(d.Stderr, "launcher: %d of %d hosts failed health checks (a job would not start): %s\n", len(bad), len(verdict), strings.Join(names, ", "))
 		return diagnose.ExitSetup

@@ -37,7 +37,7 @@ func (c *Cluster) Health(h cli.Health) []health.Host {
 	names := make([]string, len(c.sessions))
 	facts := make([]wire.Facts, len(c.sessions))
 	for i, s := range c.sessions {
-		names[i], facts[i] = label(s), s.facts
+		names[i], facts[i] = s.host.Name, s.facts
 	}
 	return health.Judge(names, facts, health.Options{GPUsPerHost: h.GPUsPerHost})
 }
@@ -51,7 +51,7 @@ func checkHealth(log *zap.Logger, cfg cli.Config, c *Cluster) error {
 		for _, ch := range h.Failed() {
 			failed = append(failed, ch.Name)
 		}
-		log.Info("health", zap.String("host", h.Name), zap.Strings("failed", failed))
+		log.Info("health", zap.String("host", h.Label()), zap.Strings("failed", failed))
 	}
 	return health.Err(hosts)
 }

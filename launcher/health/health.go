@@ -25,10 +25,21 @@ type Options struct {
 }
 
 // Host is one host's verdict: every check, the agent's and the
-// launcher's, in the agent's order then gpu-count and ib.
+// launcher's, in the agent's order then gpu-count and ib. Name is the
+// host as the layout names it (what a spare would replace), Agent the
+// name its agent reports when that differs.
 type Host struct {
 	Name   string       `json:"host"`
+	Agent  string       `json:"agent,omitempty"`
 	Checks []wire.Check `json:"checks"`
+}
+
+// Label names h for a person: "198.18.0.2 (h1)".
+func (h Host) Label() string {
+	if h.Agent != "" {
+		return h.Name + " (" + h.Agent + ")"
+	}
+	return h.Name
 }
 
 // Failed are h's failed checks.
@@ -46,8 +57,8 @@ func (h Host) Failed() []wire.Check {
 // failure: a missing tool does not stop a job, and is never shown as ok).
 func (h Host) Healthy() bool { return len(h.Failed()) == 0 }
 
-// Judge gives each host (names and facts in the layout's order) its
-// verdict. A host whose facts carry no health (its agent ran no checks)
+// Judge gives each host (the layout's names and the facts, in the
+// layout's order) its verdict. A host whose facts carry no health (its agent ran no checks)
 // gets one "health" check, not checked.
 func Judge(names []string, facts []wire.Facts, o Options) []Host {
 	counts := gpuCounts(facts, o)
@@ -55,6 +66,9 @@ func Judge(names []string, facts []wire.Facts, o Options) []Host {
 	out := make([]Host, len(facts))
 	for i, f := range facts {
 		h := Host{Name: names[i]}
+		if f.Name != "" && f.Name != names[i] {
+			h.Agent = f.Name
+		}
 		if f.Health == nil {
 			h.Checks = []wire.Check{{Name: "health", Status: wire.CheckNotChecked, Detail: "the agent ran no health checks"}}
 			out[i] = h
@@ -102,7 +116,7 @@ func (e *Error) Error() string {
 	fmt.Fprintf(&b, "%d of %d hosts failed health checks, so no rank was started (--no-health-check skips them):", len(e.Hosts), e.Total)
 	for _, h := range e.Hosts {
 		for _, c := range h.Failed() {
-			fmt.Fprintf(&b, "\n  %s: %s: %s", h.Name, c.Name, c.Detail)
+			fmt.Fprintf(&b, "\n  %s: %s: %s", h.Label(), c.Name, c.Detail)
 			if out := strings.TrimRight(c.Output, "\n"); out != "" {
 				for l := range strings.SplitSeq(out, "\n") {
 					b.WriteString("\n      " + l)

@@ -144,3 +144,17 @@ func TestErr(t *testing.T) {
 		t.Errorf("Unhealthy = %v", got)
 	}
 }
+
+// TestLabel: a verdict names the host as the layout does (what a spare
+// replaces) and labels it with its agent's name for people.
+func TestLabel(t *testing.T) {
+	f := hgx("h1")
+	f.Health.Checks[1].Status = wire.CheckFail
+	hosts := Judge([]string{"198.18.0.2", "h1"}, []wire.Facts{f, f}, Options{})
+	if hosts[0].Name != "198.18.0.2" || hosts[0].Label() != "198.18.0.2 (h1)" || hosts[1].Label() != "h1" {
+		t.Errorf("Judge = %+v", hosts)
+	}
+	if err := Err(hosts); err == nil || !strings.Contains(err.Error(), "\n  198.18.0.2 (h1): gpu-busy: ") {
+		t.Errorf("Err = %v", err)
+	}
+}
