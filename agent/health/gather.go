@@ -17,6 +17,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 
 	"gangway/agent/wire"
@@ -26,8 +27,8 @@ import (
 type Options struct {
 	// NvidiaSMI runs nvidia-smi with args and returns its standard
 	// output; an error matching exec.ErrNotFound means it is not
-	// installed. It must not answer from a cache: health is read fresh
-	// for every attempt.
+	// installed. It must not answer from a cache (health is read fresh
+	// for every attempt), and may be called from two goroutines at once.
 	NvidiaSMI func(ctx context.Context, args ...string) ([]byte, error)
 	// DriverGPUs are the GPUs the host's facts found (JudgeGPUs).
 	DriverGPUs int
@@ -42,6 +43,13 @@ type Options struct {
 
 // Gather runs the checks req asks for and returns the host's health.
 func Gather(ctx context.Context, o Options, req wire.HealthRequest) wire.Health {
+	// The site's command runs while nvidia-smi answers: an attempt
+	// waits for the slower of the two, not for their sum.
+	var site wire.Check
+	var wg sync.WaitGroup
+	if req.Command != "" {
+		wg.Go(func() { site = JudgeSite(RunSite(ctx, req.Command, req.Timeout, o.Site)) })
+	}
 	smi := o.NvidiaSMI
 	if smi == nil {
 		smi = runNvidiaSMI
@@ -51,8 +59,10 @@ func Gather(ctx context.Context, o Options, req wire.HealthRequest) wire.Health 
 	if errors.Is(s.GPUsErr, exec.ErrNotFound) {
 		s.Missing = true
 	} else if s.GPUsErr == nil {
-		s.Apps, s.AppsErr = smi(ctx, AppsQuery...)
+		var q sync.WaitGroup
+		q.Go(func() { s.Apps, s.AppsErr = smi(ctx, AppsQuery...) })
 		s.Remapped, s.RemappedErr = smi(ctx, RemapQuery...)
+		q.Wait()
 	}
 	h := wire.Health{}
 	h.GPUs, h.Checks = JudgeGPUs(s)
@@ -71,8 +81,9 @@ func Gather(ctx context.Context, o Options, req wire.HealthRequest) wire.Health 
 	st, err := statDir(dir, statfs)
 	h.Checks = append(h.Checks, JudgeTmp(dir, st, err, req.MinTmpFree))
 
+	wg.Wait()
 	if req.Command != "" {
-		h.Checks = append(h.Checks, JudgeSite(RunSite(ctx, req.Command, req.Timeout, o.Site)))
+		h.Checks = append(h.Checks, site)
 	}
 	return h
 }
