@@ -11,7 +11,10 @@ import (
 // hgx is an HGX H100 host's facts as its agent reports them: 8 GPUs
 // counted, the agent's checks all passing, 8 NDR InfiniBand ports (one
 // per GPU, mlx5_0..mlx5_7 as on a DGX H100) and a RoCE port that is down
-// (a storage NIC's second port, which NCCL does not use).
+// (a storage NIC's second port, which NCCL does not use): the ports are
+// what agent/facts reads from its testdata/ib-hgx-h100 sysfs fixture
+// (TestListHCAsHGX), and the "ib down" and "ib slow" cases below are its
+// -down and -slow variants.
 func hgx(name string) wire.Facts {
 	f := wire.Facts{Name: name, Health: &wire.Health{GPUs: 8, Checks: []wire.Check{
 		{Name: wire.CheckGPUDriver, Status: wire.CheckOK}, {Name: wire.CheckGPUBusy, Status: wire.CheckOK},
@@ -19,9 +22,10 @@ func hgx(name string) wire.Facts {
 		{Name: wire.CheckGPURetired, Status: wire.CheckNotChecked}, {Name: wire.CheckTmpDir, Status: wire.CheckOK},
 	}}}
 	for i := range 8 {
-		f.HCAs = append(f.HCAs, wire.HCA{Name: fmt.Sprintf("mlx5_%d", i), Port: 1, State: "ACTIVE", LinkLayer: "InfiniBand", RateGbps: 400})
+		f.HCAs = append(f.HCAs, wire.HCA{Name: fmt.Sprintf("mlx5_%d", i), Port: 1, State: "ACTIVE", LinkLayer: "InfiniBand",
+			RateGbps: 400, Netdev: fmt.Sprintf("ibp%ds0", i), NUMANode: i / 4})
 	}
-	f.HCAs = append(f.HCAs, wire.HCA{Name: "mlx5_8", Port: 1, State: "DOWN", LinkLayer: "Ethernet", RateGbps: 0})
+	f.HCAs = append(f.HCAs, wire.HCA{Name: "mlx5_8", Port: 1, State: "DOWN", LinkLayer: "Ethernet", RateGbps: 10, Netdev: "enp170s0f1np1"})
 	return f
 }
 
@@ -80,7 +84,7 @@ func TestJudge(t *testing.T) {
 			want: "node0: gpu-count: 8 GPUs, want 16 (--gpus-per-host)\nnode1: gpu-count: 8 GPUs, want 16 (--gpus-per-host)"},
 		{name: "more gpus than most", make: hgx, n: 3, change: func(f []wire.Facts) { f[0].Health.GPUs = 9 }},
 		{name: "no nvidia-smi", make: hgx, n: 2, o: Options{GPUsPerHost: 8}, change: func(f []wire.Facts) { f[0].Health.GPUs, f[1].Health.GPUs = -1, -1 }},
-		{name: "ib down", make: hgx, n: 4, change: func(f []wire.Facts) { f[3].HCAs[5].State = "DOWN" },
+		{name: "ib down", make: hgx, n: 4, change: func(f []wire.Facts) { f[3].HCAs[5].State, f[3].HCAs[5].RateGbps = "DOWN", 10 },
 			want: "node3: ib: mlx5_5:1 is DOWN (ACTIVE on 3 of 4 hosts)"},
 		{name: "ib down of two", make: hgx, n: 2, change: func(f []wire.Facts) { f[0].HCAs[0].State = "INIT" },
 			want: "node0: ib: mlx5_0:1 is INIT (ACTIVE on 1 of 2 hosts)"},
