@@ -347,3 +347,19 @@ func TestGather(t *testing.T) {
 		t.Errorf("missing TMPDIR: %s", fails)
 	}
 }
+
+// TestGatherBoundsNvidiaSMI: an nvidia-smi that does not answer fails
+// the driver check on a host whose driver lists GPUs, within
+// SMITimeout, instead of holding the attempt.
+func TestGatherBoundsNvidiaSMI(t *testing.T) {
+	hang := func(ctx context.Context, _ ...string) ([]byte, error) {
+		<-ctx.Done()
+		return nil, fmt.Errorf("nvidia-smi: %w", ctx.Err())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second) // stands in for SMITimeout
+	defer cancel()
+	h := Gather(ctx, Options{NvidiaSMI: hang, DriverGPUs: 8, TmpDir: t.TempDir()}, wire.HealthRequest{})
+	if _, fails := summary(h.Checks); h.GPUs != -1 || !strings.Contains(fails, "gpu-driver: nvidia-smi failed with 8 GPUs in /proc/driver/nvidia: nvidia-smi: context deadline exceeded") {
+		t.Errorf("a hung nvidia-smi: %d GPUs, failures %q", h.GPUs, fails)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"sync"
 	"syscall"
+	"time"
 
 	"gangway/agent/wire"
 )
@@ -55,13 +56,16 @@ func Gather(ctx context.Context, o Options, req wire.HealthRequest) wire.Health 
 		smi = runNvidiaSMI
 	}
 	s := SMI{DriverGPUs: o.DriverGPUs}
-	s.GPUs, s.GPUsErr = smi(ctx, GPUQuery...)
+	// A GPU that fell over can hang nvidia-smi: that is an answer too.
+	sctx, cancel := context.WithTimeout(ctx, SMITimeout)
+	defer cancel()
+	s.GPUs, s.GPUsErr = smi(sctx, GPUQuery...)
 	if errors.Is(s.GPUsErr, exec.ErrNotFound) {
 		s.Missing = true
 	} else if s.GPUsErr == nil {
 		var q sync.WaitGroup
-		q.Go(func() { s.Apps, s.AppsErr = smi(ctx, AppsQuery...) })
-		s.Remapped, s.RemappedErr = smi(ctx, RemapQuery...)
+		q.Go(func() { s.Apps, s.AppsErr = smi(sctx, AppsQuery...) })
+		s.Remapped, s.RemappedErr = smi(sctx, RemapQuery...)
 		q.Wait()
 	}
 	h := wire.Health{}
@@ -88,6 +92,10 @@ func Gather(ctx context.Context, o Options, req wire.HealthRequest) wire.Health 
 	return h
 }
 
+// SMITimeout bounds the health checks' nvidia-smi calls together; past
+// it they fail ("gpu-driver" fails on a host whose driver lists GPUs).
+const SMITimeout = 20 * time.Second
+
 // statDir reads dir's file system space; dir must be a directory.
 func statDir(dir string, statfs func(string) (TmpStat, error)) (TmpStat, error) {
 	fi, err := os.Stat(dir)
@@ -110,6 +118,9 @@ func runNvidiaSMI(ctx context.Context, args ...string) ([]byte, error) {
 	out.max, errOut.max = 1<<20, 4<<10
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
+	// Killed at ctx's end, an nvidia-smi stuck in the driver may not die
+	// at once: do not wait for it past this.
+	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Run(); err != nil {
 		// nvidia-smi prints most failures ("couldn't communicate with
 		// the NVIDIA driver") on stdout.
