@@ -46,7 +46,8 @@ cli: plan transport
 diagnose: plan cli
 rankenv: plan cli
 selftest:
-engine: plan cli transport diagnose rankenv selftest
+health:
+engine: plan cli transport diagnose rankenv selftest health
 '
 alldeps() {
 	go list -e -f '{{join .Imports "\n"}}

@@ -232,10 +232,18 @@ func (a *Agent) hello(ctx context.Context, conn *wire.Conn, login account.Login)
 		_ = conn.Send(wire.KindError, wire.Error{Msg: ve.Error()})
 		return h, wire.Facts{}, fmt.Errorf("%w: %w", ErrVersion, ve)
 	}
+	if err := h.Health.Validate(); err != nil {
+		_ = conn.Send(wire.KindError, wire.Error{Msg: err.Error()})
+		return h, wire.Facts{}, err
+	}
 	f, err := a.gather(ctx, h.Peers, login)
 	if err != nil {
 		_ = conn.Send(wire.KindError, wire.Error{Msg: err.Error()})
 		return h, f, err
+	}
+	if h.Health != nil {
+		hl := a.checkHealth(ctx, h, f, login)
+		f.Health = &hl
 	}
 	f.FreePort = freePort()
 	return h, f, conn.Send(wire.KindFacts, f)

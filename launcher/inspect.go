@@ -15,6 +15,7 @@ import (
 	"gangway/launcher/cli"
 	"gangway/launcher/diagnose"
 	"gangway/launcher/engine"
+	"gangway/launcher/health"
 	"gangway/launcher/rankenv"
 	"gangway/nccl"
 )
@@ -33,7 +34,10 @@ type InspectHost struct {
 	// (rankenv.CheckNCCL): a list that selects nothing here, a value
 	// NCCL does not read.
 	NCCL []string `json:"nccl_problems,omitempty"`
-	Err  string   `json:"error,omitempty"`
+	// Health is every check of the host for this attempt (the agent's,
+	// then those that compare hosts); empty with --no-health-check.
+	Health []wire.Check `json:"health,omitempty"`
+	Err    string       `json:"error,omitempty"`
 }
 
 // inspect reaches every host of l (rankenv.Reach), then prints its facts
@@ -52,6 +56,12 @@ func inspect(ctx context.Context, cfg cli.Config, d engine.Deps, l rankenv.Layou
 	}
 	defer c.Close()
 	out, cerr := inspectHosts(cfg, c.Hosts())
+	verdict := c.Health(cfg.Health)
+	for i, h := range verdict {
+		// One place for the checks: the verdict has the agent's and
+		// the launcher's.
+		out[i].Health, out[i].Facts.Health = h.Checks, nil
+	}
 	if cfg.Out.JSON {
 		enc := json.NewEncoder(d.Stdout)
 		enc.SetIndent("", "  ")
@@ -64,6 +74,14 @@ func inspect(ctx context.Context, cfg cli.Config, d engine.Deps, l rankenv.Layou
 	}
 	if cerr != nil {
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", cerr)
+		return diagnose.ExitSetup
+	}
+	if bad := health.Unhealthy(verdict); len(bad) > 0 {
+		var names []string
+		for _, i := range bad {
+			names = append(names, verdict[i].Label())
+		}
+		fmt.Fprintf(d.Stderr, "launcher: %d of %d hosts failed health checks (a job would not start): %s\n", len(bad), len(verdict), strings.Join(names, ", "))
 		return diagnose.ExitSetup
 	}
 	return 0
@@ -111,7 +129,7 @@ func inspectHosts(cfg cli.Config, hosts []rankenv.Host) ([]InspectHost, error) {
 // and -v list every one.
 func writeInspect(w io.Writer, hosts []InspectHost, verbose bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOST\tREACHED\tCPUS\tNUMA\tGPUS\tDATA NIC\tADDR\tHCAS")
+	fmt.Fprintln(tw, "HOST\tREACHED\tCPUS\tNUMA\tGPUS\tDATA NIC\tADDR\tHCAS\tHEALTH")
 	for _, h := range hosts {
 		var hcas []string
 		for _, c := range h.Facts.HCAs {
@@ -121,7 +139,7 @@ func writeInspect(w io.Writer, hosts []InspectHost, verbose bool) {
 		if nic == "" {
 			nic = "(NCCL default)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", h.Host, h.Reached, h.Facts.CPUs, h.Facts.NUMANodes, len(h.Facts.GPUs), nic, dash(h.Addr), dash(strings.Join(hcas, " ")))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", h.Host, h.Reached, h.Facts.CPUs, h.Facts.NUMANodes, len(h.Facts.GPUs), nic, dash(h.Addr), dash(strings.Join(hcas, " ")), healthCell(h.Health))
 	}
 	tw.Flush()
 	for _, h := range hosts {
@@ -158,6 +176,14 @@ func writeInspect(w io.Writer, hosts []InspectHost, verbose bool) {
 		if h.Facts.Containment != "" {
 			fmt.Fprintf(w, "ranks %s\n", h.Facts.Containment)
 		}
+		for _, c := range h.Health {
+			fmt.Fprintf(w, "health %-11s %-11s %s\n", c.Name, c.Status, c.Detail)
+			if out := strings.TrimRight(c.Output, "\n"); out != "" {
+				for l := range strings.SplitSeq(out, "\n") {
+					fmt.Fprintf(w, "       | %s\n", l)
+				}
+			}
+		}
 		for _, e := range h.Facts.DiscoveryErrs {
 			fmt.Fprintf(w, "note  %s\n", e)
 		}
@@ -171,6 +197,32 @@ func writeInspect(w io.Writer, hosts []InspectHost, verbose bool) {
 			fmt.Fprintf(w, "error %s\n", h.Err)
 		}
 	}
+}
+
+// healthCell is the table's HEALTH: "-" when not checked at all, "ok"
+// (with how many checks could not run), or FAIL with the failed checks'
+// names.
+func healthCell(checks []wire.Check) string {
+	if len(checks) == 0 {
+		return "-"
+	}
+	var failed []string
+	unchecked := 0
+	for _, c := range checks {
+		switch c.Status {
+		case wire.CheckFail:
+			failed = append(failed, c.Name)
+		case wire.CheckNotChecked:
+			unchecked++
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		return "FAIL " + strings.Join(failed, ",")
+	case unchecked > 0:
+		return fmt.Sprintf("ok (%d not checked)", unchecked)
+	}
+	return "ok"
 }
 
 func dash(s string) string {

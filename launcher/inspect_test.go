@@ -72,3 +72,26 @@ func TestWriteInspectNCCL(t *testing.T) {
 		t.Errorf("output lacks %q:\n%s", want, b.String())
 	}
 }
+
+// TestWriteInspectHealth: the table's HEALTH column and one health line
+// per check in the host's section, the site check's output under it.
+func TestWriteInspectHealth(t *testing.T) {
+	hosts := []InspectHost{
+		{Host: "a", Health: []wire.Check{{Name: wire.CheckGPUECC, Status: wire.CheckNotChecked, Detail: "nvidia-smi is not installed"}, {Name: wire.CheckTmpDir, Status: wire.CheckOK, Detail: "TMPDIR /tmp has 9.0 GiB free of 20.0 GiB"}}},
+		{Host: "b", Health: []wire.Check{{Name: wire.CheckGPUBusy, Status: wire.CheckFail, Detail: "GPU 0 held by pid 465 python3"}, {Name: wire.CheckSite, Status: wire.CheckFail, Detail: `"x" exited with status 1`, Output: "one\ntwo\n"}}},
+		{Host: "c"},
+	}
+	var b strings.Builder
+	writeInspect(&b, hosts, false)
+	out := b.String()
+	for _, s := range []string{
+		"HEALTH\n", "  ok (1 not checked)\n", "  FAIL gpu-busy,site\n", "  -\n",
+		"health gpu-ecc     not_checked nvidia-smi is not installed\n",
+		"health gpu-busy    fail        GPU 0 held by pid 465 python3\n",
+		"health site        fail        \"x\" exited with status 1\n       | one\n       | two\n",
+	} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+}

@@ -81,3 +81,41 @@ func TestListHCAsEdges(t *testing.T) {
 		}
 	}
 }
+
+// hgxHCAs is what an HGX H100's sysfs says of its RDMA ports
+// (testdata/ib-hgx-h100): eight NDR InfiniBand ports, one per GPU, and
+// a storage NIC's RoCE port that is down. launcher/health's tests judge
+// the same ports.
+func hgxHCAs() []wire.HCA {
+	var hcas []wire.HCA
+	for i := range 8 {
+		hcas = append(hcas, wire.HCA{Name: "mlx5_" + string(rune('0'+i)), Port: 1, State: "ACTIVE", LinkLayer: "InfiniBand",
+			RateGbps: 400, Netdev: "ibp" + string(rune('0'+i)) + "s0", NUMANode: i / 4})
+	}
+	return append(hcas, wire.HCA{Name: "mlx5_8", Port: 1, State: "DOWN", LinkLayer: "Ethernet", RateGbps: 10, Netdev: "enp170s0f1np1"})
+}
+
+// TestListHCAsHGX reads the HGX H100 fixture and its degraded variants:
+// a port down (mlx5_5), a port trained at a lower rate (mlx5_2).
+func TestListHCAsHGX(t *testing.T) {
+	for _, tc := range []struct {
+		root   string
+		change func([]wire.HCA)
+	}{
+		{"testdata/ib-hgx-h100", nil},
+		{"testdata/ib-hgx-h100-down", func(h []wire.HCA) { h[5].State, h[5].RateGbps = "DOWN", 10 }},
+		{"testdata/ib-hgx-h100-slow", func(h []wire.HCA) { h[2].RateGbps = 200 }},
+	} {
+		hcas, err := listHCAs(Options{SysRoot: tc.root})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := hgxHCAs()
+		if tc.change != nil {
+			tc.change(want)
+		}
+		if !reflect.DeepEqual(hcas, want) {
+			t.Errorf("%s:\ngot  %+v\nwant %+v", tc.root, hcas, want)
+		}
+	}
+}

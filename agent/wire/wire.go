@@ -19,7 +19,9 @@ import "time"
 // Facts carries another number, with a message naming both versions.
 // Version 2 added Name and NameReply (a version-1 launcher would take an
 // agent's Name for a protocol violation mid-job) and PMIJob.UniverseSize.
-const Version = 2
+// Version 3 added Hello.Health and Facts.Health: a version-2 agent would
+// ignore a site's --health-check and start ranks on a host that fails it.
+const Version = 3
 
 // Subsystem is the SSH subsystem name the agent serves the protocol on.
 const Subsystem = "gangway"
@@ -104,6 +106,9 @@ type Hello struct {
 	// Peers are the other hosts of the job (the addresses the launcher
 	// reached them on); the agent reports its route to each in Facts.Routes.
 	Peers []string `json:"peers,omitempty"`
+	// Health asks the agent to check its host before this attempt; nil
+	// asks for no checks (--no-health-check).
+	Health *HealthRequest `json:"health,omitempty"`
 }
 
 // Facts describes the agent's host. Discovery fills what it can; empty
@@ -144,6 +149,9 @@ type Facts struct {
 	// groups: "cgroup2 DIR + subreaper supervisor", or "subreaper
 	// supervisor (no writable cgroup2: why)".
 	Containment string `json:"containment,omitempty"`
+	// Health is the host's answer to Hello.Health, checked for this
+	// attempt; nil when none was asked for.
+	Health *Health `json:"health,omitempty"`
 }
 
 // Route is how a host reaches one address of a peer: the kernel's answer

@@ -21,6 +21,7 @@ type Config struct {
 	Transport transport.Options // how hosts are reached
 	Network   Network           // node and network preparation before the ranks start
 	Control   Control           // how a running job is bounded and stopped
+	Health    Health            // what every host is checked for before each attempt
 	Bench     Bench             // the throughput summary, report and plot
 	Mode      Mode              // what the launcher does with the rest
 	Argv      []string          // the program and its arguments (the logs, for --analyze)
@@ -323,6 +324,9 @@ func (c *Config) validate() error {
 		return bad("--port %d out of range", c.Transport.Port)
 	}
 	c.Env.PMI = c.in.mpi != "none"
+	if err := c.Health.validate(c.Transport.StartTimeout); err != nil {
+		return err
+	}
 	return c.Bench.validate()
 }
 

@@ -36,6 +36,7 @@ func defaultConfig(argv ...string) Config {
 		Transport: transport.Options{Kind: transport.Agent, Port: 22122, AgentPath: "agent", SSHCommand: "ssh", StartTimeout: 60 * time.Second},
 		Network:   Network{Preflight: true},
 		Control:   Control{KillGrace: 5 * time.Second, RestartBackoff: time.Second},
+		Health:    Health{Timeout: 30 * time.Second, MinTmpFree: 1 << 30},
 		Bench:     Bench{MetricScope: "rank", WarmupSteps: -1, Straggler: 0.05},
 		Argv:      argv,
 	}
@@ -256,6 +257,11 @@ func TestParse(t *testing.T) {
 		{"--timeout wins over MPIEXEC_TIMEOUT", []string{"--timeout", "5"}, map[string]string{"MPIEXEC_TIMEOUT": "10"}, func(c *Config) { c.Control.Timeout = 5 * time.Second }},
 		{"--timeout 0 wins over MPIEXEC_TIMEOUT", []string{"--timeout=0"}, map[string]string{"MPIEXEC_TIMEOUT": "10"}, func(c *Config) {}},
 		{"--start-timeout", []string{"--start-timeout", "5"}, nil, func(c *Config) { c.Transport.StartTimeout = 5 * time.Second }},
+		{"--no-health-check", []string{"--no-health-check"}, nil, func(c *Config) { c.Health.Off = true }},
+		{"health flags", []string{"--gpus-per-host", "8", "--health-check", "/etc/nhc -t 5", "--health-check-timeout", "20", "--health-min-tmp", "512M"}, nil, func(c *Config) {
+			c.Health = Health{GPUsPerHost: 8, Command: "/etc/nhc -t 5", Timeout: 20 * time.Second, MinTmpFree: 512 << 20}
+		}},
+		{"--health-min-tmp 0", []string{"--health-min-tmp", "0"}, nil, func(c *Config) { c.Health.MinTmpFree = 0 }},
 		{"--kill-grace", []string{"--kill-grace", "2s"}, nil, func(c *Config) { c.Control.KillGrace = 2 * time.Second }},
 		{"--kill-grace 0", []string{"--kill-grace=0s"}, nil, func(c *Config) { c.Control.KillGrace = 0 }},
 		{"restarts", []string{"--max-restarts", "3", "--restart-backoff", "0.5", "--run-id", "exp-7.b_c"}, nil, func(c *Config) {
@@ -371,6 +377,11 @@ func TestParseErrors(t *testing.T) {
 		wantMsg   string // a substring of the message
 	}{
 		{"empty argv", nil, nil, true, "no program given"},
+		{"negative gpus per host", []string{"--gpus-per-host", "-1", "p"}, nil, true, "--gpus-per-host -1: must not be negative"},
+		{"bad size", []string{"--health-min-tmp", "lots", "p"}, nil, true, `want a size such as 1G or 512M, got "lots"`},
+		{"negative size", []string{"--health-min-tmp", "-1G", "p"}, nil, true, "want a size"},
+		{"health check past the start timeout", []string{"--health-check", "x", "--health-check-timeout", "90", "p"}, nil, true, "--health-check-timeout 1m30s must be shorter than --start-timeout 1m0s"},
+		{"health check without time", []string{"--health-check", "x", "--health-check-timeout", "0", "p"}, nil, true, "--health-check-timeout must be positive"},
 		{"no program", []string{"-np", "4"}, nil, true, "no program given"},
 		{"no program after --", []string{"-np", "4", "--"}, nil, true, "no program given"},
 		{"unknown option", []string{"--bogus", "prog"}, nil, true, "unknown option --bogus (see launcher -h)"},
@@ -570,4 +581,17 @@ func TestMain(m *testing.M) {
 	// Tests never read this machine's ssh configuration.
 	sshClientConfig = "/nonexistent/ssh_config"
 	os.Exit(m.Run())
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "4096": 4096, "1K": 1 << 10, "512M": 512 << 20, "1G": 1 << 30, "1GiB": 1 << 30, "1.5g": 3 << 29, "2T": 2 << 40, "10GB": 10 << 30} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v, want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "G", "-1", "1P", "NaN", "1e300G", "1 G B"} {
+		if got, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
+		}
+	}
 }

@@ -40,6 +40,7 @@ func (c *Config) flagSet() *flag.FlagSet {
 	registerTransport(fs, &c.Transport, &c.in)
 	c.Network.register(fs)
 	c.Control.register(fs)
+	c.Health.register(fs)
 	c.Bench.register(fs)
 	c.Mode.register(fs)
 	c.registerCompat(fs)

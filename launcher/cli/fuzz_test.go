@@ -90,3 +90,16 @@ func FuzzParseArgs(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseSize: --health-min-tmp's parser never panics and never
+// returns a negative size.
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"0", "1G", "512M", "1GiB", "1.5g", "-1", "1e300G", "NaN", "G"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if n, err := ParseSize(s); err == nil && n < 0 {
+			t.Fatalf("ParseSize(%q) = %d", s, n)
+		}
+	})
+}

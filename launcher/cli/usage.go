@@ -151,6 +151,22 @@ Throughput (summary printed at the end when ranks print known formats):
                            logs with -l or -tag-output (untagged lines
                            count as rank 0's)
 
+Health (checked on every host before each attempt; README "Failures at
+scale"; a host that fails stops the job before any rank starts):
+  -gpus-per-host N         GPUs every host must have (default: as many as
+                           most hosts have)
+  -health-check CMD        the site's own check: /bin/sh -c CMD on every
+                           host, as the job's user, with GANGWAY_HOST set to
+                           the host's name; non-zero exit is unhealthy, and
+                           its output (4 KiB at most) is in the message
+  -health-check-timeout SECONDS
+                           how long CMD may take before it is killed and
+                           fails (default 30; below -start-timeout)
+  -health-min-tmp SIZE     free space the ranks' TMPDIR needs (default 1G;
+                           K, M, G, T; 0: only that it exists)
+  -no-health-check         start without checking the hosts
+                           (-inspect shows every check)
+
 Control:
   -timeout SECONDS         stop the job after this long (restarts included),
                            exit 124 (default: $MPIEXEC_TIMEOUT, as mpiexec);

@@ -51,8 +51,9 @@ func Dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 	for i, h := range hosts {
 		names[i] = h.Name
 	}
+	req := healthRequest(cfg.Health, cfg.Env.Vars)
 	hello := func(i int) wire.Hello {
-		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: rankenv.RoutePeers(names, i)}
+		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: rankenv.RoutePeers(names, i), Health: req}
 	}
 	logHosts(d.Log, cfg.Place, hosts)
 	sessions, err := dialAll(ctx, d.Log, d.Stderr, hosts, d.Dialers, hello, cfg.Transport.StartTimeout)
@@ -367,6 +368,15 @@ func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, he
 	if f.Version != wire.Version {
 		conn.Close()
 		return nil, transport.Permanent(&wire.VersionError{Ours: wire.Version, Theirs: f.Version})
+	}
+	if err := f.Health.Validate(); err != nil {
+		conn.Close()
+		return nil, transport.Permanent(fmt.Errorf("protocol violation: its facts' %w", err))
+	}
+	if hello.Health != nil && hello.Health.Command != "" && f.Health == nil {
+		// Without it, the site's check would pass unrun.
+		conn.Close()
+		return nil, transport.Permanent(errors.New("protocol violation: it answered without its health, so --health-check did not run"))
 	}
 	port := 0
 	if p, ok := rwc.(transport.AgentPorter); ok {

@@ -175,6 +175,12 @@ func (r *runner) run(ctx, bctx context.Context, cancel context.CancelCauseFunc, 
 	if err != nil {
 		return err
 	}
+	// Before anything is prepared anywhere: an unhealthy host ends the
+	// launch as a host that cannot be reached does (no spares yet).
+	if err := checkHealth(r.d.Log, r.cfg, c); err != nil {
+		c.Close()
+		return err
+	}
 	if r.cfg.Out.Stdin >= len(c.ranks) {
 		c.Close()
 		return cli.UsageError(fmt.Errorf("--stdin %d: the job has only %d ranks", r.cfg.Out.Stdin, len(c.ranks)))

@@ -8,7 +8,8 @@
 // 198.18.180-189.0/24, and for the MPICH compatibility tests (the PMI
 // differential test, the name service) gwm0..gwm5 on 198.18.200-205.0/24,
 // for the mpi-operator pods gwo0 on 198.18.210.0/24, for the fabric
-// self-test gwz0 on 198.18.80.0/24;
+// self-test gwz0 on 198.18.80.0/24, for the health checks gwy0-gwy1 on
+// 198.18.70-71.0/24;
 // loopback agents come from cmd/internal/e2e (their own 127.0.B.x block,
 // ephemeral ports). Nothing else is touched, so the package can run
 // beside other packages' beds.
@@ -207,6 +208,13 @@ func startAgents(t *testing.T, b *testbed.Bed, keys sshtest.Keys, hosts ...int) 
 // startAgentsWith is startAgents with extra agent flags.
 func startAgentsWith(t *testing.T, b *testbed.Bed, keys sshtest.Keys, extra []string, hosts ...int) map[int]*testbed.Proc {
 	t.Helper()
+	return startAgentsEnv(t, b, keys, extra, nil, hosts...)
+}
+
+// startAgentsEnv is startAgentsWith with env added to the agents'
+// environment (after TMPDIR, so it may replace it).
+func startAgentsEnv(t *testing.T, b *testbed.Bed, keys sshtest.Keys, extra, env []string, hosts ...int) map[int]*testbed.Proc {
+	t.Helper()
 	agentBin, _ := binaries(t)
 	procs := map[int]*testbed.Proc{}
 	for _, i := range hosts {
@@ -227,7 +235,7 @@ func startAgentsWith(t *testing.T, b *testbed.Bed, keys sshtest.Keys, extra []st
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+		cmd.Env = append(append(os.Environ(), "TMPDIR="+tmp), env...)
 		p, err := b.StartCmd(cmd)
 		if err != nil {
 			t.Fatal(err)
