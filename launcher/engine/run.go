@@ -17,6 +17,7 @@ import (
 	"gangway/bench"
 	"gangway/launcher/cli"
 	"gangway/launcher/diagnose"
+	"gangway/launcher/health"
 	"gangway/launcher/rankenv"
 	"gangway/launcher/transport"
 )
@@ -85,6 +86,12 @@ func Run(ctx context.Context, cfg cli.Config, d Deps, l rankenv.Layout) int {
 		err := r.run(actx, bctx, cancel, scope.sigs.events)
 		cause := context.Cause(actx)
 		cancel(nil)
+		if next, more, ok := r.replaceUnfit(l, err); ok {
+			// Nothing ran anywhere: the same attempt again, on spares.
+			l, leftOut = next, append(leftOut, more...)
+			n--
+			continue
+		}
 		code := r.ending(cause, err)
 		a := r.record(cause, code)
 		a.LeftOut = slices.Clone(leftOut)
@@ -101,6 +108,50 @@ func Run(ctx context.Context, cfg cli.Config, d Deps, l rankenv.Layout) int {
 			return code
 		}
 	}
+}
+
+// replaceUnfit is the layout to try the attempt again on when it ended
+// before any rank started because hosts failed their health checks or
+// --selftest=strict found them slow, and enough spares stand by to take
+// every such host's place (ok false otherwise: the error ends the job as
+// before). It says on the console which host goes and which spare comes.
+func (r *runner) replaceUnfit(l rankenv.Layout, err error) (rankenv.Layout, []bench.LeftOut, bool) {
+	if r.phase >= phaseRun || err == nil || len(l.Spares) == 0 {
+		return l, nil, false
+	}
+	var out []diagnose.Blame
+	var he *health.Error
+	var se *SelftestError
+	switch {
+	case errors.As(err, &he):
+		for _, h := range he.Hosts {
+			var why []string
+			for _, c := range h.Failed() {
+				why = append(why, c.Name+": "+c.Detail)
+			}
+			out = append(out, diagnose.Blame{Host: h.Name, Why: "unhealthy: " + strings.Join(why, "; ")})
+		}
+	case errors.As(err, &se):
+		for _, i := range se.Index {
+			out = append(out, diagnose.Blame{Host: l.Hosts[i].Name, Why: "slow in the fabric self-test"})
+		}
+	default:
+		return l, nil, false
+	}
+	names := make([]string, len(out))
+	for i, b := range out {
+		names[i] = b.Host
+	}
+	next, taken, rerr := l.Replace(names)
+	if rerr != nil || len(taken) != len(out) {
+		return l, nil, false
+	}
+	var left []bench.LeftOut
+	for i, b := range out {
+		fmt.Fprintf(r.d.Stderr, "launcher: leaving out %s before the start (%s); spare %s takes its place\n", b.Host, b.Why, taken[i].Name)
+		left = append(left, bench.LeftOut{Host: b.Host, Why: b.Why, Spare: taken[i].Name})
+	}
+	return next, left, true
 }
 
 // replaceBlamed is the next attempt's layout: the hosts this attempt's
@@ -176,7 +227,8 @@ func (r *runner) run(ctx, bctx context.Context, cancel context.CancelCauseFunc, 
 		return err
 	}
 	// Before anything is prepared anywhere: an unhealthy host ends the
-	// launch as a host that cannot be reached does (no spares yet).
+	// launch as a host that cannot be reached does, unless a spare can
+	// take its place (Run's replaceUnfit).
 	if err := checkHealth(r.d.Log, r.cfg, c); err != nil {
 		c.Close()
 		return err

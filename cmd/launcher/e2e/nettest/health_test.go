@@ -220,3 +220,74 @@ func TestHealthGPUBusy(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthSpareTakesPlace: with three hosts for two hosts' ranks (8 on
+// each, the third a spare), a host whose site check fails before the
+// start is left out and the spare takes its place without any rank ever
+// starting on the unhealthy host; the job runs its 16 ranks on host 0
+// and the spare, and --report's attempt says who went, why and who came.
+func TestHealthSpareTakesPlace(t *testing.T) {
+	_, launcherBin := binaries(t)
+	b := newBed(t, testbed.Options{Prefix: "gwy2", Hosts: 3, Subnet: 72})
+	keys, err := sshtest.GenKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	startAgentsWith(t, b, keys, nil, 0, 1, 2)
+	var addrs []string
+	for _, h := range b.Hosts() {
+		addrs = append(addrs, h.Addr)
+	}
+	kh, err := keys.WriteKnownHosts(addrs, agentPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "gate")
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(dir, "report.json")
+	check := "sh -c '" + healthScript + "' check " + addrs[1] + " " + gate
+	// Each rank names its file after its host's address (hostname -I
+	// lists the namespace's own).
+	rank := `touch "$0/rank.$RANK.$(hostname -I | cut -d' ' -f1)"`
+	l := run(t, nil, launcherBin, "-i", keys.ClientKey, "--known-hosts", kh, "-np", "16", "-H", addrs[0]+":8,"+addrs[1]+":8,"+addrs[2]+":8",
+		"--health-check", check, "--report", report, "sh", "-c", rank, dir)
+	t.Logf("launcher: %v", l)
+	if l.code != 0 {
+		t.Fatalf("exit code %d, want 0 with the spare in the unhealthy host's place", l.code)
+	}
+	if want := "launcher: leaving out " + addrs[1] + " before the start (unhealthy: site: "; !strings.Contains(l.stderr.String(), want) ||
+		!strings.Contains(l.stderr.String(), "spare "+addrs[2]+" takes its place") {
+		t.Errorf("stderr does not say host 1 goes and the spare comes: %v", l)
+	}
+	on := map[string]int{}
+	for _, f := range rankFiles(t, dir) {
+		parts := strings.SplitN(filepath.Base(f), ".", 3)
+		on[parts[2]]++
+	}
+	if on[addrs[0]] != 8 || on[addrs[2]] != 8 || on[addrs[1]] != 0 {
+		t.Errorf("ranks per host %v, want 8 on %s and on the spare %s, none on %s", on, addrs[0], addrs[2], addrs[1])
+	}
+	raw, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Attempts []struct {
+			Hosts   []string `json:"hosts"`
+			LeftOut []struct {
+				Host, Why, Spare string
+			} `json:"left_out"`
+		} `json:"attempts"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Attempts) != 1 || strings.Join(rep.Attempts[0].Hosts, ",") != addrs[0]+","+addrs[2] ||
+		len(rep.Attempts[0].LeftOut) != 1 || rep.Attempts[0].LeftOut[0].Host != addrs[1] || rep.Attempts[0].LeftOut[0].Spare != addrs[2] ||
+		!strings.Contains(rep.Attempts[0].LeftOut[0].Why, "unhealthy: site") {
+		t.Errorf("report's attempts: %s", raw)
+	}
+}
