@@ -242,13 +242,20 @@ func readInt(p string) (int, error) {
 	return n, nil
 }
 
+// nvidiaSMITimeout bounds one nvidia-smi call: a driver in a bad state
+// can make it hang, and the facts answer the launcher's Hello.
+var nvidiaSMITimeout = 20 * time.Second
+
 // runNvidiaSMI is the default Options.NvidiaSMI.
 func runNvidiaSMI(ctx context.Context, args ...string) ([]byte, error) {
 	path, err := exec.LookPath("nvidia-smi")
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, nvidiaSMITimeout)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.WaitDelay = time.Second // a child holding its pipes cannot hold us
 	out, err := cmd.Output()
 	if err != nil {
 		// nvidia-smi prints most failures ("couldn't communicate with the
