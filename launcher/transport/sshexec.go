@@ -46,6 +46,9 @@ func (s *sshExec) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser
 		args = []string{"ssh"}
 	}
 	args = append(args, "-o", "BatchMode=yes")
+	if s.cfg.SSHConfig != "" {
+		args = append(args, "-F", s.cfg.SSHConfig)
+	}
 	if h.Port != 0 {
 		args = append(args, "-p", strconv.Itoa(h.Port))
 	}
