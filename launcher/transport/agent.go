@@ -265,6 +265,17 @@ func (d *AgentDialer) Client(ctx context.Context, h hostfile.Host) (*ssh.Client,
 	return ssh.NewClient(conn, chans, reqs), ip, nil
 }
 
+// PeerName is h's HostName in the ssh configuration: an alias there
+// (Host node1 / HostName 10.1.0.1) means nothing to the other hosts,
+// which look their peers up to find the route to them.
+func (d *AgentDialer) PeerName(h hostfile.Host) string {
+	hc, err := d.target(h)
+	if err != nil {
+		return h.Name
+	}
+	return hc.HostName
+}
+
 // target is h's configuration: its own user and port, then -p, then the
 // ssh configuration, then the launcher's defaults (--port, this user).
 func (d *AgentDialer) target(h hostfile.Host) (hostConfig, error) {

@@ -59,6 +59,15 @@ func (d *AgentDialer) route(hc hostConfig, depth int) ([]hostConfig, error) {
 	return hops, nil
 }
 
+// errJumpRefused marks a jump host that refused the TCP connection
+// (refusedError).
+var errJumpRefused = errors.New("refused")
+
+type refusedError struct{ error }
+
+func (e refusedError) Unwrap() error        { return e.error }
+func (e refusedError) Is(target error) bool { return target == errJumpRefused }
+
 // jumpError names the jump host a failure happened at.
 type jumpError struct {
 	Jump string // the jump host as configured, and its address
@@ -175,7 +184,17 @@ func (p *jumpPool) acquire(ctx context.Context, d *AgentDialer, hops []hostConfi
 // first, else through the chain before it.
 func (p *jumpPool) login(ctx context.Context, d *AgentDialer, hops []hostConfig) (*ssh.Client, error) {
 	last := hops[len(hops)-1]
-	var dial func(context.Context) (net.Conn, error)
+	dial := func(ctx context.Context) (net.Conn, error) {
+		nd := net.Dialer{Timeout: last.ConnectTimeout}
+		c, err := nd.DialContext(ctx, "tcp", last.Addr())
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, refusedError{fmt.Errorf("%s: connection refused (is its sshd running, and on this port? Port in the ssh config, or host:port in ProxyJump)", last.Addr())}
+		}
+		if err != nil {
+			return nil, classify(last.Addr(), err)
+		}
+		return c, nil
+	}
 	if len(hops) > 1 {
 		dial = func(ctx context.Context) (net.Conn, error) {
 			return p.dialThrough(ctx, d, hops[:len(hops)-1], last.Addr())
@@ -191,7 +210,7 @@ func (p *jumpPool) login(ctx context.Context, d *AgentDialer, hops []hostConfig)
 			return nil, err // an earlier hop's
 		}
 		err = &jumpError{Jump: hopName(last), Err: err}
-		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, ErrPermanent) {
+		if errors.Is(err, errJumpRefused) || errors.Is(err, ErrPermanent) {
 			// A jump host is a stock sshd that is up or not: waiting
 			// for it, as for an agent that starts late, helps nobody.
 			return nil, Permanent(err)
