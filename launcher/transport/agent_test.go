@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -170,4 +171,46 @@ func TestSSHDialerNoSubsystem(t *testing.T) {
 	}
 	<-s.global
 	<-s.openErr
+}
+
+// TestSSHDialerConfigAlias: a name that only the ssh configuration knows
+// (Host node1 / HostName 127.0.0.1, with the Port there) is dialed at its
+// HostName and Port, not looked up itself; the config's Port wins over
+// the default --port but not over a given one.
+func TestSSHDialerConfigAlias(t *testing.T) {
+	s, tr := startTestServer(t, false)
+	cfg := filepath.Join(t.TempDir(), "config")
+	text := "Host node1\n    HostName " + s.addr + "\n    Port " + strconv.Itoa(s.port) + "\n"
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr.SSHConfig, tr.Port = cfg, 22122
+	d, err := NewAgentDialer(tr, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hostfile.Host{Name: "node1"}
+	if got := d.PeerName(h); got != s.addr {
+		t.Errorf("PeerName %q, want the HostName %s", got, s.addr)
+	}
+	trGiven := tr
+	trGiven.PortGiven = true
+	given, err := NewAgentDialer(trGiven, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hc, err := given.target(h); err != nil || hc.Port != 22122 {
+		t.Errorf("with -p given: %+v %v, want port 22122", hc, err)
+	}
+	rwc, ip, err := d.Dial(t.Context(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rwc.Close()
+	if ip != "127.0.0.1" {
+		t.Errorf("reached on %q, want 127.0.0.1", ip)
+	}
+	<-s.global
+	<-s.openErr
+	<-s.chanReply
 }
