@@ -189,12 +189,14 @@ type hostDefaults struct {
 	DefPort int
 }
 
-// resolve is alias's configuration with d applied in order of
-// precedence: the host's own user and port, then -p, then the
+// resolve is the configuration of the host called name (matched
+// against the Host patterns lower-cased, as ssh does) with d applied in
+// order of precedence: the host's own user and port, then -p, then the
 // configuration, then the defaults.
-func (c *sshConfig) resolve(alias string, d hostDefaults) (hostConfig, error) {
-	h := hostConfig{Alias: alias}
-	h.HostName = alias
+func (c *sshConfig) resolve(name string, d hostDefaults) (hostConfig, error) {
+	h := hostConfig{Alias: name}
+	h.HostName = name
+	alias := strings.ToLower(name) // matched lower-cased, as ssh does
 	if v := c.get(alias, "HostName"); v != "" {
 		h.HostName = expandTokens(v, map[byte]string{'h': alias, 'n': alias})
 	}
@@ -208,7 +210,7 @@ func (c *sshConfig) resolve(alias string, d hostDefaults) (hostConfig, error) {
 		if v := c.get(alias, "Port"); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > 65535 {
-				return h, fmt.Errorf("ssh config: Port %q for %s: want 1 to 65535", v, alias)
+				return h, fmt.Errorf("ssh config: Port %q for %s: want 1 to 65535", v, name)
 			}
 			h.Port = n
 		}
@@ -231,7 +233,7 @@ func (c *sshConfig) resolve(alias string, d hostDefaults) (hostConfig, error) {
 	if v := c.get(alias, "ConnectTimeout"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return h, fmt.Errorf("ssh config: ConnectTimeout %q for %s: want seconds", v, alias)
+			return h, fmt.Errorf("ssh config: ConnectTimeout %q for %s: want seconds", v, name)
 		}
 		h.ConnectTimeout = time.Duration(n) * time.Second
 	}
@@ -242,7 +244,7 @@ func (c *sshConfig) resolve(alias string, d hostDefaults) (hostConfig, error) {
 	if v := c.get(alias, "ProxyJump"); v != "" {
 		jumps, err := parseProxyJump(expandTokens(v, tokens))
 		if err != nil {
-			return h, fmt.Errorf("ssh config: ProxyJump for %s: %w", alias, err)
+			return h, fmt.Errorf("ssh config: ProxyJump for %s: %w", name, err)
 		}
 		h.Jumps = jumps
 	}

@@ -99,6 +99,10 @@ func TestResolveSSHConfig(t *testing.T) {
 			Alias: "node2", HostName: "198.18.30.12", Port: 2222, User: "bob",
 			IdentityFiles: []string{id("id_bob"), id("id_198.18.30.12"), "/etc/ssh/id_all"},
 			Jumps:         []jumpHost{{Host: "jump"}}}},
+		{"matched lower-cased, as ssh does", "NODE2", agent, hostConfig{
+			Alias: "NODE2", HostName: "198.18.30.12", Port: 2222, User: "bob",
+			IdentityFiles: []string{id("id_bob"), id("id_198.18.30.12"), "/etc/ssh/id_all"},
+			Jumps:         []jumpHost{{Host: "jump"}}}},
 		{"negated pattern", "node9", agent, hostConfig{
 			Alias: "node9", HostName: "node9", Port: 2222, User: "everyone",
 			IdentityFiles: []string{"/etc/ssh/id_all"}}},
