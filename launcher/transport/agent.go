@@ -246,7 +246,11 @@ func (d *AgentDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCl
 	}
 	cc, err := openSubsystem(conn, chans, reqs)
 	if errors.Is(err, errNoSubsystem) {
-		return nil, "", Permanent(fmt.Errorf("the SSH server on %s has no %q subsystem (is it a gangway agent? for a stock sshd use --transport ssh)", h.Name, wire.Subsystem))
+		from := ""
+		if hc, err := d.target(h); err == nil && h.Port == 0 && !d.cfg.PortGiven && hc.Port != d.cfg.Port {
+			from = fmt.Sprintf("; port %d is the ssh config's Port for %s, -p overrides it", hc.Port, h.Name)
+		}
+		return nil, "", Permanent(fmt.Errorf("the SSH server on %s has no %q subsystem (is it a gangway agent? for a stock sshd use --transport ssh%s)", h.Name, wire.Subsystem, from))
 	}
 	if err != nil {
 		return nil, "", err

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -170,6 +171,28 @@ func TestSSHDialerNoSubsystem(t *testing.T) {
 	want := "the SSH server on 127.0.0.1 has no \"gangway\" subsystem (is it a gangway agent? for a stock sshd use --transport ssh)"
 	if !errors.Is(err, ErrPermanent) || err.Error() != want {
 		t.Fatalf("Dial: %v, want permanent %q", err, want)
+	}
+	<-s.global
+	<-s.openErr
+}
+
+// TestSSHDialerNoSubsystemConfigPort: when the port came from the ssh
+// configuration (a Port meant for sshd), the refusal says so.
+func TestSSHDialerNoSubsystemConfigPort(t *testing.T) {
+	s, tr := startTestServer(t, true)
+	cfg := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(cfg, []byte("Host *\n Port "+strconv.Itoa(s.port)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr.SSHConfig, tr.Port = cfg, 22122
+	d, err := NewAgentDialer(tr, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = d.Dial(t.Context(), hostfile.Host{Name: s.addr})
+	want := fmt.Sprintf("use --transport ssh; port %d is the ssh config's Port for 127.0.0.1, -p overrides it)", s.port)
+	if !errors.Is(err, ErrPermanent) || !strings.HasSuffix(err.Error(), want) {
+		t.Fatalf("Dial: %v, want permanent, ending %q", err, want)
 	}
 	<-s.global
 	<-s.openErr
