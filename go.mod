@@ -3,6 +3,7 @@ module gangway
 go 1.26.0
 
 require (
+	github.com/kevinburke/ssh_config v1.6.0
 	github.com/vishvananda/netlink v1.3.1
 	go.uber.org/zap v1.28.0
 	golang.org/x/crypto v0.58.0

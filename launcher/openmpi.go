@@ -48,7 +48,13 @@ func openMPIArgs(cfg cli.Config, self string, hostfilePath string, np int, root 
 			port = h.Port
 		}
 	}
-	rsh := []string{self, "--rsh", "-p", strconv.Itoa(port)}
+	rsh := []string{self, "--rsh"}
+	if t.PortGiven || port != t.Port {
+		rsh = append(rsh, "-p", strconv.Itoa(port))
+	}
+	if t.SSHConfig != "" {
+		rsh = append(rsh, "-F", t.SSHConfig)
+	}
 	if t.Identity != "" {
 		rsh = append(rsh, "-i", t.Identity)
 	}

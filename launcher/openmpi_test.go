@@ -8,7 +8,7 @@ import (
 )
 
 func TestOpenMPIArgs(t *testing.T) {
-	cfg, err := cli.Parse([]string{"--mpi=openmpi", "-np", "4", "-H", "a:2,b:2", "-i", "/k", "--known-hosts", "/kh",
+	cfg, err := cli.Parse([]string{"--mpi=openmpi", "-np", "4", "-H", "a:2,b:2", "-i", "/k", "--known-hosts", "/kh", "-F", "/cfg",
 		"-x", "FOO=bar", "-mca", "btl", "tcp,self", "--tag-output", "-map-by", "node", "./prog", "-v"}, func(string) string { return "" }, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -18,7 +18,7 @@ func TestOpenMPIArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Join(args, " ")
-	want := "--hostfile /tmp/hf -np 4 --map-by node --bind-to none --mca plm_rsh_agent /bin/launcher --rsh -p 22122 -i /k --known-hosts /kh" +
+	want := "--hostfile /tmp/hf -np 4 --map-by node --bind-to none --mca plm_rsh_agent /bin/launcher --rsh -F /cfg -i /k --known-hosts /kh" +
 		" --mca routed_radix 64 --allow-run-as-root --tag-output --mca btl tcp,self -x PYTHONUNBUFFERED=1 -x FOO=bar"
 	if got != want {
 		t.Fatalf("mpirun args\n got %s\nwant %s", got, want)

@@ -90,7 +90,7 @@ func rsh(ctx context.Context, args []string, d Deps) int {
 
 // rshCommand is a parsed --rsh command line.
 type rshCommand struct {
-	opts    transport.Options // -p, -i, --known-hosts, --accept-new-host-keys
+	opts    transport.Options // -p, -i, -F, --known-hosts, --accept-new-host-keys
 	host    hostfile.Host
 	target  string // HOST as given
 	command string // COMMAND's words joined by spaces, as ssh does
@@ -105,10 +105,12 @@ func rshArgs(args []string, stderr io.Writer) (rc rshCommand, ok bool) {
 	fs.StringVar(&rc.opts.Identity, "i", "", "identity")
 	fs.StringVar(&rc.opts.KnownHosts, "known-hosts", "", "known_hosts")
 	fs.BoolVar(&rc.opts.AcceptNewHosts, "accept-new-host-keys", false, "trust new host keys")
+	fs.StringVar(&rc.opts.SSHConfig, "F", "", "ssh client configuration")
 	fs.Bool("x", false, "no X11 forwarding (ignored)")
 	if err := fs.Parse(args); err != nil {
 		return rc, false
 	}
+	fs.Visit(func(f *flag.Flag) { rc.opts.PortGiven = rc.opts.PortGiven || f.Name == "p" })
 	if fs.NArg() < 2 {
 		fmt.Fprintln(stderr, "launcher --rsh: usage: launcher --rsh [options] HOST COMMAND...")
 		return rc, false

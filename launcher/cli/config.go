@@ -222,6 +222,7 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 	}
 	c.in.given = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { c.in.given[f.Name] = true })
+	c.Transport.PortGiven = c.in.given["p"] || c.in.given["port"]
 	c.Argv = prog
 	if c.in.mpi == "openmpi" {
 		c.Mode = max(c.Mode, ModeOpenMPI)

@@ -272,8 +272,8 @@ func TestParse(t *testing.T) {
 		{"--transport ssh", []string{"--transport", "ssh", "--ssh", "ssh -F /dev/null", "--agent-path", "/opt/agent"}, nil, func(c *Config) {
 			c.Transport.Kind, c.Transport.SSHCommand, c.Transport.AgentPath = transport.SSH, "ssh -F /dev/null", "/opt/agent"
 		}},
-		{"-p", []string{"-p", "2222"}, nil, func(c *Config) { c.Transport.Port = 2222 }},
-		{"--port", []string{"--port", "2222"}, nil, func(c *Config) { c.Transport.Port = 2222 }},
+		{"-p", []string{"-p", "2222"}, nil, func(c *Config) { c.Transport.Port, c.Transport.PortGiven = 2222, true }},
+		{"--port", []string{"--port", "2222"}, nil, func(c *Config) { c.Transport.Port, c.Transport.PortGiven = 2222, true }},
 		{"ssh options", []string{"-i", "/k", "--known-hosts", "/kh", "--accept-new-host-keys"}, nil, func(c *Config) {
 			c.Transport.Identity, c.Transport.KnownHosts, c.Transport.AcceptNewHosts = "/k", "/kh", true
 		}},

@@ -157,6 +157,7 @@ func registerTransport(fs *flag.FlagSet, t *transport.Options, in *flagInputs) {
 	t.SSHCommand = "ssh"
 	fs.Var(sshCommandFlag{&t.SSHCommand}, "ssh", "ssh command line for --transport ssh, split into words as sh would with no shell run: quotes and backslashes work, $VAR and ~ are not expanded (e.g. \"ssh -F /dev/null -o 'UserKnownHostsFile=/tmp/my hosts'\")")
 	fs.StringVar(&t.Identity, "i", "", "SSH identity file, and its user certificate FILE-cert.pub if there (default: SSH_AUTH_SOCK, then ~/.ssh/id_ed25519, id_ecdsa, id_rsa)")
+	fs.StringVar(&t.SSHConfig, "F", "", "ssh client configuration read instead of ~/.ssh/config and /etc/ssh/ssh_config (HostName, Port, User, IdentityFile, ProxyJump...), as ssh -F; none reads none")
 	fs.StringVar(&t.KnownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts)")
 	fs.BoolVar(&t.AcceptNewHosts, "accept-new-host-keys", false, "trust and record host keys seen for the first time")
 	t.StartTimeout = DefaultStartTimeout

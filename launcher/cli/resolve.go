@@ -86,7 +86,7 @@ func portFromSSHConfig(t *transport.Options, path string) {
 	}
 	defer f.Close()
 	if port, ok := hostfile.SSHConfigPort(f); ok {
-		t.Port, t.PortFrom = port, path
+		t.Port, t.PortFrom, t.PortGiven = port, path, true
 	}
 }
 

@@ -201,7 +201,9 @@ Control:
                            'agent --srun' per node started by one srun step
                            (the default inside a Slurm allocation, SLURM_JOB_ID,
                            when no -H or hostfile is given)
-  -p, -port N              agent port (default 22122)
+  -p, -port N              agent port (default 22122; a Port in the ssh
+                           config for the host wins over the default, -p and
+                           host:slots:port win over it)
   -agent-path PATH         agent binary on the hosts for -transport ssh, slurm
                            (a leading ~/ is the remote home)
   -prefix DIR              mpirun's install prefix: -agent-path DIR/bin/agent
@@ -211,6 +213,14 @@ Control:
   -i FILE                  SSH identity, with FILE-cert.pub if there
                            (default: SSH_AUTH_SOCK, ~/.ssh/id_*); refused,
                            as ssh does, when group or others may read it
+  -F FILE|none             ssh client config read instead of ~/.ssh/config
+                           and /etc/ssh/ssh_config (default: both, as ssh):
+                           Host aliases and patterns, HostName, Port, User,
+                           IdentityFile, IdentitiesOnly, ProxyJump,
+                           ConnectTimeout, StrictHostKeyChecking,
+                           UserKnownHostsFile; Match blocks are ignored;
+                           precedence: user@host:port in -H or a hostfile,
+                           then flags, then the config, then defaults
   -known-hosts FILE        default ~/.ssh/known_hosts; @cert-authority
                            lines trust agents' host certificates
   -accept-new-host-keys    record host keys seen for the first time

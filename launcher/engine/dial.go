@@ -48,12 +48,13 @@ func (c *Cluster) Close() {
 func Dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.Layout) (*Cluster, error) {
 	hosts := l.Hosts
 	names := make([]string, len(hosts))
+	peers := make([]string, len(hosts)) // as the hosts know each other
 	for i, h := range hosts {
-		names[i] = h.Name
+		names[i], peers[i] = h.Name, d.Dialers.PeerName(h)
 	}
 	req := healthRequest(cfg.Health, cfg.Env.Vars)
 	hello := func(i int) wire.Hello {
-		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: rankenv.RoutePeers(names, i), Health: req}
+		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: rankenv.RoutePeers(peers, i), Health: req}
 	}
 	logHosts(d.Log, cfg.Place, hosts)
 	sessions, err := dialAll(ctx, d.Log, d.Stderr, hosts, d.Dialers, hello, cfg.Transport.StartTimeout)
@@ -70,7 +71,7 @@ func Dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 		return nil, err
 	}
 	for i, s := range sessions {
-		s.host = l.Hosts[i]
+		s.host, s.peer = l.Hosts[i], peers[i]
 	}
 	c.ranks = l.Ranks
 	if c.ranks != nil {

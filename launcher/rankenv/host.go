@@ -11,14 +11,21 @@ import (
 type Host struct {
 	hostfile.Host
 	Reached string // "" when not a network address
-	Facts   wire.Facts
+	// Peer is the name the other hosts know it by, which its agent's
+	// routes to them are keyed by (the HostName an ssh configuration
+	// gives an alias); "" means Name.
+	Peer  string
+	Facts wire.Facts
 }
 
-// hostNames are the hosts' names, in order.
-func hostNames(hosts []Host) []string {
+// peerNames are the names the hosts know each other by, in order.
+func peerNames(hosts []Host) []string {
 	out := make([]string, len(hosts))
 	for i, h := range hosts {
 		out[i] = h.Name
+		if h.Peer != "" {
+			out[i] = h.Peer
+		}
 	}
 	return out
 }

@@ -9,7 +9,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,18 +30,25 @@ import (
 
 // AgentDialer reaches agents with x/crypto/ssh and opens the gangway
 // subsystem (Dial), or a plain SSH client for a command (Client, for
-// --rsh).
+// --rsh). The ssh client configuration (sshconfig.go) names the address,
+// port, user, identities and jump hosts of each host.
 type AgentDialer struct {
 	cfg     Options
 	log     *zap.Logger
-	signers []ssh.Signer
-	khPath  string
+	sshCfg  *sshConfig
+	home    string
+	khPath  string // --known-hosts, else ~/.ssh/known_hosts
 	khMu    sync.Mutex
-	kh      ssh.HostKeyCallback // parsed known_hosts, nil until first use
-	khErr   error
-	caLines map[int]bool // known_hosts' @cert-authority lines
+	khFiles map[string]*khFile
 	user    string
-	authErr error
+	// fixed are -i's signers: given, they are the only identity.
+	fixed []ssh.Signer
+	// agentSigners are SSH_AUTH_SOCK's keys; defaults the default
+	// identity files' (~/.ssh/id_*).
+	agentSigners, defaults []ssh.Signer
+	keysMu                 sync.Mutex
+	keys                   map[string][]ssh.Signer // IdentityFile's, by path; nil: unusable
+	jumps                  jumpPool
 }
 
 var _ Dialer = (*AgentDialer)(nil)
@@ -55,15 +62,26 @@ func newAgent(o Options, _ []hostfile.Host, _ bool, log *zap.Logger) (Dialer, er
 	return d, nil
 }
 
-// NewAgentDialer loads the identities (-i, else SSH_AUTH_SOCK and
-// ~/.ssh/id_*) and names the known_hosts file; no identity at all fails
-// every dial, permanently, with a message that says how to give one.
+// NewAgentDialer reads the ssh client configuration, loads the
+// identities (-i, else SSH_AUTH_SOCK and ~/.ssh/id_*, and IdentityFile
+// per host) and names the known_hosts file; no identity for a host fails
+// its dials, permanently, with a message that says how to give one. A
+// configuration file that does not parse is an error.
 func NewAgentDialer(cfg Options, log *zap.Logger) (*AgentDialer, error) {
-	d := &AgentDialer{cfg: cfg, log: log}
+	d := &AgentDialer{cfg: cfg, log: log, keys: map[string][]ssh.Signer{}}
 	if u, err := user.Current(); err == nil {
 		d.user = u.Username
 	}
 	home, _ := os.UserHomeDir()
+	d.home = home
+	sc, err := loadSSHConfig(cfg.SSHConfig, home, d.user)
+	if err != nil {
+		return nil, err
+	}
+	d.sshCfg = sc
+	for _, w := range sc.Warnings {
+		log.Warn(w)
+	}
 	d.khPath = cfg.KnownHosts
 	if d.khPath == "" {
 		d.khPath = filepath.Join(home, ".ssh", "known_hosts")
@@ -77,28 +95,92 @@ func NewAgentDialer(cfg Options, log *zap.Logger) (*AgentDialer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("identity -i %s: %w", cfg.Identity, err)
 		}
-		d.signers = append(d.signers, withCert(cfg.Identity, s, log)...)
+		d.fixed = withCert(cfg.Identity, s, log)
 		return d, nil
 	}
 	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
 		if c, err := net.Dial("unix", sock); err == nil {
 			if ss, err := sshagent.NewClient(c).Signers(); err == nil {
-				d.signers = append(d.signers, ss...)
+				d.agentSigners = ss
 			}
 		}
 	}
 	for _, n := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
 		p := filepath.Join(home, ".ssh", n)
 		if s, err := loadKey(p); err == nil {
-			d.signers = append(d.signers, withCert(p, s, log)...)
+			d.defaults = append(d.defaults, withCert(p, s, log)...)
 		} else if !errors.Is(err, os.ErrNotExist) {
 			log.Warn("skipping identity", zap.String("file", p), zap.Error(err))
 		}
 	}
-	if len(d.signers) == 0 {
-		d.authErr = errors.New("no SSH identity: give -i FILE, run an ssh-agent, or create ~/.ssh/id_ed25519")
-	}
 	return d, nil
+}
+
+// errNoIdentity is why a host without any identity cannot be reached.
+var errNoIdentity = errors.New("no SSH identity: give -i FILE, run an ssh-agent, or create ~/.ssh/id_ed25519")
+
+// signers are the keys offered to host hc, as ssh offers them: -i's
+// alone; else IdentityFile's (with the agent's after them, unless
+// IdentitiesOnly, which keeps only the agent's keys that IdentityFile
+// names); else the agent's and the default files' (IdentitiesOnly: the
+// default files' only).
+func (d *AgentDialer) signers(hc hostConfig) ([]ssh.Signer, error) {
+	if d.fixed != nil {
+		return d.fixed, nil
+	}
+	var ss []ssh.Signer
+	switch {
+	case len(hc.IdentityFiles) > 0:
+		for _, f := range hc.IdentityFiles {
+			ss = append(ss, d.identityFile(f)...)
+		}
+		if !hc.IdentitiesOnly {
+			ss = append(ss, d.agentSigners...)
+		}
+	case hc.IdentitiesOnly:
+		ss = d.defaults
+	default:
+		ss = append(slices.Clip(d.agentSigners), d.defaults...)
+	}
+	if len(ss) == 0 {
+		if len(hc.IdentityFiles) > 0 {
+			return nil, fmt.Errorf("no usable SSH identity for %s: IdentityFile %s in the ssh config (see the warnings above), and no ssh-agent key", hc.Alias, strings.Join(hc.IdentityFiles, ", "))
+		}
+		return nil, errNoIdentity
+	}
+	return ss, nil
+}
+
+// identityFile is the key at path (with its certificate), loaded once: a
+// file that cannot be used is skipped with a warning, as ssh does, and
+// an encrypted one stands for the ssh-agent's key with its public key.
+func (d *AgentDialer) identityFile(path string) []ssh.Signer {
+	d.keysMu.Lock()
+	defer d.keysMu.Unlock()
+	if ss, ok := d.keys[path]; ok {
+		return ss
+	}
+	s, err := loadKey(path)
+	var ss []ssh.Signer
+	var pm *ssh.PassphraseMissingError
+	switch {
+	case err == nil:
+		ss = withCert(path, s, d.log)
+	case errors.As(err, &pm) && pm.PublicKey != nil:
+		want := string(pm.PublicKey.Marshal())
+		for _, a := range d.agentSigners {
+			if string(a.PublicKey().Marshal()) == want {
+				ss = append(ss, a)
+			}
+		}
+		if ss == nil {
+			d.log.Warn("skipping an encrypted identity the ssh-agent does not hold", zap.String("file", path))
+		}
+	default:
+		d.log.Warn("skipping identity", zap.String("file", path), zap.Error(err))
+	}
+	d.keys[path] = ss
+	return ss
 }
 
 // maxKeyFile bounds a private key file's read: RSA-16384 in PEM is 13 KiB.
@@ -164,7 +246,11 @@ func (d *AgentDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCl
 	}
 	cc, err := openSubsystem(conn, chans, reqs)
 	if errors.Is(err, errNoSubsystem) {
-		return nil, "", Permanent(fmt.Errorf("the SSH server on %s has no %q subsystem (is it a gangway agent? for a stock sshd use --transport ssh)", h.Name, wire.Subsystem))
+		from := ""
+		if hc, err := d.target(h); err == nil && h.Port == 0 && !d.cfg.PortGiven && hc.Port != d.cfg.Port {
+			from = fmt.Sprintf("; port %d is the ssh config's Port for %s, -p overrides it", hc.Port, h.Name)
+		}
+		return nil, "", Permanent(fmt.Errorf("the SSH server on %s has no %q subsystem (is it a gangway agent? for a stock sshd use --transport ssh%s)", h.Name, wire.Subsystem, from))
 	}
 	if err != nil {
 		return nil, "", err
@@ -183,30 +269,82 @@ func (d *AgentDialer) Client(ctx context.Context, h hostfile.Host) (*ssh.Client,
 	return ssh.NewClient(conn, chans, reqs), ip, nil
 }
 
-// handshake opens an authenticated SSH connection to h's agent.
+// PeerName is h's HostName in the ssh configuration: an alias there
+// (Host node1 / HostName 10.1.0.1) means nothing to the other hosts,
+// which look their peers up to find the route to them.
+func (d *AgentDialer) PeerName(h hostfile.Host) string {
+	hc, err := d.target(h)
+	if err != nil {
+		return h.Name
+	}
+	return hc.HostName
+}
+
+// target is h's configuration: its own user and port, then -p, then the
+// ssh configuration, then the launcher's defaults (--port, this user).
+func (d *AgentDialer) target(h hostfile.Host) (hostConfig, error) {
+	flagPort := 0
+	if d.cfg.PortGiven {
+		flagPort = d.cfg.Port
+	}
+	return d.sshCfg.resolve(h.Name, hostDefaults{User: h.User, Port: h.Port, FlagPort: flagPort, DefUser: d.user, DefPort: d.cfg.Port})
+}
+
+// handshake opens an authenticated SSH connection to h's agent, through
+// its jump hosts if the ssh configuration names any. The address is the
+// IP it reached; through a jump host, the HostName.
 func (d *AgentDialer) handshake(ctx context.Context, h hostfile.Host) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request, string, error) {
 	fail := func(err error) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request, string, error) {
 		return nil, nil, nil, "", err
 	}
-	if d.authErr != nil {
-		return fail(Permanent(d.authErr))
+	hc, err := d.target(h)
+	if err != nil {
+		return fail(Permanent(err))
 	}
-	port := h.Port
-	if port == 0 {
-		port = d.cfg.Port
+	jumps, err := d.route(hc, 0)
+	if err != nil {
+		return fail(Permanent(err))
 	}
-	addr := net.JoinHostPort(h.Name, strconv.Itoa(port))
-	u := h.User
-	if u == "" {
-		u = d.user
+	var dial func(context.Context) (net.Conn, error)
+	if len(jumps) > 0 {
+		dial = func(ctx context.Context) (net.Conn, error) { return d.jumps.dialThrough(ctx, d, jumps, hc.Addr()) }
 	}
-	var banner strings.Builder // why an agent refused the login, if it says
-	cc, chans, reqs, remote, err := connect(ctx, addr, func(c net.Conn) *ssh.ClientConfig {
+	cc, chans, reqs, remote, err := d.sshHandshake(ctx, hc, dial, "")
+	if err != nil {
+		return fail(err)
+	}
+	ip := hc.HostName
+	if ta, ok := remote.(*net.TCPAddr); ok && len(jumps) == 0 {
+		ip = ta.IP.String()
+	}
+	return cc, chans, reqs, ip, nil
+}
+
+// sshHandshake dials hc (through dial when not nil, else TCP) and runs
+// the SSH client handshake with hc's user, identities and host key
+// checking. role names the server in errors ("jump host"; "" for an
+// agent).
+func (d *AgentDialer) sshHandshake(ctx context.Context, hc hostConfig, dial func(context.Context) (net.Conn, error), role string) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request, net.Addr, error) {
+	signers, err := d.signers(hc)
+	if err != nil {
+		return nil, nil, nil, nil, Permanent(err)
+	}
+	khPath, acceptNew := d.khPath, d.cfg.AcceptNewHosts
+	if d.cfg.KnownHosts == "" && hc.UserKnownHostsFile != "" {
+		khPath = hc.UserKnownHostsFile
+	}
+	switch hc.StrictHostKeyChecking {
+	case "no", "off", "accept-new":
+		acceptNew = true
+	}
+	addr := hc.Addr()
+	var banner strings.Builder // why a server refused the login, if it says
+	cc, chans, reqs, remote, err := connect(ctx, addr, hc.ConnectTimeout, dial, func(c net.Conn) *ssh.ClientConfig {
 		return &ssh.ClientConfig{
-			User:              u,
-			Auth:              []ssh.AuthMethod{ssh.PublicKeys(d.signers...)},
-			HostKeyCallback:   d.hostKeyCallback(),
-			HostKeyAlgorithms: d.hostKeyAlgorithms(addr, c.RemoteAddr()),
+			User:              hc.User,
+			Auth:              []ssh.AuthMethod{ssh.PublicKeys(signers...)},
+			HostKeyCallback:   d.hostKeyCallbackFor(khPath, acceptNew),
+			HostKeyAlgorithms: d.hostKeyAlgorithms(khPath, addr, c.RemoteAddr()),
 			BannerCallback: func(msg string) error {
 				if banner.Len() < 4096 {
 					banner.WriteString(msg)
@@ -215,20 +353,20 @@ func (d *AgentDialer) handshake(ctx context.Context, h hostfile.Host) (ssh.Conn,
 			},
 		}
 	})
-	if err != nil {
-		if strings.Contains(err.Error(), "unable to authenticate") {
-			if b := bannerText(banner.String()); b != "" {
-				return fail(Permanent(fmt.Errorf("authentication refused for user %s: %s", u, b)))
-			}
-			return fail(Permanent(fmt.Errorf("authentication refused for user %s (is the public key in ~%s/.ssh/authorized_keys on the host, or in the agent's --authorized-keys?)", u, u)))
-		}
-		return fail(err)
+	if err == nil {
+		return cc, chans, reqs, remote, nil
 	}
-	ip := ""
-	if ta, ok := remote.(*net.TCPAddr); ok {
-		ip = ta.IP.String()
+	if !strings.Contains(err.Error(), "unable to authenticate") {
+		return nil, nil, nil, nil, err
 	}
-	return cc, chans, reqs, ip, nil
+	u := hc.User
+	if b := bannerText(banner.String()); b != "" {
+		return nil, nil, nil, nil, Permanent(fmt.Errorf("authentication refused for user %s: %s", u, b))
+	}
+	if role != "" {
+		return nil, nil, nil, nil, Permanent(fmt.Errorf("authentication refused for user %s (is the public key in ~%s/.ssh/authorized_keys on the %s? User and IdentityFile in the ssh config)", u, u, role))
+	}
+	return nil, nil, nil, nil, Permanent(fmt.Errorf("authentication refused for user %s (is the public key in ~%s/.ssh/authorized_keys on the host, or in the agent's --authorized-keys?)", u, u))
 }
 
 // bannerText makes an agent's authentication banner safe to print: one

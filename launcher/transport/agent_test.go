@@ -5,16 +5,20 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/crypto/ssh"
+	sshagent "golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"gangway/agent/wire"
@@ -168,6 +172,181 @@ func TestSSHDialerNoSubsystem(t *testing.T) {
 	if !errors.Is(err, ErrPermanent) || err.Error() != want {
 		t.Fatalf("Dial: %v, want permanent %q", err, want)
 	}
+	<-s.global
+	<-s.openErr
+}
+
+// TestSSHDialerNoSubsystemConfigPort: when the port came from the ssh
+// configuration (a Port meant for sshd), the refusal says so.
+func TestSSHDialerNoSubsystemConfigPort(t *testing.T) {
+	s, tr := startTestServer(t, true)
+	cfg := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(cfg, []byte("Host *\n Port "+strconv.Itoa(s.port)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr.SSHConfig, tr.Port = cfg, 22122
+	d, err := NewAgentDialer(tr, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = d.Dial(t.Context(), hostfile.Host{Name: s.addr})
+	want := fmt.Sprintf("use --transport ssh; port %d is the ssh config's Port for 127.0.0.1, -p overrides it)", s.port)
+	if !errors.Is(err, ErrPermanent) || !strings.HasSuffix(err.Error(), want) {
+		t.Fatalf("Dial: %v, want permanent, ending %q", err, want)
+	}
+	<-s.global
+	<-s.openErr
+}
+
+// TestSSHDialerConfigAlias: a name that only the ssh configuration knows
+// (Host node1 / HostName 127.0.0.1, with the Port there) is dialed at its
+// HostName and Port, not looked up itself; the config's Port wins over
+// the default --port but not over a given one.
+func TestSSHDialerConfigAlias(t *testing.T) {
+	s, tr := startTestServer(t, false)
+	cfg := filepath.Join(t.TempDir(), "config")
+	text := "Host node1\n    HostName " + s.addr + "\n    Port " + strconv.Itoa(s.port) + "\n"
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr.SSHConfig, tr.Port = cfg, 22122
+	d, err := NewAgentDialer(tr, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hostfile.Host{Name: "node1"}
+	if got := d.PeerName(h); got != s.addr {
+		t.Errorf("PeerName %q, want the HostName %s", got, s.addr)
+	}
+	trGiven := tr
+	trGiven.PortGiven = true
+	given, err := NewAgentDialer(trGiven, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hc, err := given.target(h); err != nil || hc.Port != 22122 {
+		t.Errorf("with -p given: %+v %v, want port 22122", hc, err)
+	}
+	rwc, ip, err := d.Dial(t.Context(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rwc.Close()
+	if ip != "127.0.0.1" {
+		t.Errorf("reached on %q, want 127.0.0.1", ip)
+	}
+	<-s.global
+	<-s.openErr
+	<-s.chanReply
+}
+
+// TestSSHDialerConfigHostKeys: UserKnownHostsFile and
+// StrictHostKeyChecking accept-new in the ssh configuration apply when no
+// --known-hosts or --accept-new-host-keys is given: the unknown key is
+// recorded in the config's file, under the HostName and port.
+func TestSSHDialerConfigHostKeys(t *testing.T) {
+	s, tr := startTestServer(t, false)
+	dir := t.TempDir()
+	kh := filepath.Join(dir, "kh")
+	cfg := filepath.Join(dir, "config")
+	text := "Host node1\n HostName " + s.addr + "\n Port " + strconv.Itoa(s.port) +
+		"\n UserKnownHostsFile " + kh + " /dev/null\n StrictHostKeyChecking accept-new\n"
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr.SSHConfig, tr.KnownHosts = cfg, ""
+	d, err := NewAgentDialer(tr, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rwc, _, err := d.Dial(t.Context(), hostfile.Host{Name: "node1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rwc.Close()
+	b, err := os.ReadFile(kh)
+	if want := "[127.0.0.1]:" + strconv.Itoa(s.port) + " ssh-ed25519 "; err != nil || !strings.HasPrefix(string(b), want) {
+		t.Errorf("%s: %q %v, want a line starting %q", kh, b, err, want)
+	}
+	<-s.global
+	<-s.openErr
+}
+
+// TestSSHDialerEncryptedIdentityFile: an IdentityFile whose key is
+// encrypted stands for the ssh-agent's key with the same public key, as
+// with ssh (the usual laptop: keys with passphrases, loaded into an
+// agent), IdentitiesOnly included.
+func TestSSHDialerEncryptedIdentityFile(t *testing.T) {
+	s, tr := startTestServer(t, false)
+	dir := t.TempDir()
+	b, err := os.ReadFile(tr.Identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := ssh.ParseRawPrivateKey(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, err := ssh.MarshalPrivateKeyWithPassphrase(raw, "", []byte("secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := filepath.Join(dir, "id_work")
+	if err := os.WriteFile(enc, pem.EncodeToMemory(blk), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keyring := sshagent.NewKeyring()
+	if err := keyring.Add(sshagent.AddedKey{PrivateKey: raw}); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "agent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn // the dialer keeps its agent connection open
+	t.Cleanup(wg.Wait)
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Go(func() {
+				defer c.Close()
+				_ = sshagent.ServeAgent(keyring, c)
+			})
+		}
+	})
+	t.Setenv("SSH_AUTH_SOCK", sock)
+	cfg := filepath.Join(dir, "config")
+	text := "Host node1\n HostName " + s.addr + "\n Port " + strconv.Itoa(s.port) + "\n IdentityFile " + enc + "\n IdentitiesOnly yes\n"
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr.SSHConfig, tr.Identity = cfg, ""
+	d, err := NewAgentDialer(tr, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rwc, _, err := d.Dial(t.Context(), hostfile.Host{Name: "node1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rwc.Close()
 	<-s.global
 	<-s.openErr
 }

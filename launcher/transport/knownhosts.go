@@ -42,37 +42,70 @@ func (e *hostKeyError) Error() string {
 	return fmt.Sprintf("unknown host key for %s (%s): not in %s; verify it and add it, or pass --accept-new-host-keys", e.Host, e.Fingerprint, e.KnownHosts)
 }
 
-// knownHosts returns the parsed known_hosts; the caller holds khMu.
-// Parsed once per launch (re-read after we add a key): with a thousand
-// hosts, parsing the file per host under this lock was a launcher-side
-// O(hosts^2).
-func (d *AgentDialer) knownHosts() (ssh.HostKeyCallback, error) {
-	if d.kh == nil && d.khErr == nil {
-		d.kh, d.khErr = readKnownHosts(d.khPath, d.log)
-		d.caLines = caLineNumbers(d.khPath)
+// khFile is one known_hosts file, parsed once per launch (re-read
+// after we add a key): with a thousand hosts, parsing the file per host
+// under khMu was a launcher-side O(hosts^2).
+type khFile struct {
+	path    string
+	kh      ssh.HostKeyCallback // nil until first use
+	err     error
+	caLines map[int]bool // the file's @cert-authority lines
+}
+
+// knownHostsFile is path's khFile; the caller holds khMu.
+func (d *AgentDialer) knownHostsFile(path string) *khFile {
+	if d.khFiles == nil {
+		d.khFiles = map[string]*khFile{}
 	}
-	return d.kh, d.khErr
+	kf := d.khFiles[path]
+	if kf == nil {
+		kf = &khFile{path: path}
+		d.khFiles[path] = kf
+	}
+	return kf
+}
+
+// load returns the parsed file; the caller holds khMu.
+func (kf *khFile) load(log *zap.Logger) (ssh.HostKeyCallback, error) {
+	if kf.kh == nil && kf.err == nil {
+		kf.kh, kf.err = readKnownHosts(kf.path, log)
+		kf.caLines = caLineNumbers(kf.path)
+	}
+	return kf.kh, kf.err
 }
 
 // hostKeyAlgorithms is the order in which the host at hostname is asked
-// for its key (see "Host certificates" below).
-func (d *AgentDialer) hostKeyAlgorithms(hostname string, remote net.Addr) []string {
+// for its key (see "Host certificates" below), by known_hosts file
+// khPath.
+func (d *AgentDialer) hostKeyAlgorithms(khPath, hostname string, remote net.Addr) []string {
 	d.khMu.Lock()
 	defer d.khMu.Unlock()
-	cb, err := d.knownHosts()
+	kf := d.knownHostsFile(khPath)
+	cb, err := kf.load(d.log)
 	if err != nil {
 		cb = nil
 	}
-	return hostKeyAlgorithms(knownFor(cb, d.caLines, hostname, remote))
+	return hostKeyAlgorithms(knownFor(cb, kf.caLines, hostname, remote))
 }
 
+// hostKeyCallback checks host keys against the default known_hosts file
+// (--known-hosts, else ~/.ssh/known_hosts), recording new ones with
+// --accept-new-host-keys.
 func (d *AgentDialer) hostKeyCallback() ssh.HostKeyCallback {
+	return d.hostKeyCallbackFor(d.khPath, d.cfg.AcceptNewHosts)
+}
+
+// hostKeyCallbackFor checks host keys against known_hosts file khPath;
+// acceptNew records a key seen for the first time there (a changed key
+// is refused all the same).
+func (d *AgentDialer) hostKeyCallbackFor(khPath string, acceptNew bool) ssh.HostKeyCallback {
 	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
 		d.khMu.Lock()
 		defer d.khMu.Unlock()
-		cb, err := d.knownHosts()
+		kf := d.knownHostsFile(khPath)
+		cb, err := kf.load(d.log)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("read %s: %w", d.khPath, err)
+			return fmt.Errorf("read %s: %w", khPath, err)
 		}
 		if err == nil {
 			err = cb(hostname, remote, key)
@@ -87,36 +120,36 @@ func (d *AgentDialer) hostKeyCallback() ssh.HostKeyCallback {
 		if cert, ok := key.(*ssh.Certificate); ok {
 			// Only a CA's line can vouch for a certificate; a host is asked
 			// for one only when such a line matches it (hostKeyAlgorithms).
-			return Permanent(&hostCertError{Host: hostname, CA: ssh.FingerprintSHA256(cert.SignatureKey), KnownHosts: d.khPath, Err: err})
+			return Permanent(&hostCertError{Host: hostname, CA: ssh.FingerprintSHA256(cert.SignatureKey), KnownHosts: khPath, Err: err})
 		}
 		if errors.As(err, &ke) && len(ke.Want) > 0 {
 			// Refused in an mpi-operator pod too: a @cert-authority line
 			// is how a worker's name is kept from whoever answers on it.
-			return Permanent(&hostKeyError{Host: hostname, Fingerprint: fp, Mismatch: true, CertOnly: onlyCA(ke.Want, d.caLines), KnownHosts: d.khPath})
+			return Permanent(&hostKeyError{Host: hostname, Fingerprint: fp, Mismatch: true, CertOnly: onlyCA(ke.Want, kf.caLines), KnownHosts: khPath})
 		}
 		if !errors.As(err, &ke) {
 			return err
 		}
-		if d.cfg.MPIOperator && !d.cfg.AcceptNewHosts {
+		if d.cfg.MPIOperator && !acceptNew {
 			// As the operator's images have ssh do (NewAgentDialer warned).
 			d.log.Debug("accepting an unknown host key (mpi-operator)", zap.String("host", hostname), zap.String("fingerprint", fp))
 			return nil
 		}
-		if !d.cfg.AcceptNewHosts {
-			return Permanent(&hostKeyError{Host: hostname, Fingerprint: fp, KnownHosts: d.khPath})
+		if !acceptNew {
+			return Permanent(&hostKeyError{Host: hostname, Fingerprint: fp, KnownHosts: khPath})
 		}
 		line := knownhosts.Line([]string{knownhosts.Normalize(hostname)}, key)
-		if err := os.MkdirAll(filepath.Dir(d.khPath), 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Dir(khPath), 0o700); err != nil {
 			return err
 		}
-		f, err := os.OpenFile(d.khPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		f, err := os.OpenFile(khPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 		if err != nil {
 			return fmt.Errorf("record host key: %w", err)
 		}
 		defer f.Close()
 		_, err = fmt.Fprintln(f, line)
-		d.kh, d.khErr = nil, nil // re-read with the new key next time
-		d.log.Info("trusting new host key", zap.String("host", hostname), zap.String("fingerprint", fp))
+		kf.kh, kf.err = nil, nil // re-read with the new key next time
+		d.log.Info("trusting new host key", zap.String("host", hostname), zap.String("fingerprint", fp), zap.String("known_hosts", khPath))
 		return err
 	}
 }

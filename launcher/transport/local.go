@@ -30,3 +30,13 @@ func (d Dialers) For(h hostfile.Host) Dialer {
 	}
 	return d.Remote
 }
+
+// PeerName is the name the other hosts reach h by: what its Dialer says
+// (the agent transport: the HostName the ssh configuration gives h's
+// name), else h's name.
+func (d Dialers) PeerName(h hostfile.Host) string {
+	if pn, ok := d.For(h).(interface{ PeerName(hostfile.Host) string }); ok {
+		return pn.PeerName(h)
+	}
+	return h.Name
+}

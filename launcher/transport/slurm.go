@@ -300,7 +300,7 @@ func (d *srunDialer) dialAgent(ctx context.Context, r wire.SrunReady) (*srunConn
 		return nil, Permanent(fmt.Errorf("host key in the readiness line of %s: %w", r.Node, err))
 	}
 	fixed := ssh.FixedHostKey(hostKey)
-	cc, chans, reqs, _, err := connect(ctx, r.Addr, func(net.Conn) *ssh.ClientConfig {
+	cc, chans, reqs, _, err := connect(ctx, r.Addr, 0, nil, func(net.Conn) *ssh.ClientConfig {
 		return &ssh.ClientConfig{
 			User: d.user,
 			Auth: []ssh.AuthMethod{ssh.PublicKeys(d.signer)},

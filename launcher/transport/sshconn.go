@@ -99,23 +99,42 @@ func refuseIncoming(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, inc <
 	}
 }
 
-// connect dials addr and runs the SSH client handshake with the config
+// connect dials addr (through dial when not nil, else over TCP within
+// timeout when not 0) and runs the SSH client handshake with the config
 // that config makes for the connection. A peer that accepts and never
 // answers must not hold the launcher: the whole handshake,
 // authentication included, has handshakeTimeout, and the connection is
-// closed if ctx ends first. Errors: a failed dial as classify words it,
-// ctx's, or the handshake's as "ADDR: ssh handshake: ..." (wrapping
-// what the config's callbacks returned).
-func connect(ctx context.Context, addr string, config func(net.Conn) *ssh.ClientConfig) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request, net.Addr, error) {
-	var nd net.Dialer
-	c, err := nd.DialContext(ctx, "tcp", addr)
+// closed if ctx ends first. Errors: a failed TCP dial as classify words
+// it, dial's as it returns them, ctx's, or the handshake's as "ADDR: ssh
+// handshake: ..." (wrapping what the config's callbacks returned).
+func connect(ctx context.Context, addr string, timeout time.Duration, dial func(context.Context) (net.Conn, error), config func(net.Conn) *ssh.ClientConfig) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request, net.Addr, error) {
+	var c net.Conn
+	var err error
+	if dial != nil {
+		c, err = dial(ctx)
+	} else {
+		nd := net.Dialer{Timeout: timeout}
+		if c, err = nd.DialContext(ctx, "tcp", addr); err != nil {
+			err = classify(addr, err)
+		}
+	}
 	if err != nil {
-		return nil, nil, nil, nil, classify(addr, err)
+		return nil, nil, nil, nil, err
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	// A tunnelled connection (an SSH channel) has no deadlines: a timer
+	// closes it instead.
+	var timer *time.Timer
+	if c.SetDeadline(time.Now().Add(handshakeTimeout)) != nil {
+		timer = time.AfterFunc(handshakeTimeout, func() { c.Close() })
+	}
 	cc, chans, reqs, err := ssh.NewClientConn(c, addr, config(c))
 	_ = c.SetDeadline(time.Time{})
+	if timer != nil && !timer.Stop() && err == nil {
+		err = fmt.Errorf("no answer within %v", handshakeTimeout)
+		cc.Close()
+		cc = nil
+	}
 	if !stop() {
 		if cc != nil {
 			cc.Close()

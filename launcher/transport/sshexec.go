@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -27,7 +28,9 @@ var _ Dialer = (*sshExec)(nil)
 
 // newSSHExec is the ssh kind's constructor.
 func newSSHExec(o Options, _ []hostfile.Host, _ bool, log *zap.Logger) (Dialer, error) {
-	return &sshExec{cfg: o, log: log.Named("ssh")}, nil
+	s := &sshExec{cfg: o, log: log.Named("ssh")}
+	s.sshCfg = sync.OnceValue(s.loadConfig)
+	return s, nil
 }
 
 // sshExec reaches hosts that run only a stock sshd: it starts
@@ -35,6 +38,40 @@ func newSSHExec(o Options, _ []hostfile.Host, _ bool, log *zap.Logger) (Dialer, 
 type sshExec struct {
 	cfg Options
 	log *zap.Logger
+	// sshCfg is the configuration the system ssh reads, for the names
+	// behind its aliases (the ssh client resolves them itself).
+	sshCfg func() *sshConfig
+}
+
+// loadConfig reads the ssh configuration the system ssh will read: -F's,
+// else a -F in --ssh's words, else the default files. One that does not
+// load is no configuration here (ssh will say what is wrong with it).
+func (s *sshExec) loadConfig() *sshConfig {
+	f := s.cfg.SSHConfig
+	if words, err := textx.SplitShell(s.cfg.SSHCommand); f == "" && err == nil {
+		for i, w := range words {
+			if w == "-F" && i+1 < len(words) {
+				f = words[i+1]
+			}
+		}
+	}
+	home, _ := os.UserHomeDir()
+	c, err := loadSSHConfig(f, home, "")
+	if err != nil {
+		s.log.Debug("ssh config not read", zap.Error(err))
+		return &sshConfig{}
+	}
+	return c
+}
+
+// PeerName is h's HostName in the ssh configuration, which the other
+// hosts can resolve where an alias means nothing to them.
+func (s *sshExec) PeerName(h hostfile.Host) string {
+	hc, err := s.sshCfg().resolve(h.Name, hostDefaults{DefPort: 22})
+	if err != nil {
+		return h.Name
+	}
+	return hc.HostName
 }
 
 func (s *sshExec) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
@@ -46,6 +83,9 @@ func (s *sshExec) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser
 		args = []string{"ssh"}
 	}
 	args = append(args, "-o", "BatchMode=yes")
+	if s.cfg.SSHConfig != "" {
+		args = append(args, "-F", s.cfg.SSHConfig)
+	}
 	if h.Port != 0 {
 		args = append(args, "-p", strconv.Itoa(h.Port))
 	}
@@ -78,8 +118,8 @@ func (s *sshExec) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser
 	if err := cmd.Start(); err != nil {
 		return nil, "", fmt.Errorf("start %s: %w", args[0], err)
 	}
-	ip := h.Name
-	if addrs, err := net.DefaultResolver.LookupHost(ctx, h.Name); err == nil && len(addrs) > 0 {
+	ip := s.PeerName(h)
+	if addrs, err := net.DefaultResolver.LookupHost(ctx, ip); err == nil && len(addrs) > 0 {
 		ip = addrs[0]
 	}
 	return &procConn{cmd: cmd, in: in, out: out, stderr: stderr, agentPath: s.cfg.AgentPath}, ip, nil

@@ -2,8 +2,14 @@ package transport
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.uber.org/zap"
+
+	"gangway/hostfile"
 )
 
 func TestSSHExecError(t *testing.T) {
@@ -37,6 +43,32 @@ func TestRemotePath(t *testing.T) {
 	} {
 		if got := remotePath(tt.in); got != tt.want {
 			t.Errorf("remotePath(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestSSHExecPeerName: with --transport ssh the system ssh resolves an
+// alias itself; the other hosts get the HostName behind it, from -F, or
+// from a -F in --ssh's words.
+func TestSSHExecPeerName(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "my config")
+	if err := os.WriteFile(cfg, []byte("Host node1\n HostName 198.18.30.3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []Options{
+		{SSHConfig: cfg, SSHCommand: "ssh"},
+		{SSHCommand: "ssh -F '" + cfg + "' -o LogLevel=ERROR"},
+	} {
+		d, err := newSSHExec(o, nil, false, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pn := d.(*sshExec)
+		if got := pn.PeerName(hostfile.Host{Name: "node1"}); got != "198.18.30.3" {
+			t.Errorf("%+v: PeerName(node1) = %q, want 198.18.30.3", o, got)
+		}
+		if got := pn.PeerName(hostfile.Host{Name: "node2"}); got != "node2" {
+			t.Errorf("%+v: PeerName(node2) = %q, want node2", o, got)
 		}
 	}
 }

@@ -101,6 +101,14 @@ type Options struct {
 	// as the operator's images configure ssh (StrictHostKeyChecking no,
 	// UserKnownHostsFile /dev/null). A mismatch is still refused.
 	MPIOperator bool
+	// PortGiven: Port was given (-p, or an mpi-operator pod's
+	// ssh_config) and wins over a Port in the ssh configuration;
+	// otherwise Port is only the default.
+	PortGiven bool
+	// SSHConfig is -F: the ssh client configuration the agent transport
+	// reads instead of ~/.ssh/config and /etc/ssh/ssh_config (NoSSHConfig:
+	// none); "" reads those two.
+	SSHConfig string
 	// PortFrom names the ssh configuration the agents' port came from (an
 	// mpi-operator launcher pod's /etc/ssh/ssh_config) when no -p was
 	// given; "" otherwise.

@@ -8,8 +8,9 @@
 // 198.18.180-189.0/24, and for the MPICH compatibility tests (the PMI
 // differential test, the name service) gwm0..gwm5 on 198.18.200-205.0/24,
 // for the mpi-operator pods gwo0 on 198.18.210.0/24, for the fabric
-// self-test gwz0 on 198.18.80.0/24, for the health checks gwy0-gwy1 on
-// 198.18.70-71.0/24;
+// self-test gwz0 on 198.18.80.0/24, for the health checks gwy0-gwy2 on
+// 198.18.70-72.0/24, for ~/.ssh/config and jump hosts gwj0 on
+// 198.18.30.0/24;
 // loopback agents come from cmd/internal/e2e (their own 127.0.B.x block,
 // ephemeral ports). Nothing else is touched, so the package can run
 // beside other packages' beds.

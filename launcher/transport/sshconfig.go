@@ -1,0 +1,370 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	sshconfig "github.com/kevinburke/ssh_config"
+)
+
+// The OpenSSH client configuration (~/.ssh/config, then
+// /etc/ssh/ssh_config; -F FILE or -F none instead) as the agent
+// transport reads it. Parsing and Host matching are
+// github.com/kevinburke/ssh_config's: Host patterns with * and ?,
+// negation, Include, the first value obtained for a keyword wins. What
+// the launcher adds: which keywords it applies, their tokens, and the
+// order of precedence (the host list's user@ and :port, then flags,
+// then the configuration, then defaults).
+//
+// Match blocks are ignored, with a warning: the library reads only
+// "Match all" and "Match host", and that one against the alias rather
+// than the HostName as ssh does; a Match it cannot read would fail the
+// whole file. The launcher therefore turns every Match line of the
+// files it opens into a block that matches no host. A Match in a file
+// named by Include is the library's to read.
+
+// SystemSSHConfig is the system-wide client configuration, read after
+// the user's unless -F is given; tests point it elsewhere.
+var SystemSSHConfig = "/etc/ssh/ssh_config"
+
+// NoSSHConfig is -F's value that reads no configuration at all.
+const NoSSHConfig = "none"
+
+// sshConfig is the parsed client configuration: the user's file first,
+// then the system's.
+type sshConfig struct {
+	files []*sshconfig.Config
+	names []string // the files' paths, for messages
+	home  string   // %d and ~
+	local string   // %u: the local user
+	// Warnings say what the configuration has that the launcher ignores.
+	Warnings []string
+}
+
+// loadSSHConfig reads the configuration that -F (flagF) names: "" for
+// home's .ssh/config and SystemSSHConfig (either may be missing), none
+// for no configuration, else the file alone (which must exist), as ssh
+// -F does.
+func loadSSHConfig(flagF, home, local string) (*sshConfig, error) {
+	c := &sshConfig{home: home, local: local}
+	var paths []string
+	mustExist := false
+	switch flagF {
+	case NoSSHConfig:
+		return c, nil
+	case "":
+		paths = []string{filepath.Join(home, ".ssh", "config"), SystemSSHConfig}
+	default:
+		paths, mustExist = []string{expandTilde(flagF, home)}, true
+	}
+	for i, p := range paths {
+		b, err := os.ReadFile(p)
+		if errors.Is(err, os.ErrNotExist) && !mustExist {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ssh config: %w", err)
+		}
+		incDir := filepath.Join(home, ".ssh")
+		if i == 1 {
+			incDir = filepath.Dir(SystemSSHConfig)
+		}
+		b, warns := prepareSSHConfig(p, b, incDir, home)
+		cfg, err := sshconfig.DecodeBytes(b)
+		if err != nil {
+			return nil, fmt.Errorf("ssh config %s: %w (give -F none to read no ssh configuration)", p, err)
+		}
+		c.files, c.names = append(c.files, cfg), append(c.names, p)
+		c.Warnings = append(c.Warnings, warns...)
+	}
+	return c, nil
+}
+
+// prepareSSHConfig rewrites what the library would read otherwise than
+// ssh does: a Match line becomes a block for no host (with a warning),
+// and a relative Include path becomes absolute under incDir (the user's
+// ~/.ssh, or the system file's directory), ~/ under home.
+func prepareSSHConfig(path string, b []byte, incDir, home string) ([]byte, []string) {
+	var out bytes.Buffer
+	var warns []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		key, val := splitKeyword(strings.TrimSpace(line))
+		switch strings.ToLower(key) {
+		case "match":
+			warns = append(warns, fmt.Sprintf("%s:%d: Match blocks are not supported and are ignored (Host blocks are read)", path, n))
+			line = "Host !*"
+		case "include":
+			words := strings.Fields(val)
+			for i, w := range words {
+				w = expandTilde(w, home)
+				if !filepath.IsAbs(w) {
+					w = filepath.Join(incDir, w)
+				}
+				words[i] = w
+			}
+			line = "Include " + strings.Join(words, " ")
+		}
+		out.WriteString(line)
+		out.WriteByte('\n')
+	}
+	return out.Bytes(), warns
+}
+
+// splitKeyword splits "Keyword value" or "Keyword=value".
+func splitKeyword(line string) (key, val string) {
+	i := strings.IndexAny(line, " \t=")
+	if i < 0 {
+		return line, ""
+	}
+	val = strings.TrimSpace(line[i:])
+	return line[:i], strings.TrimSpace(strings.TrimPrefix(val, "="))
+}
+
+// get is the first value for key in a block matching alias, the user's
+// file first.
+func (c *sshConfig) get(alias, key string) string {
+	for _, f := range c.files {
+		if v, err := f.Get(alias, key); err == nil && v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// getAll is every value for key in blocks matching alias, in order.
+func (c *sshConfig) getAll(alias, key string) []string {
+	var all []string
+	for _, f := range c.files {
+		v, _ := f.GetAll(alias, key)
+		all = append(all, v...)
+	}
+	return all
+}
+
+// hostConfig is how to reach one host (a target or a jump host): what
+// the host list and flags give, completed from the configuration.
+type hostConfig struct {
+	Alias    string // the name as given (-H, a hostfile, ProxyJump)
+	HostName string // what is dialed (HostName, else Alias)
+	Port     int
+	User     string
+	// IdentityFiles are the IdentityFile values, tokens expanded; none
+	// means the default identities.
+	IdentityFiles  []string
+	IdentitiesOnly bool
+	// Jumps are ProxyJump's hosts, first dialed first; nil: none.
+	Jumps          []jumpHost
+	ConnectTimeout time.Duration
+	// StrictHostKeyChecking is the keyword's value, lower-cased ("" when
+	// not set).
+	StrictHostKeyChecking string
+	UserKnownHostsFile    string // the first file named, expanded; "" when not set
+}
+
+// Addr is host:port to dial.
+func (h hostConfig) Addr() string { return net.JoinHostPort(h.HostName, strconv.Itoa(h.Port)) }
+
+// hostDefaults are the values of the launcher's own (flags or defaults)
+// that a configuration keyword may override or not.
+type hostDefaults struct {
+	// User and Port given for this host (user@host, host:slots:port, or
+	// a ProxyJump's user@ and :port): they win over the configuration.
+	User string
+	Port int
+	// FlagPort is -p when given: it wins over the configuration.
+	FlagPort int
+	// DefUser and DefPort apply when nothing else sets them.
+	DefUser string
+	DefPort int
+}
+
+// resolve is the configuration of the host called name (matched
+// against the Host patterns lower-cased, as ssh does) with d applied in
+// order of precedence: the host's own user and port, then -p, then the
+// configuration, then the defaults.
+func (c *sshConfig) resolve(name string, d hostDefaults) (hostConfig, error) {
+	h := hostConfig{Alias: name}
+	h.HostName = name
+	alias := strings.ToLower(name) // matched lower-cased, as ssh does
+	if v := c.get(alias, "HostName"); v != "" {
+		h.HostName = expandTokens(v, map[byte]string{'h': alias, 'n': alias})
+	}
+	switch {
+	case d.Port != 0:
+		h.Port = d.Port
+	case d.FlagPort != 0:
+		h.Port = d.FlagPort
+	default:
+		h.Port = d.DefPort
+		if v := c.get(alias, "Port"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 65535 {
+				return h, fmt.Errorf("ssh config: Port %q for %s: want 1 to 65535", v, name)
+			}
+			h.Port = n
+		}
+	}
+	h.User = d.User
+	if h.User == "" {
+		h.User = c.get(alias, "User")
+	}
+	if h.User == "" {
+		h.User = d.DefUser
+	}
+	tokens := map[byte]string{'h': h.HostName, 'n': alias, 'p': strconv.Itoa(h.Port), 'r': h.User, 'u': c.local, 'd': c.home}
+	for _, f := range c.getAll(alias, "IdentityFile") {
+		if strings.EqualFold(f, "none") {
+			continue
+		}
+		h.IdentityFiles = append(h.IdentityFiles, expandTilde(expandTokens(f, tokens), c.home))
+	}
+	h.IdentitiesOnly = strings.EqualFold(c.get(alias, "IdentitiesOnly"), "yes")
+	if v := c.get(alias, "ConnectTimeout"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return h, fmt.Errorf("ssh config: ConnectTimeout %q for %s: want seconds", v, name)
+		}
+		h.ConnectTimeout = time.Duration(n) * time.Second
+	}
+	h.StrictHostKeyChecking = strings.ToLower(c.get(alias, "StrictHostKeyChecking"))
+	if f := strings.Fields(c.get(alias, "UserKnownHostsFile")); len(f) > 0 {
+		h.UserKnownHostsFile = expandTilde(expandTokens(f[0], tokens), c.home)
+	}
+	if v := c.get(alias, "ProxyJump"); v != "" {
+		jumps, err := parseProxyJump(expandTokens(v, tokens))
+		if err != nil {
+			return h, fmt.Errorf("ssh config: ProxyJump for %s: %w", name, err)
+		}
+		h.Jumps = jumps
+	}
+	return h, nil
+}
+
+// expandTokens replaces ssh_config's %x tokens that tokens holds, and
+// %% with %; other tokens stay as written.
+func expandTokens(s string, tokens map[byte]string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		i++
+		if s[i] == '%' {
+			b.WriteByte('%')
+		} else if v, ok := tokens[s[i]]; ok {
+			b.WriteString(v)
+		} else {
+			b.WriteByte('%')
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+// expandTilde makes a leading ~/ (or a lone ~) home.
+func expandTilde(p, home string) string {
+	if p == "~" {
+		return home
+	}
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		return filepath.Join(home, rest)
+	}
+	return p
+}
+
+// jumpHost is one host of a ProxyJump chain: [user@]host[:port], or
+// ssh://[user@]host[:port].
+type jumpHost struct {
+	User string
+	Host string
+	Port int // 0: not given
+}
+
+func (j jumpHost) String() string {
+	s := j.Host
+	if j.User != "" {
+		s = j.User + "@" + s
+	}
+	if j.Port != 0 {
+		s = net.JoinHostPort(s, strconv.Itoa(j.Port))
+	}
+	return s
+}
+
+// maxJumps bounds a ProxyJump chain, and a chain of jump hosts' own
+// ProxyJumps.
+const maxJumps = 8
+
+// parseProxyJump parses ProxyJump's value: none (no jump host: nil), or
+// a comma-separated chain of [user@]host[:port] or
+// ssh://[user@]host[:port] (an IPv6 address in brackets).
+func parseProxyJump(v string) ([]jumpHost, error) {
+	v = strings.TrimSpace(v)
+	if strings.EqualFold(v, "none") {
+		return nil, nil
+	}
+	parts := strings.Split(v, ",")
+	if len(parts) > maxJumps {
+		return nil, fmt.Errorf("%d jump hosts, at most %d", len(parts), maxJumps)
+	}
+	jumps := make([]jumpHost, 0, len(parts))
+	for _, p := range parts {
+		j, err := parseJumpHost(strings.TrimSpace(p))
+		if err != nil {
+			return nil, err
+		}
+		jumps = append(jumps, j)
+	}
+	return jumps, nil
+}
+
+func parseJumpHost(s string) (jumpHost, error) {
+	var j jumpHost
+	rest := strings.TrimPrefix(s, "ssh://")
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		j.User, rest = rest[:i], rest[i+1:]
+		if j.User == "" {
+			return j, fmt.Errorf("%q: empty user", s)
+		}
+	}
+	host, port := rest, ""
+	if strings.HasPrefix(rest, "[") {
+		h, p, err := net.SplitHostPort(rest)
+		if err != nil {
+			if !strings.HasSuffix(rest, "]") {
+				return j, fmt.Errorf("%q: %v", s, err)
+			}
+			h, p = strings.Trim(rest, "[]"), ""
+		}
+		host, port = h, p
+	} else if i := strings.LastIndexByte(rest, ':'); i >= 0 {
+		host, port = rest[:i], rest[i+1:]
+	}
+	if host == "" || strings.ContainsAny(host, " \t/@[]") {
+		return j, fmt.Errorf("%q: bad host", s)
+	}
+	if port != "" || strings.HasSuffix(rest, ":") {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 {
+			return j, fmt.Errorf("%q: bad port %q", s, port)
+		}
+		j.Port = n
+	}
+	j.Host = host
+	return j, nil
+}
