@@ -44,6 +44,12 @@ func WritePlacement(w io.Writer, cfg cli.Config, hosts []string, ranks []plan.Ra
 			how += " (sockets unknown without the hosts' facts: 1 assumed)"
 		}
 	}
+	if f := cfg.Place.FactSlots; f != "" {
+		how += ", nproc-per-node " + f
+		if cfg.Mode == cli.ModeDryRun {
+			how += " (GPUs unknown without the hosts' facts: 1 GPU and this machine's CPUs assumed)"
+		}
+	}
 	if b := cfg.Place.BindSpec(); b != "none" {
 		how += ", bind " + b
 	}
