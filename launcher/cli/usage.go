@@ -220,7 +220,9 @@ Control:
   -m, -module              PROGRAM is a Python module: python3 -m PROGRAM ARGS
                            (torchrun's, DeepSpeed's)
   -no_ssh_check            -preflight=false (DeepSpeed's)
-  -version, -V, -h, -help
+  -version, -V             print the version, the commit it was built from,
+                           the protocol version and the Go version
+  -h, -help
   -completion bash|zsh     print a shell completion script, then exit
                            (first option only; source <(launcher -completion bash))
 
