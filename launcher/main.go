@@ -140,7 +140,7 @@ func offline(ctx context.Context, cfg cli.Config, d Deps) int {
 	}
 	var se *diagnose.SignalError
 	if errors.As(context.Cause(ctx), &se) {
-		fmt.Fprintf(d.Stderr, "launcher: interrupted by %v\n", se.Signal)
+		fmt.Fprintf(d.Stderr, "launcher: interrupted by %s\n", diagnose.SignalName(se.Signal))
 		return diagnose.ExitCode(se, false)
 	}
 	return code

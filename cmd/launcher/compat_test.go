@@ -134,7 +134,7 @@ func TestDisplayMapMergeQuiet(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"# placement: 2 ranks on 1 hosts (map-by slot), command: sh -c echo out $RANK; echo err $RANK >&2",
+	want := []string{"# placement: 2 ranks on 1 host (map-by slot), command: sh -c echo out $RANK; echo err $RANK >&2",
 		"RANK  HOST       LOCAL_RANK  LOCAL_SIZE  NODE  GPU"}
 	got := lines(stderr)
 	if len(got) != 4 || !slices.Equal(got[:2], want) || !strings.HasPrefix(got[2], "0     localhost  0           2           0") {

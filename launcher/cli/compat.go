@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"gangway/hostfile"
+	"gangway/internal/textx"
 	"gangway/launcher/plan"
 	"gangway/launcher/transport"
 )
@@ -155,7 +156,7 @@ func (c *Config) resolveCompat() error {
 		return fmt.Errorf("%w: --mpi=openmpi runs Open MPI's mpirun, which gets no -map-by PE or ppr:N:socket, -rank-by, --display-map or --merge-stderr-to-stdout from gangway: drop them, or drop --mpi=openmpi", ErrUsage)
 	}
 	if p.PE > 0 && p.BindTo != "none" && p.BindTo != "core" && p.BindTo != "hwthread" {
-		return fmt.Errorf("%w: PE=%d binds each rank to %d CPUs; it cannot be combined with -bind-to %s", ErrUsage, p.PE, p.PE, p.BindTo)
+		return fmt.Errorf("%w: PE=%d binds each rank to %s; it cannot be combined with -bind-to %s", ErrUsage, p.PE, textx.Count(p.PE, "CPU"), p.BindTo)
 	}
 	if p.FactSlots != "" && p.PerSocket > 0 {
 		return fmt.Errorf("%w: --nproc-per-node %s and -map-by ppr:N:socket both set each host's slots from its facts: give one", ErrUsage, p.FactSlots)
@@ -257,7 +258,7 @@ func (c *Config) compatHosts() error {
 			have = 1
 		}
 		if n > have {
-			return fmt.Errorf("%w: --nnodes %d: only %d hosts (%s)", ErrUsage, n, have, p.Source)
+			return fmt.Errorf("%w: --nnodes %d: only %s (%s)", ErrUsage, n, textx.Count(have, "host"), p.Source)
 		}
 		if p.Source != HostsLocal {
 			p.Hosts = p.Hosts[:n]

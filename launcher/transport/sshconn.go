@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -104,8 +105,8 @@ func refuseIncoming(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, inc <
 // answers must not hold the launcher: the whole handshake,
 // authentication included, has handshakeTimeout, and the connection is
 // closed if ctx ends first. Errors: a failed dial as classify words it,
-// ctx's, or the handshake's as "ADDR: ssh handshake: ..." (wrapping
-// what the config's callbacks returned).
+// ctx's, or the handshake's as "ADDR: ssh handshake failed: ..."
+// (a *handshakeError, wrapping what the config's callbacks returned).
 func connect(ctx context.Context, addr string, config func(net.Conn) *ssh.ClientConfig) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request, net.Addr, error) {
 	var nd net.Dialer
 	c, err := nd.DialContext(ctx, "tcp", addr)
@@ -125,10 +126,27 @@ func connect(ctx context.Context, addr string, config func(net.Conn) *ssh.Client
 	}
 	if err != nil {
 		c.Close()
-		return nil, nil, nil, nil, fmt.Errorf("%s: ssh handshake: %w", addr, err)
+		return nil, nil, nil, nil, &handshakeError{addr: addr, err: err}
 	}
 	return cc, chans, reqs, c.RemoteAddr(), nil
 }
+
+// handshakeError is a failed SSH handshake with addr: "ADDR: ssh
+// handshake failed: WHY", without x/crypto/ssh's own "ssh: handshake
+// failed: " and "ssh: " prefixes repeated inside. It unwraps to
+// x/crypto/ssh's error, and through it to what the config's callbacks
+// returned.
+type handshakeError struct {
+	addr string
+	err  error
+}
+
+func (e *handshakeError) Error() string {
+	why := strings.TrimPrefix(e.err.Error(), "ssh: handshake failed: ")
+	return e.addr + ": ssh handshake failed: " + strings.TrimPrefix(why, "ssh: ")
+}
+
+func (e *handshakeError) Unwrap() error { return e.err }
 
 // classify words a failed TCP connection to addr for a user: the address
 // always, what it means, and whether retrying can help (a name that does
