@@ -149,6 +149,12 @@ var compatLines = []compatLine{
 	{"", "mpiexec.hydra -n 4 -ppn 2 -hosts n1,n2 -l ./a.out", "N=2; tags=rank", ""},
 	{"", "mpirun -n 2 -ppn 1 -hosts n1,n2 -iface ib0 ./a.out", "iface=ib0", ""},
 	{"", "mpiexec -n 4 -ppn 2 -N 3 -hosts n1,n2 ./a.out", "N=3", ""},
+	// Slurm's and pdsh's host ranges in -H.
+	{"", "mpirun -np 16 -H node[01-02]:8 ./build/all_reduce_perf -b 8 -e 128M", "np=16; hosts=node01:8,node02:8", ""},
+	{"", "mpiexec -n 8 -ppn 4 -hosts gpu[1-2] ./a.out", "hosts=gpu1:4,gpu2:4; N=4", ""},
+	{"", "horovodrun -np 8 -H worker-[0-1]:4 python train.py", "hosts=worker-0:4,worker-1:4", ""},
+	{"", "mpirun -H r[1-2]n[1-2] -N 1 ./a.out", "hosts=r1n1:1,r1n2:1,r2n1:1,r2n2:1; N=1", ""},
+	{"", "mpirun -H node[1-3,5 ./a.out", "", `-H entry 1 "node[1-3,5": node list "node[1-3,5": missing "]"`},
 	// horovodrun.
 	{"horovod docs/running.rst", "horovodrun -np 4 -H localhost:4 python train.py", "np=4; hosts=localhost:4; argv=python train.py", ""},
 	{"horovod docs/running.rst", "horovodrun -np 16 -H server1:4,server2:4,server3:4,server4:4 python train.py", "np=16", ""},

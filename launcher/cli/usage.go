@@ -16,7 +16,9 @@ Examples:
   launcher --analyze run1.log run2.log                # throughput of saved logs
 
 Hosts (default: this machine, -np defaulting to one rank per GPU, else per CPU):
-  -H, -host, -hosts LIST   [user@]host[:slots[:port]],...  (repeated hosts add slots)
+  -H, -host, -hosts LIST   [user@]host[:slots[:port]],...  (repeated hosts add
+                           slots); Slurm's and pdsh's ranges name several:
+                           node[01-04,07]:8
   -hostfile, -machinefile, -f FILE
                            Open MPI (host slots=N [max_slots=M] [port=P]),
                            MPICH (host:N) or PBS nodefile; when no hosts are
