@@ -63,7 +63,9 @@ func (p *Placement) register(fs *flag.FlagSet, in *flagInputs) {
 		fs.IntVar(&p.NPerNode, n, 0, "ranks per host")
 	}
 	fs.BoolVar(&p.Oversubscribe, "oversubscribe", false, "allow more ranks than slots")
-	fs.IntVar(&p.GPUsPer, "gpus-per-rank", 1, "GPUs given to each rank in CUDA_VISIBLE_DEVICES on hosts with GPUs")
+	for _, n := range []string{"gpus-per-rank", "gpus-per-proc"} {
+		fs.IntVar(&p.GPUsPer, n, 1, "GPUs given to each rank in CUDA_VISIBLE_DEVICES on hosts with GPUs")
+	}
 	fs.Func("gpus", "GPU indices to use on every host, e.g. 0,2", func(s string) (err error) {
 		p.GPUs.All, err = plan.ParseGPUList(s)
 		return err

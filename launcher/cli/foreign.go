@@ -52,6 +52,16 @@ var foreignFlags = func() map[string]foreignFlag {
 		"redirects")
 	add(foreignFlag{from: "torchrun's", words: 1, refuse: "the hosts' addresses are their data addresses, chosen per host (see --network-interface); MASTER_ADDR is --master-addr"},
 		"local-addr", "local_addr")
+	add(foreignFlag{from: "torchrun's", words: 1}, "t")                                                       // --tee
+	add(foreignFlag{from: "torchrun's", words: 1, refuse: "see --redirects: use --output-filename DIR"}, "r") // --redirects
+	add(foreignFlag{from: "torchrun's", words: 1}, "start-method", "start_method")                            // every rank is a process of its own
+	add(foreignFlag{from: "torch.distributed.launch's", words: 0}, "use-env", "use_env")                      // LOCAL_RANK is in every rank's environment
+	add(foreignFlag{from: "torchrun's", words: 1, refuse: "the console can show some ranks only: --output-from RANKS (ranks of the job, not local ranks)"},
+		"local-ranks-filter", "local_ranks_filter")
+	add(foreignFlag{from: "torchrun's", words: 1, refuse: "per-rank files are --output-filename DIR"}, "logs-specs", "logs_specs")
+	add(foreignFlag{from: "torchrun's", words: 1, refuse: "-bind-to numa binds each rank to its GPU's NUMA node; -bind-to socket, core, or -map-by slot:PE=N bind otherwise"},
+		"numa-binding", "numa_binding")
+	add(foreignFlag{from: "torchrun's", words: 1, refuse: "every rank's role is ROLE_NAME=default"}, "role")
 	// Hydra (MPICH's mpiexec) and Intel MPI. Their environment options
 	// are refused until gangway takes them; -x is its spelling.
 	add(foreignFlag{from: "Hydra's", words: 2, refuse: "use -x NAME=VALUE"}, "genv", "env")
@@ -61,6 +71,19 @@ var foreignFlags = func() map[string]foreignFlag {
 		"outfile-pattern", "errfile-pattern", "outfile", "errfile")
 	add(foreignFlag{from: "Hydra's", words: 1, refuse: "gangway runs one program per job (no MPMD); run one launcher per program"}, "configfile")
 	add(foreignFlag{from: "Hydra's", words: 1, allow: []string{"slurm", "pbs"}, refuse: "gangway reads the Slurm and PBS allocations itself when no -H or hostfile is given"}, "rmk")
+	add(foreignFlag{from: "Hydra's", words: 1, refuse: "the ssh command for --transport ssh is --ssh COMMAND"}, "launcher-exec", "bootstrap-exec")
+	add(foreignFlag{from: "Hydra's", words: 1, refuse: "rank tags are -l ([R] ), --tag-output ([1,R]<stdout>:) or --tags none"}, "prepend-pattern")
+	add(foreignFlag{from: "Hydra's", words: 1, refuse: "the working directory of every rank is -wdir DIR"}, "gwdir")
+	add(foreignFlag{from: "Hydra's", words: 1, refuse: "PROGRAM is found in the ranks' PATH (-x PATH=...)"}, "path", "gpath")
+	add(foreignFlag{from: "Intel MPI's", words: 1, refuse: "the rank that gets the launcher's stdin is --stdin RANK|none"}, "s")
+	add(foreignFlag{from: "Intel MPI's", words: 1, refuse: "N consecutive ranks per host are -N N (with -map-by slot)"}, "grr")
+	add(foreignFlag{from: "Intel MPI's", words: 0, refuse: "this machine alone is --standalone"}, "localonly")
+	add(foreignFlag{from: "Intel MPI's", words: 1, refuse: "every host runs the same PROGRAM"}, "hostos")
+	add(foreignFlag{from: "Intel MPI's", words: 1, refuse: "each rank's CUDA_VISIBLE_DEVICES holds its GPUs: --gpus-per-rank N, --gpus LIST"}, "gpu-bind")
+	add(foreignFlag{from: "Intel MPI's", words: 1, refuse: "-bind-to numa binds each rank to its GPU's NUMA node"}, "membind")
+	add(foreignFlag{from: "Intel MPI's", words: 0, refuse: "set the tool's variables with -x (LD_PRELOAD, VT_*...)"}, "trace", "check_mpi")
+	add(foreignFlag{from: "Intel MPI's", words: 0, refuse: "a hung job's stacks: --hang-timeout SECONDS, or SIGUSR1 to the launcher"}, "gdb")
+	add(foreignFlag{from: "Cray PALS mpiexec's", words: 1, refuse: "use -bind-to none|numa|core|hwthread|socket, or -map-by slot:PE=N"}, "cpu-bind", "depth")
 	add(foreignFlag{from: "Hydra's", words: 0}, "ordered-output")      // a rank's lines are never split or mixed
 	add(foreignFlag{from: "Hydra's", words: 0}, "print-all-exitcodes") // the failure report names every failed rank
 	// horovodrun
@@ -82,6 +105,24 @@ var foreignFlags = func() map[string]foreignFlag {
 	} {
 		add(foreignFlag{from: "horovodrun's", words: 0, refuse: "set Horovod's variable: -x " + v}, flag)
 	}
+	for flag, v := range map[string]string{
+		"stall-check-warning-time-seconds": "HOROVOD_STALL_CHECK_TIME_SECONDS=S", "stall-check-shutdown-time-seconds": "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=S",
+		"num-nccl-streams": "HOROVOD_NUM_NCCL_STREAMS=N", "thread-affinity": "HOROVOD_THREAD_AFFINITY=CPUS", "gloo-timeout-seconds": "HOROVOD_GLOO_TIMEOUT_SECONDS=S",
+	} {
+		add(foreignFlag{from: "horovodrun's", words: 1, refuse: "set Horovod's variable: -x " + v}, flag)
+	}
+	for flag, v := range map[string]string{
+		"no-stall-check": "HOROVOD_STALL_CHECK_DISABLE=1", "mpi-threads-disable": "HOROVOD_MPI_THREADS_DISABLE=1",
+		"log-without-timestamp": "HOROVOD_LOG_HIDE_TIME=1", "log-hide-timestamp": "HOROVOD_LOG_HIDE_TIME=1",
+	} {
+		add(foreignFlag{from: "horovodrun's", words: 0, refuse: "set Horovod's variable: -x " + v}, flag)
+	}
+	add(foreignFlag{from: "horovodrun's", words: 0, refuse: "the time on every line is --timestamp-output"}, "prefix-output-with-timestamp")
+	add(foreignFlag{from: "horovodrun's", words: 1, refuse: "the data interfaces are --network-interface NAME[,NAME]"}, "nics")
+	add(foreignFlag{from: "horovodrun's", words: 0, refuse: "Open MPI's transport is -mca btl tcp,self"}, "tcp")
+	add(foreignFlag{from: "horovodrun's", words: 1, refuse: "give the options on the command line"}, "config-file")
+	add(foreignFlag{from: "horovodrun's", words: 0, refuse: "gangway starts the ranks through its agents, ssh or srun (--transport), not jsrun"}, "jsrun")
+	add(foreignFlag{from: "horovodrun's", words: 1, refuse: "gangway starts the ranks through its agents, ssh or srun (--transport), not jsrun"}, "binding-args")
 	add(foreignFlag{from: "horovodrun's", words: 1, refuse: "gangway runs no mpirun of its own unless --mpi openmpi; Open MPI's settings are -mca KEY VALUE"}, "mpi-args")
 	add(foreignFlag{from: "horovodrun's", words: 0, refuse: "run python3 -c 'import horovod; print(horovod.__version__)' on a host, or launcher --inspect"}, "check-build", "cb")
 	// Open MPI's mpirun
@@ -94,6 +135,19 @@ var foreignFlags = func() map[string]foreignFlag {
 	add(foreignFlag{from: "mpirun's", words: 0, refuse: "--display-map prints the placement; --inspect prints every host's facts"}, "display-allocation", "display-devel-map")
 	add(foreignFlag{from: "mpirun's", words: 0, refuse: "the launcher's output is plain text (--dry-run's placement table is stable for scripts)"}, "xml")
 	add(foreignFlag{from: "mpirun's", words: 0, refuse: "the ranks' PIDs are in -v's logs"}, "report-pid")
+	add(foreignFlag{from: "mpirun's", words: 0, refuse: "use -bind-to core"}, "bind-to-core")
+	add(foreignFlag{from: "mpirun's", words: 0, refuse: "use -bind-to socket"}, "bind-to-socket")
+	add(foreignFlag{from: "mpirun's", words: 0, refuse: "use -bind-to none"}, "bind-to-none")
+	add(foreignFlag{from: "mpirun's", words: 1, refuse: "ranks are placed by -map-by and -rank-by; a rankfile is not read"}, "rankfile", "rf")
+	add(foreignFlag{from: "mpirun's", words: 0, refuse: "a host's slots are -H host:N, the hostfile's or the allocation's; -bind-to hwthread binds one hardware thread per rank"}, "use-hwthread-cpus")
+	add(foreignFlag{from: "mpirun's", words: 0, refuse: "gangway restarts the whole gang after a failure: --max-restarts N"}, "enable-recovery", "continuous", "with-ft")
+	add(foreignFlag{from: "mpirun's", words: 0, refuse: "the launcher's own logs are -v"}, "debug", "d", "debug-daemons", "debug-devel")
+	add(foreignFlag{from: "mpirun's", words: 1, refuse: "PROGRAM is found in the ranks' PATH (-x PATH=...)"}, "app")
+	add(foreignFlag{from: "mpirun's", words: 0, refuse: "the launcher stops ranks with SIGTERM on SIGINT, SIGTERM or SIGHUP and collects their stacks on SIGUSR1; it forwards no other signal"}, "forward-signals")
+	add(foreignFlag{from: "mpirun's", words: 1, refuse: "the hosts are -H or -hostfile"}, "default-hostfile", "add-host", "add-hostfile")
+	add(foreignFlag{from: "mpirun's", words: 0}, "noprefix") // gangway has no default prefix
+	add(foreignFlag{from: "mpirun's", words: 1, refuse: "gangway runs no Open MPI runtime to report on or connect to (--dry-run and --display-map print the placement)"},
+		"report-uri", "output-proctable", "ompi-server")
 	// DeepSpeed's launcher
 	add(foreignFlag{from: "DeepSpeed's", words: 0}, "force_multi", "no_local_rank") // hosts are -H or the hostfile; LOCAL_RANK is in every rank's environment
 	add(foreignFlag{from: "DeepSpeed's", words: 1, refuse: "gangway's transport takes no extra arguments: -mca KEY VALUE for Open MPI (--mpi openmpi), --ssh for ssh's"}, "launcher_args")
@@ -103,6 +157,8 @@ var foreignFlags = func() map[string]foreignFlag {
 	add(foreignFlag{from: "DeepSpeed's", words: 1, refuse: "gangway runs a fixed-size gang, restarted whole with --max-restarts"}, "min_elastic_nodes", "max_elastic_nodes")
 	add(foreignFlag{from: "DeepSpeed's", words: 1, refuse: "run DeepSpeed's autotuner with DeepSpeed's own launcher"}, "autotuning")
 	add(foreignFlag{from: "DeepSpeed's", words: 1, refuse: "the launcher's PID is $! of the shell that started it"}, "save_pid")
+	add(foreignFlag{from: "DeepSpeed's", words: 1, refuse: "Slurm's options belong to salloc or sbatch; gangway runs inside the allocation"}, "comment", "account")
+	add(foreignFlag{from: "DeepSpeed's", words: 1, refuse: "the ranks' environment is -x and --env-file"}, "venv_script")
 	return m
 }()
 

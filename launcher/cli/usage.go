@@ -59,7 +59,8 @@ Hosts (default: this machine, -np defaulting to one rank per GPU, else per CPU):
                            robin over hosts (default: as -map-by deals them)
   -oversubscribe           allow more ranks than slots
   -nooversubscribe         accepted for mpirun: the default
-  -gpus-per-rank K         CUDA_VISIBLE_DEVICES gets K GPUs per rank (default 1)
+  -gpus-per-rank, -gpus-per-proc K
+                           CUDA_VISIBLE_DEVICES gets K GPUs per rank (default 1)
   -gpus LIST               GPU indices to use on every host (0,2,...)
   -include HOST[:GPUS]@... DeepSpeed's: only these hosts run ranks, a host
                            with GPUs gets only those, one rank each
