@@ -49,13 +49,12 @@ var foreignFlags = func() map[string]foreignFlag {
 		"monitor-interval", "monitor_interval")
 	add(foreignFlag{from: "torchrun's", words: 1}, "tee") // the console shows every rank's lines; --log-dir writes them too
 	add(foreignFlag{from: "torchrun's", words: 1, refuse: "gangway always shows rank output on the console: --output-filename DIR (--log-dir) also writes DIR/rank.R/stdout and stderr, and --output-from RANKS limits the console to some ranks"},
-		"redirects")
+		"redirects", "r")
 	add(foreignFlag{from: "torchrun's", words: 1, refuse: "the hosts' addresses are their data addresses, chosen per host (see --network-interface); MASTER_ADDR is --master-addr"},
 		"local-addr", "local_addr")
-	add(foreignFlag{from: "torchrun's", words: 1}, "t")                                                       // --tee
-	add(foreignFlag{from: "torchrun's", words: 1, refuse: "see --redirects: use --output-filename DIR"}, "r") // --redirects
-	add(foreignFlag{from: "torchrun's", words: 1}, "start-method", "start_method")                            // every rank is a process of its own
-	add(foreignFlag{from: "torch.distributed.launch's", words: 0}, "use-env", "use_env")                      // LOCAL_RANK is in every rank's environment
+	add(foreignFlag{from: "torchrun's", words: 1}, "t")                                  // --tee
+	add(foreignFlag{from: "torchrun's", words: 1}, "start-method", "start_method")       // every rank is a process of its own
+	add(foreignFlag{from: "torch.distributed.launch's", words: 0}, "use-env", "use_env") // LOCAL_RANK is in every rank's environment
 	add(foreignFlag{from: "torchrun's", words: 1, refuse: "the console can show some ranks only: --output-from RANKS (ranks of the job, not local ranks)"},
 		"local-ranks-filter", "local_ranks_filter")
 	add(foreignFlag{from: "torchrun's", words: 1, refuse: "per-rank files are --output-filename DIR"}, "logs-specs", "logs_specs")
