@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -380,7 +381,7 @@ func splitArgs(fs *flag.FlagSet, args []string) (opts, prog, warns []string, err
 			return opts, args[i+1:], warns, nil
 		}
 		if len(a) < 2 || a[0] != '-' {
-			return opts, args[i:], warns, nil
+			return opts, args[i:], warns, mpmd(args[i:])
 		}
 		name := strings.TrimLeft(a, "-")
 		name, val, hasVal := strings.Cut(name, "=")
@@ -426,6 +427,22 @@ func splitArgs(fs *flag.FlagSet, args []string) (opts, prog, warns []string, err
 		}
 	}
 	return opts, nil, warns, nil
+}
+
+// mpmdOptions are the options that, after a ":" among PROGRAM's words,
+// mark mpirun's and Hydra's MPMD form: PROG ARGS : -n N PROG2 ARGS.
+var mpmdOptions = []string{"-n", "-np", "--np", "--n", "-c", "-N", "-H", "-host", "--host", "-hosts", "-env", "-genv", "-wdir", "--wdir", "-x"}
+
+// mpmd refuses PROGRAM words in mpirun's and Hydra's MPMD form, which
+// would otherwise run the first program with the rest as its arguments.
+// A program that takes such words can follow "--".
+func mpmd(prog []string) error {
+	for i := 0; i+1 < len(prog); i++ {
+		if prog[i] == ":" && slices.Contains(mpmdOptions, prog[i+1]) {
+			return fmt.Errorf("%w: %q ... : %s ... is mpirun's and Hydra's form for several programs in one job (MPMD), which gangway does not run: one program per job (a program that takes these words goes after --)", ErrUsage, prog[0], prog[i+1])
+		}
+	}
+	return nil
 }
 
 // unknownOption is the error for an option no launcher gangway knows
