@@ -109,7 +109,6 @@ func TestSpellingsRefused(t *testing.T) {
 		{[]string{"--rank-by", "core"}, "use slot or node"},
 		{[]string{"--node_rank", "1"}, "launcher: usage: --node_rank is torchrun's and DeepSpeed's option, not gangway's: gangway starts every host's ranks from one command"},
 		{[]string{"--gloo"}, "launcher: usage: --gloo is horovodrun's option, not gangway's"},
-		{[]string{"-genv", "A", "1"}, "use -x NAME=VALUE"},
 	} {
 		l := startLauncher(t, false, append(append([]string{"--dry-run"}, tt.args...), "prog")...)
 		assertCode(t, l, 2)
