@@ -3,8 +3,9 @@
 
 GO      ?= go
 PREFIX  ?= /usr/local
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X main.version=$(VERSION)
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo devel)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Packages the tests use: real OpenSSH on both ends, MPICH and Open MPI
 # programs, PyTorch (CPU, gloo), iproute2 for network-namespace hosts, and
 # Slurm 22.05 with munge for a real cluster on those hosts (cmd/internal/slurmbed),

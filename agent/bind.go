@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"gangway/agent/wire"
+	"gangway/internal/textx"
 )
 
 // cpuBinder binds one job's ranks on this host: the socket groups are
@@ -63,7 +64,7 @@ func (b *cpuBinder) bind(mode string, r wire.RankSpec, f wire.Facts) ([]int, err
 			n, _ := strconv.Atoi(per) // checked by parseBind
 			s = r.LocalRank / n
 			if s >= len(sockets) {
-				return nil, fmt.Errorf("rank %d: local rank %d at %d ranks per socket needs socket %d, and the agent may use %d sockets", r.Rank, r.LocalRank, n, s, len(sockets))
+				return nil, fmt.Errorf("rank %d: local rank %d at %d ranks per socket needs socket %d, and the agent may use %s", r.Rank, r.LocalRank, n, s, textx.Count(len(sockets), "socket"))
 			}
 		}
 		return sockets[s], nil

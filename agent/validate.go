@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"gangway/agent/wire"
+	"gangway/internal/textx"
 )
 
 // validateStartJob checks a StartJob against this host before anything
@@ -50,7 +51,7 @@ func validateStartJob(j wire.StartJob, f wire.Facts, cpus []int) error {
 		case r.Rank < 0:
 			return fmt.Errorf("rank %d: ranks are not negative", r.Rank)
 		case size > 0 && r.Rank >= size:
-			return fmt.Errorf("rank %d: outside the job's %d ranks", r.Rank, size)
+			return fmt.Errorf("rank %d: outside the job's %s", r.Rank, textx.Count(size, "rank"))
 		case ranks[r.Rank]:
 			return fmt.Errorf("rank %d listed twice", r.Rank)
 		}
@@ -59,7 +60,7 @@ func validateStartJob(j wire.StartJob, f wire.Facts, cpus []int) error {
 			if n == 1 {
 				return fmt.Errorf("rank %d: local rank %d: want 0 (this host runs 1 rank)", r.Rank, r.LocalRank)
 			}
-			return fmt.Errorf("rank %d: local rank %d: want 0 to %d (this host runs %d ranks)", r.Rank, r.LocalRank, n-1, n)
+			return fmt.Errorf("rank %d: local rank %d: want 0 to %d (this host runs %s)", r.Rank, r.LocalRank, n-1, textx.Count(n, "rank"))
 		}
 		if other, dup := local[r.LocalRank]; dup {
 			return fmt.Errorf("rank %d: local rank %d is rank %d's too", r.Rank, r.LocalRank, other)
@@ -74,8 +75,8 @@ func validateStartJob(j wire.StartJob, f wire.Facts, cpus []int) error {
 			}
 		}
 		if (j.Bind == "core" || j.Bind == "hwthread") && r.LocalRank >= len(cpus) {
-			return fmt.Errorf("rank %d: -bind-to %s: local rank %d needs a CPU of its own, and the agent may use %d CPUs (%s); use -bind-to none or numa, or fewer ranks on this host",
-				r.Rank, j.Bind, r.LocalRank, len(cpus), FormatCPUList(cpus))
+			return fmt.Errorf("rank %d: -bind-to %s: local rank %d needs a CPU of its own, and the agent may use %s (%s); use -bind-to none or numa, or fewer ranks on this host",
+				r.Rank, j.Bind, r.LocalRank, textx.Count(len(cpus), "CPU"), FormatCPUList(cpus))
 		}
 		if pe > 0 && (r.LocalRank+1)*pe > len(cpus) {
 			return fmt.Errorf("rank %d: PE=%d: local rank %d needs CPUs %d-%d of the %d the agent may use (%s); use a smaller PE or fewer ranks on this host",

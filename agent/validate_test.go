@@ -54,6 +54,10 @@ func TestValidateStartJob(t *testing.T) {
 			"rank 2: local rank -1: want 0 to 1 (this host runs 2 ranks)"},
 		{"local rank past the host's ranks", with(two, func(j *wire.StartJob) { j.Ranks[1].LocalRank = 2 }), wire.Facts{},
 			"rank 3: local rank 2: want 0 to 1"},
+		{"local rank past a host of one rank", wire.StartJob{StdinRank: -1, Ranks: []wire.RankSpec{okRank(0, 1)}}, wire.Facts{},
+			"rank 0: local rank 1: want 0 (this host runs 1 rank)"},
+		{"rank past a PMI size of 1", with(two, func(j *wire.StartJob) { j.PMI = &wire.PMIJob{KVSName: "k", Size: 1} }), wire.Facts{},
+			"rank 2: outside the job's 1 rank"},
 		{"duplicate local rank", with(two, func(j *wire.StartJob) { j.Ranks[1].LocalRank = 0 }), wire.Facts{},
 			"rank 3: local rank 0 is rank 2's too"},
 		{"duplicate rank", with(two, func(j *wire.StartJob) { j.Ranks[1].Rank = 2 }), wire.Facts{}, "rank 2 listed twice"},
@@ -99,6 +103,10 @@ func TestValidateStartJob(t *testing.T) {
 	if err := validateStartJob(wire.StartJob{StdinRank: -1, Bind: "core", Ranks: []wire.RankSpec{okRank(0, 0)}}, wire.Facts{}, nil); err == nil ||
 		!strings.Contains(err.Error(), "may use 0 CPUs") {
 		t.Errorf("core binding with no CPUs known: %v", err)
+	}
+	if err := validateStartJob(wire.StartJob{StdinRank: -1, Bind: "core", Ranks: []wire.RankSpec{okRank(0, 0), okRank(1, 1)}}, wire.Facts{}, []int{5}); err == nil ||
+		!strings.Contains(err.Error(), "may use 1 CPU (5)") {
+		t.Errorf("core binding with one CPU: %v", err)
 	}
 }
 

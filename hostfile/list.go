@@ -6,21 +6,35 @@ import (
 	"strings"
 )
 
+// maxListRangeHosts bounds the names the bracket ranges of one -H list
+// expand to: more than any cluster typed on a command line, and a few
+// bytes of -H cannot make a million hosts (hostfiles and allocations
+// take up to MaxHosts).
+const maxListRangeHosts = 1 << 14
+
 // ParseList parses the launcher's -H flag: comma-separated
 // [user@]host[:slots[:port]] entries. Slots default to 1; "host::2222" keeps
 // the default slots and sets the SSH port. IPv6 literals go in brackets:
-// "[fd00::1]:4". Repeated hosts (same user, name and port) merge in order of
-// first appearance, adding slots, so "a,a,b" gives a:2,b:1. Errors are
-// *ListError naming the entry; an empty list wraps ErrNoHosts.
+// "[fd00::1]:4". A host name with bracket ranges, as Slurm and pdsh write
+// them, stands for every name it expands to, each with the entry's user,
+// slots and port: "node[01-03,07]:8" is node01:8,node02:8,node03:8,node07:8
+// (at most maxListRangeHosts names from ranges in one list).
+// Repeated hosts (same user, name and port) merge in order of first
+// appearance, adding slots, so "a,a,b" gives a:2,b:1. Errors are *ListError
+// naming the entry; an empty list wraps ErrNoHosts.
 func ParseList(s string) ([]Host, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, fmt.Errorf("-H: %w", ErrNoHosts)
 	}
 	var m merger
-	for i, entry := range strings.Split(s, ",") {
+	budget := maxListRangeHosts
+	for i, entry := range splitOutsideBrackets(s) {
 		entry = strings.TrimSpace(entry)
-		h, err := parseListEntry(entry)
-		if err == nil {
+		hs, err := parseListEntries(entry, &budget)
+		for _, h := range hs {
+			if err != nil {
+				break
+			}
 			err = m.add(h)
 		}
 		if err != nil {
@@ -28,6 +42,75 @@ func ParseList(s string) ([]Host, error) {
 		}
 	}
 	return m.hosts, nil
+}
+
+// splitOutsideBrackets splits s at the commas that no bracket holds
+// ("n[1,3],b" is two entries); an unbalanced bracket is left for the
+// entry's own parse to report.
+func splitOutsideBrackets(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '[':
+			depth++
+		case ']':
+			depth = max(depth-1, 0)
+		case ',':
+			if depth == 0 {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, s[start:])
+}
+
+// parseListEntries parses one -H entry, expanding a host name with
+// bracket ranges ("u@node[1-4]:2:2222") into one host per name, at most
+// *budget of them, which it lowers.
+func parseListEntries(entry string, budget *int) ([]Host, error) {
+	user, rest := "", entry
+	if u, r, ok := strings.Cut(entry, "@"); ok {
+		user, rest = u+"@", r
+	}
+	if strings.HasPrefix(rest, "[") || !strings.Contains(rest, "[") {
+		h, err := parseListEntry(entry)
+		if err != nil {
+			return nil, err
+		}
+		return []Host{h}, nil
+	}
+	cut, depth := len(rest), 0
+	for i := 0; i < len(rest) && cut == len(rest); i++ {
+		switch rest[i] {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case ':':
+			if depth == 0 {
+				cut = i
+			}
+		}
+	}
+	names, err := expandNodeList(rest[:cut], *budget)
+	if errors.Is(err, ErrTooManyHosts) {
+		return nil, fmt.Errorf("%w: the ranges of one -H expand to at most %d names (a hostfile takes more)", ErrTooManyHosts, maxListRangeHosts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	*budget -= len(names)
+	hs := make([]Host, 0, len(names))
+	for _, n := range names {
+		h, err := parseListEntry(user + n + rest[cut:])
+		if err != nil {
+			return nil, err
+		}
+		hs = append(hs, h)
+	}
+	return hs, nil
 }
 
 func parseListEntry(entry string) (Host, error) {

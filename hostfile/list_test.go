@@ -28,6 +28,11 @@ var listTests = []struct {
 	{" a , b:2 ", []Host{{Name: "a", Slots: 1}, {Name: "b", Slots: 2}}, ""},
 	{"a:007", []Host{{Name: "a", Slots: 7}}, ""},
 	{"a:1048576", []Host{{Name: "a", Slots: 1048576}}, ""},
+	{"node[01-03]:8", []Host{{Name: "node01", Slots: 8}, {Name: "node02", Slots: 8}, {Name: "node03", Slots: 8}}, ""},
+	{"u@n[1,3]::2222,b", []Host{{Name: "n1", User: "u", Slots: 1, Port: 2222}, {Name: "n3", User: "u", Slots: 1, Port: 2222}, {Name: "b", Slots: 1}}, ""},
+	{"r[1-2]n[1-2]", []Host{{Name: "r1n1", Slots: 1}, {Name: "r1n2", Slots: 1}, {Name: "r2n1", Slots: 1}, {Name: "r2n2", Slots: 1}}, ""},
+	{"n[1-2],n1:2", []Host{{Name: "n1", Slots: 3}, {Name: "n2", Slots: 1}}, ""},
+	{"[fd00::1]:2,n[1-2]", []Host{{Name: "fd00::1", Slots: 2}, {Name: "n1", Slots: 1}, {Name: "n2", Slots: 1}}, ""},
 
 	{"", nil, "-H: no hosts"},
 	{" ", nil, "-H: no hosts"},
@@ -58,6 +63,12 @@ var listTests = []struct {
 	{"[host]:2", nil, `-H entry 1 "[host]:2": bad address "host" in brackets`},
 	{"[fd00::1]x", nil, `-H entry 1 "[fd00::1]x": unexpected "x" after "]"`},
 	{"a:1048576,a", nil, `-H entry 2 "a": host "a": more than 1048576 slots in all`},
+	{"n[1-2:4", nil, `-H entry 1 "n[1-2:4": node list "n[1-2:4": missing "]"`},
+	{"n[2-1]", nil, `-H entry 1 "n[2-1]": node list "n[2-1]": bad range "2-1": start after end`},
+	{"n[1-2]:x", nil, `-H entry 1 "n[1-2]:x": bad slots "x"`},
+	{"n[0-16384]", nil, `-H entry 1 "n[0-16384]": too many hosts: the ranges of one -H expand to at most 16384 names (a hostfile takes more)`},
+	{"n[1-10000],m[1-10000]", nil, `-H entry 2 "m[1-10000]": too many hosts: the ranges of one -H expand to at most 16384 names (a hostfile takes more)`},
+	{"n[0-1048576]", nil, `-H entry 1 "n[0-1048576]": too many hosts: the ranges of one -H expand to at most 16384 names (a hostfile takes more)`},
 }
 
 func TestParseList(t *testing.T) {

@@ -20,7 +20,9 @@ func analyze(ctx context.Context, cfg cli.Config, stdout, stderr io.Writer) int 
 	}
 	rep, err := bench.AnalyzeFiles(ctx, cfg.Argv, opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "launcher: %v\n", err)
+		if ctx.Err() == nil { // a signal: offline says "interrupted by"
+			fmt.Fprintf(stderr, "launcher: %v\n", err)
+		}
 		return diagnose.ExitSetup
 	}
 	if len(rep.Metrics) == 0 {

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 
 	"go.uber.org/zap"
 
-	"gangway/agent/wire"
 	"gangway/internal/term"
 	"gangway/launcher/cli"
 	"gangway/launcher/diagnose"
@@ -60,7 +60,8 @@ func parse(args []string, d Deps) (cfg cli.Config, code int, done bool) {
 		fmt.Fprint(d.Stdout, cli.Usage)
 		return cfg, 0, true
 	case cfg.Mode == cli.ModeVersion:
-		fmt.Fprintf(d.Stdout, "launcher %s (protocol %d)\n", d.Version, wire.Version)
+		bi, _ := debug.ReadBuildInfo()
+		fmt.Fprint(d.Stdout, cli.VersionText(d.Version, d.Commit, bi))
 		return cfg, 0, true
 	case err == nil:
 		if berr := cfg.Bench.Check(); berr != nil {
@@ -139,7 +140,7 @@ func offline(ctx context.Context, cfg cli.Config, d Deps) int {
 	}
 	var se *diagnose.SignalError
 	if errors.As(context.Cause(ctx), &se) {
-		fmt.Fprintf(d.Stderr, "launcher: interrupted by %v\n", se.Signal)
+		fmt.Fprintf(d.Stderr, "launcher: interrupted by %s\n", diagnose.SignalName(se.Signal))
 		return diagnose.ExitCode(se, false)
 	}
 	return code
@@ -173,6 +174,7 @@ type Deps struct {
 	Stderr   io.Writer
 	Signals  <-chan os.Signal
 	Version  string
+	Commit   string // the commit the binary was built from, "" when not stamped
 	Cwd      string
 }
 

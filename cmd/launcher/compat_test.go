@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -53,6 +55,12 @@ func TestDryRunSpellings(t *testing.T) {
 			[]string{"0 b 0 1 0", "1 c 0 2 1", "2 c 1 2 1"}, "", nil},
 		{"DeepSpeed --exclude", []string{"--exclude", "b", "-H", "a:1,b:1,c:1"}, nil,
 			[]string{"0 a 0 1 0", "1 c 0 1 1"}, "", nil},
+		{"Hydra -ppn -hosts -bind-to core:2", []string{"-n", "4", "-ppn", "2", "-hosts", "a,b", "-bind-to", "core:2"}, nil,
+			[]string{"0 a 0 2 0", "1 a 1 2 0", "2 b 0 2 1", "3 b 1 2 1"}, "2 per node, bind pe=2", nil},
+		{"torchrun --nproc-per-node gpu", []string{"--nproc-per-node", "gpu", "-H", "a,b"}, nil,
+			[]string{"0 a 0 1 0", "1 b 0 1 1"}, "nproc-per-node gpu (GPUs unknown without the hosts' facts: 1 GPU and this machine's CPUs assumed)", nil},
+		{"mpirun --map-by socket", []string{"--map-by", "socket", "-np", "2", "-H", "a:2"}, nil,
+			[]string{"0 a 0 2 0", "1 a 1 2 0"}, "map-by slot, bind socket", nil},
 		{"DeepSpeed .deepspeed_env, -x wins", []string{"-x", "NCCL_DEBUG=WARN", "-H", "a:1"}, []string{"HOME=" + home},
 			[]string{"0 a 0 1 0"}, "", []string{"NCCL_DEBUG=WARN", "DS_ONLY=1"}},
 	}
@@ -97,8 +105,10 @@ func TestSpellingsRefused(t *testing.T) {
 	}{
 		{[]string{"--nnodes", "1:4"}, "--max-restarts"},
 		{[]string{"--include", "z", "-H", "a,b"}, "--include: host z is not among the hosts"},
-		{[]string{"--map-by", "ppr:2:numa"}, "use node or socket"},
+		{[]string{"--map-by", "ppr:2:numa"}, "-map-by ppr:N:socket places N ranks per socket"},
 		{[]string{"--rank-by", "core"}, "use slot or node"},
+		{[]string{"--node_rank", "1"}, "launcher: usage: --node_rank is torchrun's and DeepSpeed's option, not gangway's: gangway starts every host's ranks from one command"},
+		{[]string{"--gloo"}, "launcher: usage: --gloo is horovodrun's option, not gangway's"},
 	} {
 		l := startLauncher(t, false, append(append([]string{"--dry-run"}, tt.args...), "prog")...)
 		assertCode(t, l, 2)
@@ -123,7 +133,7 @@ func TestDisplayMapMergeQuiet(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"# placement: 2 ranks on 1 hosts (map-by slot), command: sh -c echo out $RANK; echo err $RANK >&2",
+	want := []string{"# placement: 2 ranks on 1 host (map-by slot), command: sh -c echo out $RANK; echo err $RANK >&2",
 		"RANK  HOST       LOCAL_RANK  LOCAL_SIZE  NODE  GPU"}
 	got := lines(stderr)
 	if len(got) != 4 || !slices.Equal(got[:2], want) || !strings.HasPrefix(got[2], "0     localhost  0           2           0") {
@@ -194,6 +204,32 @@ func sockets(cpus []int) int {
 		ids[strings.TrimSpace(string(b))] = true
 	}
 	return len(ids)
+}
+
+// TestTorchrunLine: torchrun's spellings on a real local job: ranks per
+// host from the host's facts (auto: its GPUs, else its CPUs), -m runs a
+// Python module, the rendezvous options are accepted and the endpoint's
+// warning printed before the job.
+func TestTorchrunLine(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skipf("no python3: %v", err)
+	}
+	l := startLauncher(t, false, "--standalone", "--nproc-per-node=auto", "--rdzv-backend=c10d", "--rdzv-endpoint=localhost:29400", "--rdzv-id=job42",
+		"-m", "sysconfig")
+	assertCode(t, l, 0)
+	want := runtime.NumCPU()
+	if n := strings.Count(l.stdout(), "Platform: "); n != want {
+		t.Errorf("%d ranks ran python3 -m sysconfig, want %d (one per CPU: no GPUs here)\n%s", n, want, l.stdout())
+	}
+	if w := "launcher: warning: --rdzv-endpoint is not used: gangway is the rendezvous"; !strings.Contains(l.stderr(), w) {
+		t.Errorf("stderr lacks %q:\n%s", w, l.stderr())
+	}
+	l = startLauncher(t, false, "--nproc_per_node", "gpu", "true")
+	assertCode(t, l, 2)
+	if w := "launcher: --nproc-per-node gpu: host localhost has no GPUs"; !strings.Contains(l.stderr(), w) {
+		t.Errorf("stderr lacks %q:\n%s", w, l.stderr())
+	}
 }
 
 // TestMasterAddrFlag: a real job's ranks get --master-addr and

@@ -3,8 +3,12 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+
+	"gangway/agent/wire"
 )
 
 // The launcher's messages for a new user's first mistakes, each from a
@@ -108,6 +112,27 @@ func TestExportWarnings(t *testing.T) {
 	for _, want := range []string{"rank=0 unset=none", "rank=1 unset=none"} {
 		if !strings.Contains(l.stdout(), want) {
 			t.Errorf("stdout lacks %q:\n%s", want, l.stdout())
+		}
+	}
+}
+
+// TestVersion: --version and mpirun's -V print the version ("devel" for
+// a binary the Makefile did not stamp), the commit, the protocol version
+// and the Go version, and exit 0.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	for _, flag := range []string{"--version", "-V"} {
+		l := startLauncher(t, false, flag)
+		assertCode(t, l, 0)
+		got := lines(l.stdout())
+		want := []string{"launcher devel", "commit:   ", "protocol: " + strconv.Itoa(wire.Version), "go:       " + runtime.Version()}
+		if len(got) != len(want) {
+			t.Fatalf("%s printed %q, want 4 lines like %q", flag, got, want)
+		}
+		for i := range want {
+			if !strings.HasPrefix(got[i], want[i]) {
+				t.Errorf("%s: line %d is %q, want %q...", flag, i+1, got[i], want[i])
+			}
 		}
 	}
 }

@@ -17,11 +17,18 @@ import (
 	"gangway/cmd/internal/logging"
 	"gangway/hostfile"
 	"gangway/launcher"
+	"gangway/launcher/cli"
 	"gangway/launcher/transport"
 )
 
-// version is stamped by the Makefile (-ldflags -X main.version=...).
-var version = "dev"
+// version and commit are stamped by the Makefile (-ldflags -X
+// main.version=... -X main.commit=...) from git describe and git
+// rev-parse; a plain go build says devel and leaves the commit to the Go
+// toolchain's VCS stamp, if any.
+var (
+	version = cli.DevelVersion
+	commit  string
+)
 
 func run(args []string, sig <-chan os.Signal) int {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -31,7 +38,7 @@ func run(args []string, sig <-chan os.Signal) int {
 	defer cancel()
 	d := launcher.Deps{
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		Signals: sig, Version: version, Cwd: cwd,
+		Signals: sig, Version: version, Commit: commit, Cwd: cwd,
 		NewLocal: func(log *zap.Logger) transport.Dialer {
 			local.agent = &agent.Agent{Version: version, Log: log.Named("agent"), AllowDropCaches: os.Geteuid() == 0,
 				LauncherTimeout: agent.DefaultLauncherTimeout, Supervisor: proc.SupervisorExecutable()}

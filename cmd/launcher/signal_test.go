@@ -74,7 +74,7 @@ func TestSignalEscalation(t *testing.T) {
 			if err := syscall.Kill(l.cmd.Process.Pid, syscall.SIGINT); err != nil {
 				t.Fatal(err)
 			}
-			waitStderr(t, l, "stopping every rank (again to kill)")
+			waitStderr(t, l, "launcher: got SIGINT, stopping every rank (again to kill)")
 			if mode == "trapterm" {
 				// Each rank reports the SIGTERM it got, and lives on.
 				l.waitStdout("SIGTERM at both ranks", func(out string) bool { return len(tagged(out, "term")) == 2 })
@@ -93,7 +93,7 @@ func TestSignalEscalation(t *testing.T) {
 				t.Fatal(err)
 			}
 			assertCode(t, l, 130)
-			if errOut := l.stderr(); !strings.Contains(errOut, "again, killing every rank") {
+			if errOut := l.stderr(); !strings.Contains(errOut, "launcher: got SIGINT again, killing every rank") {
 				t.Errorf("stderr does not report the kill:\n%s", errOut)
 			}
 			assertGone(t, pids...)
@@ -210,6 +210,10 @@ func TestModesEndOnSignals(t *testing.T) {
 	}
 	assertCode(t, rsh, 143)
 	assertCode(t, analyze, 130)
+	// The signal by its name, not Go's word for it ("interrupted by interrupt").
+	if want := "launcher: interrupted by SIGINT\n"; analyze.stderr() != want {
+		t.Errorf("--analyze stderr %q, want %q", analyze.stderr(), want)
+	}
 	t.Logf("--rsh ended %v after its start, --analyze %v", rsh.stopped.Sub(rsh.start).Round(time.Millisecond), analyze.stopped.Sub(analyze.start).Round(time.Millisecond))
 }
 

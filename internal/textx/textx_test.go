@@ -164,3 +164,14 @@ func FuzzSuggest(f *testing.F) {
 		t.Fatalf("Suggest(%q, %q) = %q, not a candidate", s, cands, got)
 	})
 }
+
+func TestCount(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{{0, "0 hosts"}, {1, "1 host"}, {2, "2 hosts"}, {-1, "-1 hosts"}} {
+		if got := Count(tc.n, "host"); got != tc.want {
+			t.Errorf("Count(%d, host) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}

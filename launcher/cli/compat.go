@@ -10,24 +10,33 @@ import (
 	"strings"
 
 	"gangway/hostfile"
+	"gangway/internal/textx"
+	"gangway/launcher/plan"
+	"gangway/launcher/transport"
 )
 
 // compatInputs are the spellings of other launchers (torchrun, mpirun,
-// horovodrun, DeepSpeed) that need the hosts before they mean something;
-// resolveCompat turns them into Config values.
+// Hydra, horovodrun, DeepSpeed) that need the hosts or other flags
+// before they mean something; resolveCompat turns them into Config
+// values.
 type compatInputs struct {
-	nprocPerNode int    // torchrun --nproc-per-node, DeepSpeed --num_gpus
+	nprocPerNode string // torchrun --nproc-per-node N|gpu|cpu|auto, DeepSpeed --num_gpus
 	nnodes       string // torchrun --nnodes, DeepSpeed --num_nodes
 	standalone   bool   // torchrun --standalone
 	prefix       string // mpirun --prefix
+	module       bool   // torchrun -m, DeepSpeed --module
+	sshPort      int    // horovodrun --ssh-port, DeepSpeed --ssh_port
+	launcher     string // Hydra -launcher/-bootstrap, DeepSpeed --launcher
+	cpusPerProc  int    // mpirun --cpus-per-proc
 }
 
 // registerCompat registers the other launchers' spellings. Flags that are
-// plain synonyms set the Config directly.
+// plain synonyms set the Config directly; the options gangway does not
+// register are in foreignFlags.
 func (c *Config) registerCompat(fs *flag.FlagSet) {
-	in := &c.in.compat
+	in, p := &c.in.compat, &c.Place
 	for _, n := range []string{"nproc-per-node", "nproc_per_node", "num_gpus"} {
-		fs.IntVar(&in.nprocPerNode, n, 0, "ranks per host (torchrun, DeepSpeed): N slots on each host; locally -np N")
+		fs.StringVar(&in.nprocPerNode, n, "", "ranks per host (torchrun, DeepSpeed): N slots on each host (locally -np N); gpu, cpu or auto (GPUs, else CPUs): each host's count")
 	}
 	for _, n := range []string{"nnodes", "num_nodes"} {
 		fs.StringVar(&in.nnodes, n, "", "use the first N hosts (torchrun, DeepSpeed)")
@@ -40,7 +49,9 @@ func (c *Config) registerCompat(fs *flag.FlagSet) {
 		fs.IntVar(&c.Env.MasterPort, n, 0, "MASTER_PORT of every rank, used as is (default: a port free on rank 0's host)")
 	}
 	fs.StringVar(&c.Place.RankBy, "rank-by", "", "rank order: slot (a host's ranks consecutive) or node (round robin over hosts); default follows -map-by")
-	fs.BoolVar(&c.Out.DisplayMap, "display-map", false, "print the placement table on stderr, then run (mpirun)")
+	for _, n := range []string{"display-map", "print-rank-map"} {
+		fs.BoolVar(&c.Out.DisplayMap, n, false, "print the placement table on stderr, then run (mpirun; Intel MPI's -print-rank-map)")
+	}
 	fs.BoolVar(&c.Out.MergeStderr, "merge-stderr-to-stdout", false, "rank stderr goes to the launcher's stdout (mpirun)")
 	fs.Bool("nooversubscribe", false, "accepted for mpirun compatibility: not oversubscribing is the default")
 	for _, n := range []string{"q", "quiet"} {
@@ -48,28 +59,117 @@ func (c *Config) registerCompat(fs *flag.FlagSet) {
 	}
 	fs.StringVar(&in.prefix, "prefix", "", "mpirun's install prefix: --agent-path DIR/bin/agent for -transport ssh|slurm")
 	fs.StringVar(&c.Network.Interface, "network-interfaces", "", "horovodrun's spelling of --network-interface")
+	fs.StringVar(&c.Network.Interface, "iface", "", "Hydra's spelling of --network-interface")
+	for _, n := range []string{"c", "num-proc"} {
+		fs.IntVar(&p.NP, n, 0, "number of ranks (mpirun's -c, horovodrun's --num-proc)")
+	}
+	for _, n := range []string{"ppn", "perhost"} {
+		fs.IntVar(&p.NPerNode, n, 0, "ranks per host (Hydra, Intel MPI): -N N, each host given at least N slots")
+	}
+	fs.BoolFunc("pernode", "one rank per host (mpirun): -N 1", func(string) error { p.NPerNode = 1; return nil })
+	fs.BoolFunc("rr", "ranks round robin over the hosts (Intel MPI): -map-by node", func(string) error { p.MapBy = "node"; return nil })
+	fs.BoolFunc("bynode", "-map-by node (Open MPI 1.x)", func(string) error { p.MapBy = "node"; return nil })
+	fs.BoolFunc("byslot", "-map-by slot (Open MPI 1.x)", func(string) error { p.MapBy = "slot"; return nil })
+	for _, n := range []string{"cpus-per-proc", "cpus-per-rank"} {
+		fs.IntVar(&in.cpusPerProc, n, 0, "CPUs bound to each rank (Open MPI 1.x-4): -map-by slot:PE=N")
+	}
+	fs.Var(listFlag{&c.in.hostLists}, "hosts", "Hydra's -H: host[:n],...")
+	fs.Func("output", "Open MPI 5's --output: tag, timestamp, merge-stderr-to-stdout, dir=DIR (comma-separated)", c.Out.setOMPIOutput)
+	fs.Func("display", "Open MPI 5's --display: map (--display-map), bind (--report-bindings)", c.Out.setOMPIDisplay)
+	for _, n := range []string{"launcher", "bootstrap"} {
+		fs.StringVar(&in.launcher, n, "", "how hosts are reached (Hydra, Intel MPI, DeepSpeed): ssh or pdsh (-transport ssh), slurm (-transport slurm), openmpi (-mpi openmpi); mpich, impi, mvapich: the default")
+	}
+	fs.Var(modeFlag{&c.Mode, ModeVersion}, "V", "print the version and exit (mpirun)")
+	fs.BoolVar(&c.Out.Verbose, "verbose", false, "verbose logging (horovodrun, Hydra): -v")
+	for _, n := range []string{"ssh-port", "ssh_port"} {
+		fs.IntVar(&in.sshPort, n, 0, "the port hosts are reached on (horovodrun, DeepSpeed): -p N, or ssh -p N with -transport ssh")
+	}
+	fs.StringVar(&c.Transport.Identity, "ssh-identity-file", "", "horovodrun's spelling of -i")
+	fs.IntVar(&c.Control.MaxRestarts, "max_restarts", 0, "torchrun's spelling of --max-restarts")
+	for _, n := range []string{"log-dir", "log_dir", "enable_each_rank_log"} {
+		fs.StringVar(&c.Out.Dir, n, "", "per-rank output files (torchrun, DeepSpeed): --output-filename DIR")
+	}
+	for _, n := range []string{"rdzv-id", "rdzv_id"} {
+		fs.StringVar(&c.Control.RunID, n, "", "torchrun's rendezvous id: --run-id (TORCHELASTIC_RUN_ID)")
+	}
+	for _, n := range []string{"m", "module"} {
+		fs.BoolVar(&in.module, n, false, "PROGRAM is a Python module (torchrun, DeepSpeed): run python3 -m PROGRAM ARGS")
+	}
+	fs.BoolFunc("no_ssh_check", "DeepSpeed's: -preflight=false", func(string) error { c.Network.Preflight = false; return nil })
+}
+
+// setOMPIOutput is Open MPI 5's --output LIST.
+func (o *Output) setOMPIOutput(s string) error {
+	for _, w := range strings.Split(s, ",") {
+		k, v, _ := strings.Cut(w, "=")
+		switch strings.ToLower(k) {
+		case "tag", "tag-detailed", "tag-fullname":
+			o.Tags = plan.TagMpirun
+		case "timestamp":
+			o.Timestamp = true
+		case "merge-stderr-to-stdout":
+			o.MergeStderr = true
+		case "dir":
+			if v == "" {
+				return fmt.Errorf("dir=DIR: no directory")
+			}
+			o.Dir = v
+		default:
+			return fmt.Errorf("%q is not supported: use tag, timestamp, merge-stderr-to-stdout or dir=DIR (per-rank files; file= is not supported)", w)
+		}
+	}
+	return nil
+}
+
+// setOMPIDisplay is Open MPI 5's --display LIST.
+func (o *Output) setOMPIDisplay(s string) error {
+	for _, w := range strings.Split(s, ",") {
+		switch strings.ToLower(w) {
+		case "map", "map-devel":
+			o.DisplayMap = true
+		case "bind", "bindings":
+			o.ReportBindings = true
+		default:
+			return fmt.Errorf("%q is not supported: use map (--display-map) or bind (--report-bindings); --inspect prints every host's facts", w)
+		}
+	}
+	return nil
 }
 
 // resolveCompat applies the other launchers' spellings once the hosts are
 // known: --standalone, --include/--exclude as hosts, --nnodes,
-// --nproc-per-node (compatHosts), -map-by's ppr and PE forms and -rank-by
-// (compatMapping), --prefix.
+// --nproc-per-node (compatHosts), -map-by's forms, -bind-to's qualifiers,
+// --cpus-per-proc and -rank-by (compatMapping), -launcher, --ssh-port,
+// -m, --prefix.
 func (c *Config) resolveCompat() error {
+	if err := c.compatLauncher(); err != nil {
+		return err
+	}
 	if err := c.compatHosts(); err != nil {
 		return err
 	}
 	if err := c.compatMapping(); err != nil {
 		return err
 	}
-	p := &c.Place
+	p, in := &c.Place, c.in.compat
 	if c.Mode == ModeOpenMPI && (p.PE > 0 || p.PerSocket > 0 || p.RankBy != "" || c.Out.DisplayMap || c.Out.MergeStderr) {
 		return fmt.Errorf("%w: --mpi=openmpi runs Open MPI's mpirun, which gets no -map-by PE or ppr:N:socket, -rank-by, --display-map or --merge-stderr-to-stdout from gangway: drop them, or drop --mpi=openmpi", ErrUsage)
 	}
-	if p.PE > 0 && p.BindTo != "none" && p.BindTo != "core" {
-		return fmt.Errorf("%w: PE=%d binds each rank to %d CPUs; it cannot be combined with -bind-to %s", ErrUsage, p.PE, p.PE, p.BindTo)
+	if p.PE > 0 && p.BindTo != "none" && p.BindTo != "core" && p.BindTo != "hwthread" {
+		return fmt.Errorf("%w: PE=%d binds each rank to %s; it cannot be combined with -bind-to %s", ErrUsage, p.PE, textx.Count(p.PE, "CPU"), p.BindTo)
 	}
-	if in := c.in.compat; in.prefix != "" && !c.in.given["agent-path"] {
+	if p.FactSlots != "" && p.PerSocket > 0 {
+		return fmt.Errorf("%w: --nproc-per-node %s and -map-by ppr:N:socket both set each host's slots from its facts: give one", ErrUsage, p.FactSlots)
+	}
+	if in.prefix != "" && !c.in.given["agent-path"] {
 		c.Transport.AgentPath = filepath.Join(in.prefix, "bin", "agent")
+	}
+	if err := c.compatSSHPort(); err != nil {
+		return err
+	}
+	if in.module {
+		// torchrun runs its own interpreter; the hosts' python3 is ours.
+		c.Argv = append([]string{"python3", "-m"}, c.Argv...)
 	}
 	if c.Env.MasterPort < 0 || c.Env.MasterPort > 65535 {
 		return fmt.Errorf("%w: --master-port %d out of range", ErrUsage, c.Env.MasterPort)
@@ -81,9 +181,58 @@ func (c *Config) resolveCompat() error {
 	return nil
 }
 
+// compatLauncher applies Hydra's and Intel MPI's -launcher/-bootstrap
+// and DeepSpeed's --launcher: how the hosts are reached.
+func (c *Config) compatLauncher() error {
+	v := c.in.compat.launcher
+	var kind transport.Kind
+	switch strings.ToLower(v) {
+	case "":
+		return nil
+	case "ssh", "pdsh":
+		kind = transport.SSH
+	case "slurm":
+		kind = transport.Slurm
+	case "openmpi":
+		c.in.mpi, c.Mode = "openmpi", max(c.Mode, ModeOpenMPI)
+		return nil
+	case "mpich", "impi", "mvapich", "hydra":
+		return nil // the ranks are served PMI (--mpi auto), as their mpiexec would
+	default:
+		return fmt.Errorf("%w: -launcher %q is not supported: gangway reaches hosts through its agents (--transport agent), ssh (-launcher ssh, --transport ssh) or srun (-launcher slurm, --transport slurm); with no hosts it runs on this machine", ErrUsage, v)
+	}
+	if c.in.given["transport"] && c.Transport.Kind != kind {
+		return fmt.Errorf("%w: -launcher %s and --transport %s disagree: give one", ErrUsage, v, c.in.transport)
+	}
+	c.Transport.Kind, c.in.transport, c.in.given["transport"] = kind, string(kind), true
+	return nil
+}
+
+// compatSSHPort applies horovodrun's --ssh-port and DeepSpeed's
+// --ssh_port: the port the hosts are reached on, which is the agents'
+// (-p), or sshd's with --transport ssh.
+func (c *Config) compatSSHPort() error {
+	n := c.in.compat.sshPort
+	if n == 0 {
+		return nil
+	}
+	t := &c.Transport
+	switch {
+	case n < 0 || n > 65535:
+		return fmt.Errorf("%w: --ssh-port %d out of range", ErrUsage, n)
+	case t.Kind == transport.SSH:
+		t.SSHCommand += " -p " + strconv.Itoa(n)
+	case (c.in.given["p"] || c.in.given["port"]) && t.Port != n:
+		return fmt.Errorf("%w: --ssh-port %d and -p %d disagree: give one (the port the agents listen on)", ErrUsage, n, t.Port)
+	default:
+		t.Port = n
+	}
+	return nil
+}
+
 // compatHosts applies the spellings that choose the hosts and their
 // slots: torchrun's --standalone, --nnodes and --nproc-per-node,
-// DeepSpeed's --include and --exclude.
+// DeepSpeed's --include and --exclude, Hydra's -ppn.
 func (c *Config) compatHosts() error {
 	in, p := c.in.compat, &c.Place
 	if in.standalone {
@@ -109,74 +258,50 @@ func (c *Config) compatHosts() error {
 			have = 1
 		}
 		if n > have {
-			return fmt.Errorf("%w: --nnodes %d: only %d hosts (%s)", ErrUsage, n, have, p.Source)
+			return fmt.Errorf("%w: --nnodes %d: only %s (%s)", ErrUsage, n, textx.Count(have, "host"), p.Source)
 		}
 		if p.Source != HostsLocal {
 			p.Hosts = p.Hosts[:n]
 		}
 	}
-	if n := in.nprocPerNode; n != 0 {
-		if n < 0 || n > hostfile.MaxSlotCount {
-			return fmt.Errorf("%w: --nproc-per-node %d: want 1 to %d", ErrUsage, n, hostfile.MaxSlotCount)
-		}
-		if p.Source == HostsLocal {
-			if p.NP != 0 && p.NP != n {
-				return fmt.Errorf("%w: -np %d and --nproc-per-node %d disagree on one host", ErrUsage, p.NP, n)
-			}
-			p.NP = n
+	if c.in.given["ppn"] || c.in.given["perhost"] {
+		// Hydra places -ppn N ranks on a host whatever its count says.
+		if p.NPerNode > hostfile.MaxSlotCount {
+			return fmt.Errorf("%w: -ppn %d: want 1 to %d", ErrUsage, p.NPerNode, hostfile.MaxSlotCount)
 		}
 		for i := range p.Hosts {
-			p.Hosts[i].Slots = n
-			if p.Hosts[i].MaxSlots != 0 {
-				p.Hosts[i].MaxSlots = max(p.Hosts[i].MaxSlots, n)
+			if h := &p.Hosts[i]; h.Slots < p.NPerNode {
+				h.Slots = p.NPerNode
+				if h.MaxSlots != 0 {
+					h.MaxSlots = max(h.MaxSlots, h.Slots)
+				}
 			}
 		}
 	}
-	return nil
-}
-
-// compatMapping resolves -map-by's ppr:N:UNIT and PE=n forms into the
-// placement (-N, PerSocket, PE), and checks -rank-by.
-func (c *Config) compatMapping() error {
-	p := &c.Place
-	m, err := parseMapBy(p.MapBy)
-	if err != nil {
-		return fmt.Errorf("%w: -map-by: %v", ErrUsage, err)
+	switch v := strings.ToLower(in.nprocPerNode); v {
+	case "":
+		return nil
+	case "gpu", "cpu", "auto":
+		p.FactSlots = v
+		return nil
 	}
-	p.MapBy, p.PE = m.By, m.PE
-	switch m.Unit {
-	case "node":
-		if c.in.given["N"] || c.in.given["npernode"] {
-			if p.NPerNode != m.PPR {
-				return fmt.Errorf("%w: -N %d and -map-by ppr:%d:node disagree", ErrUsage, p.NPerNode, m.PPR)
-			}
-		}
-		p.NPerNode = m.PPR
-	case "socket":
-		if p.NPerNode != 0 {
-			return fmt.Errorf("%w: -N and -map-by ppr:N:socket: give one", ErrUsage)
-		}
-		p.PerSocket = m.PPR
+	n, err := strconv.Atoi(in.nprocPerNode)
+	if err != nil || n < 1 || n > hostfile.MaxSlotCount {
+		return fmt.Errorf("%w: --nproc-per-node %s: want 1 to %d, gpu, cpu or auto", ErrUsage, in.nprocPerNode, hostfile.MaxSlotCount)
 	}
-	switch p.RankBy {
-	case "", "slot", "node":
-	default:
-		return fmt.Errorf("%w: -rank-by %q is not supported: use slot or node (ranks by core, socket or NUMA node follow from -map-by ppr:N:socket and -bind-to)", ErrUsage, p.RankBy)
+	if p.Source == HostsLocal {
+		if p.NP != 0 && p.NP != n {
+			return fmt.Errorf("%w: -np %d and --nproc-per-node %d disagree on one host", ErrUsage, p.NP, n)
+		}
+		p.NP = n
+	}
+	for i := range p.Hosts {
+		p.Hosts[i].Slots = n
+		if p.Hosts[i].MaxSlots != 0 {
+			p.Hosts[i].MaxSlots = max(p.Hosts[i].MaxSlots, n)
+		}
 	}
 	return nil
-}
-
-// BindSpec is the agent's binding (wire.StartJob.Bind) for the placement:
-// pe=N for -map-by ...:PE=N, socket:N for -map-by ppr:N:socket (unless
-// -bind-to says otherwise), else -bind-to.
-func (p Placement) BindSpec() string {
-	switch {
-	case p.PE > 0:
-		return "pe=" + strconv.Itoa(p.PE)
-	case p.PerSocket > 0 && (p.BindTo == "none" || p.BindTo == "socket"):
-		return "socket:" + strconv.Itoa(p.PerSocket)
-	}
-	return p.BindTo
 }
 
 // parseNNodes parses torchrun's --nnodes N or MIN:MAX; only a fixed size
@@ -194,60 +319,6 @@ func parseNNodes(s string) (int, error) {
 		}
 	}
 	return a, nil
-}
-
-// mapBy is a parsed -map-by: slot or node, optionally with ppr:N:UNIT
-// (N ranks per node or socket) and PE=n (n CPUs per rank).
-type mapBy struct {
-	By   string // slot | node: how hosts are filled
-	PPR  int    // ranks per Unit, 0 without ppr
-	Unit string // node | socket, "" without ppr
-	PE   int    // CPUs per rank, 0 without PE
-}
-
-// parseMapBy parses Open MPI's -map-by forms gangway honours: slot, node,
-// ppr:N:node, ppr:N:socket, each optionally followed by :PE=n (except
-// ppr:N:socket).
-func parseMapBy(s string) (mapBy, error) {
-	parts := strings.Split(s, ":")
-	var m mapBy
-	rest := parts[1:]
-	switch strings.ToLower(parts[0]) {
-	case "slot", "":
-		m.By = "slot"
-	case "node":
-		m.By = "node"
-	case "ppr":
-		if len(parts) < 3 {
-			return m, fmt.Errorf("%q: want ppr:N:node or ppr:N:socket", s)
-		}
-		n, err := strconv.Atoi(parts[1])
-		if err != nil || n < 1 || n > hostfile.MaxSlotCount {
-			return m, fmt.Errorf("%q: ranks per unit %q: want 1 to %d", s, parts[1], hostfile.MaxSlotCount)
-		}
-		m.By, m.PPR, m.Unit = "slot", n, strings.ToLower(parts[2])
-		if m.Unit != "node" && m.Unit != "socket" {
-			return m, fmt.Errorf("%q: ppr unit %q is not supported (use node or socket)", s, parts[2])
-		}
-		rest = parts[3:]
-	default:
-		return m, fmt.Errorf("%q is not supported (use slot, node, ppr:N:node, ppr:N:socket, optionally with :PE=n)", s)
-	}
-	for _, mod := range rest {
-		k, v, ok := strings.Cut(mod, "=")
-		if !ok || !strings.EqualFold(k, "PE") || m.PE != 0 {
-			return m, fmt.Errorf("%q: modifier %q is not supported (only PE=n; oversubscription is -oversubscribe)", s, mod)
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1<<16 {
-			return m, fmt.Errorf("%q: PE=%q: want CPUs per rank from 1 to %d", s, v, 1<<16)
-		}
-		m.PE = n
-	}
-	if m.Unit == "socket" && m.PE > 0 {
-		return m, fmt.Errorf("%q: PE with ppr:N:socket is not supported (use ppr:N:node:PE=n, or ppr:N:socket alone, which binds each rank to its socket)", s)
-	}
-	return m, nil
 }
 
 // filterHosts applies DeepSpeed's --include/--exclude to the hosts: with

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -154,14 +155,14 @@ func TestParseCompatErrors(t *testing.T) {
 	}{
 		{[]string{"--nnodes", "1:4"}, "elastic sizes are not supported; gangway runs a fixed-size gang and restarts it whole (--nnodes N with --max-restarts K)"},
 		{[]string{"--nnodes", "3", "-H", "a,b"}, "--nnodes 3: only 2 hosts"},
-		{[]string{"--nnodes", "2"}, "--nnodes 2: only 1 hosts (local)"},
+		{[]string{"--nnodes", "2"}, "--nnodes 2: only 1 host (local)"},
 		{[]string{"--nnodes", "x"}, `--nnodes "x": want a number of hosts`},
 		{[]string{"--standalone", "-H", "a,b"}, "--standalone runs on this machine only"},
 		{[]string{"-np", "2", "--nproc-per-node", "3"}, "-np 2 and --nproc-per-node 3 disagree"},
 		{[]string{"--nproc-per-node", "-1"}, "--nproc-per-node -1: want 1 to"},
-		{[]string{"--map-by", "ppr:2:numa"}, `ppr unit "numa" is not supported (use node or socket)`},
-		{[]string{"--map-by", "ppr:2:socket:PE=2"}, "PE with ppr:N:socket is not supported"},
-		{[]string{"--map-by", "slot:OVERSUBSCRIBE"}, `modifier "OVERSUBSCRIBE" is not supported (only PE=n; oversubscription is -oversubscribe)`},
+		{[]string{"--map-by", "ppr:2:numa"}, `"ppr:2:numa" is not supported: NUMA nodes are not a placement unit here: -bind-to numa binds each rank to its GPU's NUMA node, -map-by ppr:N:socket places N ranks per socket`},
+		{[]string{"--map-by", "ppr:2:socket:PE=2"}, "PE with a socket mapping is not supported"},
+		{[]string{"--map-by", "slot:SPAN"}, `modifier "SPAN" is not supported (use PE=n, OVERSUBSCRIBE, NOOVERSUBSCRIBE or DISPLAY)`},
 		{[]string{"--map-by", "ppr:2:node", "-N", "3"}, "-N 3 and -map-by ppr:2:node disagree"},
 		{[]string{"--map-by", "slot:PE=2", "-bind-to", "numa"}, "PE=2 binds each rank to 2 CPUs; it cannot be combined with -bind-to numa"},
 		{[]string{"--rank-by", "core"}, `-rank-by "core" is not supported: use slot or node`},
@@ -197,12 +198,20 @@ func TestParseMapBy(t *testing.T) {
 		{"ppr:0:node", mapBy{}, `ranks per unit "0"`},
 		{"ppr:x:node", mapBy{}, `ranks per unit "x"`},
 		{"ppr:2:core", mapBy{}, `ppr unit "core"`},
-		{"ppr:1:socket:PE=2", mapBy{}, "PE with ppr:N:socket"},
+		{"ppr:1:socket:PE=2", mapBy{}, "PE with a socket mapping"},
+		{"socket:PE=2", mapBy{}, "PE with a socket mapping"},
 		{"slot:PE=0", mapBy{}, `PE="0"`},
 		{"slot:PE=2:PE=3", mapBy{}, `modifier "PE=3"`},
 		{"slot:SPAN", mapBy{}, `modifier "SPAN"`},
-		{"core", mapBy{}, `"core" is not supported`},
-		{"numa", mapBy{}, `"numa" is not supported`},
+		{"core", mapBy{By: "slot", Bind: "core"}, ""},
+		{"socket", mapBy{By: "slot", Bind: "socket"}, ""},
+		{"hwthread", mapBy{By: "slot", Bind: "hwthread"}, ""},
+		{"core:PE=2", mapBy{By: "slot", PE: 2}, ""},
+		{"ppr:2:package", mapBy{By: "slot", PPR: 2, Unit: "socket"}, ""},
+		{"slot:DISPLAY", mapBy{By: "slot", Display: true}, ""},
+		{"numa", mapBy{}, `"numa" is not supported: NUMA nodes`},
+		{"ppr:1:numa", mapBy{}, `"ppr:1:numa" is not supported: NUMA nodes`},
+		{"board", mapBy{}, `"board" is not supported`},
 	} {
 		got, err := parseMapBy(tt.in)
 		if tt.err != "" {
@@ -336,6 +345,56 @@ func FuzzHostFilter(f *testing.F) {
 			if h.Name != "a" && h.Name != "b" && h.Name != "c" || h.Slots < 1 || h.Slots > 4 && !include {
 				t.Fatalf("%q (include %v): host %+v", s, include, h)
 			}
+		}
+	})
+}
+
+func TestParseBindTo(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want bindTo
+		err  string
+	}{
+		{"none", bindTo{To: "none"}, ""},
+		{"CORE", bindTo{To: "core"}, ""},
+		{"package", bindTo{To: "socket"}, ""},
+		{"core:2", bindTo{To: "core", PE: 2}, ""},
+		{"hwthread:4", bindTo{To: "hwthread", PE: 4}, ""},
+		{"core:overload-allowed", bindTo{To: "core"}, ""},
+		{"socket:if-supported:REPORT", bindTo{To: "socket", Report: true}, ""},
+		{"socket:2", bindTo{}, `qualifier "2"`},
+		{"core:2:3", bindTo{}, `qualifier "3"`},
+		{"core:span", bindTo{}, `qualifier "span"`},
+		{"l3cache", bindTo{}, `"l3cache" is not supported`},
+		{"user:0,1", bindTo{}, `"user:0,1" is not supported`},
+	} {
+		got, err := parseBindTo(tt.in)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("parseBindTo(%q) = %+v, %v; want an error with %q", tt.in, got, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("parseBindTo(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// FuzzParseBindTo: never panics; what it accepts is one of gangway's
+// bindings, with CPUs per rank only for core and hwthread.
+func FuzzParseBindTo(f *testing.F) {
+	for _, s := range []string{"none", "core", "core:2", "hwthread:1", "socket:REPORT", "core:overload-allowed:if-supported",
+		"numa", "package", "core:-1", "core:99999999999999999999", ":", "l3cache", "core::"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, err := parseBindTo(s)
+		if err != nil {
+			return
+		}
+		if !slices.Contains([]string{"none", "numa", "core", "hwthread", "socket"}, b.To) || b.PE != 0 && b.To != "core" && b.To != "hwthread" {
+			t.Fatalf("parseBindTo(%q) = %+v", s, b)
 		}
 	})
 }

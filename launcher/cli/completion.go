@@ -66,7 +66,9 @@ func bashCompletion(specs []flagSpec) string {
 	var names, one, two []string
 	var cases strings.Builder
 	for _, s := range specs {
-		names = append(names, "-"+s.name)
+		// Options take one or two dashes; offer both, so that --np<TAB>
+		// completes as -np<TAB> does.
+		names = append(names, "-"+s.name, "--"+s.name)
 		switch s.words {
 		case 1:
 			one = append(one, s.name)

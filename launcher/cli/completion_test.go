@@ -52,6 +52,10 @@ func TestBashCompletion(t *testing.T) {
 		{"launcher -mca btl tcp -t", []string{"-tags", "-timeout", "-transport"}, nil},
 		{"launcher -np 4 python3 -", nil, []string{"-np"}}, // PROGRAM's own flags are not ours
 		{"launcher -v -- -", nil, []string{"-np"}},
+		{"launcher --np", []string{"--np", "--npernode"}, []string{"-np"}},
+		{"launcher --nproc", []string{"--nproc-per-node", "--nproc_per_node"}, nil},
+		{"launcher -np 4 --map-by ", []string{"slot", "node", "socket"}, nil},
+		{"launcher --hostfile h --rdzv", []string{"--rdzv-id", "--rdzv_id"}, nil},
 	} {
 		words := strings.Split(tc.line, " ")
 		var quoted []string

@@ -46,9 +46,13 @@ type Placement struct {
 	// PerSocket is N of -map-by ppr:N:socket: a host's slots are N per
 	// socket, known from its facts. PE is -map-by's PE=n: n CPUs per rank.
 	PerSocket, PE int
-	RankBy        string // slot | node | "" (as MapBy)
-	GPUsPer       int    // GPUs in each rank's CUDA_VISIBLE_DEVICES
-	GPUs          plan.GPUFilter
+	// FactSlots, when set, gives each host as many slots as its facts
+	// say (torchrun's --nproc-per-node): gpu (its GPUs), cpu (its CPUs)
+	// or auto (its GPUs, else its CPUs).
+	FactSlots string
+	RankBy    string // slot | node | "" (as MapBy)
+	GPUsPer   int    // GPUs in each rank's CUDA_VISIBLE_DEVICES
+	GPUs      plan.GPUFilter
 	// Spares is --spares: the last N hosts of the list stand by for
 	// hosts left out (besides those the placement leaves without ranks).
 	Spares int
@@ -213,7 +217,7 @@ const (
 func Parse(args []string, getenv func(string) string, environ []string) (Config, error) {
 	var c Config
 	fs := c.flagSet()
-	opts, prog, err := splitArgs(fs, args)
+	opts, prog, warns, err := splitArgs(fs, args)
 	if err != nil {
 		return c, err
 	}
@@ -258,6 +262,7 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 		if err == nil {
 			c.in.envFiles = append(deepSpeedEnvFiles(getenv), c.in.envFiles...)
 			err = c.resolveInputs(environ)
+			c.Env.Warnings = append(c.Env.Warnings, warns...)
 		}
 		if err == nil {
 			err = c.resolveTimeout(getenv)
@@ -318,7 +323,7 @@ func (c *Config) validate() error {
 	case c.Out.LogFormat != "console" && c.Out.LogFormat != "json":
 		return bad("--log-format %q: use console or json", c.Out.LogFormat)
 	case c.in.mpi != "auto" && c.in.mpi != "pmi" && c.in.mpi != "none" && c.in.mpi != "openmpi":
-		return bad("--mpi %q: use auto, pmi, none or openmpi", c.in.mpi)
+		return bad("--mpi %q: use auto, pmi, none or openmpi (horovodrun's --mpi, followed by an option, is --mpi auto)", c.in.mpi)
 	case c.in.kindErr != nil:
 		return bad("--transport %q: %v", c.in.transport, c.in.kindErr)
 	case c.Transport.Port < 1 || c.Transport.Port > 65535:

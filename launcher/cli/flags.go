@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,7 +66,9 @@ func (p *Placement) register(fs *flag.FlagSet, in *flagInputs) {
 	}
 	fs.BoolVar(&p.Oversubscribe, "oversubscribe", false, "allow more ranks than slots")
 	fs.IntVar(&p.Spares, "spares", 0, "the last N hosts of the list stand by, to take the place of a host left out (unhealthy, lost, or blamed for a failure)")
-	fs.IntVar(&p.GPUsPer, "gpus-per-rank", 1, "GPUs given to each rank in CUDA_VISIBLE_DEVICES on hosts with GPUs")
+	for _, n := range []string{"gpus-per-rank", "gpus-per-proc"} {
+		fs.IntVar(&p.GPUsPer, n, 1, "GPUs given to each rank in CUDA_VISIBLE_DEVICES on hosts with GPUs")
+	}
 	fs.Func("gpus", "GPU indices to use on every host, e.g. 0,2", func(s string) (err error) {
 		p.GPUs.All, err = plan.ParseGPUList(s)
 		return err
@@ -397,46 +400,92 @@ func (f sshCommandFlag) Set(s string) error {
 var twoWordFlags = map[string]bool{"mca": true, "gmca": true}
 
 // splitArgs finds where the launcher's options end and the program
-// begins, and rewrites "-mca KEY VALUE" into "-mca KEY=VALUE".
-func splitArgs(fs *flag.FlagSet, args []string) (opts, prog []string, err error) {
+// begins, and rewrites "-mca KEY VALUE" into "-mca KEY=VALUE". Other
+// launchers' options gangway does not register (foreignFlags) are taken
+// out of opts here: accepted, with the warnings returned, or refused.
+func splitArgs(fs *flag.FlagSet, args []string) (opts, prog, warns []string, err error) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
-			return opts, args[i+1:], nil
+			return opts, args[i+1:], warns, nil
 		}
 		if len(a) < 2 || a[0] != '-' {
-			return opts, args[i:], nil
+			return opts, args[i:], warns, mpmd(args[i:])
 		}
 		name := strings.TrimLeft(a, "-")
-		name, _, hasVal := strings.Cut(name, "=")
+		name, val, hasVal := strings.Cut(name, "=")
 		if twoWordFlags[name] && !hasVal {
 			if i+2 >= len(args) {
-				return nil, nil, fmt.Errorf("%w: %s needs KEY and VALUE", ErrUsage, a)
+				return nil, nil, nil, fmt.Errorf("%w: %s needs KEY and VALUE", ErrUsage, a)
 			}
 			opts = append(opts, "-"+name+"="+args[i+1]+"="+args[i+2])
 			i += 2
 			continue
 		}
-		opts = append(opts, a)
+		// horovodrun's --mpi is a switch: followed by an option, it is
+		// --mpi auto.
+		if name == "mpi" && !hasVal && (i+1 >= len(args) || strings.HasPrefix(args[i+1], "-")) {
+			opts = append(opts, "-mpi=auto") // horovodrun's --mpi
+			continue
+		}
 		f := fs.Lookup(name)
 		if f == nil {
-			if near := textx.Suggest(name, flagNames(fs)); near != "" {
-				return nil, nil, fmt.Errorf("%w: unknown option %s: did you mean -%s? (see launcher -h)", ErrUsage, a, near)
+			skip, warn, ok, err := foreignArg(args, i, name, val, hasVal)
+			if err != nil {
+				return nil, nil, nil, err
 			}
-			return nil, nil, fmt.Errorf("%w: unknown option %s (see launcher -h)", ErrUsage, a)
+			if ok {
+				if warn != "" {
+					warns = append(warns, warn)
+				}
+				i += skip
+				continue
+			}
+			return nil, nil, nil, unknownOption(fs, a, name)
 		}
+		opts = append(opts, a)
 		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
 			continue
 		}
 		if !hasVal {
 			if i+1 >= len(args) {
-				return nil, nil, fmt.Errorf("%w: %s needs a value", ErrUsage, a)
+				return nil, nil, nil, fmt.Errorf("%w: %s needs a value", ErrUsage, a)
 			}
 			i++
 			opts = append(opts, args[i])
 		}
 	}
-	return opts, nil, nil
+	return opts, nil, warns, nil
+}
+
+// mpmdOptions are the options that, after a ":" among PROGRAM's words,
+// mark mpirun's and Hydra's MPMD form: PROG ARGS : -n N PROG2 ARGS.
+var mpmdOptions = []string{"-n", "-np", "--np", "--n", "-c", "-N", "-H", "-host", "--host", "-hosts", "-env", "-genv", "-wdir", "--wdir", "-x"}
+
+// mpmd refuses PROGRAM words in mpirun's and Hydra's MPMD form, which
+// would otherwise run the first program with the rest as its arguments.
+// A program that takes such words can follow "--".
+func mpmd(prog []string) error {
+	for i := 0; i+1 < len(prog); i++ {
+		if prog[i] == ":" && slices.Contains(mpmdOptions, prog[i+1]) {
+			return fmt.Errorf("%w: %q ... : %s ... is mpirun's and Hydra's form for several programs in one job (MPMD), which gangway does not run: one program per job (a program that takes these words goes after --)", ErrUsage, prog[0], prog[i+1])
+		}
+	}
+	return nil
+}
+
+// unknownOption is the error for an option no launcher gangway knows
+// has. A near flag is offered only when it is likely the one meant: for
+// a one-letter name only the same letter in another case.
+func unknownOption(fs *flag.FlagSet, a, name string) error {
+	near := textx.Suggest(name, flagNames(fs))
+	if len(name) == 1 && !strings.EqualFold(near, name) {
+		near = ""
+	}
+	if near != "" {
+		return fmt.Errorf("%w: unknown option %s: did you mean -%s? (see launcher -h)", ErrUsage, a, near)
+	}
+	return fmt.Errorf("%w: unknown option %s (see launcher -h)", ErrUsage, a)
 }
 
 func flagNames(fs *flag.FlagSet) []string {

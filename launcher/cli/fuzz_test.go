@@ -46,6 +46,14 @@ func FuzzParseArgs(f *testing.F) {
 		{"--transport", "ssh", "--ssh", "ssh -o 'UserKnownHostsFile=/a b' -p\\ 2", "prog"},
 		{"--ssh", "ssh 'unterminated", "prog"},
 		{"-", "x"},
+		{"-c", "4", "-ppn", "2", "-hosts", "a,b", "-iface", "eth0", "-bind-to", "core:2", "-l", "prog"},
+		{"--nproc_per_node", "gpu", "--rdzv_backend", "c10d", "--rdzv_endpoint", "h:29400", "--rdzv_id", "7", "-m", "pkg"},
+		{"--node_rank", "0", "prog"},
+		{"--mpi", "-np", "2", "--gloo", "prog"},
+		{"--output", "tag,dir=x", "--display", "map,bind", "--map-by", "socket:OVERSUBSCRIBE", "prog"},
+		{"-launcher", "ssh", "--ssh-port", "2222", "--ssh-identity-file", "k", "prog"},
+		{"-genv", "A"},
+		{"--bind-to", "core:-3", "--cpus-per-proc", "0", "prog"},
 		{},
 	} {
 		f.Add(strings.Join(args, argSep))
@@ -65,7 +73,11 @@ func FuzzParseArgs(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(c.Argv) > len(args) || !slices.Equal(c.Argv, args[len(args)-len(c.Argv):]) {
+		argv := c.Argv
+		if len(argv) >= 2 && argv[0] == "python3" && argv[1] == "-m" && !slices.Equal(argv, args[max(len(args)-len(argv), 0):]) {
+			argv = argv[2:] // -m: PROGRAM is a module
+		}
+		if len(argv) > len(args) || !slices.Equal(argv, args[len(args)-len(argv):]) {
 			t.Fatalf("Parse(%q): Argv %q is not a suffix of the arguments", args, c.Argv)
 		}
 		if c.Place.NP < 0 || c.Place.NP > plan.MaxRanks {

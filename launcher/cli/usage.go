@@ -16,7 +16,9 @@ Examples:
   launcher --analyze run1.log run2.log                # throughput of saved logs
 
 Hosts (default: this machine, -np defaulting to one rank per GPU, else per CPU):
-  -H, -host LIST           [user@]host[:slots[:port]],...  (repeated hosts add slots)
+  -H, -host, -hosts LIST   [user@]host[:slots[:port]],...  (repeated hosts add
+                           slots); Slurm's and pdsh's ranges name several:
+                           node[01-04,07]:8
   -hostfile, -machinefile, -f FILE
                            Open MPI (host slots=N [max_slots=M] [port=P]),
                            MPICH (host:N) or PBS nodefile; when no hosts are
@@ -27,26 +29,38 @@ Hosts (default: this machine, -np defaulting to one rank per GPU, else per CPU):
                            Slurm's SLURM_JOB_NODELIST/SLURM_TASKS_PER_NODE
                            (the agents are then started with srun:
                            -transport slurm), $PBS_NODEFILE
-  -np, -n N                number of ranks (default: every slot)
-  -N, -npernode N          ranks per host
-  -nproc-per-node, -nproc_per_node, -num_gpus N
+  -np, -n, -c, -num-proc N number of ranks (default: every slot)
+  -N, -npernode, -ppn, -perhost N
+                           ranks per host; -pernode: one; -ppn and -perhost
+                           (Hydra's) give each host at least N slots
+  -nproc-per-node, -nproc_per_node, -num_gpus N|gpu|cpu|auto
                            torchrun's and DeepSpeed's ranks per host: N slots
-                           on each host (locally: -np N)
+                           on each host (locally: -np N); gpu, cpu: as many
+                           as the host has GPUs (an error on a host with
+                           none), CPUs; auto: GPUs, else CPUs
   -nnodes, -num_nodes N    use the first N hosts (error if fewer); torchrun's
                            elastic MIN:MAX is refused (fixed size; see
                            -max-restarts)
   -standalone              this machine only (torchrun; ignores Slurm/PBS)
-  -map-by slot|node|ppr:N:node|ppr:N:socket[:PE=n]
-                           fill each host (default), deal round robin, or N
-                           ranks per host or per socket (sockets from the
-                           hosts' facts; binds each rank to its socket);
-                           :PE=n binds each rank to n consecutive CPUs
-                           (slot:PE=n, node:PE=n, ppr:N:node:PE=n)
+  -map-by slot|node|core|hwthread|socket|ppr:N:node|ppr:N:socket[:PE=n]
+                           fill each host (default), deal round robin, fill
+                           each host with ranks bound to a core, a hardware
+                           thread or a socket (dealt round robin; -bind-to
+                           wins), or N ranks per host or per socket (sockets
+                           from the hosts' facts; binds each rank to its
+                           socket); :PE=n binds each rank to n consecutive
+                           CPUs (slot:PE=n, node:PE=n, ppr:N:node:PE=n);
+                           :OVERSUBSCRIBE, :NOOVERSUBSCRIBE, :DISPLAY as
+                           mpirun; numa and ppr:N:numa are refused
+  -rr, -bynode, -byslot    -map-by node (Intel MPI's -rr, old mpirun's), slot
+  -cpus-per-proc, -cpus-per-rank N
+                           -map-by slot:PE=N (old mpirun's)
   -rank-by slot|node       number a host's ranks consecutively, or round
                            robin over hosts (default: as -map-by deals them)
   -oversubscribe           allow more ranks than slots
   -nooversubscribe         accepted for mpirun: the default
-  -gpus-per-rank K         CUDA_VISIBLE_DEVICES gets K GPUs per rank (default 1)
+  -gpus-per-rank, -gpus-per-proc K
+                           CUDA_VISIBLE_DEVICES gets K GPUs per rank (default 1)
   -gpus LIST               GPU indices to use on every host (0,2,...)
   -include HOST[:GPUS]@... DeepSpeed's: only these hosts run ranks, a host
                            with GPUs gets only those, one rank each
@@ -57,11 +71,13 @@ Hosts (default: this machine, -np defaulting to one rank per GPU, else per CPU):
   -bind-to none|numa|core|hwthread|socket
                            CPU binding: none, the CPUs of the rank's GPU's
                            NUMA node, one CPU per rank (core, hwthread), or
-                           the CPUs of one socket (round robin)
+                           the CPUs of one socket (round robin); core:N
+                           (Hydra) binds N CPUs per rank (PE=N);
+                           :overload-allowed, :if-supported are accepted
   -report-bindings         print each rank's CPU binding
 
 Network and node preparation:
-  -network-interface, -network-interfaces NAME[,NAME]
+  -network-interface, -network-interfaces, -iface NAME[,NAME]
                            force the data interface on every host
                            (default: per host, the interface its routes to
                            the other hosts use; sets NCCL_SOCKET_IFNAME,
@@ -98,7 +114,8 @@ Environment:
                            auto/pmi: serve PMI-1/PMI-2 to MPICH-family ranks
                            (default auto); none: no PMI; openmpi: run Open
                            MPI's mpirun with the agents as its ssh transport
-                           (launcher --rsh HOST CMD is that transport)
+                           (launcher --rsh HOST CMD is that transport);
+                           -mpi followed by an option (horovodrun's) is auto
   -usize, -universe-size N|SYSTEM|INFINITE
                            the universe size PMI tells ranks
                            (MPI_UNIVERSE_SIZE): N, SYSTEM (the slots of the
@@ -119,11 +136,16 @@ Output (rank lines go to stdout/stderr whole, never mixed):
   -l, -prepend-rank        tags [R]  (Hydra's spelling; -tags rank)
   -tag-output              tags [1,R]<stdout>: (mpirun's; -tags mpirun)
   -timestamp-output        prefix lines with their arrival time
-  -output-filename DIR     also write DIR/rank.R/stdout and stderr
+  -output-filename, -log-dir, -log_dir, -enable_each_rank_log DIR
+                           also write DIR/rank.R/stdout and stderr
+  -output LIST             Open MPI 5's: tag, timestamp,
+                           merge-stderr-to-stdout, dir=DIR
+  -display map,bind        Open MPI 5's: -display-map, -report-bindings
   -output-from RANKS       console shows only these ranks (0,4-7)
   -stdin RANK|none         rank that gets the launcher's stdin (default 0)
   -merge-stderr-to-stdout  rank stderr goes to the launcher's stdout
-  -display-map             print the placement table (as -dry-run's) on
+  -display-map, -print-rank-map
+                           print the placement table (as -dry-run's) on
                            stderr, then run
   -q, -quiet               no informational launcher lines: logs below
                            warnings, restart notices, progress, summary
@@ -175,11 +197,13 @@ Control:
   -kill-grace DURATION     SIGTERM to SIGKILL delay when stopping (default 5s);
                            hosts that have not confirmed their ranks' end
                            -kill-grace + 3s after the stop are cut off
-  -max-restarts N          after a rank failure or a lost agent, start the
+  -max-restarts, -max_restarts N
+                           after a rank failure or a lost agent, start the
                            whole gang again, up to N times (default 0); never
                            after a signal or -timeout
   -restart-backoff SECONDS wait before each restart (default 1)
-  -run-id ID               TORCHELASTIC_RUN_ID of every attempt (default random)
+  -run-id, -rdzv-id, -rdzv_id ID
+                           TORCHELASTIC_RUN_ID of every attempt (default random)
   -spares N                the last N hosts of the list stand by (as do hosts
                            the placement leaves without ranks); a host whose
                            agent was lost, or whose rank's failure names the
@@ -201,16 +225,23 @@ Control:
                            'agent --srun' per node started by one srun step
                            (the default inside a Slurm allocation, SLURM_JOB_ID,
                            when no -H or hostfile is given)
+  -launcher, -bootstrap ssh|pdsh|slurm|openmpi
+                           Hydra's, Intel MPI's and DeepSpeed's: -transport
+                           ssh (ssh, pdsh) or slurm, or -mpi openmpi; mpich,
+                           impi and mvapich are the default
   -p, -port N              agent port (default 22122; a Port in the ssh
                            config for the host wins over the default, -p and
                            host:slots:port win over it)
+  -ssh-port, -ssh_port N   horovodrun's, DeepSpeed's: -p N; with -transport
+                           ssh, ssh's -p N
   -agent-path PATH         agent binary on the hosts for -transport ssh, slurm
                            (a leading ~/ is the remote home)
   -prefix DIR              mpirun's install prefix: -agent-path DIR/bin/agent
                            (unless -agent-path is given)
   -ssh COMMAND             ssh command line for -transport ssh (default ssh),
                            split with sh quoting rules; no shell runs it
-  -i FILE                  SSH identity, with FILE-cert.pub if there
+  -i, -ssh-identity-file FILE
+                           SSH identity, with FILE-cert.pub if there
                            (default: SSH_AUTH_SOCK, ~/.ssh/id_*); refused,
                            as ssh does, when group or others may read it
   -F FILE|none             ssh client config read instead of ~/.ssh/config
@@ -225,13 +256,20 @@ Control:
                            lines trust agents' host certificates
   -accept-new-host-keys    record host keys seen for the first time
   -allow-run-as-root       accepted for mpirun compatibility
-  -v                       verbose logs (hosts, connect times, placement,
+  -v, -verbose             verbose logs (hosts, connect times, placement,
                            network choice);  -log-format console|json
-  -version, -h, -help
+  -m, -module              PROGRAM is a Python module: python3 -m PROGRAM ARGS
+                           (torchrun's, DeepSpeed's)
+  -no_ssh_check            -preflight=false (DeepSpeed's)
+  -version, -V             print the version, the commit it was built from,
+                           the protocol version and the Go version
+  -h, -help
   -completion bash|zsh     print a shell completion script, then exit
                            (first option only; source <(launcher -completion bash))
 
 Options take one or two dashes. Everything after PROGRAM belongs to PROGRAM.
+Other launchers' options not listed here are accepted or refused (naming
+gangway's equivalent) as README's "Coming from another launcher" says.
 
 Exit status: the first failing rank's exit code (128+N for signal N, the
 code given to MPI_Abort; 1 for a code outside 1..255), 124 on -timeout or

@@ -3,8 +3,11 @@ package diagnose
 import (
 	"errors"
 	"fmt"
+	"os"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"gangway/internal/osproc"
 	"gangway/launcher/cli"
@@ -21,7 +24,18 @@ const (
 // SignalError is the cause of a job the launcher was told to stop.
 type SignalError struct{ Signal syscall.Signal }
 
-func (e *SignalError) Error() string { return fmt.Sprintf("got %v", e.Signal) }
+func (e *SignalError) Error() string { return "got " + SignalName(e.Signal) }
+
+// SignalName is a signal as kill(1) and users name it ("SIGINT"), not as
+// Go's String words it ("interrupt").
+func SignalName(sig os.Signal) string {
+	if s, ok := sig.(syscall.Signal); ok {
+		if n := unix.SignalName(s); n != "" {
+			return n
+		}
+	}
+	return sig.String()
+}
 
 // TimeoutError is the cause of a job stopped by --timeout.
 type TimeoutError struct{ After time.Duration }

@@ -3,6 +3,7 @@ package diagnose
 import (
 	"errors"
 	"fmt"
+	"os"
 	"syscall"
 	"testing"
 
@@ -31,5 +32,19 @@ func TestExitCode(t *testing.T) {
 		if got := ExitCode(tt.cause, tt.lost); got != tt.want {
 			t.Errorf("ExitCode(%v, %v) = %d, want %d", tt.cause, tt.lost, got, tt.want)
 		}
+	}
+}
+
+func TestSignalName(t *testing.T) {
+	for _, tc := range []struct {
+		sig  os.Signal
+		want string
+	}{{syscall.SIGINT, "SIGINT"}, {syscall.SIGTERM, "SIGTERM"}, {os.Interrupt, "SIGINT"}, {syscall.Signal(77), "signal 77"}} {
+		if got := SignalName(tc.sig); got != tc.want {
+			t.Errorf("SignalName(%v) = %q, want %q", tc.sig, got, tc.want)
+		}
+	}
+	if got := (&SignalError{Signal: syscall.SIGHUP}).Error(); got != "got SIGHUP" {
+		t.Errorf("SignalError = %q, want got SIGHUP", got)
 	}
 }

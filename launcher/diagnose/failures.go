@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"gangway/internal/textx"
 	"gangway/launcher/plan"
 )
 
@@ -61,5 +62,5 @@ func hostList(hosts []string) string {
 	if len(names) > 4 {
 		names, more = names[:4], ", ..."
 	}
-	return fmt.Sprintf("%d hosts (%s%s)", len(hosts), strings.Join(names, ", "), more)
+	return fmt.Sprintf("%s (%s%s)", textx.Count(len(hosts), "host"), strings.Join(names, ", "), more)
 }

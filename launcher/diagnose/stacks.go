@@ -142,7 +142,11 @@ func StackFindings(stacks map[int]string, ranks int, hostOf func(rank int) strin
 		if len(odd) == 0 {
 			out = append(out, "every rank's innermost frame: "+common)
 		} else {
-			out = append(out, fmt.Sprintf("the other %d ranks: %s", ranks-len(odd), common))
+			if n := ranks - len(odd); n == 1 {
+				out = append(out, "the other rank: "+common)
+			} else {
+				out = append(out, fmt.Sprintf("the other %d ranks: %s", n, common))
+			}
 		}
 	}
 	return append(out, "printed last the longest ago: "+strings.Join(quietest(last, start, at, 3), ", "))

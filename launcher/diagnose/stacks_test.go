@@ -2,6 +2,8 @@ package diagnose
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -74,5 +76,24 @@ func TestQuietest(t *testing.T) {
 	last := map[int]time.Time{0: start.Add(59 * time.Second), 1: {}, 2: start.Add(10 * time.Second), 3: start.Add(59 * time.Second)}
 	if got, want := quietest(last, start, now, 2), []string{"rank 1 (1m0s)", "rank 2 (50s)"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("quietest: %v, want %v", got, want)
+	}
+}
+
+// TestStackFindingsCounts: "the other rank" when one rank is left, "the
+// other N ranks" otherwise.
+func TestStackFindingsCounts(t *testing.T) {
+	host := func(int) string { return "h" }
+	start := time.Now()
+	for _, tc := range []struct {
+		stacks map[int]string
+		want   string
+	}{
+		{map[int]string{0: pyCollective, 1: pySleep}, "the other rank: "},
+		{map[int]string{0: pyCollective, 1: pySleep, 2: pyCollective, 3: pyCollective}, "the other 3 ranks: "},
+	} {
+		got := StackFindings(tc.stacks, len(tc.stacks), host, nil, start, start)
+		if !slices.ContainsFunc(got, func(l string) bool { return strings.HasPrefix(l, tc.want) }) {
+			t.Errorf("%d ranks: %q, want a line starting %q", len(tc.stacks), got, tc.want)
+		}
 	}
 }

@@ -20,10 +20,10 @@ func (r *runner) ending(cause, err error) int {
 		nothing := "; nothing was started"
 		switch {
 		case errors.As(cause, &se) && r.phase == phaseDial:
-			fmt.Fprintf(w, "launcher: interrupted by %v while reaching the hosts%s\n", se.Signal, nothing)
+			fmt.Fprintf(w, "launcher: interrupted by %s while reaching the hosts%s\n", diagnose.SignalName(se.Signal), nothing)
 			return diagnose.ExitCode(cause, false)
 		case errors.As(cause, &se):
-			fmt.Fprintf(w, "launcher: interrupted by %v before the ranks started%s\n", se.Signal, nothing)
+			fmt.Fprintf(w, "launcher: interrupted by %s before the ranks started%s\n", diagnose.SignalName(se.Signal), nothing)
 			return diagnose.ExitCode(cause, false)
 		case r.phase == phaseDial:
 			nothing = ""

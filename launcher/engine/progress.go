@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gangway/bench"
+	"gangway/internal/textx"
 )
 
 // progressLine is the live status line printed while ranks report
@@ -26,7 +27,7 @@ func progressLine(rep bench.Report, attempt int, elapsed time.Duration) string {
 	if m.CI95 != nil {
 		fmt.Fprintf(&b, " ± %s", num(*m.CI95))
 	}
-	fmt.Fprintf(&b, " (%s), %d of %d ranks reporting", m.Name, m.RanksReporting, m.RanksTotal)
+	fmt.Fprintf(&b, " (%s), %d of %s reporting", m.Name, m.RanksReporting, textx.Count(m.RanksTotal, "rank"))
 	if s := m.SlowestRank; s != nil && m.RanksReporting > 1 {
 		fmt.Fprintf(&b, ", slowest rank %d on %s (%+.1f%%)", s.Rank, s.Host, s.DeviationPct)
 	}

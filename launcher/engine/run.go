@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"gangway/bench"
+	"gangway/internal/textx"
 	"gangway/launcher/cli"
 	"gangway/launcher/diagnose"
 	"gangway/launcher/health"
@@ -235,7 +236,7 @@ func (r *runner) run(ctx, bctx context.Context, cancel context.CancelCauseFunc, 
 	}
 	if r.cfg.Out.Stdin >= len(c.ranks) {
 		c.Close()
-		return cli.UsageError(fmt.Errorf("--stdin %d: the job has only %d ranks", r.cfg.Out.Stdin, len(c.ranks)))
+		return cli.UsageError(fmt.Errorf("--stdin %d: the job has only %s", r.cfg.Out.Stdin, textx.Count(len(c.ranks), "rank")))
 	}
 	r.phase = phasePrepare
 	if r.job, err = newJob(bctx, r.cfg, r.d, r.id, r.attempt, c); err != nil {

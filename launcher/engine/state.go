@@ -184,9 +184,9 @@ func (st *state) apply(ev any) []action {
 		return st.started(ev.host, ev.st)
 	case evSignal:
 		if ev.n == 1 {
-			return append([]action{actSay{fmt.Sprintf("got %v, stopping every rank (again to kill)", ev.sig)}}, st.stop()...)
+			return append([]action{actSay{fmt.Sprintf("got %s, stopping every rank (again to kill)", diagnose.SignalName(ev.sig))}}, st.stop()...)
 		}
-		return append([]action{actSay{fmt.Sprintf("got %v again, killing every rank", ev.sig)}}, st.kill()...)
+		return append([]action{actSay{fmt.Sprintf("got %s again, killing every rank", diagnose.SignalName(ev.sig))}}, st.kill()...)
 	case evCancel:
 		st.ended = true
 		var te *diagnose.TimeoutError

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"gangway/hostfile"
+	"gangway/internal/textx"
 )
 
 // Rank is one rank's place in the job.
@@ -56,7 +57,7 @@ func Ranks(hosts []hostfile.Host, np int, o Options) ([]Rank, error) {
 		slots[i] = h.Slots
 		if o.NPerNode > 0 {
 			if h.Slots < o.NPerNode && !o.Oversubscribe {
-				return nil, fmt.Errorf("%w: -N %d but host %s has %d slots (use --oversubscribe)", ErrNotEnoughSlots, o.NPerNode, h.Name, h.Slots)
+				return nil, fmt.Errorf("%w: -N %d but host %s has %s (use --oversubscribe)", ErrNotEnoughSlots, o.NPerNode, h.Name, textx.Count(h.Slots, "slot"))
 			}
 			slots[i] = o.NPerNode
 		}
@@ -66,14 +67,14 @@ func Ranks(hosts []hostfile.Host, np int, o Options) ([]Rank, error) {
 		np = total
 	}
 	if np <= 0 {
-		return nil, fmt.Errorf("no ranks to place: %d hosts with no slots", len(hosts))
+		return nil, fmt.Errorf("no ranks to place: %s with no slots", textx.Count(len(hosts), "host"))
 	}
 	if np > MaxRanks {
 		return nil, fmt.Errorf("%d ranks: at most %d", np, MaxRanks)
 	}
 	if np > total {
 		if !o.Oversubscribe || o.NPerNode > 0 {
-			return nil, fmt.Errorf("%w: %d ranks requested but only %d slots on %d hosts (use --oversubscribe)", ErrNotEnoughSlots, np, total, len(hosts))
+			return nil, fmt.Errorf("%w: %s requested but only %s on %s (use --oversubscribe)", ErrNotEnoughSlots, textx.Count(np, "rank"), textx.Count(total, "slot"), textx.Count(len(hosts), "host"))
 		}
 	}
 	assign, count, err := deal(hosts, slots, total, np, o.MapBy)

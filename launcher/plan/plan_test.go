@@ -132,6 +132,9 @@ func TestPlanErrors(t *testing.T) {
 		{"no hosts", nil, 1, Options{}, false, "no hosts"},
 		{"negative np", hs(2), -1, Options{}, false, "-np -1"},
 		{"no slots at all", hs(0, 0), 0, Options{}, false, "no ranks to place"},
+		{"one slot, one host", hs(1), 2, Options{}, true, "2 ranks requested but only 1 slot on 1 host (use --oversubscribe)"},
+		{"-N above one slot", hs(1), 0, Options{NPerNode: 2}, true, "-N 2 but host h0 has 1 slot (use --oversubscribe)"},
+		{"one host without slots", hs(0), 0, Options{}, false, "no ranks to place: 1 host with no slots"},
 		{"bad map-by", hs(2), 1, Options{MapBy: "core"}, false, `-map-by "core" is not supported`},
 	}
 	for _, tt := range tests {

@@ -344,9 +344,9 @@ func TestAssignTooFewGPUs(t *testing.T) {
 		filter  plan.GPUFilter
 		wantMsg string
 	}{
-		{"one GPU, two ranks", []int{0}, 1, plan.GPUFilter{}, "host gpu0: 2 ranks x 1 GPUs need 2 GPUs, 1 are available ([0])"},
-		{"three GPUs, two ranks x 2", []int{0, 1, 2}, 2, plan.GPUFilter{}, "host gpu0: 2 ranks x 2 GPUs need 4 GPUs, 3 are available ([0 1 2])"},
-		{"--gpus keeps one", []int{0, 1, 2}, 1, plan.GPUFilter{All: []int{2}}, "need 2 GPUs, 1 are available ([2])"},
+		{"one GPU, two ranks", []int{0}, 1, plan.GPUFilter{}, "host gpu0: 2 ranks x 1 GPU need 2 GPUs, 1 available ([0])"},
+		{"three GPUs, two ranks x 2", []int{0, 1, 2}, 2, plan.GPUFilter{}, "host gpu0: 2 ranks x 2 GPUs need 4 GPUs, 3 available ([0 1 2])"},
+		{"--gpus keeps one", []int{0, 1, 2}, 1, plan.GPUFilter{All: []int{2}}, "need 2 GPUs, 1 available ([2])"},
 	}
 	for _, tt := range tests {
 		ranks := []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0)}

@@ -3,6 +3,7 @@ package rankenv
 import (
 	"fmt"
 
+	"gangway/internal/textx"
 	"gangway/launcher/cli"
 	"gangway/launcher/plan"
 	"gangway/nccl"
@@ -25,7 +26,7 @@ func ChooseGPUs(p cli.Placement, s Host, localRanks int) ([]int, error) {
 	}
 	need := localRanks * max(p.GPUsPer, 1)
 	if need > len(free) {
-		return nil, fmt.Errorf("host %s: %d ranks x %d GPUs need %d GPUs, %d are available (%v)", s.Name, localRanks, max(p.GPUsPer, 1), need, len(free), free)
+		return nil, fmt.Errorf("host %s: %s x %s need %s, %d available (%v)", s.Name, textx.Count(localRanks, "rank"), textx.Count(max(p.GPUsPer, 1), "GPU"), textx.Count(need, "GPU"), len(free), free)
 	}
 	if need == len(free) && s.Facts.GPUTopo == nil {
 		return free, nil

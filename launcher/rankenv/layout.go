@@ -38,6 +38,7 @@ const (
 	slotsGiven   slotSource = iota // -H, a hostfile or an allocation
 	slotsLocal                     // the local host's facts: a slot per GPU, else per CPU
 	slotsSockets                   // each host's facts: -map-by ppr:N:socket's N per socket
+	slotsFacts                     // each host's facts: --nproc-per-node gpu|cpu|auto
 )
 
 // Plan lays out a job: its ranks placed at once on the given slots (the
@@ -46,8 +47,11 @@ const (
 func Plan(p cli.Placement) (Layout, error) {
 	l := Reach(p)
 	l.job = true
-	if p.PerSocket > 0 {
+	switch {
+	case p.PerSocket > 0:
 		l.slots = slotsSockets
+	case p.FactSlots != "":
+		l.slots = slotsFacts
 	}
 	if l.slots != slotsGiven {
 		return l, nil
@@ -140,6 +144,18 @@ func (l Layout) Complete(facts []wire.Facts) (Layout, error) {
 		o := l.p.PlanOptions()
 		o.Oversubscribe = false
 		return l.place(l.Hosts, o, true)
+	case l.slots == slotsFacts && l.job:
+		for i, f := range facts {
+			n := factSlots(l.p.FactSlots, f)
+			if n < 1 {
+				return l, cli.UsageError(fmt.Errorf("--nproc-per-node gpu: host %s has no GPUs (give a number, cpu, or auto: its GPUs, else its CPUs)", l.Hosts[i].Name))
+			}
+			l.Hosts[i].Slots = min(n, hostfile.MaxSlotCount)
+			if l.Hosts[i].MaxSlots != 0 {
+				l.Hosts[i].MaxSlots = max(l.Hosts[i].MaxSlots, l.Hosts[i].Slots)
+			}
+		}
+		return l.place(l.Hosts, l.p.PlanOptions(), true)
 	case l.slots == slotsLocal:
 		l.Hosts[0].Slots = localSlots(facts[0])
 		if l.job {
@@ -160,6 +176,10 @@ func (l Layout) Assumed(cpus int) (Layout, error) {
 		for i := range hosts {
 			hosts[i].Slots = l.p.PerSocket
 		}
+	case l.slots == slotsFacts:
+		for i := range hosts {
+			hosts[i].Slots = factSlots(l.p.FactSlots, wire.Facts{CPUs: cpus, GPUs: make([]wire.GPU, 1)})
+		}
 	case l.slots == slotsLocal:
 		hosts[0].Slots = cpus
 	default:
@@ -178,10 +198,27 @@ func (l Layout) place(hosts []hostfile.Host, o plan.Options, all bool) (Layout, 
 	}
 	used := plan.UsedHosts(hosts, ranks)
 	if all && len(used) != len(hosts) {
-		return l, cli.UsageError(fmt.Errorf("-map-by ppr:%d:socket: -np %d leaves hosts without ranks; give fewer hosts", l.p.PerSocket, len(ranks)))
+		by := fmt.Sprintf("-map-by ppr:%d:socket", l.p.PerSocket)
+		if l.slots == slotsFacts {
+			by = "--nproc-per-node " + l.p.FactSlots
+		}
+		return l, cli.UsageError(fmt.Errorf("%s: -np %d leaves hosts without ranks; give fewer hosts", by, len(ranks)))
 	}
 	l.Hosts, l.Ranks = used, ranks
 	return l, nil
+}
+
+// factSlots is a host's slots for --nproc-per-node gpu, cpu or auto, as
+// torchrun counts them: its GPUs, its CPUs, or its GPUs if any, else its
+// CPUs; 0 for gpu on a host without GPUs.
+func factSlots(kind string, f wire.Facts) int {
+	switch kind {
+	case "gpu":
+		return len(f.GPUs)
+	case "cpu":
+		return max(f.CPUs, 1)
+	}
+	return localSlots(f)
 }
 
 // localSlots is the local host's default rank count: one per GPU, else one

@@ -96,6 +96,46 @@ func TestComplete(t *testing.T) {
 			t.Errorf("a host without ranks: %v", err)
 		}
 	})
+	t.Run("--nproc-per-node gpu, cpu, auto", func(t *testing.T) {
+		gpus := func(n int) []wire.GPU { return make([]wire.GPU, n) }
+		facts := []wire.Facts{{CPUs: 16, GPUs: gpus(2)}, {CPUs: 8}}
+		for _, tc := range []struct {
+			kind string
+			want []int // slots per host
+			err  string
+		}{
+			{"gpu", nil, "--nproc-per-node gpu: host b has no GPUs"},
+			{"cpu", []int{16, 8}, ""},
+			{"auto", []int{2, 8}, ""},
+		} {
+			l, err := Plan(parse(t, "-H", "a,b", "--nproc-per-node", tc.kind).Place)
+			if err != nil || l.Ranks != nil {
+				t.Fatalf("%s: planned before the facts: %v", tc.kind, err)
+			}
+			c, err := l.Complete(facts)
+			if tc.err != "" {
+				if err == nil || !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("%s: %v, want a usage error with %q", tc.kind, err, tc.err)
+				}
+				continue
+			}
+			if err != nil || len(c.Hosts) != 2 || c.Hosts[0].Slots != tc.want[0] || c.Hosts[1].Slots != tc.want[1] || len(c.Ranks) != tc.want[0]+tc.want[1] {
+				t.Errorf("%s: %+v, %d ranks, %v; want slots %v", tc.kind, c.Hosts, len(c.Ranks), err, tc.want)
+			}
+		}
+		l, _ := Plan(parse(t, "-H", "a,b", "--nproc-per-node", "gpu").Place)
+		if c, err := l.Complete([]wire.Facts{{GPUs: gpus(4)}, {GPUs: gpus(8)}}); err != nil || len(c.Ranks) != 12 || c.Ranks[4].Host != 1 {
+			t.Errorf("gpu: %d ranks, %v; want 4 on a, 8 on b", len(c.Ranks), err)
+		}
+		l, _ = Plan(parse(t, "-np", "2", "-H", "a,b", "--nproc-per-node", "gpu").Place)
+		if _, err := l.Complete([]wire.Facts{{GPUs: gpus(4)}, {GPUs: gpus(4)}}); err == nil || !strings.Contains(err.Error(), "--nproc-per-node gpu: -np 2 leaves hosts without ranks") {
+			t.Errorf("a host without ranks: %v", err)
+		}
+		l, _ = Plan(parse(t, "--nproc-per-node", "gpu").Place)
+		if c, err := l.Complete([]wire.Facts{{CPUs: 32, GPUs: gpus(8)}}); err != nil || len(c.Ranks) != 8 {
+			t.Errorf("locally: %d ranks, %v; want one per GPU", len(c.Ranks), err)
+		}
+	})
 	t.Run("given slots: a copy of the plan", func(t *testing.T) {
 		l, _ := Plan(parse(t, "-H", "a:2").Place)
 		c, _ := l.Complete([]wire.Facts{{}})
@@ -119,6 +159,18 @@ func TestAssumed(t *testing.T) {
 	a, err := l.Assumed(16)
 	if err != nil || !slices.Equal(names(a), []string{"a", "b"}) || len(a.Ranks) != 2 {
 		t.Errorf("%v with %d ranks (%v), want [a b] with 2", names(a), len(a.Ranks), err)
+	}
+	l, _ = Plan(parse(t, "-H", "a,b", "--nproc-per-node", "gpu").Place)
+	if a, err := l.Assumed(16); err != nil || len(a.Ranks) != 2 {
+		t.Errorf("gpu: %d ranks (%v), want one GPU assumed per host", len(a.Ranks), err)
+	}
+	l, _ = Plan(parse(t, "-H", "a,b", "--nproc-per-node", "auto").Place)
+	if a, err := l.Assumed(16); err != nil || len(a.Ranks) != 2 {
+		t.Errorf("auto: %d ranks (%v), want one GPU assumed per host", len(a.Ranks), err)
+	}
+	l, _ = Plan(parse(t, "-H", "a,b", "--nproc-per-node", "cpu").Place)
+	if a, err := l.Assumed(16); err != nil || len(a.Ranks) != 32 {
+		t.Errorf("cpu: %d ranks (%v), want this machine's CPUs per host", len(a.Ranks), err)
 	}
 	l, _ = Plan(parse(t).Place)
 	if a, err := l.Assumed(16); err != nil || len(a.Ranks) != 16 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"gangway/internal/textx"
 	"gangway/launcher/cli"
 	"gangway/launcher/plan"
 	"gangway/nccl"
@@ -44,10 +45,16 @@ func WritePlacement(w io.Writer, cfg cli.Config, hosts []string, ranks []plan.Ra
 			how += " (sockets unknown without the hosts' facts: 1 assumed)"
 		}
 	}
+	if f := cfg.Place.FactSlots; f != "" {
+		how += ", nproc-per-node " + f
+		if cfg.Mode == cli.ModeDryRun {
+			how += " (GPUs unknown without the hosts' facts: 1 GPU and this machine's CPUs assumed)"
+		}
+	}
 	if b := cfg.Place.BindSpec(); b != "none" {
 		how += ", bind " + b
 	}
-	fmt.Fprintf(w, "# placement: %d ranks on %d hosts (%s), command: %s\n", len(ranks), len(hosts), how, strings.Join(cfg.Argv, " "))
+	fmt.Fprintf(w, "# placement: %s on %s (%s), command: %s\n", textx.Count(len(ranks), "rank"), textx.Count(len(hosts), "host"), how, strings.Join(cfg.Argv, " "))
 	if cfg.Place.Source == cli.HostsMPIOperator {
 		fmt.Fprintf(w, "# hosts: %s, %s=%s", cfg.Place.Source, cfg.Place.HostfileVar, cfg.Place.Hostfile)
 		if cfg.Transport.PortFrom != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -106,7 +107,8 @@ func refuseIncoming(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, inc <
 // authentication included, has handshakeTimeout, and the connection is
 // closed if ctx ends first. Errors: a failed TCP dial as classify words
 // it, dial's as it returns them, ctx's, or the handshake's as "ADDR: ssh
-// handshake: ..." (wrapping what the config's callbacks returned).
+// handshake failed: ..." (a *handshakeError, wrapping what the config's
+// callbacks returned).
 func connect(ctx context.Context, addr string, timeout time.Duration, dial func(context.Context) (net.Conn, error), config func(net.Conn) *ssh.ClientConfig) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request, net.Addr, error) {
 	var c net.Conn
 	var err error
@@ -144,10 +146,27 @@ func connect(ctx context.Context, addr string, timeout time.Duration, dial func(
 	}
 	if err != nil {
 		c.Close()
-		return nil, nil, nil, nil, fmt.Errorf("%s: ssh handshake: %w", addr, err)
+		return nil, nil, nil, nil, &handshakeError{addr: addr, err: err}
 	}
 	return cc, chans, reqs, c.RemoteAddr(), nil
 }
+
+// handshakeError is a failed SSH handshake with addr: "ADDR: ssh
+// handshake failed: WHY", without x/crypto/ssh's own "ssh: handshake
+// failed: " and "ssh: " prefixes repeated inside. It unwraps to
+// x/crypto/ssh's error, and through it to what the config's callbacks
+// returned.
+type handshakeError struct {
+	addr string
+	err  error
+}
+
+func (e *handshakeError) Error() string {
+	why := strings.TrimPrefix(e.err.Error(), "ssh: handshake failed: ")
+	return e.addr + ": ssh handshake failed: " + strings.TrimPrefix(why, "ssh: ")
+}
+
+func (e *handshakeError) Unwrap() error { return e.err }
 
 // classify words a failed TCP connection to addr for a user: the address
 // always, what it means, and whether retrying can help (a name that does

@@ -3,9 +3,14 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"strings"
+	"sync"
 	"testing"
+
+	"golang.org/x/crypto/ssh"
 )
 
 // TestClassifyRealErrors dials a port nobody listens on and a name that
@@ -31,5 +36,50 @@ func TestClassifyRealErrors(t *testing.T) {
 	got = classify("h:1", context.DeadlineExceeded)
 	if !strings.HasPrefix(got.Error(), "h:1: no answer") || errors.Is(got, ErrPermanent) {
 		t.Errorf("timeout: %v", got)
+	}
+}
+
+// TestHandshakeErrorWording: a peer that accepts and hangs up, and a
+// server that refuses the client's key, are each one "ADDR: ssh handshake
+// failed: WHY" with no "ssh:" or "handshake failed" said twice, and the
+// error still unwraps to x/crypto/ssh's and the callback's.
+func TestHandshakeErrorWording(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	})
+	addr := l.Addr().String()
+	why := errors.New("host key refused by the test")
+	cfg := func(net.Conn) *ssh.ClientConfig {
+		return &ssh.ClientConfig{User: "u", HostKeyCallback: func(string, net.Addr, ssh.PublicKey) error { return why }}
+	}
+	_, _, _, _, err = connect(t.Context(), addr, 0, nil, cfg)
+	if err == nil || !strings.HasPrefix(err.Error(), addr+": ssh handshake failed: ") || strings.Count(err.Error(), "handshake") != 1 || strings.Contains(err.Error(), "ssh: ") {
+		t.Errorf("peer hung up: %v", err)
+	}
+	if !errors.Is(err, io.EOF) {
+		t.Errorf("peer hung up: %v does not unwrap to io.EOF", err)
+	}
+	for _, e := range []error{
+		&handshakeError{addr: "h:1", err: fmt.Errorf("ssh: handshake failed: %w", why)},
+		&handshakeError{addr: "h:1", err: fmt.Errorf("ssh: handshake failed: ssh: unable to authenticate, attempted methods [none publickey], no supported methods remain")},
+	} {
+		if strings.Count(e.Error(), "handshake") != 1 || strings.Contains(e.Error(), "ssh: ") || !strings.HasPrefix(e.Error(), "h:1: ssh handshake failed: ") {
+			t.Errorf("%q", e.Error())
+		}
+	}
+	if e := (&handshakeError{addr: "h:1", err: fmt.Errorf("ssh: handshake failed: %w", why)}); !errors.Is(e, why) || e.Error() != "h:1: ssh handshake failed: host key refused by the test" {
+		t.Errorf("%q (is %v)", e.Error(), errors.Is(e, why))
 	}
 }

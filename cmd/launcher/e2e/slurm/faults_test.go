@@ -227,7 +227,7 @@ func TestInterrupted(t *testing.T) {
 	j.wait(t)
 	// salloc reports 0 for a command killed by a signal, and it may be
 	// in the group too: the launcher's own last words tell its status.
-	for _, want := range []string{"launcher: got interrupt, stopping every rank", "launcher: exit code 130"} {
+	for _, want := range []string{"launcher: got SIGINT, stopping every rank", "launcher: exit code 130"} {
 		if !strings.Contains(j.stderr.String(), want) {
 			t.Errorf("stderr lacks %q: %v", want, j)
 		}
