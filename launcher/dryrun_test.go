@@ -77,9 +77,10 @@ func TestMainDryRunNeverDials(t *testing.T) {
 			t.Error("dry run built the local agent")
 			return failDialer(t)
 		},
-		Stdin:  strings.NewReader(""),
-		Stdout: &stdout,
-		Stderr: &stderr,
+		Stdin:   strings.NewReader(""),
+		Stdout:  &stdout,
+		Stderr:  &stderr,
+		Environ: []string{}, // nothing forwarded: the golden file is this machine's
 	}
 	newLogger := func(string, bool) *zap.Logger { return zaptest.NewLogger(t) }
 	code := Main(t.Context(), dryRunArgs, d, newLogger)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -54,7 +55,21 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 // parse reads and checks the command line, and prints -x's warnings;
 // done says Main ends here with code: -h, -version, or an error.
 func parse(args []string, d Deps) (cfg cli.Config, code int, done bool) {
-	cfg, err := cli.Parse(args, os.Getenv, os.Environ())
+	getenv, environ := os.Getenv, d.Environ
+	if environ == nil {
+		environ = os.Environ()
+	} else {
+		getenv = func(k string) string {
+			v := ""
+			for _, kv := range environ {
+				if ek, ev, _ := strings.Cut(kv, "="); ek == k {
+					v = ev
+				}
+			}
+			return v
+		}
+	}
+	cfg, err := cli.Parse(args, getenv, environ)
 	switch {
 	case cfg.Mode == cli.ModeHelp:
 		fmt.Fprint(d.Stdout, cli.Usage)
@@ -174,6 +189,9 @@ type Deps struct {
 	Signals  <-chan os.Signal
 	Version  string
 	Cwd      string
+	// Environ is the launcher's environment (-x, the hosts' sources,
+	// what the ranks get of it); nil means the process's (os.Environ).
+	Environ []string
 }
 
 // isTerminal reports whether w is a terminal: a file that answers the

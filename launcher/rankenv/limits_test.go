@@ -1,0 +1,81 @@
+package rankenv
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"gangway/hostfile"
+	"gangway/launcher/cli"
+	"gangway/launcher/plan"
+)
+
+func TestCheckSizes(t *testing.T) {
+	big := strings.Repeat("x", MaxVarLen-len("BIG="))
+	for _, tt := range []struct {
+		name    string
+		environ []string
+		args    []string
+		err     string // "" for none
+	}{
+		{"2000 variables and a value at the limit", append(manyVars(2000), "BIG="+big), nil, ""},
+		{"forwarded, one byte over", []string{"BIG=" + big + "x"}, nil, "environment variable BIG (forwarded) is 128.0 KiB; a process's environment takes at most 128.0 KiB per variable (Linux's MAX_ARG_STRLEN): unset it, or leave it home with -genvnone or -genvlist"},
+		{"left home by -genvnone", []string{"BIG=" + big + "x"}, []string{"-genvnone"}, ""},
+		{"-genv", nil, []string{"-genv", "G", big + "xxx"}, "environment variable G (-genv) is 128.0 KiB"},
+		{"-x NAME of a host-specific one", []string{"TMPDIR=" + big + "xxxxxxx"}, []string{"-x", "TMPDIR"}, "environment variable TMPDIR (-x)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := cli.Parse(append(tt.args, "prog"), func(string) string { return "" }, tt.environ)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = CheckSizes(cfg)
+			switch {
+			case tt.err == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || !errors.Is(err, cli.ErrUsage)):
+				t.Errorf("got %v, want a usage error with %q", err, tt.err)
+			}
+		})
+	}
+}
+
+func manyVars(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "V" + strconv.Itoa(i) + "=" + strings.Repeat("v", 60)
+	}
+	return out
+}
+
+// TestCheckStart: a host's start message over wire.MaxJobControl is
+// refused before it is sent, naming the host and the largest variables;
+// one that fits passes.
+func TestCheckStart(t *testing.T) {
+	hosts := []Host{{Host: hostfile.Host{Name: "a"}}, {Host: hostfile.Host{Name: "b"}}}
+	var ranks []plan.Rank
+	for r := range 16 {
+		ranks = append(ranks, plan.Rank{Rank: r, Host: r / 8, LocalRank: r % 8, LocalSize: 8})
+	}
+	env := func(extra ...string) [][]string {
+		envs := make([][]string, len(ranks))
+		for i := range envs {
+			envs[i] = append(manyVars(2000), extra...)
+		}
+		return envs
+	}
+	if err := checkStart([]string{"python3", "train.py"}, ranks, hosts, env("BIG="+strings.Repeat("x", MaxVarLen-4))); err != nil {
+		t.Errorf("8 ranks a host with 2000 variables and one at 128 KiB: %v", err)
+	}
+	huge := strings.Repeat("<", MaxVarLen/6) // 6 bytes each in JSON
+	var many []string
+	for i := range 16 {
+		many = append(many, "H"+strconv.Itoa(i)+"="+huge)
+	}
+	err := checkStart([]string{"prog"}, ranks, hosts, env(many...))
+	if err == nil || !strings.HasPrefix(err.Error(), "host a: the job's start message would be ") ||
+		!strings.Contains(err.Error(), "over the protocol's 16.0 MiB limit: 8 ranks with ") || !strings.Contains(err.Error(), "the largest variables: H") {
+		t.Errorf("got %v", err)
+	}
+}
