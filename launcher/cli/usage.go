@@ -70,10 +70,11 @@ Network and node preparation:
                            host's agent before ranks start (multi-host jobs)
   -drop-caches[=1|2|3]     sync and drop page caches on every host first (3)
   -drop-caches-best-effort go on when a host may not drop its caches
-  -inspect [-json] [-v]    print each host's facts and the environment the
-                           launcher would set, then exit (NICs that are
-                           down or have only link-local addresses are
-                           listed with -v or -json)
+  -inspect [-json] [-v]    print each host's facts, the NCCL and Gloo
+                           variables its ranks would get (each with its
+                           source: nccl, forwarded, -x...) and their GPUs,
+                           then exit (NICs that are down or have only
+                           link-local addresses are listed with -v or -json)
 
 Environment (the same rule for ranks here and on other hosts): every rank
 starts from its host's environment (the agent's; here, the launcher's),

@@ -30,6 +30,9 @@ func (j *job) prepare(ctx context.Context) error {
 		for _, w := range rankenv.NCCLWarnings(j.cfg.Env.Vars, hosts) {
 			j.out.say("warning: " + w)
 		}
+		for _, w := range rankenv.ReplacedWarnings(j.cfg, hosts, a.Choices) {
+			j.out.say("warning: " + w)
+		}
 	}
 	if err := j.dropCaches(ctx); err != nil {
 		return err

@@ -176,3 +176,37 @@ func NetVars(cfg cli.Config, c *nccl.Choice) []Var {
 		return !strings.HasPrefix(v.Key, "NCCL_") && !strings.HasPrefix(v.Key, "GLOO_") && !strings.HasPrefix(v.Key, "HOROVOD_GLOO_")
 	})
 }
+
+// ReplacedWarnings words, for the launcher's warnings, the forwarded
+// network variables (the launcher's own NCCL_SOCKET_IFNAME...) that a
+// host's choice replaces: the launcher's choice wins over forwarded
+// values, and a job that ran with the exported value on this machine
+// would otherwise change silently on several hosts. choices are
+// Prepare's, by host.
+func ReplacedWarnings(cfg cli.Config, hosts []Host, choices []*nccl.Choice) []string {
+	fwd := map[string]string{}
+	for _, kv := range Forwarded(cfg.Env.Launcher, cfg.Env.Forward, cfg.Env.ForwardList) {
+		k, v, _ := strings.Cut(kv, "=")
+		fwd[k] = v
+	}
+	var out []string
+	for _, k := range []string{"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE", "NCCL_IB_HCA"} {
+		v, ok := fwd[k]
+		if !ok || userWins(cfg.Env.Vars, k) {
+			continue
+		}
+	hostLoop:
+		for i, c := range choices {
+			if c == nil {
+				continue
+			}
+			for _, kv := range nccl.Env(*c) {
+				if ck, cv, _ := strings.Cut(kv, "="); ck == k && cv != v {
+					out = append(out, fmt.Sprintf("%s=%s from the launcher's environment is replaced by each host's choice (%s on %s); -x %s keeps yours", k, v, cv, hosts[i].Name, k))
+					break hostLoop // one line per variable
+				}
+			}
+		}
+	}
+	return out
+}

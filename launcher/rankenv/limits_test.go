@@ -2,6 +2,7 @@ package rankenv
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"gangway/hostfile"
 	"gangway/launcher/cli"
 	"gangway/launcher/plan"
+	"gangway/nccl"
 )
 
 func TestCheckSizes(t *testing.T) {
@@ -77,5 +79,29 @@ func TestCheckStart(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "host a: the job's start message would be ") ||
 		!strings.Contains(err.Error(), "over the protocol's 16.0 MiB limit: 8 ranks with ") || !strings.Contains(err.Error(), "the largest variables: H") {
 		t.Errorf("got %v", err)
+	}
+}
+
+func TestReplacedWarnings(t *testing.T) {
+	hosts := []Host{{Host: hostfile.Host{Name: "a"}}, {Host: hostfile.Host{Name: "b"}}}
+	choices := []*nccl.Choice{{Ifaces: []string{"eth0"}}, {Ifaces: []string{"eth0"}}}
+	for _, tc := range []struct {
+		environ, args []string
+		choices       []*nccl.Choice
+		want          []string
+	}{
+		{[]string{"NCCL_SOCKET_IFNAME=eth9", "NCCL_DEBUG=INFO"}, nil, choices,
+			[]string{"NCCL_SOCKET_IFNAME=eth9 from the launcher's environment is replaced by each host's choice (=eth0 on a); -x NCCL_SOCKET_IFNAME keeps yours"}},
+		{[]string{"GLOO_SOCKET_IFNAME=eth0"}, nil, choices, nil},                                  // the same value
+		{[]string{"NCCL_SOCKET_IFNAME=eth9"}, []string{"-x", "NCCL_SOCKET_IFNAME"}, choices, nil}, // -x keeps it
+		{[]string{"NCCL_SOCKET_IFNAME=eth9"}, nil, []*nccl.Choice{nil}, nil},                      // one host: it applies
+	} {
+		cfg, err := cli.Parse(append(tc.args, "prog"), func(string) string { return "" }, tc.environ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ReplacedWarnings(cfg, hosts, tc.choices); !slices.Equal(got, tc.want) {
+			t.Errorf("%q %q: got %q, want %q", tc.environ, tc.args, got, tc.want)
+		}
 	}
 }
