@@ -103,7 +103,12 @@ func online(ctx context.Context, cfg cli.Config, d Deps) int {
 	l := rankenv.Reach(cfg.Place)
 	if cfg.Mode == cli.ModeRun {
 		var err error
-		if l, err = rankenv.Plan(cfg.Place); err != nil {
+		if l, err = rankenv.Plan(cfg.Place); err == nil {
+			// A variable execve cannot pass fails before any host is
+			// reached (Prepare checks again, for every attempt).
+			err = rankenv.CheckSizes(cfg)
+		}
+		if err != nil {
 			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
 			return diagnose.ExitCode(err, false)
 		}
