@@ -23,8 +23,10 @@ import (
 //  3. TORCHELASTIC_ERROR_FILE=errorFile, the rank's own error file
 //     (session.errorFile), unless errorFile is "": the launcher's Env
 //     sets the variable itself, or no file could be made;
-//  4. the launcher's Env: the rank's identity (RANK, PMI_RANK, ...), the
-//     job's and the host's variables, -x;
+//  4. the launcher's Env: what it forwards of its own environment (never
+//     HOME, USER, LOGNAME, SHELL: those stay the login's), the rank's
+//     identity (RANK, PMI_RANK, ...), the job's and the host's variables,
+//     -x;
 //  5. pmiEnv, PMI_FD when the agent serves the job's PMI
 //     (pmi.Server.Env).
 //

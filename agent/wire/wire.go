@@ -211,9 +211,10 @@ type RankSpec struct {
 	Rank      int      `json:"rank"`
 	LocalRank int      `json:"local_rank"`
 	Argv      []string `json:"argv"`
-	// Env is what the launcher sets for this rank, sorted KEY=VALUE: its
-	// identity (RANK, PMI_RANK, ...), the job's and the host's variables,
-	// -x. The agent starts the rank from its own environment with, on
+	// Env is what the launcher sets for this rank, sorted KEY=VALUE: the
+	// launcher's own environment less host-specific names (forwarded, as
+	// Hydra does), its identity (RANK, PMI_RANK, ...), the job's and the
+	// host's variables, -x. The agent starts the rank from its own environment with, on
 	// top, the identity of the SSH login it runs as (HOME, LOGNAME, SHELL,
 	// USER) and TORCHELASTIC_ERROR_FILE (a file of the rank's own); Env
 	// overrides all of those; PMI_FD, when the agent serves PMI, overrides

@@ -71,19 +71,6 @@ func userWins(user map[string]string, key string) bool {
 	return set && !plan.IsIdentity(key)
 }
 
-// Ours keeps the entries of vars (KEY=VALUE, the launcher's choices for a
-// host, such as nccl.Env's) that the ranks get: those the user's -x does
-// not win over.
-func Ours(vars []string, user map[string]string) []string {
-	var out []string
-	for _, kv := range vars {
-		if k, _, _ := strings.Cut(kv, "="); !userWins(user, k) {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
 // environ builds every rank's environment (Builder.Vars has the order of
 // precedence). The result is indexed by rank; each entry is sorted
 // KEY=VALUE. The host's own environment (the agent's) is the base the
