@@ -89,7 +89,8 @@ rank's identity. -dry-run shows each variable's source.
   -genv, -env NAME VALUE   Hydra's -x NAME=VALUE (a later -x/-genv wins)
   -genvall, -envall        forward the launcher's environment less the
                            host-specific names (the default)
-  -genvnone, -envnone      forward none of it (-x, -genv, -env-file only)
+  -genvnone, -envnone      forward none of it to other hosts (they get -x,
+                           -genv, -env-file only; ranks here inherit it)
   -genvlist, -envlist A,B  forward only these names (repeatable)
   -env-file FILE           KEY=VALUE lines exported to every rank (# starts
                            a comment line, "export " and one pair of

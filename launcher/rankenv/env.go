@@ -166,6 +166,19 @@ func (b *Builder) Rank(r plan.Rank) []string {
 	return env
 }
 
+// Own is one rank's environment less what it gets unchanged from the
+// launcher's (Forwarded, which travels once per host as StartJob.Env):
+// RankSpec.Env, sorted. Rank is Own over Forwarded.
+func (b *Builder) Own(r plan.Rank) []string {
+	var env []string
+	for _, v := range b.Vars(r) {
+		if v.Src != SrcForwarded {
+			env = append(env, v.Key+"="+v.Value)
+		}
+	}
+	return env
+}
+
 // Vars is one rank's environment with each variable's source, sorted by
 // name. Each step overwrites the one before:
 //

@@ -58,10 +58,14 @@ func CheckSizes(cfg cli.Config) error {
 }
 
 // checkStart refuses a job whose start message to some host would be
-// over the protocol's limit (wire.MaxJobControl): every local rank's
-// argv and environment travel in it. The message names the host, its
-// ranks and the largest variables (they are the same for every rank).
-func checkStart(argv []string, ranks []plan.Rank, hosts []Host, envs [][]string) error {
+// over the protocol's limit (wire.MaxJobControl): the shared (forwarded)
+// environment once, and every local rank's argv and own environment. The
+// message names the host, its ranks and the largest variables.
+func checkStart(argv []string, ranks []plan.Rank, hosts []Host, shared []string, envs [][]string) error {
+	sharedLen := 0
+	for _, kv := range shared {
+		sharedLen += jsonLen(kv) + 3
+	}
 	per := make([]int, len(hosts))
 	first := make([]int, len(hosts))
 	for i := range first {
@@ -82,15 +86,8 @@ func checkStart(argv []string, ranks []plan.Rank, hosts []Host, envs [][]string)
 		}
 	}
 	for h, n := range per {
-		if n <= wire.MaxJobControl-startSlack {
+		if n += sharedLen; n <= wire.MaxJobControl-startSlack {
 			continue
-		}
-		env := slices.Clone(envs[first[h]])
-		slices.SortFunc(env, func(a, b string) int { return len(b) - len(a) })
-		var big []string
-		for _, kv := range env[:min(3, len(env))] {
-			k, _, _ := strings.Cut(kv, "=")
-			big = append(big, fmt.Sprintf("%s (%s)", k, size(len(kv))))
 		}
 		locals := 0
 		for _, r := range ranks {
@@ -98,8 +95,33 @@ func checkStart(argv []string, ranks []plan.Rank, hosts []Host, envs [][]string)
 				locals++
 			}
 		}
-		return fmt.Errorf("host %s: the job's start message would be %s, over the protocol's %s limit: %d ranks with %s of environment and arguments each; the largest variables: %s (unset them, or leave the launcher's home with -genvnone or -genvlist)",
-			hosts[h].Name, size(n), size(wire.MaxJobControl), locals, size(n/max(locals, 1)), strings.Join(big, ", "))
+		// The largest by what they add to the message: a rank's own
+		// variable once per local rank, a shared one once.
+		type contrib struct {
+			key  string
+			each int
+			n    int
+		}
+		var cs []contrib
+		for _, kv := range shared {
+			k, _, _ := strings.Cut(kv, "=")
+			cs = append(cs, contrib{k, jsonLen(kv), 1})
+		}
+		for _, kv := range envs[first[h]] {
+			k, _, _ := strings.Cut(kv, "=")
+			cs = append(cs, contrib{k, jsonLen(kv), locals})
+		}
+		slices.SortStableFunc(cs, func(a, b contrib) int { return b.each*b.n - a.each*a.n })
+		var big []string
+		for _, c := range cs[:min(3, len(cs))] {
+			if c.n > 1 {
+				big = append(big, fmt.Sprintf("%s (%d × %s)", c.key, c.n, size(c.each)))
+			} else {
+				big = append(big, fmt.Sprintf("%s (%s)", c.key, size(c.each)))
+			}
+		}
+		return fmt.Errorf("host %s: the job's start message would be %s, over the protocol's %s limit: %s of the launcher's environment, and %d ranks with %s of their own environment and arguments each; the largest variables: %s (shorten or drop them; -genvnone or -genvlist leave the launcher's environment home)",
+			hosts[h].Name, size(n), size(wire.MaxJobControl), size(sharedLen), locals, size((n-sharedLen)/max(locals, 1)), strings.Join(big, ", "))
 	}
 	return nil
 }

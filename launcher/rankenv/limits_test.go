@@ -53,31 +53,39 @@ func manyVars(n int) []string {
 
 // TestCheckStart: a host's start message over wire.MaxJobControl is
 // refused before it is sent, naming the host and the largest variables;
-// one that fits passes.
+// one that fits passes. The launcher's forwarded environment travels
+// once per host, so a big one fits however many ranks a host runs.
 func TestCheckStart(t *testing.T) {
 	hosts := []Host{{Host: hostfile.Host{Name: "a"}}, {Host: hostfile.Host{Name: "b"}}}
-	var ranks []plan.Rank
-	for r := range 16 {
-		ranks = append(ranks, plan.Rank{Rank: r, Host: r / 8, LocalRank: r % 8, LocalSize: 8})
+	placed := func(perHost int) []plan.Rank {
+		var ranks []plan.Rank
+		for r := range 2 * perHost {
+			ranks = append(ranks, plan.Rank{Rank: r, Host: r / perHost, LocalRank: r % perHost, LocalSize: perHost})
+		}
+		return ranks
 	}
-	env := func(extra ...string) [][]string {
-		envs := make([][]string, len(ranks))
+	own := func(n int, extra ...string) [][]string {
+		envs := make([][]string, n)
 		for i := range envs {
-			envs[i] = append(manyVars(2000), extra...)
+			envs[i] = append([]string{"RANK=" + strconv.Itoa(i), "WORLD_SIZE=" + strconv.Itoa(n)}, extra...)
 		}
 		return envs
 	}
-	if err := checkStart([]string{"python3", "train.py"}, ranks, hosts, env("BIG="+strings.Repeat("x", MaxVarLen-4))); err != nil {
-		t.Errorf("8 ranks a host with 2000 variables and one at 128 KiB: %v", err)
+	big := append(manyVars(2000), "BIG="+strings.Repeat("x", MaxVarLen-4))
+	for _, perHost := range []int{8, 256} {
+		if err := checkStart([]string{"python3", "train.py"}, placed(perHost), hosts, big, own(2*perHost)); err != nil {
+			t.Errorf("%d ranks a host sharing 2000 variables and one at 128 KiB: %v", perHost, err)
+		}
 	}
 	huge := strings.Repeat("<", MaxVarLen/6) // 6 bytes each in JSON
 	var many []string
 	for i := range 16 {
 		many = append(many, "H"+strconv.Itoa(i)+"="+huge)
 	}
-	err := checkStart([]string{"prog"}, ranks, hosts, env(many...))
+	err := checkStart([]string{"prog"}, placed(8), hosts, big, own(16, many...))
 	if err == nil || !strings.HasPrefix(err.Error(), "host a: the job's start message would be ") ||
-		!strings.Contains(err.Error(), "over the protocol's 16.0 MiB limit: 8 ranks with ") || !strings.Contains(err.Error(), "the largest variables: H") {
+		!strings.Contains(err.Error(), "over the protocol's 16.0 MiB limit: 261.7 KiB of the launcher's environment, and 8 ranks with ") ||
+		!strings.Contains(err.Error(), "the largest variables: H10 (8 × 128.0 KiB), H11") {
 		t.Errorf("got %v", err)
 	}
 }

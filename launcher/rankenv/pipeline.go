@@ -17,7 +17,12 @@ import (
 // by the preflight and StartJob.
 type Attempt struct {
 	Choices []*nccl.Choice // by host; nil: the libraries' own choice
-	Envs    [][]string     // by rank, each sorted KEY=VALUE
+	// Shared is what every rank gets of the launcher's own environment
+	// (Forwarded), sorted KEY=VALUE: StartJob.Env, sent once per host.
+	Shared []string
+	// Envs are, by rank, each sorted KEY=VALUE, the rest of its
+	// environment (RankSpec.Env): what wins over Shared.
+	Envs [][]string
 }
 
 // Prepare runs the pipeline for an attempt whose hosts are reached (in
@@ -54,11 +59,15 @@ func Prepare(cfg cli.Config, ranks []plan.Rank, hosts []Host, id string, attempt
 		master = "127.0.0.1"
 	}
 	j := newJobEnv(cfg, id, attempt, master, r0.Facts.FreePort)
-	envs := environ(ranks, he, j)
-	if err := checkStart(cfg.Argv, ranks, hosts, envs); err != nil {
+	b := newBuilder(ranks, he, j)
+	envs := make([][]string, len(ranks))
+	for _, r := range ranks {
+		envs[r.Rank] = b.Own(r)
+	}
+	if err := checkStart(cfg.Argv, ranks, hosts, j.Forward, envs); err != nil {
 		return Attempt{}, err
 	}
-	return Attempt{Choices: choices, Envs: envs}, nil
+	return Attempt{Choices: choices, Shared: j.Forward, Envs: envs}, nil
 }
 
 // DryRun is a dry run's environments, from the layout alone: no facts, so
