@@ -76,14 +76,16 @@ Network and node preparation:
                            then exit (NICs that are down or have only
                            link-local addresses are listed with -v or -json)
 
-Environment (the same rule for ranks here and on other hosts): every rank
-starts from its host's environment (the agent's; here, the launcher's),
-gets the launcher's environment less host-specific names (HOSTNAME,
-DISPLAY, SSH_*, PWD, TMPDIR, SLURM_*, PMI_*, OMPI_* but OMPI_MCA_*, ...:
-docs/environment.md lists them) and the login's HOME, USER, LOGNAME and
-SHELL; then the launcher's variables (rank, placement, per-host NCCL
-choice) win over those; -x, -genv and -env-file win over everything but a
-rank's identity. -dry-run shows each variable's source.
+Environment rule (the same for ranks here and on other hosts):
+  every rank starts from its host's environment (the agent's; here, the
+  launcher's) and gets the launcher's environment less host-specific
+  names (HOSTNAME, DISPLAY, SSH_*, PWD, TMPDIR, SLURM_*, PMI_*, OMPI_* but
+  OMPI_MCA_*, ...: docs/environment.md lists them) and the login's HOME,
+  USER, LOGNAME and SHELL; the launcher's variables (rank, placement,
+  per-host NCCL choice) win over those; -x, -genv and -env-file win over
+  everything but a rank's identity. -dry-run shows each variable's source.
+
+Environment:
   -x NAME | NAME=VALUE | 'PREFIX*'   export to every rank (repeatable); an
                            unset NAME or a rank identity (RANK...) warns
   -genv, -env NAME VALUE   Hydra's -x NAME=VALUE (a later -x/-genv wins)
