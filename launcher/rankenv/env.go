@@ -170,11 +170,10 @@ func (b *Builder) Rank(r plan.Rank) []string {
 // launcher's (Forwarded, which travels once per host as StartJob.Env):
 // RankSpec.Env, sorted. Rank is Own over Forwarded.
 func (b *Builder) Own(r plan.Rank) []string {
-	var env []string
-	for _, v := range b.Vars(r) {
-		if v.Src != SrcForwarded {
-			env = append(env, v.Key+"="+v.Value)
-		}
+	vars := b.vars(r, false)
+	env := make([]string, len(vars))
+	for i, v := range vars {
+		env[i] = v.Key + "=" + v.Value
 	}
 	return env
 }
@@ -188,13 +187,19 @@ func (b *Builder) Own(r plan.Rank) []string {
 //  4. -mca as OMPI_MCA_*;
 //  5. -x, -genv and --env-file, except the identity keys (userWins);
 //  6. TF_CONFIG from --tf-config.
-func (b *Builder) Vars(r plan.Rank) []Var {
+func (b *Builder) Vars(r plan.Rank) []Var { return b.vars(r, true) }
+
+// vars is Vars, with step 1 (the forwarded environment) or without
+// (Own: a big forwarded environment is not walked once per rank).
+func (b *Builder) vars(r plan.Rank, forwarded bool) []Var {
 	h, j, size := b.hosts[r.Host], b.j, b.size
-	m := make(map[string]Var, 40+len(j.Forward))
+	m := make(map[string]Var, 40)
 	set := func(k, v, src string) { m[k] = Var{k, v, src} }
-	for _, kv := range j.Forward {
-		k, v, _ := strings.Cut(kv, "=")
-		set(k, v, SrcForwarded)
+	if forwarded {
+		for _, kv := range j.Forward {
+			k, v, _ := strings.Cut(kv, "=")
+			set(k, v, SrcForwarded)
+		}
 	}
 	for k, v := range map[string]string{
 		"RANK": itoa(r.Rank), "WORLD_SIZE": itoa(size),

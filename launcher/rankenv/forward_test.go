@@ -168,3 +168,37 @@ func writeEnvFile(t *testing.T, text string) string {
 	}
 	return p
 }
+
+// TestOwnOverShared: a rank's environment is its own variables over the
+// shared forwarded ones (what the agent merges), and Own leaves out
+// exactly what it gets unchanged from the shared list.
+func TestOwnOverShared(t *testing.T) {
+	cfg, err := cli.Parse([]string{"-x", "NCCL_DEBUG=INFO", "prog"}, func(string) string { return "" },
+		[]string{"PATH=/u/bin", "NCCL_DEBUG=WARN", "RANK=7", "A=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranks := []plan.Rank{{Rank: 0, LocalSize: 1}}
+	j := newJobEnv(cfg, "j", 0, "a", 0)
+	b := newBuilder(ranks, []hostEnv{{Name: "a"}}, j)
+	merged := map[string]string{}
+	for _, kv := range append(slices.Clone(j.Forward), b.Own(ranks[0])...) {
+		k, v, _ := strings.Cut(kv, "=")
+		merged[k] = v
+	}
+	want := b.Rank(ranks[0])
+	if len(merged) != len(want) {
+		t.Errorf("shared+own has %d names, Rank %d", len(merged), len(want))
+	}
+	for _, kv := range want {
+		k, v, _ := strings.Cut(kv, "=")
+		if merged[k] != v {
+			t.Errorf("%s: shared+own %q, Rank %q", k, merged[k], v)
+		}
+	}
+	for _, kv := range b.Own(ranks[0]) {
+		if kv == "PATH=/u/bin" || kv == "A=1" {
+			t.Errorf("Own carries the shared %s", kv)
+		}
+	}
+}
