@@ -50,6 +50,7 @@ var hostSpecific = []hostName{
 	{"SLURMD_NODENAME", "the launcher's node"},
 	{"PBS_*", "the launcher's node and task in a PBS job"},
 	{"LSB_*", "the launcher's LSF job and host (Hydra leaves them out under LSF)"},
+	{"K_MPI_JOB_ROLE", "mpi-operator's role of the launcher's pod (\"launcher\"; a worker pod's own says \"worker\")"},
 	{"PMI_*", "an outer launcher's PMI (PMI_PORT, PMI_FD would make MPICH dial it); the ranks get their own"},
 	{"PMIX_*", "an outer launcher's PMIx server"},
 	{"OMPI_*", "an outer mpirun's rank and daemon (OMPI_MCA_* are kept: mpirun forwards them too)"},

@@ -72,7 +72,7 @@ func TestForwarded(t *testing.T) {
 func TestHostSpecific(t *testing.T) {
 	for k, want := range map[string]bool{
 		"HOSTNAME": true, "SSH_AUTH_SOCK": true, "SSH_CONNECTION": true, "DISPLAY": true, "PWD": true,
-		"SLURM_PROCID": true, "SLURMD_NODENAME": true, "LSB_JOBID": true, "PMI_PORT": true, "PMIX_RANK": true, "OMPI_COMM_WORLD_RANK": true,
+		"SLURM_PROCID": true, "SLURMD_NODENAME": true, "LSB_JOBID": true, "K_MPI_JOB_ROLE": true, "PMI_PORT": true, "PMIX_RANK": true, "OMPI_COMM_WORLD_RANK": true,
 		"OMPI_MCA_pml": false, "TORCHELASTIC_USE_AGENT_STORE": true, "XDG_RUNTIME_DIR": true, "XDG_CONFIG_HOME": false,
 		"HOME": true, "USER": true, "TMPDIR": true, "GANGWAY_SRUN_LAUNCHER_KEY": true,
 		"PATH": false, "LD_LIBRARY_PATH": false, "LD_PRELOAD": false, "NCCL_DEBUG": false, "TERM": false,
