@@ -23,14 +23,17 @@ import (
 //  3. TORCHELASTIC_ERROR_FILE=errorFile, the rank's own error file
 //     (session.errorFile), unless errorFile is "": the launcher's Env
 //     sets the variable itself, or no file could be made;
-//  4. the launcher's Env: the rank's identity (RANK, PMI_RANK, ...), the
+//  4. shared, the job's StartJob.Env: what the launcher forwards of its
+//     own environment (never HOME, USER, LOGNAME, SHELL unless the user
+//     listed them: those stay the login's);
+//  5. the rank's RankSpec.Env: its identity (RANK, PMI_RANK, ...), the
 //     job's and the host's variables, -x;
-//  5. pmiEnv, PMI_FD when the agent serves the job's PMI
+//  6. pmiEnv, PMI_FD when the agent serves the job's PMI
 //     (pmi.Server.Env).
 //
 // Nothing else is added. The list is built in one pass, one entry per
 // name, sorted.
-func rankEnv(base []string, who *account.Account, errorFile string, r wire.RankSpec, pmiEnv []string) []string {
+func rankEnv(base []string, who *account.Account, errorFile string, shared []string, r wire.RankSpec, pmiEnv []string) []string {
 	var identity, errFile []string
 	if who != nil {
 		identity = who.Identity()
@@ -38,7 +41,7 @@ func rankEnv(base []string, who *account.Account, errorFile string, r wire.RankS
 	if errorFile != "" {
 		errFile = []string{errorFileVar + "=" + errorFile}
 	}
-	return environ.Merge(base, identity, errFile, r.Env, pmiEnv)
+	return environ.Merge(base, identity, errFile, shared, r.Env, pmiEnv)
 }
 
 // baseEnv is what a's ranks start from (rankEnv): BaseEnv, or the

@@ -31,21 +31,22 @@ func TestSrunRankEnv(t *testing.T) {
 
 // TestRankEnvPrecedence: what the agent adds to a rank's environment and
 // which source wins a name: base < the login's identity < the rank's
-// error file < the launcher's Env < PMI_FD.
+// error file < the job's shared Env (forwarded) < the rank's Env < PMI_FD.
 func TestRankEnvPrecedence(t *testing.T) {
-	base := []string{"HOME=/agent", "PATH=/bin", "PMI_FD=9", "TORCHELASTIC_ERROR_FILE=/agent/err", "USER=agent"}
+	base := []string{"HOME=/agent", "PATH=/bin", "PMI_FD=9", "TORCHELASTIC_ERROR_FILE=/agent/err", "USER=agent", "NCCL_DEBUG=WARN"}
 	who := &account.Account{Name: "u", Home: "/home/u", Shell: "/bin/bash"}
+	shared := []string{"PATH=/u/bin", "NCCL_DEBUG=INFO", "RANK=7"}
 	r := wire.RankSpec{Rank: 1, Env: []string{"PMI_FD=7", "RANK=1", "USER=launcher"}}
-	got := rankEnv(base, who, "/shm/rank.1.json", r, []string{"PMI_FD=3"})
-	want := []string{"HOME=/home/u", "LOGNAME=u", "PATH=/bin", "PMI_FD=3", "RANK=1", "SHELL=/bin/bash",
+	got := rankEnv(base, who, "/shm/rank.1.json", shared, r, []string{"PMI_FD=3"})
+	want := []string{"HOME=/home/u", "LOGNAME=u", "NCCL_DEBUG=INFO", "PATH=/u/bin", "PMI_FD=3", "RANK=1", "SHELL=/bin/bash",
 		"TORCHELASTIC_ERROR_FILE=/shm/rank.1.json", "USER=launcher"}
 	if !slices.Equal(got, want) {
 		t.Errorf("rankEnv:\n got %q\nwant %q", got, want)
 	}
 	// The launcher's own error file wins; no login: no identity; no PMI.
 	r.Env = append(r.Env, "TORCHELASTIC_ERROR_FILE=/launcher/err")
-	got = rankEnv(base, nil, "/shm/rank.1.json", r, nil)
-	want = []string{"HOME=/agent", "PATH=/bin", "PMI_FD=7", "RANK=1", "TORCHELASTIC_ERROR_FILE=/launcher/err", "USER=launcher"}
+	got = rankEnv(base, nil, "/shm/rank.1.json", nil, r, nil)
+	want = []string{"HOME=/agent", "NCCL_DEBUG=WARN", "PATH=/bin", "PMI_FD=7", "RANK=1", "TORCHELASTIC_ERROR_FILE=/launcher/err", "USER=launcher"}
 	if !slices.Equal(got, want) {
 		t.Errorf("rankEnv without a login:\n got %q\nwant %q", got, want)
 	}

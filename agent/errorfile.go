@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,15 +27,16 @@ const errorFileVar = "TORCHELASTIC_ERROR_FILE"
 // errorFile returns the path of rank's error file (rankEnv sets
 // TORCHELASTIC_ERROR_FILE to it), and makes the job's directory for them
 // on the first call; "" when the launcher's environment for the rank
-// already sets the variable (-x), or the directory could not be made.
+// (shared, the job's StartJob.Env, or the rank's own) already sets the
+// variable (-x), or the directory could not be made.
 //
 // The job's directory has a random name. Ranks running as the agent's own
 // user write in it directly; ranks running as another user get one
 // directory of theirs inside it, which belongs to them, in a job
 // directory they may only pass through. Either way one or two mkdirs per
 // job, not one per rank: all of a session's ranks are one user's.
-func (s *session) errorFile(r wire.RankSpec) string {
-	for _, kv := range r.Env {
+func (s *session) errorFile(shared []string, r wire.RankSpec) string {
+	for _, kv := range slices.Concat(shared, r.Env) {
 		if strings.HasPrefix(kv, errorFileVar+"=") {
 			return ""
 		}

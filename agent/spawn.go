@@ -73,7 +73,7 @@ func (s *session) rankSpecs(j *wire.StartJob, cg *proc.Cgroup) (specs []proc.Spe
 	binder := s.a.binder(allowedCPUs())
 	bindings = map[int]string{}
 	for _, r := range j.Ranks {
-		env := rankEnv(base, s.login.Account, s.errorFile(r), r, s.pmiEnv[r.Rank])
+		env := rankEnv(base, s.login.Account, s.errorFile(j.Env, r), j.Env, r, s.pmiEnv[r.Rank])
 		cpus, err := binder.bind(j.Bind, r, s.facts)
 		if err != nil {
 			_ = s.conn.Send(wire.KindExit, wire.Exit{Rank: r.Rank, Code: 1, Err: "-bind-to " + j.Bind + ": " + err.Error()})

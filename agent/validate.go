@@ -36,6 +36,9 @@ func validateStartJob(j wire.StartJob, f wire.Facts, cpus []int) error {
 	if j.StdinRank < -1 || size > 0 && j.StdinRank >= size {
 		return fmt.Errorf("stdin rank %d: want -1 or a rank of the job", j.StdinRank)
 	}
+	if err := checkEnv(j.Env); err != nil {
+		return fmt.Errorf("job %w", err)
+	}
 	var gpus map[int]bool
 	if len(f.GPUs) > 0 {
 		gpus = make(map[int]bool, len(f.GPUs))
@@ -100,7 +103,12 @@ func checkCommand(r wire.RankSpec) error {
 			return fmt.Errorf("argument %d %q contains a NUL byte", i, short(a))
 		}
 	}
-	for _, kv := range r.Env {
+	return checkEnv(r.Env)
+}
+
+// checkEnv checks KEY=VALUE entries (a rank's, or the job's shared ones).
+func checkEnv(env []string) error {
+	for _, kv := range env {
 		k, _, ok := strings.Cut(kv, "=")
 		if !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
 			return fmt.Errorf("environment entry %q: want KEY=VALUE without NUL bytes", short(kv))

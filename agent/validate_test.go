@@ -84,6 +84,7 @@ func TestValidateStartJob(t *testing.T) {
 			`rank 3: environment entry "JUSTNAME": want KEY=VALUE`},
 		{"entry without a name", with(two, func(j *wire.StartJob) { j.Ranks[1].Env = []string{"=x"} }), wire.Facts{}, `environment entry "=x"`},
 		{"NUL in a value", with(two, func(j *wire.StartJob) { j.Ranks[1].Env = []string{"A=x\x00y"} }), wire.Facts{}, `environment entry "A=x\x00y"`},
+		{"job entry without =", with(two, func(j *wire.StartJob) { j.Env = []string{"PATH=/bin", "JUSTNAME"} }), wire.Facts{}, `job environment entry "JUSTNAME": want KEY=VALUE`},
 		{"long entry is cut in the message", with(two, func(j *wire.StartJob) { j.Ranks[1].Env = []string{strings.Repeat("X", 1<<20)} }), wire.Facts{},
 			`environment entry "` + strings.Repeat("X", 80) + `..."`},
 	}
@@ -162,7 +163,7 @@ func FuzzValidateStartJob(f *testing.F) {
 			if pe, _ := parseBind(j.Bind); pe > 0 && (err != nil || !slices.Equal(got, cpus[r.LocalRank*pe:(r.LocalRank+1)*pe])) {
 				t.Fatalf("rank %d, local rank %d, %s bound to %v %v", r.Rank, r.LocalRank, j.Bind, got, err)
 			}
-			_ = rankEnv([]string{"PATH=/bin"}, nil, "", r, nil)
+			_ = rankEnv([]string{"PATH=/bin"}, nil, "", j.Env, r, nil)
 		}
 		if len(j.Ranks) > 16 {
 			return // preparing opens a socket pair per rank

@@ -13,7 +13,8 @@ import (
 )
 
 // dryRun prints the placement table and every rank's environment without
-// touching the network. Format (stable; scripts read it):
+// touching the network. Format (stable; scripts read it: lines starting
+// with # are comments, the others KEY=VALUE):
 //
 //	# placement
 //	# hosts: mpi-operator, VAR=PATH     (only for mpi-operator's hostfile)
@@ -21,12 +22,17 @@ import (
 //	0     a     0           8           0     -
 //	...
 //	# environment rank 0 on a
+//	# source: launcher
 //	KEY=VALUE (sorted)
+//	# source: forwarded          (one group per source, rankenv.SourceOrder)
 //	...
+//	# nccl: NAMES                (only where a host will get them)
+//	# agent adds: NAMES
 //
 // GPU is "-" because GPUs are only known from the hosts' agents; the
 // host-specific values (MASTER_PORT, CUDA_VISIBLE_DEVICES, NCCL_*) that
-// come from the hosts' facts are filled at launch.
+// come from the hosts' facts are filled at launch and named in the
+// "# nccl:" line.
 func dryRun(ctx context.Context, w io.Writer, cfg cli.Config) error {
 	l, err := rankenv.Plan(cfg.Place)
 	if err == nil {
@@ -37,6 +43,9 @@ func dryRun(ctx context.Context, w io.Writer, cfg cli.Config) error {
 	if err != nil {
 		return err
 	}
+	if err := rankenv.CheckSizes(cfg); err != nil {
+		return err
+	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	defer bw.Flush()
 	w = bw
@@ -45,17 +54,42 @@ func dryRun(ctx context.Context, w io.Writer, cfg cli.Config) error {
 	for i, h := range l.Hosts {
 		names[i] = h.Name
 	}
+	nccl := rankenv.DryRunNetwork(cfg, len(l.Hosts))
+	agentAdds := "# agent adds: HOME, LOGNAME, SHELL, USER (the login's, on hosts reached over SSH), TORCHELASTIC_ERROR_FILE (unless set above)"
+	if cfg.Env.PMI {
+		agentAdds += ", PMI_FD"
+	}
 	rankenv.WritePlacement(w, cfg, names, l.Ranks)
 	for _, r := range l.Ranks {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "# environment rank %d on %s\n", r.Rank, names[r.Host])
-		for _, kv := range envs.Rank(r) {
-			fmt.Fprintln(w, dryRunLine(kv))
+		writeSources(w, envs.Vars(r))
+		if nccl != "" {
+			fmt.Fprintln(w, nccl)
 		}
+		fmt.Fprintln(w, agentAdds)
 	}
 	return nil
+}
+
+// writeSources writes a rank's variables grouped by source, in
+// rankenv.SourceOrder, each group sorted (vars is sorted by name).
+func writeSources(w io.Writer, vars []rankenv.Var) {
+	for _, src := range rankenv.SourceOrder {
+		head := false
+		for _, v := range vars {
+			if v.Src != src {
+				continue
+			}
+			if !head {
+				fmt.Fprintf(w, "# source: %s\n", src)
+				head = true
+			}
+			fmt.Fprintln(w, dryRunLine(v.Key+"="+v.Value))
+		}
+	}
 }
 
 // dryRunLine is one KEY=VALUE line of --dry-run's environment: as is,

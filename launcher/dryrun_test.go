@@ -77,9 +77,10 @@ func TestMainDryRunNeverDials(t *testing.T) {
 			t.Error("dry run built the local agent")
 			return failDialer(t)
 		},
-		Stdin:  strings.NewReader(""),
-		Stdout: &stdout,
-		Stderr: &stderr,
+		Stdin:   strings.NewReader(""),
+		Stdout:  &stdout,
+		Stderr:  &stderr,
+		Environ: []string{}, // nothing forwarded: the golden file is this machine's
 	}
 	newLogger := func(string, bool) *zap.Logger { return zaptest.NewLogger(t) }
 	code := Main(t.Context(), dryRunArgs, d, newLogger)
@@ -216,5 +217,43 @@ func TestDryRunPortFrom(t *testing.T) {
 	}
 	if want := ", port 2222 from /etc/ssh/ssh_config\n"; !strings.Contains(out.String(), want) {
 		t.Errorf("the dry run does not say %q:\n%s", want, out.String())
+	}
+}
+
+// TestDryRunSources: each rank's variables are grouped by where they came
+// from, in rankenv.SourceOrder, a variable once under the source that
+// won; --network-interface's values are shown, and what only the hosts
+// know is named.
+func TestDryRunSources(t *testing.T) {
+	environ := []string{"PATH=/u/bin", "MYVAR=x", "HOSTNAME=ws", "NCCL_DEBUG=WARN"}
+	cfg, err := cli.Parse([]string{"-np", "2", "-H", "a,b", "-x", "NCCL_DEBUG=INFO", "-genv", "G", "1", "-mca", "pml", "ob1",
+		"--network-interface", "eth1", "prog"}, func(string) string { return "" }, environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := dryRun(t.Context(), &out, cfg); err != nil {
+		t.Fatal(err)
+	}
+	sec := out.String()[strings.Index(out.String(), "# environment rank 1 on b\n"):]
+	var got []string
+	for _, l := range strings.Split(sec, "\n") {
+		if strings.HasPrefix(l, "# ") || strings.HasPrefix(l, "PATH=") || strings.HasPrefix(l, "MYVAR=") || strings.HasPrefix(l, "NCCL_") ||
+			strings.HasPrefix(l, "G=") || strings.HasPrefix(l, "OMPI_MCA_") || strings.HasPrefix(l, "GLOO_") || strings.HasPrefix(l, "HOSTNAME") {
+			got = append(got, l)
+		}
+	}
+	want := []string{
+		"# environment rank 1 on b", "# source: launcher",
+		"# source: nccl", "GLOO_SOCKET_IFNAME=eth1", "NCCL_SOCKET_IFNAME==eth1",
+		"# source: -mca", "OMPI_MCA_pml=ob1",
+		"# source: -genv", "G=1",
+		"# source: -x", "NCCL_DEBUG=INFO",
+		"# source: forwarded", "MYVAR=x", "PATH=/u/bin",
+		"# nccl: NCCL_IB_HCA chosen per host at launch from its routes and active HCA ports (NCCL_IB_HCA only where some are active); -inspect shows them",
+		"# agent adds: HOME, LOGNAME, SHELL, USER (the login's, on hosts reached over SSH), TORCHELASTIC_ERROR_FILE (unless set above), PMI_FD",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -29,7 +29,12 @@ type InspectHost struct {
 	Interfaces []string `json:"interfaces,omitempty"`
 	Addr       string   `json:"addr,omitempty"`
 	GPUs       []int    `json:"gpus,omitempty"` // GPUs its ranks would get, in order
-	Env        []string `json:"env"`            // host-specific variables the launcher sets
+	// Env are the network variables (NCCL_*, GLOO_*, HOROVOD_GLOO_*) its
+	// ranks get, exactly (rankenv.NetVars), and CUDA_VISIBLE_DEVICES;
+	// EnvFrom says where each came from (nccl: the host's choice,
+	// forwarded, -x, -genv, --env-file).
+	Env     []string          `json:"env"`
+	EnvFrom map[string]string `json:"env_from,omitempty"`
 	// NCCL are the NCCL variables of -x that look wrong on this host
 	// (rankenv.CheckNCCL): a list that selects nothing here, a value
 	// NCCL does not read.
@@ -105,7 +110,15 @@ func inspectHosts(cfg cli.Config, hosts []rankenv.Host) ([]InspectHost, error) {
 		}
 		if c != nil {
 			ih.Interfaces, ih.Addr = c.Ifaces, c.Addr
-			ih.Env = rankenv.Ours(nccl.Env(*c), cfg.Env.Vars)
+		}
+		if cerr == nil {
+			for _, v := range rankenv.NetVars(cfg, c) {
+				ih.Env = append(ih.Env, v.Key+"="+v.Value)
+				if ih.EnvFrom == nil {
+					ih.EnvFrom = map[string]string{}
+				}
+				ih.EnvFrom[v.Key] = v.Src
+			}
 		}
 		if g, err := rankenv.ChooseGPUs(cfg.Place, h, max(h.Slots, 1)); err == nil && g != nil {
 			ih.GPUs = g
@@ -138,6 +151,9 @@ func writeInspect(w io.Writer, hosts []InspectHost, verbose bool) {
 		nic := strings.Join(h.Interfaces, ",")
 		if nic == "" {
 			nic = "(NCCL default)"
+			if v, ok := envValue(h.Env, "NCCL_SOCKET_IFNAME"); ok {
+				nic = v + " (" + h.EnvFrom["NCCL_SOCKET_IFNAME"] + ")"
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", h.Host, h.Reached, h.Facts.CPUs, h.Facts.NUMANodes, len(h.Facts.GPUs), nic, dash(h.Addr), dash(strings.Join(hcas, " ")), healthCell(h.Health))
 	}
@@ -188,7 +204,16 @@ func writeInspect(w io.Writer, hosts []InspectHost, verbose bool) {
 			fmt.Fprintf(w, "note  %s\n", e)
 		}
 		for _, kv := range h.Env {
-			fmt.Fprintf(w, "env   %s\n", kv)
+			if k, _, _ := strings.Cut(kv, "="); h.EnvFrom[k] != "" {
+				fmt.Fprintf(w, "env   %s   # %s\n", kv, h.EnvFrom[k])
+			} else {
+				fmt.Fprintf(w, "env   %s\n", kv)
+			}
+		}
+		if len(h.Interfaces) == 0 && h.Err == "" {
+			if _, ok := envValue(h.Env, "NCCL_SOCKET_IFNAME"); !ok {
+				fmt.Fprintf(w, "env   (no NCCL_SOCKET_IFNAME: one host, NCCL's and Gloo's own choice)\n")
+			}
 		}
 		for _, p := range h.NCCL {
 			fmt.Fprintf(w, "warn  %s\n", p)
@@ -223,6 +248,16 @@ func healthCell(checks []wire.Check) string {
 		return fmt.Sprintf("ok (%d not checked)", unchecked)
 	}
 	return "ok"
+}
+
+// envValue is the value of k among KEY=VALUE entries.
+func envValue(env []string, k string) (string, bool) {
+	for _, kv := range env {
+		if ek, v, _ := strings.Cut(kv, "="); ek == k {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 func dash(s string) string {

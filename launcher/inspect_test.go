@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"gangway/agent/wire"
+	"gangway/hostfile"
+	"gangway/launcher/cli"
+	"gangway/launcher/rankenv"
 )
 
 func TestShownNIC(t *testing.T) {
@@ -93,5 +96,52 @@ func TestWriteInspectHealth(t *testing.T) {
 		if !strings.Contains(out, s) {
 			t.Errorf("output lacks %q:\n%s", s, out)
 		}
+	}
+}
+
+// TestInspectHostsNetVars: --inspect shows exactly the network variables
+// the ranks get, with their source: the per-host choice for loopback
+// hosts of a multi-host job, a forwarded or -x value otherwise, and says
+// when a single host keeps NCCL's own choice.
+func TestInspectHostsNetVars(t *testing.T) {
+	lo := wire.Facts{NICs: []wire.NIC{{Name: "lo", Index: 1, Type: "loopback", Up: true, Addrs: []string{"127.0.0.1/8"}}}}
+	loopHost := func(name, peer string) rankenv.Host {
+		f := lo
+		f.Routes = []wire.Route{{Peer: peer, Addr: peer, Iface: "lo"}}
+		return rankenv.Host{Host: hostfile.Host{Name: name}, Reached: name, Facts: f}
+	}
+	parse := func(environ []string, args ...string) cli.Config {
+		cfg, err := cli.Parse(append(args, "prog"), func(string) string { return "" }, environ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	two := []rankenv.Host{loopHost("127.0.0.2", "127.0.0.3"), loopHost("127.0.0.3", "127.0.0.2")}
+	for _, tc := range []struct {
+		name  string
+		cfg   cli.Config
+		hosts []rankenv.Host
+		want  []string // lines of host 0's text section and table row pieces
+	}{
+		{"two loopback hosts: the choice", parse([]string{"NCCL_SOCKET_IFNAME=eth9", "NCCL_DEBUG=INFO"}), two, []string{
+			"env   NCCL_SOCKET_IFNAME==lo   # nccl\n", "env   GLOO_SOCKET_IFNAME=lo   # nccl\n", "env   NCCL_DEBUG=INFO   # forwarded\n", "  lo  "}},
+		{"-x wins over the choice", parse(nil, "-x", "NCCL_SOCKET_IFNAME=^docker"), two, []string{"env   NCCL_SOCKET_IFNAME=^docker   # -x\n"}},
+		{"one host: NCCL's own", parse(nil), two[:1], []string{"(NCCL default)", "env   (no NCCL_SOCKET_IFNAME: one host, NCCL's and Gloo's own choice)\n"}},
+		{"one host, forwarded", parse([]string{"NCCL_SOCKET_IFNAME=eth9"}), two[:1], []string{"eth9 (forwarded)", "env   NCCL_SOCKET_IFNAME=eth9   # forwarded\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := inspectHosts(tc.cfg, tc.hosts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			writeInspect(&b, out, false)
+			for _, w := range tc.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, b.String())
+				}
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -54,7 +55,21 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 // parse reads and checks the command line, and prints -x's warnings;
 // done says Main ends here with code: -h, -version, or an error.
 func parse(args []string, d Deps) (cfg cli.Config, code int, done bool) {
-	cfg, err := cli.Parse(args, os.Getenv, os.Environ())
+	getenv, environ := os.Getenv, d.Environ
+	if environ == nil {
+		environ = os.Environ()
+	} else {
+		getenv = func(k string) string {
+			v := ""
+			for _, kv := range environ {
+				if ek, ev, _ := strings.Cut(kv, "="); ek == k {
+					v = ev
+				}
+			}
+			return v
+		}
+	}
+	cfg, err := cli.Parse(args, getenv, environ)
 	switch {
 	case cfg.Mode == cli.ModeHelp:
 		fmt.Fprint(d.Stdout, cli.Usage)
@@ -89,7 +104,12 @@ func online(ctx context.Context, cfg cli.Config, d Deps) int {
 	l := rankenv.Reach(cfg.Place)
 	if cfg.Mode == cli.ModeRun {
 		var err error
-		if l, err = rankenv.Plan(cfg.Place); err != nil {
+		if l, err = rankenv.Plan(cfg.Place); err == nil {
+			// A variable execve cannot pass fails before any host is
+			// reached (Prepare checks again, for every attempt).
+			err = rankenv.CheckSizes(cfg)
+		}
+		if err != nil {
 			fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
 			return diagnose.ExitCode(err, false)
 		}
@@ -176,6 +196,9 @@ type Deps struct {
 	Version  string
 	Commit   string // the commit the binary was built from, "" when not stamped
 	Cwd      string
+	// Environ is the launcher's environment (-x, the hosts' sources,
+	// what the ranks get of it); nil means the process's (os.Environ).
+	Environ []string
 }
 
 // isTerminal reports whether w is a terminal: a file that answers the

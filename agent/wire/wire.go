@@ -21,7 +21,9 @@ import "time"
 // agent's Name for a protocol violation mid-job) and PMIJob.UniverseSize.
 // Version 3 added Hello.Health and Facts.Health: a version-2 agent would
 // ignore a site's --health-check and start ranks on a host that fails it.
-const Version = 3
+// Version 4 added StartJob.Env (a version-3 agent would drop it, and the
+// ranks the launcher's forwarded environment, silently).
+const Version = 4
 
 // Subsystem is the SSH subsystem name the agent serves the protocol on.
 const Subsystem = "gangway"
@@ -207,8 +209,14 @@ type Topo struct {
 // (PMI sockets, output pipes, working directories checked) and answers Ready;
 // nothing runs until Go.
 type StartJob struct {
-	JobID     string        `json:"job_id"`
-	Ranks     []RankSpec    `json:"ranks"`
+	JobID string     `json:"job_id"`
+	Ranks []RankSpec `json:"ranks"`
+	// Env is what every rank of the job gets below its own RankSpec.Env,
+	// sorted KEY=VALUE: the launcher's environment less host-specific
+	// names (forwarded, as Hydra does), sent once per host rather than
+	// once per rank (it is most of a rank's environment, and a big one
+	// times a host's ranks would fill the frame).
+	Env       []string      `json:"env,omitempty"`
 	KillGrace time.Duration `json:"kill_grace"`
 	// StdinRank is the global rank that receives the launcher's stdin, or -1.
 	StdinRank int     `json:"stdin_rank"`
@@ -229,9 +237,9 @@ type RankSpec struct {
 	// identity (RANK, PMI_RANK, ...), the job's and the host's variables,
 	// -x. The agent starts the rank from its own environment with, on
 	// top, the identity of the SSH login it runs as (HOME, LOGNAME, SHELL,
-	// USER) and TORCHELASTIC_ERROR_FILE (a file of the rank's own); Env
-	// overrides all of those; PMI_FD, when the agent serves PMI, overrides
-	// Env. Nothing else (package agent's rankEnv).
+	// USER), TORCHELASTIC_ERROR_FILE (a file of the rank's own) and
+	// StartJob.Env; Env overrides all of those; PMI_FD, when the agent
+	// serves PMI, overrides Env. Nothing else (package agent's rankEnv).
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir,omitempty"`
 	GPUs []int    `json:"gpus,omitempty"` // for NUMA binding

@@ -65,6 +65,14 @@ func checkDryRun(t *testing.T, out, a, b string) {
 			continue
 		}
 		env := out[i+len(sec):]
+		if j := strings.Index(env, "# environment rank"); j >= 0 {
+			env = env[:j]
+		}
+		// The launcher's own variables come first, under their header.
+		env, ok := strings.CutPrefix(env, "# source: launcher\n")
+		if !ok {
+			t.Errorf("rank %d: no # source: launcher first", r)
+		}
 		if j := strings.Index(env, "#"); j >= 0 {
 			env = env[:j]
 		}

@@ -279,6 +279,7 @@ func describe(c Config) map[string]string {
 		"iface": c.Network.Interface, "preflight": strconv.FormatBool(c.Network.Preflight),
 		"restarts": strconv.Itoa(c.Control.MaxRestarts), "runid": c.Control.RunID,
 		"masteraddr": c.Env.MasterAddr, "masterport": strconv.Itoa(c.Env.MasterPort), "wdir": c.Env.Dir,
+		"forward": [...]string{ForwardAll: "all", ForwardNone: "none", ForwardList: "list"}[c.Env.Forward], "forwardlist": strings.Join(c.Env.ForwardList, ","),
 		"pmi": strconv.FormatBool(c.Env.PMI), "argv": strings.Join(c.Argv, " "), "warn": strings.Join(c.Env.Warnings, "\n"),
 	}
 	var hs []string

@@ -60,12 +60,21 @@ type Placement struct {
 
 // Environment is what the ranks get besides their identity.
 type Environment struct {
-	// Vars are -x and --env-file, resolved once to their values (a later
-	// flag for the same name wins).
-	Vars map[string]string
-	MCA  []string // OMPI_MCA_KEY=VALUE, in flag order
-	Dir  string   // working directory of every rank; "" means the launcher's
-	PMI  bool     // serve PMI-1/PMI-2 to every rank (--mpi auto|pmi)
+	// Vars are -x, -genv and --env-file, resolved once to their values (a
+	// later flag for the same name wins); Sources says which of SrcX,
+	// SrcGenv, SrcEnvFile gave each.
+	Vars    map[string]string
+	Sources map[string]string
+	// Forward is what of Launcher, the launcher's own environment as Parse
+	// got it, every rank gets besides: all of it less the host-specific
+	// names (ForwardAll, the default), nothing, or ForwardList's names
+	// (launcher/rankenv.Forwarded is the rule).
+	Forward     ForwardMode
+	ForwardList []string
+	Launcher    []string
+	MCA         []string // OMPI_MCA_KEY=VALUE, in flag order
+	Dir         string   // working directory of every rank; "" means the launcher's
+	PMI         bool     // serve PMI-1/PMI-2 to every rank (--mpi auto|pmi)
 	// Universe is -usize: the universe size PMI tells ranks (MPI's
 	// MPI_UNIVERSE_SIZE). 0 (not given) and UniverseInfinite answer -1,
 	// unknown, as Hydra does; UniverseSystem is the slots of the hosts
@@ -249,6 +258,12 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 	case len(c.Argv) == 0 && c.Mode == ModeInspect:
 		if err = c.resolveHosts(getenv); err == nil {
 			err = c.resolveCompat()
+		}
+		if err == nil {
+			// --inspect shows the NCCL variables a job would get: -x's and
+			// the launcher's own too.
+			c.in.envFiles = append(deepSpeedEnvFiles(getenv), c.in.envFiles...)
+			err = c.resolveInputs(environ)
 		}
 	case len(c.Argv) == 0:
 		return c, fmt.Errorf("%w: no program given (launcher [options] PROGRAM [ARGS...])", ErrUsage)

@@ -48,6 +48,12 @@ func normalize(c Config) Config {
 	if len(c.Env.Vars) == 0 {
 		c.Env.Vars = nil
 	}
+	if len(c.Env.Sources) == 0 {
+		c.Env.Sources = nil
+	}
+	// The launcher's environment as Parse got it: the environment tests
+	// (env_test.go) check it.
+	c.Env.Launcher = nil
 	if len(c.Env.MCA) == 0 {
 		c.Env.MCA = nil
 	}
@@ -61,6 +67,16 @@ func normalize(c Config) Config {
 		c.Argv = nil
 	}
 	return c
+}
+
+// setVars adds name, value pairs to c's user variables, from src.
+func setVars(c *Config, src string, kv ...string) {
+	if c.Env.Vars == nil {
+		c.Env.Vars, c.Env.Sources = map[string]string{}, map[string]string{}
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		c.Env.Vars[kv[i]], c.Env.Sources[kv[i]] = kv[i+1], src
+	}
 }
 
 // writeFile writes text to name in a fresh temporary directory.
@@ -199,16 +215,35 @@ func TestParse(t *testing.T) {
 			c.Bench.MetricScope, c.Bench.WarmupSteps, c.Bench.Straggler, c.Bench.BaselineIPS = "global", 3, 0.1, 120.5
 			c.Bench.ReportFile, c.Bench.PlotFile, c.Bench.NoSummary = "r.json", "p.png", true
 		}},
-		{"-x NAME", []string{"-x", "NCCL_DEBUG"}, env, func(c *Config) { c.Env.Vars = map[string]string{"NCCL_DEBUG": "WARN"} }},
-		{"-x NAME=VALUE", []string{"-x", "NCCL_DEBUG=INFO"}, env, func(c *Config) { c.Env.Vars = map[string]string{"NCCL_DEBUG": "INFO"} }},
-		{"-x value with =", []string{"-x", "WANDB_API_KEY"}, env, func(c *Config) { c.Env.Vars = map[string]string{"WANDB_API_KEY": "k=v"} }},
-		{"-x empty value", []string{"--x=EMPTY="}, nil, func(c *Config) { c.Env.Vars = map[string]string{"EMPTY": ""} }},
-		{"-x PREFIX*", []string{"-x", "NCCL_*"}, env, func(c *Config) { c.Env.Vars = map[string]string{"NCCL_DEBUG": "WARN", "NCCL_IB_HCA": "mlx5"} }},
+		{"-x NAME", []string{"-x", "NCCL_DEBUG"}, env, func(c *Config) { setVars(c, SrcX, "NCCL_DEBUG", "WARN") }},
+		{"-x NAME=VALUE", []string{"-x", "NCCL_DEBUG=INFO"}, env, func(c *Config) { setVars(c, SrcX, "NCCL_DEBUG", "INFO") }},
+		{"-x value with =", []string{"-x", "WANDB_API_KEY"}, env, func(c *Config) { setVars(c, SrcX, "WANDB_API_KEY", "k=v") }},
+		{"-x empty value", []string{"--x=EMPTY="}, nil, func(c *Config) { setVars(c, SrcX, "EMPTY", "") }},
+		{"-x PREFIX*", []string{"-x", "NCCL_*"}, env, func(c *Config) { setVars(c, SrcX, "NCCL_DEBUG", "WARN", "NCCL_IB_HCA", "mlx5") }},
 		{"-x later wins", []string{"-x", "A=1", "-x", "B=2", "-x", "A=3"}, nil, func(c *Config) {
-			c.Env.Vars = map[string]string{"A": "3", "B": "2"}
+			setVars(c, SrcX, "A", "3", "B", "2")
 		}},
 		{"--env-file then -x", []string{"--env-file", ef, "-x", "NCCL_DEBUG=TRACE"}, nil, func(c *Config) {
-			c.Env.Vars = map[string]string{"NCCL_DEBUG": "TRACE", "GREETING": "hello world", "QUOTED": "x"}
+			setVars(c, SrcEnvFile, "GREETING", "hello world", "QUOTED", "x")
+			setVars(c, SrcX, "NCCL_DEBUG", "TRACE")
+		}},
+		{"-genv NAME VALUE", []string{"-genv", "NCCL_DEBUG", "INFO", "-genv", "E", ""}, nil, func(c *Config) {
+			setVars(c, SrcGenv, "NCCL_DEBUG", "INFO", "E", "")
+		}},
+		{"-env NAME VALUE (one executable: as -genv)", []string{"-env", "A", "1"}, nil, func(c *Config) { setVars(c, SrcGenv, "A", "1") }},
+		{"-x and -genv: the later wins", []string{"-genv", "A", "1", "-x", "A=2", "-x", "B=1", "--genv", "B", "2"}, nil, func(c *Config) {
+			setVars(c, SrcX, "A", "2")
+			setVars(c, SrcGenv, "B", "2")
+		}},
+		{"--env-file loses to -genv", []string{"--env-file", ef, "-genv", "QUOTED", "y"}, nil, func(c *Config) {
+			setVars(c, SrcEnvFile, "NCCL_DEBUG", "INFO", "GREETING", "hello world")
+			setVars(c, SrcGenv, "QUOTED", "y")
+		}},
+		{"-genvall", []string{"-genvall"}, nil, func(c *Config) { c.Env.Forward = ForwardAll }},
+		{"-genvnone", []string{"-genvnone"}, nil, func(c *Config) { c.Env.Forward = ForwardNone }},
+		{"-envnone", []string{"--envnone"}, nil, func(c *Config) { c.Env.Forward = ForwardNone }},
+		{"-genvlist adds up", []string{"-genvlist", "PATH,LD_LIBRARY_PATH", "-envlist", "A"}, nil, func(c *Config) {
+			c.Env.Forward, c.Env.ForwardList = ForwardList, []string{"PATH", "LD_LIBRARY_PATH", "A"}
 		}},
 		{"--selftest", []string{"--selftest"}, nil, func(c *Config) { c.Network.Selftest = SelftestReport }},
 		{"--selftest=strict", []string{"--selftest=strict"}, nil, func(c *Config) { c.Network.Selftest = SelftestStrict }},
@@ -288,6 +323,7 @@ func TestParse(t *testing.T) {
 			c.Place.Hosts = []hostfile.Host{{Name: "a", Slots: 4}, {Name: "b", Slots: 4}}
 			c.Place.Source = HostsList
 			c.Env.Vars = map[string]string{"NCCL_DEBUG": "INFO"}
+			c.Env.Sources = map[string]string{"NCCL_DEBUG": SrcX}
 			c.Env.MCA = []string{"OMPI_MCA_pml=ob1", "OMPI_MCA_btl=^openib"}
 		}},
 	}
@@ -441,6 +477,13 @@ func TestParseErrors(t *testing.T) {
 		{"missing hostfile", []string{"-f", unreadable, "prog"}, nil, false, "cannot read hostfile: "},
 		{"missing env file", []string{"--env-file", unreadable, "prog"}, nil, false, "cannot read env file: "},
 		{"bad env file line", []string{"--env-file", badEnvFile, "prog"}, nil, true, badEnvFile + `:2: want KEY=VALUE, got "this line is bad"`},
+		{"-genv missing value", []string{"-genv", "A"}, nil, true, "-genv needs KEY and VALUE"},
+		{"-genv=NAME without value", []string{"-genv=A", "prog"}, nil, true, "want -genv NAME VALUE"},
+		{"-genv bad name", []string{"-genv", "A-B", "1", "prog"}, nil, true, `-genv "A-B=1": bad variable name`},
+		{"-genvall and -genvnone", []string{"-genvall", "-genvnone", "prog"}, nil, true, "-genvall and -genvnone: give one of -genvall, -genvnone, -genvlist"},
+		{"-genvlist and -envnone", []string{"-genvlist", "A", "-envnone", "prog"}, nil, true, "-genvlist and -envnone: give one"},
+		{"-genvlist bad name", []string{"-genvlist", "A,,B", "prog"}, nil, true, `bad variable name "" in "A,,B"`},
+		{"-genvnone=false", []string{"-genvnone=false", "prog"}, nil, true, "takes no value"},
 		{"slurm counts mismatch", []string{"prog"}, map[string]string{"SLURM_JOB_NODELIST": "dgx[01-02]", "SLURM_TASKS_PER_NODE": "8"}, false,
 			"slurm allocation: SLURM_TASKS_PER_NODE"},
 		{"--transport slurm outside an allocation", []string{"--transport", "slurm", "prog"}, slurm, true,

@@ -21,7 +21,9 @@ import (
 // Parse resolves them into Config and clears them.
 type flagInputs struct {
 	hostLists, hostfiles []string
-	exports, envFiles    []string
+	exports              []envArg // -x and -genv, in command-line order
+	envFiles             []string
+	forward              []forwardArg // -genvall, -genvnone, -genvlist
 	stdin, outputFrom    string
 	mpi                  string
 	transport            string          // --transport, as given
@@ -84,8 +86,9 @@ func (p *Placement) register(fs *flag.FlagSet, in *flagInputs) {
 }
 
 func (e *Environment) register(fs *flag.FlagSet, in *flagInputs) {
-	fs.Var(listFlag{&in.exports}, "x", "export NAME, NAME=VALUE or 'PREFIX*' to every rank (repeatable)")
+	fs.Var(envArgFlag{&in.exports, SrcX}, "x", "export NAME, NAME=VALUE or 'PREFIX*' to every rank (repeatable)")
 	fs.Var(listFlag{&in.envFiles}, "env-file", "file of KEY=VALUE lines exported to every rank (repeatable)")
+	registerForward(fs, in)
 	for _, n := range []string{"mca", "gmca"} {
 		fs.Var(mcaFlag{&e.MCA}, n, "KEY VALUE: set OMPI_MCA_KEY=VALUE in every rank")
 	}
@@ -397,7 +400,7 @@ func (f sshCommandFlag) Set(s string) error {
 }
 
 // twoWordFlags take two words (mpirun's -mca KEY VALUE).
-var twoWordFlags = map[string]bool{"mca": true, "gmca": true}
+var twoWordFlags = map[string]bool{"mca": true, "gmca": true, "genv": true, "env": true}
 
 // splitArgs finds where the launcher's options end and the program
 // begins, and rewrites "-mca KEY VALUE" into "-mca KEY=VALUE". Other

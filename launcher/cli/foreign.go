@@ -62,10 +62,7 @@ var foreignFlags = func() map[string]foreignFlag {
 		"numa-binding", "numa_binding")
 	add(foreignFlag{from: "torchrun's", words: 1, refuse: "every rank's role is ROLE_NAME=default"}, "role")
 	// Hydra (MPICH's mpiexec) and Intel MPI. Their environment options
-	// are refused until gangway takes them; -x is its spelling.
-	add(foreignFlag{from: "Hydra's", words: 2, refuse: "use -x NAME=VALUE"}, "genv", "env")
-	add(foreignFlag{from: "Hydra's", words: 1, refuse: "use -x NAME for each (or -x 'PREFIX*')"}, "genvlist", "envlist")
-	add(foreignFlag{from: "Hydra's", words: 0, refuse: "use -x NAME or -x 'PREFIX*' for what the ranks need"}, "genvall", "envall", "genvnone", "envnone")
+	// (-genv, -genvall, ...) are gangway's own flags (flags.go).
 	add(foreignFlag{from: "Hydra's", words: 1, refuse: "per-rank files are --output-filename DIR (DIR/rank.R/stdout and stderr)"},
 		"outfile-pattern", "errfile-pattern", "outfile", "errfile")
 	add(foreignFlag{from: "Hydra's", words: 1, refuse: "gangway runs one program per job (no MPMD); run one launcher per program"}, "configfile")

@@ -19,6 +19,8 @@ func FuzzParseArgs(f *testing.F) {
 		{"-host", "ubuntu@a:2:2222,b::2223", "prog"},
 		{"-x", "A=1", "-x", "NCCL_*", "-x", "HOME", "prog"},
 		{"-mca", "btl", "tcp", "--mca", "pml", "ob1", "prog"},
+		{"-genv", "A", "1", "-env", "B", "", "-genvlist", "PATH,A", "-envlist", "B", "prog"},
+		{"-genvnone", "-envall", "--genv=A=1", "prog"},
 		{"--mca=btl=tcp", "prog"},
 		{"-N", "2", "-map-by", "node", "-bind-to", "none", "--oversubscribe", "prog"},
 		{"-wdir", "/d", "--tag-output", "--timestamp-output", "--output-filename", "o", "--output-from", "0,2-3", "prog"},

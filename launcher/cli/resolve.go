@@ -98,7 +98,11 @@ const mpiOperatorRoleEnv = "K_MPI_JOB_ROLE"
 // their Config values.
 func (c *Config) resolveInputs(environ []string) error {
 	var err error
-	if c.Env.Vars, c.Env.Warnings, err = resolveEnv(c.in.exports, c.in.envFiles, environ); err != nil {
+	if c.Env.Vars, c.Env.Sources, c.Env.Warnings, err = resolveEnv(c.in.exports, c.in.envFiles, environ); err != nil {
+		return err
+	}
+	c.Env.Launcher = environ
+	if err := c.resolveForward(); err != nil {
 		return err
 	}
 	if c.Out.Stdin, err = parseStdin(c.in.stdin); err != nil {
@@ -155,81 +159,72 @@ func mergeHosts(a, b []hostfile.Host) []hostfile.Host {
 	return a
 }
 
-// resolveEnv expands --env-file and then -x into one map of the values
-// every rank gets; a later entry for the same name wins. As Open MPI's
-// mpirun, -x NAME for a variable the launcher's environment lacks is a
-// warning, not an error; so is -x on a variable the launcher sets per rank
-// (RANK, OMPI_COMM_WORLD_RANK, ...), which is ignored.
-func resolveEnv(xs, files []string, environ []string) (map[string]string, []string, error) {
+// resolveEnv expands --env-file and then -x and -genv (in command-line
+// order) into one map of the values every rank gets, and where each came
+// from (SrcEnvFile, SrcX, SrcGenv); a later entry for the same name wins.
+// As Open MPI's mpirun, -x NAME for a variable the launcher's environment
+// lacks is a warning, not an error; so is -x or -genv on a variable the
+// launcher sets per rank (RANK, OMPI_COMM_WORLD_RANK, ...), which is
+// ignored.
+func resolveEnv(xs []envArg, files []string, environ []string) (map[string]string, map[string]string, []string, error) {
 	var warns []string
-	ignored := func(k string) {
-		warns = append(warns, fmt.Sprintf("-x %s is ignored: the launcher sets %s for each rank", k, k))
+	ignored := func(flag, k string) {
+		warns = append(warns, fmt.Sprintf("%s %s is ignored: the launcher sets %s for each rank", flag, k, k))
 	}
-	vals := map[string]string{}
+	vals, srcs := map[string]string{}, map[string]string{}
+	set := func(k, v, src string) { vals[k], srcs[k] = v, src }
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return nil, nil, fmt.Errorf("cannot read env file: %w", err)
+			return nil, nil, nil, fmt.Errorf("cannot read env file: %w", err)
 		}
-		for i, line := range strings.Split(string(b), "\n") {
-			line = strings.TrimSpace(line)
-			if line == "" || strings.HasPrefix(line, "#") {
-				continue
-			}
-			line = strings.TrimPrefix(line, "export ")
-			k, v, ok := strings.Cut(line, "=")
-			if !ok || !wire.ValidEnvName(k) {
-				return nil, nil, fmt.Errorf("%w: %s:%d: want KEY=VALUE, got %q", ErrUsage, f, i+1, line)
-			}
-			vals[k] = unquote(v)
+		lines, err := ParseEnvFile(f, b)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for _, l := range lines {
+			set(l.Key, l.Value, SrcEnvFile)
 		}
 	}
 	for _, x := range xs {
-		k, v, hasVal := strings.Cut(x, "=")
+		k, v, hasVal := strings.Cut(x.arg, "=")
 		switch {
 		case hasVal:
 			if !wire.ValidEnvName(k) {
-				return nil, nil, fmt.Errorf("%w: -x %q: bad variable name", ErrUsage, x)
+				return nil, nil, nil, fmt.Errorf("%w: %s %q: bad variable name", ErrUsage, x.flag, x.arg)
 			}
 			if plan.IsIdentity(k) {
-				ignored(k)
+				ignored(x.flag, k)
 			}
-			vals[k] = v
+			set(k, v, x.flag)
 		case strings.HasSuffix(k, "*"):
 			prefix := strings.TrimSuffix(k, "*")
 			for _, e := range environ {
 				if ek, ev, ok := strings.Cut(e, "="); ok && strings.HasPrefix(ek, prefix) {
-					vals[ek] = ev
+					set(ek, ev, x.flag)
 				}
 			}
 		default:
 			if !wire.ValidEnvName(k) {
-				return nil, nil, fmt.Errorf("%w: -x %q: bad variable name", ErrUsage, x)
+				return nil, nil, nil, fmt.Errorf("%w: %s %q: bad variable name", ErrUsage, x.flag, x.arg)
 			}
 			if plan.IsIdentity(k) {
-				ignored(k)
+				ignored(x.flag, k)
 				continue
 			}
 			found := false
 			for _, e := range environ {
 				if ek, ev, ok := strings.Cut(e, "="); ok && ek == k {
-					vals[k] = ev
+					set(k, ev, x.flag)
 					found = true
 				}
 			}
 			if !found {
-				warns = append(warns, fmt.Sprintf("-x %s: not set in the launcher's environment; the ranks do not get it", k))
+				warns = append(warns, fmt.Sprintf("%s %s: not set in the launcher's environment; the ranks do not get it", x.flag, k))
 			}
 		}
 	}
-	return vals, warns, nil
-}
-
-func unquote(v string) string {
-	if len(v) >= 2 && (v[0] == '"' && v[len(v)-1] == '"' || v[0] == '\'' && v[len(v)-1] == '\'') {
-		return v[1 : len(v)-1]
-	}
-	return v
+	return vals, srcs, warns, nil
 }
 
 func parseStdin(s string) (int, error) {

@@ -92,18 +92,36 @@ Network and node preparation:
                            MB/s per pair and name slow hosts (under a third
                            of the median host); =strict: then stop the job
                            (exit 1, nothing started)
-  -inspect [-json] [-v]    print each host's facts and the environment the
-                           launcher would set, then exit (NICs that are
-                           down or have only link-local addresses are
-                           listed with -v or -json)
+  -inspect [-json] [-v]    print each host's facts, the NCCL and Gloo
+                           variables its ranks would get (each with its
+                           source: nccl, forwarded, -x...) and their GPUs,
+                           then exit (NICs that are down or have only
+                           link-local addresses are listed with -v or -json)
+
+Environment rule (the same for ranks here and on other hosts):
+  every rank starts from its host's environment (the agent's; here, the
+  launcher's) and gets the launcher's environment less host-specific
+  names (HOSTNAME, DISPLAY, SSH_*, PWD, TMPDIR, SLURM_*, PMI_*, OMPI_* but
+  OMPI_MCA_*, ...: docs/environment.md lists them) and the login's HOME,
+  USER, LOGNAME and SHELL; the launcher's variables (rank, placement,
+  per-host NCCL choice) win over those; -x, -genv and -env-file win over
+  everything but a rank's identity. -dry-run shows each variable's source.
 
 Environment:
   -x NAME | NAME=VALUE | 'PREFIX*'   export to every rank (repeatable); an
                            unset NAME or a rank identity (RANK...) warns
-  -env-file FILE           KEY=VALUE lines exported to every rank; as
-                           DeepSpeed, ~/.deepspeed_env and then
-                           ./.deepspeed_env ($DS_ENV_FILE names them) are
-                           read first: -env-file and -x win over them
+  -genv, -env NAME VALUE   Hydra's -x NAME=VALUE (a later -x/-genv wins)
+  -genvall, -envall        forward the launcher's environment less the
+                           host-specific names (the default)
+  -genvnone, -envnone      forward none of it to other hosts (they get -x,
+                           -genv, -env-file only; ranks here inherit it)
+  -genvlist, -envlist A,B  forward only these names (repeatable)
+  -env-file FILE           KEY=VALUE lines exported to every rank (# starts
+                           a comment line, "export " and one pair of
+                           enclosing quotes are dropped, nothing is
+                           expanded); as DeepSpeed, ~/.deepspeed_env and
+                           then ./.deepspeed_env ($DS_ENV_FILE names them)
+                           are read first: -env-file, -x, -genv win over them
   -master-addr, -master_addr ADDR, -master-port, -master_port PORT
                            MASTER_ADDR/MASTER_PORT of every rank, used as
                            given (default: rank 0's data address and a port

@@ -30,6 +30,9 @@ func (j *job) prepare(ctx context.Context) error {
 		for _, w := range rankenv.NCCLWarnings(j.cfg.Env.Vars, hosts) {
 			j.out.say("warning: " + w)
 		}
+		for _, w := range rankenv.ReplacedWarnings(j.cfg, hosts, a.Choices) {
+			j.out.say("warning: " + w)
+		}
 	}
 	if err := j.dropCaches(ctx); err != nil {
 		return err
@@ -40,7 +43,7 @@ func (j *job) prepare(ctx context.Context) error {
 	if err := j.runSelftest(ctx, a.Choices); err != nil {
 		return err
 	}
-	return j.start(ctx, a.Envs)
+	return j.start(ctx, a.Shared, a.Envs)
 }
 
 // forgetFacts drops what the hosts' facts said once the job is prepared:
@@ -55,8 +58,9 @@ func (j *job) forgetFacts() {
 	}
 }
 
-// start sends every host its ranks and waits until all are Ready.
-func (j *job) start(ctx context.Context, envs [][]string) error {
+// start sends every host its ranks, the environment they share and each
+// one's own, and waits until all are Ready.
+func (j *job) start(ctx context.Context, shared []string, envs [][]string) error {
 	var pmi *wire.PMIJob
 	if j.cfg.Env.PMI {
 		pmi = pmiJob(j.id, j.ranks, j.universe())
@@ -66,7 +70,7 @@ func (j *job) start(ctx context.Context, envs [][]string) error {
 		byHost[r.Host] = append(byHost[r.Host], wire.RankSpec{Rank: r.Rank, LocalRank: r.LocalRank, Argv: j.cfg.Argv, Env: envs[r.Rank], Dir: j.cfg.Env.Dir, GPUs: r.GPUs})
 	}
 	for i, s := range j.sessions {
-		sj := wire.StartJob{JobID: j.id, KillGrace: j.cfg.Control.KillGrace, StdinRank: j.cfg.Out.Stdin, PMI: pmi, Bind: j.cfg.Place.BindSpec(), Ranks: byHost[i]}
+		sj := wire.StartJob{JobID: j.id, Env: shared, KillGrace: j.cfg.Control.KillGrace, StdinRank: j.cfg.Out.Stdin, PMI: pmi, Bind: j.cfg.Place.BindSpec(), Ranks: byHost[i]}
 		if err := s.conn.Send(wire.KindStart, sj); err != nil {
 			return s.sendFailed("send job", err)
 		}

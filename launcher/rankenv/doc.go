@@ -4,9 +4,13 @@
 // hosts' facts give the slots: Complete), then, once the hosts are
 // reached (Host), each host's data network (ChooseNetworks), each rank's
 // GPUs (assignGPUs), what every rank shares (newJobEnv, the same for a
-// run and a dry run) and every rank's environment (environ, Builder),
-// where the user's -x wins over the launcher's choices but never over a
-// rank's identity (userWins, the one owner of that rule). Prepare runs it
+// run and a dry run: -x, -genv, --env-file, and what the ranks get of the
+// launcher's own environment, Forwarded, less the host-specific names of
+// HostSpecific) and every rank's environment with each variable's source
+// (environ, Builder.Vars), where forwarded values lose to the launcher's
+// choices and the user's -x wins over those but never over a rank's
+// identity (userWins, the one owner of that rule). CheckSizes and
+// checkStart refuse what execve or the protocol could not carry. Prepare runs it
 // for a run, DryRun for --dry-run; the placement table of --dry-run and
 // --display-map is here too (WritePlacement).
 //

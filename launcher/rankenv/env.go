@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"net"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,8 +32,12 @@ type jobEnv struct {
 	JobID      string
 	MasterAddr string
 	MasterPort int
-	Vars       map[string]string // -x and --env-file
+	Vars       map[string]string // -x, -genv and --env-file
+	Sources    map[string]string // where each of Vars came from (cli.SrcX...)
 	MCA        []string          // OMPI_MCA_KEY=VALUE
+	// Forward is what every rank gets of the launcher's own environment
+	// (Forwarded), sorted KEY=VALUE.
+	Forward []string
 	// torchrun's restart contract: the run's id, this attempt's number
 	// and the most restarts the run may make.
 	RunID       string
@@ -46,13 +50,15 @@ type jobEnv struct {
 // newJobEnv is what every rank's environment shares, for a run and a dry
 // run alike: the job's id; MASTER_ADDR, master (rank 0's host's data
 // address) unless --master-addr; MASTER_PORT, freePort on rank 0's host
-// (defaultMasterPort when it reported none) unless --master-port; -x and
-// -mca; torchrun's restart contract (--run-id, else the job's id, and the
-// attempt); --tf-config's port.
+// (defaultMasterPort when it reported none) unless --master-port; -x,
+// -genv, --env-file and -mca; what the ranks get of the launcher's own
+// environment (Forwarded); torchrun's restart contract (--run-id, else
+// the job's id, and the attempt); --tf-config's port.
 func newJobEnv(cfg cli.Config, id string, attempt int, master string, freePort int) jobEnv {
 	e := cfg.Env
 	return jobEnv{JobID: id, MasterAddr: cmp.Or(e.MasterAddr, master), MasterPort: cmp.Or(e.MasterPort, freePort, defaultMasterPort),
-		Vars: e.Vars, MCA: e.MCA, RunID: cmp.Or(cfg.Control.RunID, id), Restart: attempt, MaxRestarts: cfg.Control.MaxRestarts, TFPort: e.TFPort}
+		Vars: e.Vars, Sources: e.Sources, MCA: e.MCA, Forward: Forwarded(e.Launcher, e.Forward, e.ForwardList),
+		RunID: cmp.Or(cfg.Control.RunID, id), Restart: attempt, MaxRestarts: cfg.Control.MaxRestarts, TFPort: e.TFPort}
 }
 
 // userWins reports whether the user's -x (or --env-file) sets key, and
@@ -65,24 +71,10 @@ func userWins(user map[string]string, key string) bool {
 	return set && !plan.IsIdentity(key)
 }
 
-// Ours keeps the entries of vars (KEY=VALUE, the launcher's choices for a
-// host, such as nccl.Env's) that the ranks get: those the user's -x does
-// not win over.
-func Ours(vars []string, user map[string]string) []string {
-	var out []string
-	for _, kv := range vars {
-		if k, _, _ := strings.Cut(kv, "="); !userWins(user, k) {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-// environ builds every rank's environment: the variables gangway sets
-// (CUDA_VISIBLE_DEVICES from the rank's GPUs), then -mca, then -x (which
-// win over everything but the rank's identity). The result is indexed by
-// rank; each entry is sorted KEY=VALUE. The host's own environment (the
-// agent's) is the base the ranks start from.
+// environ builds every rank's environment (Builder.Vars has the order of
+// precedence). The result is indexed by rank; each entry is sorted
+// KEY=VALUE. The host's own environment (the agent's) is the base the
+// ranks start from.
 func environ(ranks []plan.Rank, hosts []hostEnv, j jobEnv) [][]string {
 	b := newBuilder(ranks, hosts, j)
 	out := make([][]string, len(ranks))
@@ -145,10 +137,71 @@ func tfCluster(ranks []plan.Rank, hosts []hostEnv, port int) string {
 	return `{"cluster":` + string(cluster) + `,"task":{"type":"worker","index":`
 }
 
+// Where a rank's variable comes from besides the user's flags
+// (cli.SrcX, cli.SrcGenv, cli.SrcEnvFile): --dry-run groups a rank's
+// variables by these, in this order.
+const (
+	SrcLauncher  = "launcher"    // the rank's identity, placement and the job's rendezvous
+	SrcNCCL      = "nccl"        // the host's data network choice (NCCL_SOCKET_IFNAME...)
+	SrcMCA       = "-mca"        // OMPI_MCA_* from -mca
+	SrcTFConfig  = "--tf-config" // TF_CONFIG
+	SrcForwarded = "forwarded"   // the launcher's own environment (Forwarded)
+)
+
+// SourceOrder is the order --dry-run prints a rank's groups in.
+var SourceOrder = []string{SrcLauncher, SrcNCCL, SrcMCA, cli.SrcEnvFile, cli.SrcGenv, cli.SrcX, SrcTFConfig, SrcForwarded}
+
+// Var is one variable of a rank's environment and where it came from.
+type Var struct {
+	Key, Value, Src string
+}
+
 // Rank is one rank's environment, sorted.
 func (b *Builder) Rank(r plan.Rank) []string {
+	vars := b.Vars(r)
+	env := make([]string, len(vars))
+	for i, v := range vars {
+		env[i] = v.Key + "=" + v.Value
+	}
+	return env
+}
+
+// Own is one rank's environment less what it gets unchanged from the
+// launcher's (Forwarded, which travels once per host as StartJob.Env):
+// RankSpec.Env, sorted. Rank is Own over Forwarded.
+func (b *Builder) Own(r plan.Rank) []string {
+	vars := b.vars(r, false)
+	env := make([]string, len(vars))
+	for i, v := range vars {
+		env[i] = v.Key + "=" + v.Value
+	}
+	return env
+}
+
+// Vars is one rank's environment with each variable's source, sorted by
+// name. Each step overwrites the one before:
+//
+//  1. the launcher's environment (Forwarded), lowest;
+//  2. the rank's identity, the job's values and CUDA_VISIBLE_DEVICES;
+//  3. the host's network variables (NCCL_SOCKET_IFNAME...);
+//  4. -mca as OMPI_MCA_*;
+//  5. -x, -genv and --env-file, except the identity keys (userWins);
+//  6. TF_CONFIG from --tf-config.
+func (b *Builder) Vars(r plan.Rank) []Var { return b.vars(r, true) }
+
+// vars is Vars, with step 1 (the forwarded environment) or without
+// (Own: a big forwarded environment is not walked once per rank).
+func (b *Builder) vars(r plan.Rank, forwarded bool) []Var {
 	h, j, size := b.hosts[r.Host], b.j, b.size
-	m := map[string]string{
+	m := make(map[string]Var, 40)
+	set := func(k, v, src string) { m[k] = Var{k, v, src} }
+	if forwarded {
+		for _, kv := range j.Forward {
+			k, v, _ := strings.Cut(kv, "=")
+			set(k, v, SrcForwarded)
+		}
+	}
+	for k, v := range map[string]string{
 		"RANK": itoa(r.Rank), "WORLD_SIZE": itoa(size),
 		"LOCAL_RANK": itoa(r.LocalRank), "LOCAL_WORLD_SIZE": itoa(r.LocalSize),
 		"GROUP_RANK": itoa(r.NodeRank), "GROUP_WORLD_SIZE": itoa(b.groups),
@@ -170,34 +223,36 @@ func (b *Builder) Rank(r plan.Rank) []string {
 		"TORCHELASTIC_RUN_ID":        j.RunID,
 		"TORCHELASTIC_RESTART_COUNT": itoa(j.Restart),
 		"TORCHELASTIC_MAX_RESTARTS":  itoa(j.MaxRestarts),
+	} {
+		set(k, v, SrcLauncher)
 	}
 	if r.GPUs != nil {
-		m["CUDA_VISIBLE_DEVICES"] = nccl.CUDAVisibleDevices(r.GPUs)
-		m["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+		set("CUDA_VISIBLE_DEVICES", nccl.CUDAVisibleDevices(r.GPUs), SrcLauncher)
+		set("CUDA_DEVICE_ORDER", "PCI_BUS_ID", SrcLauncher)
 	}
 	for _, kv := range h.Net {
 		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
+		set(k, v, SrcNCCL)
 	}
 	for _, kv := range j.MCA {
 		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
+		set(k, v, SrcMCA)
 	}
 	for k, v := range j.Vars {
 		if userWins(j.Vars, k) {
-			m[k] = v
+			set(k, v, cmp.Or(j.Sources[k], cli.SrcX))
 		}
 	}
 	if b.tfCluster != "" {
 		// --tf-config wins over -x TF_CONFIG: it asked for this one.
-		m["TF_CONFIG"] = b.tfCluster + itoa(r.Rank) + `},"environment":"cloud"}`
+		set("TF_CONFIG", b.tfCluster+itoa(r.Rank)+`},"environment":"cloud"}`, SrcTFConfig)
 	}
-	env := make([]string, 0, len(m))
-	for k, v := range m {
-		env = append(env, k+"="+v)
+	out := make([]Var, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
 	}
-	sort.Strings(env)
-	return env
+	slices.SortFunc(out, func(a, b Var) int { return strings.Compare(a.Key, b.Key) })
+	return out
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

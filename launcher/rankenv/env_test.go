@@ -426,16 +426,6 @@ func TestNewJobEnv(t *testing.T) {
 	}
 }
 
-// TestOurs: the user's -x wins over the launcher's choices for a host,
-// but not over a rank's identity.
-func TestOurs(t *testing.T) {
-	net := []string{"NCCL_SOCKET_IFNAME==eth0", "GLOO_SOCKET_IFNAME=eth0", "RANK=0"}
-	got := Ours(net, map[string]string{"NCCL_SOCKET_IFNAME": "", "RANK": "9"})
-	if want := []string{"GLOO_SOCKET_IFNAME=eth0", "RANK=0"}; !slices.Equal(got, want) {
-		t.Errorf("got %q, want %q", got, want)
-	}
-}
-
 // TestCheckNCCL: the user's NCCL variables are judged against every
 // host's interfaces.
 func TestCheckNCCL(t *testing.T) {

@@ -17,15 +17,25 @@ import (
 // by the preflight and StartJob.
 type Attempt struct {
 	Choices []*nccl.Choice // by host; nil: the libraries' own choice
-	Envs    [][]string     // by rank, each sorted KEY=VALUE
+	// Shared is what every rank gets of the launcher's own environment
+	// (Forwarded), sorted KEY=VALUE: StartJob.Env, sent once per host.
+	Shared []string
+	// Envs are, by rank, each sorted KEY=VALUE, the rest of its
+	// environment (RankSpec.Env): what wins over Shared.
+	Envs [][]string
 }
 
 // Prepare runs the pipeline for an attempt whose hosts are reached (in
 // the layout's order, ranks placed on them): each host's data network
 // (logged at -v), each rank's GPUs (written into ranks, read again by
 // StartJob), the job's shared values (newJobEnv) and every rank's
-// environment.
+// environment; a variable execve cannot pass (CheckSizes) or a start
+// message over the protocol's limit (checkStart) is refused here, before
+// anything is sent.
 func Prepare(cfg cli.Config, ranks []plan.Rank, hosts []Host, id string, attempt int, log *zap.Logger) (Attempt, error) {
+	if err := CheckSizes(cfg); err != nil {
+		return Attempt{}, err
+	}
 	choices, err := ChooseNetworks(cfg.Network, hosts)
 	if err != nil {
 		return Attempt{}, err
@@ -49,16 +59,25 @@ func Prepare(cfg cli.Config, ranks []plan.Rank, hosts []Host, id string, attempt
 		master = "127.0.0.1"
 	}
 	j := newJobEnv(cfg, id, attempt, master, r0.Facts.FreePort)
-	return Attempt{Choices: choices, Envs: environ(ranks, he, j)}, nil
+	b := newBuilder(ranks, he, j)
+	envs := make([][]string, len(ranks))
+	for _, r := range ranks {
+		envs[r.Rank] = b.Own(r)
+	}
+	if err := checkStart(cfg.Argv, ranks, hosts, j.Forward, envs); err != nil {
+		return Attempt{}, err
+	}
+	return Attempt{Choices: choices, Shared: j.Forward, Envs: envs}, nil
 }
 
 // DryRun is a dry run's environments, from the layout alone: no facts, so
-// every host by its name (MASTER_ADDR is rank 0's), no network or GPU
-// choices, and MASTER_PORT the default.
+// every host by its name (MASTER_ADDR is rank 0's), no GPU choices, the
+// network variables only as far as --network-interface fixes them
+// (DryRunNetwork names the rest), and MASTER_PORT the default.
 func DryRun(cfg cli.Config, l Layout) *Builder {
 	he := make([]hostEnv, len(l.Hosts))
 	for i, h := range l.Hosts {
-		he[i] = hostEnv{Name: h.Name}
+		he[i] = hostEnv{Name: h.Name, Net: forcedNet(cfg.Network)}
 	}
 	return newBuilder(l.Ranks, he, newJobEnv(cfg, "dry-run", 0, l.Hosts[l.Ranks[0].Host].Name, 0))
 }
