@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -94,6 +95,16 @@ func (h Host) Validate() error {
 		return fmt.Errorf("host %q: port %d must be 1 to 65535", h.Name, h.Port)
 	}
 	return nil
+}
+
+// each is h once per name, in order.
+func (h Host) each(names []string) []Host {
+	out := make([]Host, len(names))
+	for i, n := range names {
+		out[i] = h
+		out[i].Name = n
+	}
+	return out
 }
 
 // TotalSlots sums Slots over hosts.
@@ -233,9 +244,32 @@ type hostKey struct {
 type merger struct {
 	hosts []Host
 	index map[hostKey]int
+	added int // hosts given to add, repeats and range expansions included
 }
 
+// addAll merges hosts in, in order, making room for them first.
+func (m *merger) addAll(hosts []Host) error {
+	if m.index == nil {
+		m.index = make(map[hostKey]int, len(hosts))
+	}
+	if len(hosts) > 1 {
+		m.hosts = slices.Grow(m.hosts, len(hosts))
+	}
+	for _, h := range hosts {
+		if err := m.add(h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// add merges h in; past MaxHosts hosts given in all (ranges expanded) it
+// fails with ErrTooManyHosts, so repeated large ranges cannot take
+// unbounded time.
 func (m *merger) add(h Host) error {
+	if m.added++; m.added > MaxHosts {
+		return fmt.Errorf("%w: more than %d in all", ErrTooManyHosts, MaxHosts)
+	}
 	k := hostKey{h.User, h.Name, h.Port}
 	i, ok := m.index[k]
 	if !ok {

@@ -28,6 +28,12 @@ var listTests = []struct {
 	{" a , b:2 ", []Host{{Name: "a", Slots: 1}, {Name: "b", Slots: 2}}, ""},
 	{"a:007", []Host{{Name: "a", Slots: 7}}, ""},
 	{"a:1048576", []Host{{Name: "a", Slots: 1048576}}, ""},
+	{"gpu[01-04,07]:8", []Host{{Name: "gpu01", Slots: 8}, {Name: "gpu02", Slots: 8}, {Name: "gpu03", Slots: 8}, {Name: "gpu04", Slots: 8}, {Name: "gpu07", Slots: 8}}, ""},
+	{"gpu[1-2],cpu1:2,gpu[2-3]:4", []Host{{Name: "gpu1", Slots: 1}, {Name: "gpu2", Slots: 5}, {Name: "cpu1", Slots: 2}, {Name: "gpu3", Slots: 4}}, ""},
+	{"u@n[1-2]:2:2222", []Host{{Name: "n1", User: "u", Slots: 2, Port: 2222}, {Name: "n2", User: "u", Slots: 2, Port: 2222}}, ""},
+	{"n[1-2]::22", []Host{{Name: "n1", Slots: 1, Port: 22}, {Name: "n2", Slots: 1, Port: 22}}, ""},
+	{"r[1-2]n[1-2].dc", []Host{{Name: "r1n1.dc", Slots: 1}, {Name: "r1n2.dc", Slots: 1}, {Name: "r2n1.dc", Slots: 1}, {Name: "r2n2.dc", Slots: 1}}, ""},
+	{"n[7]", []Host{{Name: "n7", Slots: 1}}, ""},
 
 	{"", nil, "-H: no hosts"},
 	{" ", nil, "-H: no hosts"},
@@ -57,6 +63,14 @@ var listTests = []struct {
 	{"[fd00::1", nil, `-H entry 1 "[fd00::1": missing "]" in "[fd00::1"`},
 	{"[host]:2", nil, `-H entry 1 "[host]:2": bad address "host" in brackets`},
 	{"[fd00::1]x", nil, `-H entry 1 "[fd00::1]x": unexpected "x" after "]"`},
+	{"gpu[01-04:8", nil, `-H entry 1 "gpu[01-04:8": bad host range: node list "gpu[01-04:8": missing "]"`},
+	{"gpu01-04]:8", nil, `-H entry 1 "gpu01-04]:8": bad host range: node list "gpu01-04]": unmatched "]"`},
+	{"gpu[04-01]", nil, `-H entry 1 "gpu[04-01]": bad host range: node list "gpu[04-01]": bad range "04-01": start after end`},
+	{"gpu[a-b]", nil, `-H entry 1 "gpu[a-b]": bad host range: node list "gpu[a-b]": bad range "a-b": want numbers like 1-4 or 07`},
+	{"gpu[]", nil, `-H entry 1 "gpu[]": bad host range: node list "gpu[]": empty "[]"`},
+	{"[1-4]n", nil, `-H entry 1 "[1-4]n": bad address "1-4" in brackets`},
+	{"-n[1-2]", nil, `-H entry 1 "-n[1-2]": bad host range: node list "-n[1-2]": bad host name "-n1": starts with "-"`},
+	{"n[1-1048577]", nil, `-H entry 1 "n[1-1048577]": bad host range: node list "n[1-1048577]": range "1-1048577": too many hosts (limit 1048576)`},
 	{"a:1048576,a", nil, `-H entry 2 "a": host "a": more than 1048576 slots in all`},
 }
 

@@ -52,7 +52,7 @@ func (p *Placement) register(fs *flag.FlagSet, in *flagInputs) {
 		fs.IntVar(&p.NP, n, 0, "number of ranks (default: all slots)")
 	}
 	for _, n := range []string{"H", "host"} {
-		fs.Var(listFlag{&in.hostLists}, n, "hosts: [user@]host[:slots[:port]],... (repeatable)")
+		fs.Var(listFlag{&in.hostLists}, n, "hosts: [user@]host[:slots[:port]],..., host may be a range: gpu[01-04]:8 (repeatable)")
 	}
 	for _, n := range []string{"hostfile", "machinefile", "f"} {
 		fs.Var(listFlag{&in.hostfiles}, n, "hostfile (Open MPI, MPICH or PBS format)")

@@ -16,10 +16,15 @@ Examples:
   launcher --analyze run1.log run2.log                # throughput of saved logs
 
 Hosts (default: this machine, -np defaulting to one rank per GPU, else per CPU):
-  -H, -host LIST           [user@]host[:slots[:port]],...  (repeated hosts add slots)
+  -H, -host LIST           [user@]host[:slots[:port]],...  (repeated hosts add slots);
+                           host may be a Slurm range, gpu[01-04,07]:8 (each
+                           expanded host gets the slots)
   -hostfile, -machinefile, -f FILE
-                           Open MPI (host slots=N [max_slots=M] [port=P]),
-                           MPICH (host:N) or PBS nodefile; when no hosts are
+                           Open MPI (host slots=N [max_slots=M] [port=P];
+                           cpu=N and count=N are slots, max-slots=M is
+                           max_slots, as Open MPI reads them), MPICH
+                           (host:N) or PBS nodefile, hosts as in -H ranges
+                           (gpu[01-04] slots=8); when no hosts are
                            given, read in this order: mpi-operator's
                            hostfile ($OMPI_MCA_orte_default_hostfile,
                            $PRTE_MCA_prte_default_hostfile,
