@@ -33,7 +33,7 @@ func defaultConfig(argv ...string) Config {
 		Place:     Placement{Source: HostsLocal, MapBy: "slot", BindTo: "none", GPUsPer: 1},
 		Env:       Environment{PMI: true},
 		Out:       Output{Stdin: 0, LogFormat: "console", ProgressAuto: true, ProgressEvery: 5 * time.Second},
-		Transport: transport.Options{Kind: transport.Agent, Port: 22122, AgentPath: "agent", SSHCommand: "ssh", StartTimeout: 60 * time.Second},
+		Transport: transport.Options{Kind: transport.Agent, Port: 22122, AgentPath: "agent", SSHCommand: "ssh", StartTimeout: 60 * time.Second, UnreachableGrace: 10 * time.Second},
 		Network:   Network{Preflight: true},
 		Control:   Control{KillGrace: 5 * time.Second, RestartBackoff: time.Second},
 		Bench:     Bench{MetricScope: "rank", WarmupSteps: -1, Straggler: 0.05},
@@ -172,20 +172,24 @@ func TestParse(t *testing.T) {
 		}},
 		{"mpi-operator launcher pod", nil, map[string]string{"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_default_hostfile": opHF, "OMPI_MCA_orte_set_default_slots": "2"}, func(c *Config) {
 			c.Place.Hosts, c.Place.Source, c.Place.Hostfile, c.Place.HostfileVar = opHosts, HostsMPIOperator, opHF, "OMPI_MCA_orte_default_hostfile"
+			c.Transport.UnreachableGrace = 0 // pods come up late
 			c.Transport.MPIOperator = true
 		}},
 		{"mpi-operator: intel mpi", nil, map[string]string{"K_MPI_JOB_ROLE": "launcher", "I_MPI_HYDRA_HOST_FILE": opHydra, "I_MPI_PERHOST": "2"}, func(c *Config) {
 			c.Place.Hosts, c.Place.Source, c.Place.Hostfile, c.Place.HostfileVar = opHosts, HostsMPIOperator, opHydra, "I_MPI_HYDRA_HOST_FILE"
+			c.Transport.UnreachableGrace = 0 // pods come up late
 			c.Transport.MPIOperator = true
 		}},
 		{"HYDRA_HOST_FILE outside a launcher pod: host keys still checked", nil, map[string]string{"HYDRA_HOST_FILE": opHydra}, func(c *Config) {
 			c.Place.Hosts, c.Place.Source, c.Place.Hostfile, c.Place.HostfileVar = opHosts, HostsMPIOperator, opHydra, "HYDRA_HOST_FILE"
+			c.Transport.UnreachableGrace = 0 // pods come up late
 		}},
 		{"-H wins over mpi-operator", []string{"-H", "a:2"}, map[string]string{"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_default_hostfile": opHF}, func(c *Config) {
 			c.Place.Hosts, c.Place.Source = []hostfile.Host{{Name: "a", Slots: 2}}, HostsList
 		}},
 		{"mpi-operator wins over a slurm allocation", nil, map[string]string{"K_MPI_JOB_ROLE": "launcher", "PRTE_MCA_prte_default_hostfile": opHF, "SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "dgx[01-02]"}, func(c *Config) {
 			c.Place.Hosts, c.Place.Source, c.Place.Hostfile, c.Place.HostfileVar = opHosts, HostsMPIOperator, opHF, "PRTE_MCA_prte_default_hostfile"
+			c.Transport.UnreachableGrace = 0 // pods come up late
 			c.Transport.MPIOperator = true
 		}},
 		{"slurm wins over PBS", nil, map[string]string{"PBS_NODEFILE": pbs, "SLURM_JOB_NODELIST": "dgx[01-02]", "SLURM_TASKS_PER_NODE": "8(x2)"}, func(c *Config) {
@@ -251,7 +255,14 @@ func TestParse(t *testing.T) {
 		{"MPIEXEC_TIMEOUT 0: none", nil, map[string]string{"MPIEXEC_TIMEOUT": "0"}, func(c *Config) {}},
 		{"--timeout wins over MPIEXEC_TIMEOUT", []string{"--timeout", "5"}, map[string]string{"MPIEXEC_TIMEOUT": "10"}, func(c *Config) { c.Control.Timeout = 5 * time.Second }},
 		{"--timeout 0 wins over MPIEXEC_TIMEOUT", []string{"--timeout=0"}, map[string]string{"MPIEXEC_TIMEOUT": "10"}, func(c *Config) {}},
-		{"--start-timeout", []string{"--start-timeout", "5"}, nil, func(c *Config) { c.Transport.StartTimeout = 5 * time.Second }},
+		{"--start-timeout: no unreachable grace", []string{"--start-timeout", "5"}, nil, func(c *Config) {
+			c.Transport.StartTimeout, c.Transport.UnreachableGrace = 5*time.Second, 0
+		}},
+		{"--unreachable-grace", []string{"--unreachable-grace", "2.5"}, nil, func(c *Config) { c.Transport.UnreachableGrace = 2500 * time.Millisecond }},
+		{"--unreachable-grace 0", []string{"--unreachable-grace", "0"}, nil, func(c *Config) { c.Transport.UnreachableGrace = 0 }},
+		{"--unreachable-grace with --start-timeout", []string{"--start-timeout", "5m", "--unreachable-grace", "3s"}, nil, func(c *Config) {
+			c.Transport.StartTimeout, c.Transport.UnreachableGrace = 5*time.Minute, 3*time.Second
+		}},
 		{"--kill-grace", []string{"--kill-grace", "2s"}, nil, func(c *Config) { c.Control.KillGrace = 2 * time.Second }},
 		{"--kill-grace 0", []string{"--kill-grace=0s"}, nil, func(c *Config) { c.Control.KillGrace = 0 }},
 		{"restarts", []string{"--max-restarts", "3", "--restart-backoff", "0.5", "--run-id", "exp-7.b_c"}, nil, func(c *Config) {

@@ -159,6 +159,8 @@ func registerTransport(fs *flag.FlagSet, t *transport.Options, in *flagInputs) {
 	fs.BoolVar(&t.AcceptNewHosts, "accept-new-host-keys", false, "trust and record host keys seen for the first time")
 	t.StartTimeout = DefaultStartTimeout
 	fs.Var(durationSecs{&t.StartTimeout}, "start-timeout", "how long to wait for every host's agent (seconds or duration)")
+	t.UnreachableGrace = DefaultUnreachableGrace
+	fs.Var(durationSecs{&t.UnreachableGrace}, "unreachable-grace", "once every other host is ready, how long to wait for hosts refusing connections (seconds or duration; 0: the whole -start-timeout; default 10s, off when -start-timeout is given or under mpi-operator)")
 }
 
 func (n *Network) register(fs *flag.FlagSet) {

@@ -171,6 +171,12 @@ Control:
                            nothing) collect them too
   -start-timeout SECONDS   wait this long for every agent (default 60); a
                            name that does not resolve fails at once
+  -unreachable-grace SECONDS
+                           once every other host is ready, wait this long
+                           (default 10) for hosts that refuse connections
+                           or have no route, then fail naming them; 0, or
+                           -start-timeout given without it, or
+                           mpi-operator's hostfile: wait -start-timeout
   -dry-run                 print the placement and environments, start nothing
   -transport agent|ssh|slurm
                            agents on -port (default); 'agent --stdio'

@@ -95,6 +95,10 @@ type Options struct {
 	KnownHosts     string
 	AcceptNewHosts bool
 	StartTimeout   time.Duration
+	// UnreachableGrace is how long hosts whose last attempt found nothing
+	// listening (ErrUnreachable) are waited for once every other host is
+	// ready, before the launch fails; 0 waits the whole StartTimeout.
+	UnreachableGrace time.Duration
 	// MPIOperator is set in an mpi-operator launcher pod whose hosts come
 	// from the operator's hostfile (K_MPI_JOB_ROLE=launcher): host keys
 	// not in known_hosts are then accepted, unrecorded and with a warning,
@@ -149,3 +153,19 @@ func (p permanentError) Is(target error) bool { return target == ErrPermanent }
 
 // Permanent marks err as one retrying cannot fix.
 func Permanent(err error) error { return permanentError{err} }
+
+// ErrUnreachable marks dial errors that say nothing listens on the host
+// (connection refused, no route, a name lookup that failed for now):
+// retrying can fix them (an agent starting late), but a host that goes on
+// failing so while every other host is ready is more likely dead or
+// mistyped; errors.Is(err, ErrUnreachable) tells them.
+var ErrUnreachable = errors.New("unreachable")
+
+// unreachableError marks err unreachable without changing its message.
+type unreachableError struct{ error }
+
+func (u unreachableError) Unwrap() error        { return u.error }
+func (u unreachableError) Is(target error) bool { return target == ErrUnreachable }
+
+// Unreachable marks err as a host where nothing answers yet.
+func Unreachable(err error) error { return unreachableError{err} }
