@@ -286,7 +286,7 @@ func (c *Config) resolveTransport(getenv func(string) string) error {
 	case c.Place.Source == HostsLocal:
 		return fmt.Errorf("%w: --transport slurm: no hosts (SLURM_JOB_NODELIST is not set, and no -H or hostfile)", ErrUsage)
 	}
-	return nil
+	return c.resolveAgentPath()
 }
 
 func (c *Config) validate() error {

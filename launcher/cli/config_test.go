@@ -73,6 +73,8 @@ func writeFile(t *testing.T, name, text string) string {
 }
 
 func TestParse(t *testing.T) {
+	defer func(old func() (string, error)) { findAgent = old }(findAgent)
+	findAgent = func() (string, error) { return "/opt/gangway/bin/agent", nil }
 	hf := writeFile(t, "hosts.txt", "# cluster\na slots=2\nroot@b slots=1 max_slots=4 port=2200\n")
 	ef := writeFile(t, "job.env", "# comment\nexport NCCL_DEBUG=INFO\nGREETING=\"hello world\"\n\nQUOTED='x'\n")
 	pbs := writeFile(t, "nodefile", "n1\nn1\nn2\n")
@@ -148,11 +150,20 @@ func TestParse(t *testing.T) {
 			c.Place.Source = HostsList
 		}},
 		{"hostfile wins over slurm", []string{"-f", hf}, slurm, func(c *Config) { c.Place.Hosts, c.Place.Source, c.Place.Hostfile = hfHosts, HostsFile, hf }},
-		{"inside an allocation: srun", nil, alloc, func(c *Config) {
+		{"inside an allocation: srun, the agent beside the launcher", nil, alloc, func(c *Config) {
 			c.Place.Hosts, c.Place.Source, c.Transport.Kind = dgx, HostsSlurm, transport.Slurm
+			c.Transport.AgentPath = "/opt/gangway/bin/agent"
+		}},
+		{"inside an allocation: --agent-path wins", []string{"--agent-path", "agent"}, alloc, func(c *Config) {
+			c.Place.Hosts, c.Place.Source, c.Transport.Kind = dgx, HostsSlurm, transport.Slurm
+		}},
+		{"inside an allocation: --prefix wins", []string{"--prefix", "/usr/local"}, alloc, func(c *Config) {
+			c.Place.Hosts, c.Place.Source, c.Transport.Kind = dgx, HostsSlurm, transport.Slurm
+			c.Transport.AgentPath = "/usr/local/bin/agent"
 		}},
 		{"inside an allocation: --inspect uses srun too", []string{"--inspect"}, alloc, func(c *Config) {
 			c.Place.Hosts, c.Place.Source, c.Transport.Kind, c.Mode = dgx, HostsSlurm, transport.Slurm, ModeInspect
+			c.Transport.AgentPath = "/opt/gangway/bin/agent"
 		}},
 		{"inside an allocation: --transport agent", []string{"--transport", "agent"}, alloc, func(c *Config) {
 			c.Place.Hosts, c.Place.Source = dgx, HostsSlurm
@@ -165,6 +176,7 @@ func TestParse(t *testing.T) {
 		}},
 		{"--transport slurm -H: srun on those nodes", []string{"--transport", "slurm", "-H", "dgx02:4"}, alloc, func(c *Config) {
 			c.Place.Hosts, c.Place.Source, c.Transport.Kind = []hostfile.Host{{Name: "dgx02", Slots: 4}}, HostsList, transport.Slurm
+			c.Transport.AgentPath = "/opt/gangway/bin/agent"
 		}},
 		{"PBS node file", nil, map[string]string{"PBS_NODEFILE": pbs}, func(c *Config) {
 			c.Place.Hosts = []hostfile.Host{{Name: "n1", Slots: 2}, {Name: "n2", Slots: 1}}

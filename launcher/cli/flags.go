@@ -151,7 +151,7 @@ func registerTransport(fs *flag.FlagSet, t *transport.Options, in *flagInputs) {
 	for _, n := range []string{"p", "port"} {
 		fs.IntVar(&t.Port, n, DefaultPort, "agent SSH port (per-host ports: host:slots:port or port= in a hostfile)")
 	}
-	fs.StringVar(&t.AgentPath, "agent-path", "agent", "path of the agent binary on the hosts, for --transport ssh and slurm")
+	fs.StringVar(&t.AgentPath, "agent-path", agentName, "path of the agent binary on the hosts, for --transport ssh (default: agent, in the remote PATH) and slurm (default: the agent beside this launcher, else in PATH)")
 	t.SSHCommand = "ssh"
 	fs.Var(sshCommandFlag{&t.SSHCommand}, "ssh", "ssh command line for --transport ssh, split into words as sh would with no shell run: quotes and backslashes work, $VAR and ~ are not expanded (e.g. \"ssh -F /dev/null -o 'UserKnownHostsFile=/tmp/my hosts'\")")
 	fs.StringVar(&t.Identity, "i", "", "SSH identity file, and its user certificate FILE-cert.pub if there (default: SSH_AUTH_SOCK, then ~/.ssh/id_ed25519, id_ecdsa, id_rsa)")

@@ -186,7 +186,10 @@ Control:
                            when no -H or hostfile is given)
   -p, -port N              agent port (default 22122)
   -agent-path PATH         agent binary on the hosts for -transport ssh, slurm
-                           (a leading ~/ is the remote home)
+                           (a leading ~/ is the remote home); default for
+                           ssh: agent in the remote PATH; for slurm: the
+                           agent beside this launcher (as an absolute
+                           path), else the agent in PATH
   -prefix DIR              mpirun's install prefix: -agent-path DIR/bin/agent
                            (unless -agent-path is given)
   -ssh COMMAND             ssh command line for -transport ssh (default ssh),

@@ -51,8 +51,12 @@ func Dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 	for i, h := range hosts {
 		names[i] = h.Name
 	}
-	hello := func(i int) wire.Hello {
-		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: rankenv.RoutePeers(names, i)}
+	// addrs: the hosts' addresses, where the transport knew them before
+	// the sessions (transport.PeerAddresser); the agents look their peers
+	// up by those, else by name.
+	hello := func(i int, addrs map[string]string) wire.Hello {
+		peers := rankenv.RoutePeers(rankenv.PeerNames(names, addrs), i)
+		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: peers}
 	}
 	logHosts(d.Log, cfg.Place, hosts)
 	wait := dialWait{timeout: cfg.Transport.StartTimeout, grace: cfg.Transport.UnreachableGrace}
@@ -115,7 +119,7 @@ type dialWait struct {
 // every other host is ready are given wait.grace, then the wait ends
 // (errUnreachableGrace). It returns every session or an error naming each
 // missing host and why.
-func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hostfile.Host, ds transport.Dialers, hello func(i int) wire.Hello, wait dialWait) ([]*session, error) {
+func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hostfile.Host, ds transport.Dialers, hello helloFunc, wait dialWait) ([]*session, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait.timeout)
 	defer cancel()
 	// A permanent failure of one host fails the job: stop waiting for
@@ -145,7 +149,7 @@ func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hos
 		d := ds.For(h)
 		wg.Go(func() {
 			start := time.Now()
-			sessions[i] = dialRetry(ctx, giveUp, d, i, h, hello(i), w.note)
+			sessions[i] = dialRetry(ctx, giveUp, d, i, h, hello, w.note)
 			if s := sessions[i]; s != nil {
 				log.Info("connected", zap.String("host", h.Name), zap.String("addr", s.addr), zap.Duration("took", time.Since(start).Round(time.Millisecond)))
 			} else if err := w.err(i); errors.Is(err, transport.ErrPermanent) {
@@ -203,7 +207,7 @@ const permanentGrace = 2 * time.Second
 // dialRetry dials one host until it answers, a permanent error, ctx ends
 // or giveUp closes (after a failed attempt); note hears every failed
 // attempt (nil once connected).
-func dialRetry(ctx context.Context, giveUp <-chan struct{}, d transport.Dialer, i int, h hostfile.Host, hello wire.Hello, note func(i int, err error)) *session {
+func dialRetry(ctx context.Context, giveUp <-chan struct{}, d transport.Dialer, i int, h hostfile.Host, hello helloFunc, note func(i int, err error)) *session {
 	backoff := 50 * time.Millisecond
 	for {
 		s, err := dialOne(ctx, d, i, h, hello)
@@ -419,8 +423,14 @@ func waitingLine(hosts []hostfile.Host, ready int, lastErr map[int]error, how st
 	return fmt.Sprintf("ready %d/%d; %s for %s", ready, len(hosts), how, strings.Join(parts, "; "))
 }
 
-// dialOne opens one session: transport, Hello, Facts.
-func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, hello wire.Hello) (*session, error) {
+// helloFunc is host i's Hello, given the hosts' addresses where the
+// transport knows them before the sessions (nil: none).
+type helloFunc func(i int, addrs map[string]string) wire.Hello
+
+// dialOne opens one session: transport, Hello, Facts. With a transport
+// that knows every host's address first (transport.PeerAddresser), the
+// Hello waits for them and names the peers by address.
+func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, hello helloFunc) (*session, error) {
 	if d == nil {
 		return nil, transport.Permanent(errors.New("no transport for this host"))
 	}
@@ -428,10 +438,17 @@ func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, he
 	if err != nil {
 		return nil, err
 	}
+	var addrs map[string]string
+	if pa, ok := d.(transport.PeerAddresser); ok {
+		if addrs, err = pa.PeerAddrs(ctx); err != nil {
+			rwc.Close()
+			return nil, err
+		}
+	}
 	conn := wire.NewConn(transport.Guard(rwc))
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	if err := conn.Send(wire.KindHello, hello); err != nil {
+	if err := conn.Send(wire.KindHello, hello(i, addrs)); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("send hello: %w", err)
 	}
@@ -467,5 +484,5 @@ func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, he
 	if p, ok := rwc.(transport.AgentPorter); ok {
 		port = p.AgentPort()
 	}
-	return &session{idx: i, host: h, conn: conn, addr: addr, port: port, facts: f, stopBeat: transport.Heartbeat(conn)}, nil
+	return &session{idx: i, host: h, conn: conn, addr: addr, peer: addrs[h.Name], port: port, facts: f, stopBeat: transport.Heartbeat(conn)}, nil
 }

@@ -18,7 +18,8 @@ type session struct {
 	host     hostfile.Host
 	conn     *wire.Conn
 	addr     string
-	port     int // the agent's port when its connection says (transport.AgentPorter), else 0
+	peer     string // how the other agents were told of this host (rankenv.Host.Peer)
+	port     int    // the agent's port when its connection says (transport.AgentPorter), else 0
 	facts    wire.Facts
 	stopBeat func()
 
@@ -88,7 +89,7 @@ func probePort(t transport.Options, s *session) (port int, sshd bool) {
 
 // view is s as the rank-environment pipeline sees it.
 func (s *session) view() rankenv.Host {
-	return rankenv.Host{Host: s.host, Reached: s.addr, Facts: s.facts}
+	return rankenv.Host{Host: s.host, Reached: s.addr, Peer: s.peer, Facts: s.facts}
 }
 
 // views are the sessions' hosts as the pipeline sees them, in order.

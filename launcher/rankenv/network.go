@@ -40,7 +40,7 @@ func ChooseNetworks(n cli.Network, hosts []Host) ([]*nccl.Choice, error) {
 	if len(hosts) == 1 && force == nil {
 		return out, nil
 	}
-	names := hostNames(hosts)
+	names := peerNames(hosts)
 	var errs []error
 	for i, s := range hosts {
 		c, err := nccl.ChooseInterface(hostNet(s, RoutePeers(names, i)), force...)

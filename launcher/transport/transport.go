@@ -28,6 +28,17 @@ func (f DialerFunc) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteClos
 	return f(ctx, h)
 }
 
+// PeerAddresser is a Dialer that learns every host's address before any
+// session starts (the srun transport: each agent reports the address it
+// listens on). The agents then look their peers up by those addresses
+// rather than by host names, which need not resolve anywhere (Slurm's
+// NodeName is a label; its NodeAddr is the address).
+type PeerAddresser interface {
+	// PeerAddrs waits until every host has reported and returns each
+	// host's address (an IP literal) by host name.
+	PeerAddrs(ctx context.Context) (map[string]string, error)
+}
+
 // AgentPorter is a stream that knows the port its agent listens on (an
 // agent started by srun listens on an ephemeral one): the preflight
 // probes that port.
