@@ -170,7 +170,8 @@ Control:
                            and exit 124; -timeout and SIGUSR1 (which stops
                            nothing) collect them too
   -start-timeout SECONDS   wait this long for every agent (default 60); a
-                           name that does not resolve fails at once
+                           name that does not resolve fails at once (in
+                           mpi-operator's launcher pod it is waited for)
   -unreachable-grace SECONDS
                            once every other host is ready, wait this long
                            (default 10) for hosts that refuse connections

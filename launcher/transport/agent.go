@@ -222,6 +222,12 @@ func (d *AgentDialer) handshake(ctx context.Context, h hostfile.Host) (ssh.Conn,
 			}
 			return fail(Permanent(fmt.Errorf("authentication refused for user %s (is the public key in ~%s/.ssh/authorized_keys on the host, or in the agent's --authorized-keys?)", u, u)))
 		}
+		var nsh *noSuchHostError
+		if d.cfg.MPIOperator && errors.As(err, &nsh) {
+			// A worker pod's DNS record appears once the pod is up:
+			// retried until --start-timeout, not failed at once.
+			return fail(Unreachable(fmt.Errorf("%w (mpi-operator: worker pod not up yet?)", nsh)))
+		}
 		return fail(err)
 	}
 	ip := ""

@@ -138,7 +138,7 @@ func classify(addr string, err error) error {
 	var dns *net.DNSError
 	switch {
 	case errors.As(err, &dns) && dns.IsNotFound:
-		return Permanent(fmt.Errorf("%s: no such host (%q does not resolve)", addr, dns.Name))
+		return Permanent(&noSuchHostError{Addr: addr, Name: dns.Name})
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return Unreachable(fmt.Errorf("%s: connection refused (is the agent running, and on this port? -p/--port, or host:slots:port)", addr))
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
@@ -153,6 +153,13 @@ func classify(addr string, err error) error {
 		err = op.Err
 	}
 	return fmt.Errorf("%s: %w", addr, err)
+}
+
+// noSuchHostError is a host name that does not resolve (NXDOMAIN).
+type noSuchHostError struct{ Addr, Name string }
+
+func (e *noSuchHostError) Error() string {
+	return fmt.Sprintf("%s: no such host (%q does not resolve)", e.Addr, e.Name)
 }
 
 // chanConn closes the SSH client with the channel, and says so when it
