@@ -271,10 +271,13 @@ func (w *waiting) note(i int, err error) {
 	w.checkGrace()
 }
 
-// onlyUnreachable reports whether every host not ready has last failed
-// with ErrUnreachable (and at least one is not ready). w.mu is held.
+// onlyUnreachable reports whether some hosts are ready and every host not
+// ready has last failed with ErrUnreachable (and at least one is not
+// ready). With no host ready yet, all the agents may still be starting
+// (started at the same time as the launcher): that waits --start-timeout.
+// w.mu is held.
 func (w *waiting) onlyUnreachable() bool {
-	if w.ready == len(w.hosts) || w.ready+len(w.lastErr) < len(w.hosts) {
+	if w.ready == 0 || w.ready == len(w.hosts) || w.ready+len(w.lastErr) < len(w.hosts) {
 		return false
 	}
 	for _, err := range w.lastErr {

@@ -62,6 +62,7 @@ func TestUnreachableGrace(t *testing.T) {
 		{"dead host once the others are ready", []step{{0, nil}, {2, refused}, {1, nil}}, time.Millisecond, true},
 		{"two dead hosts", []step{{0, nil}, {1, refused}, {2, refused}}, time.Millisecond, true},
 		{"others not ready yet", []step{{0, nil}, {2, refused}}, time.Millisecond, false},
+		{"no host ready: all may be starting", []step{{0, refused}, {1, refused}, {2, refused}}, time.Millisecond, false},
 		{"another reason", []step{{0, nil}, {1, nil}, {2, errors.New("c: agent closed the session: EOF")}}, time.Millisecond, false},
 		{"the host came up", []step{{0, nil}, {1, nil}, {2, refused}, {2, nil}}, time.Hour, false},
 		{"the reason changed", []step{{0, nil}, {1, nil}, {2, refused}, {2, errors.New("c: ssh handshake: EOF")}}, time.Hour, false},
