@@ -16,9 +16,9 @@ Examples:
   launcher --analyze run1.log run2.log                # throughput of saved logs
 
 Hosts (default: this machine, -np defaulting to one rank per GPU, else per CPU):
-  -H, -host LIST           [user@]host[:slots[:port]],...  (repeated hosts add slots);
-                           host may be a Slurm range, gpu[01-04,07]:8 (each
-                           expanded host gets the slots)
+  -H, -host LIST           [user@]host[:slots[:port]],...  (repeated hosts add
+                           slots); host may be a Slurm range, gpu[01-04,07]:8
+                           (each expanded host gets the slots)
   -hostfile, -machinefile, -f FILE
                            Open MPI (host slots=N [max_slots=M] [port=P];
                            cpu=N and count=N are slots, max-slots=M is
