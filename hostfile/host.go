@@ -170,9 +170,9 @@ func (e *ListError) Error() string {
 }
 
 // validName accepts a host name: non-empty, at most maxNameLen bytes, valid
-// UTF-8, no white space or control characters, none of the separators this
-// package's formats use (",@#=[]"), ":" only in an IP literal, and no
-// leading "-" (ssh would read it as an option).
+// UTF-8, no white space, control or format characters, none of the
+// separators this package's formats use (",@#=[]"), ":" only in an IP
+// literal, and no leading "-" (ssh would read it as an option).
 func validName(name string) error {
 	if name == "" {
 		return errors.New("empty host name")
@@ -205,7 +205,10 @@ func checkChars(s, forbidden string) error {
 		return errors.New(`starts with "-"`)
 	}
 	for _, r := range s {
-		if unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune(forbidden, r) {
+		// Format characters (a byte order mark, zero-width spaces) are
+		// invisible: a hostfile that starts with a stray BOM read its
+		// second one as a host name.
+		if unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || strings.ContainsRune(forbidden, r) {
 			return fmt.Errorf("contains %q", r)
 		}
 	}

@@ -85,6 +85,8 @@ var parseTests = []struct {
 	{"bad user", "u:x@a slots=1", nil, `hosts.txt:1: bad user "u:x": contains ':'`},
 	{"comma in name", "a,b slots=2", nil, `hosts.txt:1: bad host name "a,b": contains ','`},
 	{"control char", "ok\na\x01b", nil, `hosts.txt:2: bad host name "a\x01b": contains '\x01'`},
+	{"second bom", "\uFEFF\uFEFFa slots=2", nil, `hosts.txt:1: bad host name "\ufeffa": contains '\ufeff'`},
+	{"zero-width space", "a\u200bb", nil, `hosts.txt:1: bad host name "a\u200bb": contains '\u200b'`},
 	{"option injection", "-oProxyCommand=x slots=1", nil, `hosts.txt:1: bad host name "-oProxyCommand=x": starts with "-"`},
 	{"key as host", "slots=4", nil, `hosts.txt:1: bad host name "slots=4": contains '='`},
 	{"bad bracket", "[node1]:2", nil, `hosts.txt:1: bad address "node1" in brackets`},
