@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -96,6 +97,16 @@ func (h Host) Validate() error {
 	return nil
 }
 
+// each is h once per name, in order.
+func (h Host) each(names []string) []Host {
+	out := make([]Host, len(names))
+	for i, n := range names {
+		out[i] = h
+		out[i].Name = n
+	}
+	return out
+}
+
 // TotalSlots sums Slots over hosts.
 func TotalSlots(hosts []Host) int {
 	n := 0
@@ -159,9 +170,9 @@ func (e *ListError) Error() string {
 }
 
 // validName accepts a host name: non-empty, at most maxNameLen bytes, valid
-// UTF-8, no white space or control characters, none of the separators this
-// package's formats use (",@#=[]"), ":" only in an IP literal, and no
-// leading "-" (ssh would read it as an option).
+// UTF-8, no white space, control or format characters, none of the
+// separators this package's formats use (",@#=[]"), ":" only in an IP
+// literal, and no leading "-" (ssh would read it as an option).
 func validName(name string) error {
 	if name == "" {
 		return errors.New("empty host name")
@@ -194,7 +205,10 @@ func checkChars(s, forbidden string) error {
 		return errors.New(`starts with "-"`)
 	}
 	for _, r := range s {
-		if unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune(forbidden, r) {
+		// Format characters (a byte order mark, zero-width spaces) are
+		// invisible: a hostfile that starts with a stray BOM read its
+		// second one as a host name.
+		if unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || strings.ContainsRune(forbidden, r) {
 			return fmt.Errorf("contains %q", r)
 		}
 	}
@@ -233,9 +247,32 @@ type hostKey struct {
 type merger struct {
 	hosts []Host
 	index map[hostKey]int
+	added int // hosts given to add, repeats and range expansions included
 }
 
+// addAll merges hosts in, in order, making room for them first.
+func (m *merger) addAll(hosts []Host) error {
+	if m.index == nil {
+		m.index = make(map[hostKey]int, len(hosts))
+	}
+	if len(hosts) > 1 {
+		m.hosts = slices.Grow(m.hosts, len(hosts))
+	}
+	for _, h := range hosts {
+		if err := m.add(h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// add merges h in; past MaxHosts hosts given in all (ranges expanded) it
+// fails with ErrTooManyHosts, so repeated large ranges cannot take
+// unbounded time.
 func (m *merger) add(h Host) error {
+	if m.added++; m.added > MaxHosts {
+		return fmt.Errorf("%w: more than %d in all", ErrTooManyHosts, MaxHosts)
+	}
 	k := hostKey{h.User, h.Name, h.Port}
 	i, ok := m.index[k]
 	if !ok {

@@ -139,3 +139,15 @@ func TestFormatWriteError(t *testing.T) {
 		t.Fatalf("Format to failing writer = %v, want disk full", err)
 	}
 }
+
+// TestMergerLimit: past MaxHosts hosts given in all (repeats and ranges
+// included) a parse fails rather than taking unbounded time.
+func TestMergerLimit(t *testing.T) {
+	m := merger{added: MaxHosts - 1}
+	if err := m.add(Host{Name: "a", Slots: 1}); err != nil {
+		t.Fatalf("host %d: %v", MaxHosts, err)
+	}
+	if err := m.add(Host{Name: "a", Slots: 1}); !errors.Is(err, ErrTooManyHosts) {
+		t.Fatalf("host %d: %v, want ErrTooManyHosts", MaxHosts+1, err)
+	}
+}

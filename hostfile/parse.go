@@ -31,6 +31,11 @@ func ParseFile(path string) ([]Host, error) {
 //	[user@]host:N                                  MPICH
 //	host                                           one slot; PBS node files repeat it
 //
+// Open MPI's other spellings are read as it reads them: cpu=N and count=N
+// are slots=N; max-slots=M (and slots_max, cpu_max, count_max, with "-" or
+// "_") is max_slots=M. A host may be a Slurm-style range, "gpu[01-04,07]
+// slots=8": every name it expands to gets the line's settings.
+//
 // "#" starts a comment anywhere on a line; blank lines and surrounding white
 // space are ignored. Repeated hosts (same user, name and port) merge in
 // order of first appearance, adding slots. IPv6 literals may be written bare
@@ -47,9 +52,9 @@ func Parse(name string, r io.Reader) ([]Host, error) {
 		if line == 1 {
 			text = strings.TrimPrefix(text, "\uFEFF")
 		}
-		h, ok, err := parseLine(text)
-		if err == nil && ok {
-			err = m.add(h)
+		hosts, err := parseLine(text)
+		if err == nil {
+			err = m.addAll(hosts)
 		}
 		if err != nil {
 			return nil, &ParseError{File: name, Line: line, Msg: err.Error()}
@@ -67,66 +72,94 @@ func Parse(name string, r io.Reader) ([]Host, error) {
 	return m.hosts, nil
 }
 
-// parseLine parses one hostfile line; ok is false for a blank or
-// comment-only line.
-func parseLine(text string) (h Host, ok bool, err error) {
+// parseLine parses one hostfile line: the hosts it names (several for a
+// range such as gpu[01-04]), none for a blank or comment-only line.
+func parseLine(text string) ([]Host, error) {
 	if i := strings.IndexByte(text, '#'); i >= 0 {
 		text = text[:i]
 	}
 	words := strings.Fields(text)
 	if len(words) == 0 {
-		return Host{}, false, nil
+		return nil, nil
 	}
-	user, name, fields, err := splitHost(words[0], true)
+	user, names, fields, err := splitHost(words[0], true)
 	if err != nil {
-		return Host{}, false, err
+		return nil, err
 	}
-	h = Host{Name: name, User: user, Slots: 1}
+	h := Host{User: user, Slots: 1}
 	switch len(fields) {
 	case 0:
 	case 1:
 		if h.Slots, err = parseNum("slots", fields[0], 1, MaxSlotCount); err != nil {
-			return Host{}, false, err
+			return nil, err
 		}
 		if len(words) > 1 {
-			return Host{}, false, fmt.Errorf("unexpected %q after MPICH host:slots", words[1])
+			return nil, fmt.Errorf("unexpected %q after MPICH host:slots", words[1])
 		}
-		return h, true, nil
+		return h.each(names), nil
 	default:
-		return Host{}, false, fmt.Errorf(`too many ":" fields in %q (MPICH form is host:slots)`, words[0])
+		return nil, fmt.Errorf(`too many ":" fields in %q (MPICH form is host:slots)`, words[0])
 	}
-	seen := make(map[string]bool, len(hostKeys))
-	for _, w := range words[1:] {
+	if err := parseKeys(&h, words[1:]); err != nil {
+		return nil, err
+	}
+	return h.each(names), nil
+}
+
+// parseKeys sets h from a line's key=value fields. Each setting may be
+// given once, under whichever of its spellings (slots=2 cpu=4 is an error).
+func parseKeys(h *Host, words []string) error {
+	seen := make(map[string]string, 3) // setting -> the key that gave it
+	for _, w := range words {
 		key, val, found := strings.Cut(w, "=")
 		if !found {
-			return Host{}, false, fmt.Errorf("bad field %q: want key=value", w)
+			return fmt.Errorf("bad field %q: want key=value", w)
 		}
-		if seen[key] {
-			return Host{}, false, fmt.Errorf("duplicate key %q", key)
-		}
-		seen[key] = true
-		switch key {
-		case "slots":
-			h.Slots, err = parseNum("slots", val, 1, MaxSlotCount)
-		case "max_slots":
-			h.MaxSlots, err = parseNum("max_slots", val, 1, MaxSlotCount)
-		case "port":
-			h.Port, err = parseNum("port", val, 1, 65535)
-		default:
-			err = fmt.Errorf("unknown key %q", key)
-			if near := textx.Suggest(key, hostKeys); near != "" {
-				err = fmt.Errorf("unknown key %q: did you mean %s=%s?", key, near, val)
+		setting, ok := hostKeys[key]
+		if !ok {
+			if near := textx.Suggest(key, hostKeyNames); near != "" {
+				return fmt.Errorf("unknown key %q: did you mean %s=%s?", key, near, val)
 			}
+			return fmt.Errorf("unknown key %q", key)
+		}
+		if prev, dup := seen[setting]; dup {
+			if prev == key {
+				return fmt.Errorf("duplicate key %q", key)
+			}
+			return fmt.Errorf("%s=%s repeats %s= (both give %s)", key, val, prev, setting)
+		}
+		seen[setting] = key
+		var err error
+		switch setting {
+		case "slots":
+			h.Slots, err = parseNum(key, val, 1, MaxSlotCount)
+		case "max_slots":
+			h.MaxSlots, err = parseNum(key, val, 1, MaxSlotCount)
+		case "port":
+			h.Port, err = parseNum(key, val, 1, 65535)
 		}
 		if err != nil {
-			return Host{}, false, err
+			return err
 		}
 	}
 	if h.MaxSlots != 0 && h.MaxSlots < h.Slots {
-		return Host{}, false, fmt.Errorf("max_slots %d is less than slots %d", h.MaxSlots, h.Slots)
+		return fmt.Errorf("max_slots %d is less than slots %d", h.MaxSlots, h.Slots)
 	}
-	return h, true, nil
+	return nil
 }
 
-// hostKeys are the keys an Open MPI hostfile line may give.
-var hostKeys = []string{"slots", "max_slots", "port"}
+// hostKeys maps each key an Open MPI hostfile line may give to the setting
+// it gives, as Open MPI's (PRRTE's) hostfile lexer reads them: slots, cpu
+// and count are the slots; max_slots, max-slots and their slots_max,
+// cpu_max, count_max spellings the hard cap.
+var hostKeys = map[string]string{
+	"slots": "slots", "cpu": "slots", "count": "slots",
+	"max_slots": "max_slots", "max-slots": "max_slots", "slots_max": "max_slots", "slots-max": "max_slots",
+	"max_cpu": "max_slots", "max-cpu": "max_slots", "cpu_max": "max_slots", "cpu-max": "max_slots",
+	"max_count": "max_slots", "max-count": "max_slots", "count_max": "max_slots", "count-max": "max_slots",
+	"port": "port",
+}
+
+// hostKeyNames are the keys suggested for a misspelt one: the canonical
+// spellings only (gpus=8 is not suggested cpu=8).
+var hostKeyNames = []string{"slots", "max_slots", "port"}

@@ -105,8 +105,10 @@ type Hello struct {
 	Launcher string `json:"launcher"` // launcher's version string, for logs
 	JobID    string `json:"job_id"`
 	Host     string `json:"host"` // the name the launcher knows this host by
-	// Peers are the other hosts of the job (the addresses the launcher
-	// reached them on); the agent reports its route to each in Facts.Routes.
+	// Peers are the other hosts of the job, as names or IP literals (IP
+	// literals where the transport learnt the addresses before the
+	// sessions, as srun's readiness lines give them); the agent reports
+	// its route to each in Facts.Routes.
 	Peers []string `json:"peers,omitempty"`
 	// Health asks the agent to check its host before this attempt; nil
 	// asks for no checks (--no-health-check).

@@ -170,7 +170,7 @@ var compatLines = []compatLine{
 	{"", "mpiexec -n 8 -ppn 4 -hosts gpu[1-2] ./a.out", "hosts=gpu1:4,gpu2:4; N=4", ""},
 	{"", "horovodrun -np 8 -H worker-[0-1]:4 python train.py", "hosts=worker-0:4,worker-1:4", ""},
 	{"", "mpirun -H r[1-2]n[1-2] -N 1 ./a.out", "hosts=r1n1:1,r1n2:1,r2n1:1,r2n2:1; N=1", ""},
-	{"", "mpirun -H node[1-3,5 ./a.out", "", `-H entry 1 "node[1-3,5": node list "node[1-3,5": missing "]"`},
+	{"", "mpirun -H node[1-3,5 ./a.out", "", `-H entry 1 "node[1-3,5": bad host range: node list "node[1-3,5": missing "]"`},
 	// horovodrun.
 	{"horovod docs/running.rst", "horovodrun -np 4 -H localhost:4 python train.py", "np=4; hosts=localhost:4; argv=python train.py", ""},
 	{"horovod docs/running.rst", "horovodrun -np 16 -H server1:4,server2:4,server3:4,server4:4 python train.py", "np=16", ""},
@@ -330,6 +330,9 @@ func compatArgs(t *testing.T, line string) (args []string, env map[string]string
 // checkCompatLines parses each line in a directory holding compatFiles
 // and checks what it gives.
 func checkCompatLines(t *testing.T, lines []compatLine) {
+	// The Slurm lines' agent: the one beside the launcher, as installed.
+	defer func(old func() (string, error)) { findAgent = old }(findAgent)
+	findAgent = func() (string, error) { return "/opt/gangway/bin/agent", nil }
 	dir := t.TempDir()
 	for name, text := range compatFiles {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {

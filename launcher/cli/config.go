@@ -219,6 +219,13 @@ const (
 	DefaultPort         = 22122
 	DefaultKillGrace    = 5 * time.Second
 	DefaultStartTimeout = 60 * time.Second
+	// DefaultUnreachableGrace is --unreachable-grace's default: an agent
+	// that is starting listens well within it (a restarted service, a
+	// container's entrypoint, agents started by pdsh a moment earlier),
+	// and the dial backoff (at most 2s) tries at least five times in it,
+	// while a dead or mistyped host costs 10 s instead of the 60 s
+	// --start-timeout.
+	DefaultUnreachableGrace = 10 * time.Second
 )
 
 // Parse turns argv (without the program name) into a validated Config.
@@ -299,6 +306,12 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 // over SSH; else agents on --port. --transport slurm needs an allocation.
 func (c *Config) resolveTransport(getenv func(string) string) error {
 	t := &c.Transport
+	// Asking to wait (--start-timeout), or pods that Kubernetes starts
+	// late (mpi-operator's hostfile), waits the whole --start-timeout for
+	// hosts where nothing answers, unless --unreachable-grace is given.
+	if !c.in.given["unreachable-grace"] && (c.in.given["start-timeout"] || c.Place.Source == HostsMPIOperator) {
+		t.UnreachableGrace = 0
+	}
 	inAlloc := getenv("SLURM_JOB_ID") != ""
 	switch {
 	case !c.in.given["transport"] && inAlloc && c.Place.Source == HostsSlurm && c.Mode != ModeOpenMPI:
@@ -311,7 +324,7 @@ func (c *Config) resolveTransport(getenv func(string) string) error {
 	case c.Place.Source == HostsLocal:
 		return fmt.Errorf("%w: --transport slurm: no hosts (SLURM_JOB_NODELIST is not set, and no -H or hostfile)", ErrUsage)
 	}
-	return nil
+	return c.resolveAgentPath()
 }
 
 func (c *Config) validate() error {

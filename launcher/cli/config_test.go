@@ -33,7 +33,7 @@ func defaultConfig(argv ...string) Config {
 		Place:     Placement{Source: HostsLocal, MapBy: "slot", BindTo: "none", GPUsPer: 1},
 		Env:       Environment{PMI: true},
 		Out:       Output{Stdin: 0, LogFormat: "console", ProgressAuto: true, ProgressEvery: 5 * time.Second},
-		Transport: transport.Options{Kind: transport.Agent, Port: 22122, AgentPath: "agent", SSHCommand: "ssh", StartTimeout: 60 * time.Second},
+		Transport: transport.Options{Kind: transport.Agent, Port: 22122, AgentPath: "agent", SSHCommand: "ssh", StartTimeout: 60 * time.Second, UnreachableGrace: 10 * time.Second},
 		Network:   Network{Preflight: true},
 		Control:   Control{KillGrace: 5 * time.Second, RestartBackoff: time.Second},
 		Health:    Health{Timeout: 30 * time.Second, MinTmpFree: 1 << 30},
@@ -90,6 +90,8 @@ func writeFile(t *testing.T, name, text string) string {
 }
 
 func TestParse(t *testing.T) {
+	defer func(old func() (string, error)) { findAgent = old }(findAgent)
+	findAgent = func() (string, error) { return "/opt/gangway/bin/agent", nil }
 	hf := writeFile(t, "hosts.txt", "# cluster\na slots=2\nroot@b slots=1 max_slots=4 port=2200\n")
 	ef := writeFile(t, "job.env", "# comment\nexport NCCL_DEBUG=INFO\nGREETING=\"hello world\"\n\nQUOTED='x'\n")
 	pbs := writeFile(t, "nodefile", "n1\nn1\nn2\n")
@@ -165,11 +167,20 @@ func TestParse(t *testing.T) {
 			c.Place.Source = HostsList
 		}},
 		{"hostfile wins over slurm", []string{"-f", hf}, slurm, func(c *Config) { c.Place.Hosts, c.Place.Source, c.Place.Hostfile = hfHosts, HostsFile, hf }},
-		{"inside an allocation: srun", nil, alloc, func(c *Config) {
+		{"inside an allocation: srun, the agent beside the launcher", nil, alloc, func(c *Config) {
 			c.Place.Hosts, c.Place.Source, c.Transport.Kind = dgx, HostsSlurm, transport.Slurm
+			c.Transport.AgentPath = "/opt/gangway/bin/agent"
+		}},
+		{"inside an allocation: --agent-path wins", []string{"--agent-path", "agent"}, alloc, func(c *Config) {
+			c.Place.Hosts, c.Place.Source, c.Transport.Kind = dgx, HostsSlurm, transport.Slurm
+		}},
+		{"inside an allocation: --prefix wins", []string{"--prefix", "/usr/local"}, alloc, func(c *Config) {
+			c.Place.Hosts, c.Place.Source, c.Transport.Kind = dgx, HostsSlurm, transport.Slurm
+			c.Transport.AgentPath = "/usr/local/bin/agent"
 		}},
 		{"inside an allocation: --inspect uses srun too", []string{"--inspect"}, alloc, func(c *Config) {
 			c.Place.Hosts, c.Place.Source, c.Transport.Kind, c.Mode = dgx, HostsSlurm, transport.Slurm, ModeInspect
+			c.Transport.AgentPath = "/opt/gangway/bin/agent"
 		}},
 		{"inside an allocation: --transport agent", []string{"--transport", "agent"}, alloc, func(c *Config) {
 			c.Place.Hosts, c.Place.Source = dgx, HostsSlurm
@@ -182,6 +193,7 @@ func TestParse(t *testing.T) {
 		}},
 		{"--transport slurm -H: srun on those nodes", []string{"--transport", "slurm", "-H", "dgx02:4"}, alloc, func(c *Config) {
 			c.Place.Hosts, c.Place.Source, c.Transport.Kind = []hostfile.Host{{Name: "dgx02", Slots: 4}}, HostsList, transport.Slurm
+			c.Transport.AgentPath = "/opt/gangway/bin/agent"
 		}},
 		{"PBS node file", nil, map[string]string{"PBS_NODEFILE": pbs}, func(c *Config) {
 			c.Place.Hosts = []hostfile.Host{{Name: "n1", Slots: 2}, {Name: "n2", Slots: 1}}
@@ -189,20 +201,24 @@ func TestParse(t *testing.T) {
 		}},
 		{"mpi-operator launcher pod", nil, map[string]string{"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_default_hostfile": opHF, "OMPI_MCA_orte_set_default_slots": "2"}, func(c *Config) {
 			c.Place.Hosts, c.Place.Source, c.Place.Hostfile, c.Place.HostfileVar = opHosts, HostsMPIOperator, opHF, "OMPI_MCA_orte_default_hostfile"
+			c.Transport.UnreachableGrace = 0 // pods come up late
 			c.Transport.MPIOperator = true
 		}},
 		{"mpi-operator: intel mpi", nil, map[string]string{"K_MPI_JOB_ROLE": "launcher", "I_MPI_HYDRA_HOST_FILE": opHydra, "I_MPI_PERHOST": "2"}, func(c *Config) {
 			c.Place.Hosts, c.Place.Source, c.Place.Hostfile, c.Place.HostfileVar = opHosts, HostsMPIOperator, opHydra, "I_MPI_HYDRA_HOST_FILE"
+			c.Transport.UnreachableGrace = 0 // pods come up late
 			c.Transport.MPIOperator = true
 		}},
 		{"HYDRA_HOST_FILE outside a launcher pod: host keys still checked", nil, map[string]string{"HYDRA_HOST_FILE": opHydra}, func(c *Config) {
 			c.Place.Hosts, c.Place.Source, c.Place.Hostfile, c.Place.HostfileVar = opHosts, HostsMPIOperator, opHydra, "HYDRA_HOST_FILE"
+			c.Transport.UnreachableGrace = 0 // pods come up late
 		}},
 		{"-H wins over mpi-operator", []string{"-H", "a:2"}, map[string]string{"K_MPI_JOB_ROLE": "launcher", "OMPI_MCA_orte_default_hostfile": opHF}, func(c *Config) {
 			c.Place.Hosts, c.Place.Source = []hostfile.Host{{Name: "a", Slots: 2}}, HostsList
 		}},
 		{"mpi-operator wins over a slurm allocation", nil, map[string]string{"K_MPI_JOB_ROLE": "launcher", "PRTE_MCA_prte_default_hostfile": opHF, "SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "dgx[01-02]"}, func(c *Config) {
 			c.Place.Hosts, c.Place.Source, c.Place.Hostfile, c.Place.HostfileVar = opHosts, HostsMPIOperator, opHF, "PRTE_MCA_prte_default_hostfile"
+			c.Transport.UnreachableGrace = 0 // pods come up late
 			c.Transport.MPIOperator = true
 		}},
 		{"slurm wins over PBS", nil, map[string]string{"PBS_NODEFILE": pbs, "SLURM_JOB_NODELIST": "dgx[01-02]", "SLURM_TASKS_PER_NODE": "8(x2)"}, func(c *Config) {
@@ -291,7 +307,14 @@ func TestParse(t *testing.T) {
 		{"MPIEXEC_TIMEOUT 0: none", nil, map[string]string{"MPIEXEC_TIMEOUT": "0"}, func(c *Config) {}},
 		{"--timeout wins over MPIEXEC_TIMEOUT", []string{"--timeout", "5"}, map[string]string{"MPIEXEC_TIMEOUT": "10"}, func(c *Config) { c.Control.Timeout = 5 * time.Second }},
 		{"--timeout 0 wins over MPIEXEC_TIMEOUT", []string{"--timeout=0"}, map[string]string{"MPIEXEC_TIMEOUT": "10"}, func(c *Config) {}},
-		{"--start-timeout", []string{"--start-timeout", "5"}, nil, func(c *Config) { c.Transport.StartTimeout = 5 * time.Second }},
+		{"--start-timeout: no unreachable grace", []string{"--start-timeout", "5"}, nil, func(c *Config) {
+			c.Transport.StartTimeout, c.Transport.UnreachableGrace = 5*time.Second, 0
+		}},
+		{"--unreachable-grace", []string{"--unreachable-grace", "2.5"}, nil, func(c *Config) { c.Transport.UnreachableGrace = 2500 * time.Millisecond }},
+		{"--unreachable-grace 0", []string{"--unreachable-grace", "0"}, nil, func(c *Config) { c.Transport.UnreachableGrace = 0 }},
+		{"--unreachable-grace with --start-timeout", []string{"--start-timeout", "5m", "--unreachable-grace", "3s"}, nil, func(c *Config) {
+			c.Transport.StartTimeout, c.Transport.UnreachableGrace = 5*time.Minute, 3*time.Second
+		}},
 		{"--no-health-check", []string{"--no-health-check"}, nil, func(c *Config) { c.Health.Off = true }},
 		{"health flags", []string{"--gpus-per-host", "8", "--health-check", "/etc/nhc -t 5", "--health-check-timeout", "20", "--health-min-tmp", "512M"}, nil, func(c *Config) {
 			c.Health = Health{GPUsPerHost: 8, Command: "/etc/nhc -t 5", Timeout: 20 * time.Second, MinTmpFree: 512 << 20}

@@ -56,7 +56,7 @@ func (p *Placement) register(fs *flag.FlagSet, in *flagInputs) {
 		fs.IntVar(&p.NP, n, 0, "number of ranks (default: all slots)")
 	}
 	for _, n := range []string{"H", "host"} {
-		fs.Var(listFlag{&in.hostLists}, n, "hosts: [user@]host[:slots[:port]],... (repeatable)")
+		fs.Var(listFlag{&in.hostLists}, n, "hosts: [user@]host[:slots[:port]],..., host may be a range: gpu[01-04]:8 (repeatable)")
 	}
 	for _, n := range []string{"hostfile", "machinefile", "f"} {
 		fs.Var(listFlag{&in.hostfiles}, n, "hostfile (Open MPI, MPICH or PBS format)")
@@ -159,7 +159,7 @@ func registerTransport(fs *flag.FlagSet, t *transport.Options, in *flagInputs) {
 	for _, n := range []string{"p", "port"} {
 		fs.IntVar(&t.Port, n, DefaultPort, "agent SSH port (per-host ports: host:slots:port or port= in a hostfile)")
 	}
-	fs.StringVar(&t.AgentPath, "agent-path", "agent", "path of the agent binary on the hosts, for --transport ssh and slurm")
+	fs.StringVar(&t.AgentPath, "agent-path", agentName, "path of the agent binary on the hosts, for --transport ssh (default: agent, in the remote PATH) and slurm (default: the agent beside this launcher, else in PATH)")
 	t.SSHCommand = "ssh"
 	fs.Var(sshCommandFlag{&t.SSHCommand}, "ssh", "ssh command line for --transport ssh, split into words as sh would with no shell run: quotes and backslashes work, $VAR and ~ are not expanded (e.g. \"ssh -F /dev/null -o 'UserKnownHostsFile=/tmp/my hosts'\")")
 	fs.StringVar(&t.Identity, "i", "", "SSH identity file, and its user certificate FILE-cert.pub if there (default: SSH_AUTH_SOCK, then ~/.ssh/id_ed25519, id_ecdsa, id_rsa)")
@@ -168,6 +168,8 @@ func registerTransport(fs *flag.FlagSet, t *transport.Options, in *flagInputs) {
 	fs.BoolVar(&t.AcceptNewHosts, "accept-new-host-keys", false, "trust and record host keys seen for the first time")
 	t.StartTimeout = DefaultStartTimeout
 	fs.Var(durationSecs{&t.StartTimeout}, "start-timeout", "how long to wait for every host's agent (seconds or duration)")
+	t.UnreachableGrace = DefaultUnreachableGrace
+	fs.Var(durationSecs{&t.UnreachableGrace}, "unreachable-grace", "once every other host is ready, how long to wait for hosts refusing connections (seconds or duration; 0: the whole -start-timeout; default 10s, off when -start-timeout is given or under mpi-operator)")
 }
 
 func (n *Network) register(fs *flag.FlagSet) {

@@ -17,11 +17,14 @@ Examples:
 
 Hosts (default: this machine, -np defaulting to one rank per GPU, else per CPU):
   -H, -host, -hosts LIST   [user@]host[:slots[:port]],...  (repeated hosts add
-                           slots); Slurm's and pdsh's ranges name several:
-                           node[01-04,07]:8
+                           slots); host may be a Slurm or pdsh range,
+                           gpu[01-04,07]:8 (each expanded host gets the slots)
   -hostfile, -machinefile, -f FILE
-                           Open MPI (host slots=N [max_slots=M] [port=P]),
-                           MPICH (host:N) or PBS nodefile; when no hosts are
+                           Open MPI (host slots=N [max_slots=M] [port=P];
+                           cpu=N and count=N are slots, max-slots=M is
+                           max_slots, as Open MPI reads them), MPICH
+                           (host:N) or PBS nodefile, hosts as in -H ranges
+                           (gpu[01-04] slots=8); when no hosts are
                            given, read in this order: mpi-operator's
                            hostfile ($OMPI_MCA_orte_default_hostfile,
                            $PRTE_MCA_prte_default_hostfile,
@@ -235,7 +238,14 @@ Control:
                            and exit 124; -timeout and SIGUSR1 (which stops
                            nothing) collect them too
   -start-timeout SECONDS   wait this long for every agent (default 60); a
-                           name that does not resolve fails at once
+                           name that does not resolve fails at once (in
+                           mpi-operator's launcher pod it is waited for)
+  -unreachable-grace SECONDS
+                           once every other host is ready, wait this long
+                           (default 10) for hosts that refuse connections
+                           or have no route, then fail naming them; 0, or
+                           -start-timeout given without it, or
+                           mpi-operator's hostfile: wait -start-timeout
   -dry-run                 print the placement and environments, start nothing
   -transport agent|ssh|slurm
                            agents on -port (default); 'agent --stdio'
@@ -253,7 +263,10 @@ Control:
   -ssh-port, -ssh_port N   horovodrun's, DeepSpeed's: -p N; with -transport
                            ssh, ssh's -p N
   -agent-path PATH         agent binary on the hosts for -transport ssh, slurm
-                           (a leading ~/ is the remote home)
+                           (a leading ~/ is the remote home); default for
+                           ssh: agent in the remote PATH; for slurm: the
+                           agent beside this launcher (as an absolute
+                           path), else the agent in PATH
   -prefix DIR              mpirun's install prefix: -agent-path DIR/bin/agent
                            (unless -agent-path is given)
   -ssh COMMAND             ssh command line for -transport ssh (default ssh),

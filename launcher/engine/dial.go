@@ -53,11 +53,17 @@ func Dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 		names[i], peers[i] = h.Name, d.Dialers.PeerName(h)
 	}
 	req := healthRequest(cfg.Health, cfg.Env.Vars)
-	hello := func(i int) wire.Hello {
-		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: rankenv.RoutePeers(peers, i), Health: req}
+	// addrs: the hosts' addresses, where the transport knew them before
+	// the sessions (transport.PeerAddresser); the agents look their peers
+	// up by those, else by the name the hosts know each other by (the
+	// HostName behind an ssh config alias, Dialers.PeerName).
+	hello := func(i int, addrs map[string]string) wire.Hello {
+		p := rankenv.RoutePeers(rankenv.PeerNames(peers, addrs), i)
+		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: p, Health: req}
 	}
 	logHosts(d.Log, cfg.Place, hosts)
-	sessions, err := dialAll(ctx, d.Log, d.Stderr, hosts, d.Dialers, hello, cfg.Transport.StartTimeout)
+	wait := dialWait{timeout: cfg.Transport.StartTimeout, grace: cfg.Transport.UnreachableGrace}
+	sessions, err := dialAll(ctx, d.Log, d.Stderr, hosts, d.Dialers, hello, wait)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +77,10 @@ func Dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 		return nil, err
 	}
 	for i, s := range sessions {
-		s.host, s.peer = l.Hosts[i], peers[i]
+		s.host = l.Hosts[i]
+		if s.peer == "" { // no address from the transport: as the hosts know each other
+			s.peer = peers[i]
+		}
 	}
 	c.ranks = l.Ranks
 	if c.ranks != nil {
@@ -97,16 +106,27 @@ func logHosts(log *zap.Logger, p cli.Placement, hosts []hostfile.Host) {
 	log.Info("hosts", fields...)
 }
 
+// dialWait is how long dialAll waits: for every host, timeout
+// (--start-timeout); for hosts where nothing answers (ErrUnreachable)
+// once every other host is ready, grace (--unreachable-grace; 0: the
+// whole timeout).
+type dialWait struct {
+	timeout, grace time.Duration
+}
+
 // dialAll connects to every host concurrently, retrying with backoff
-// until timeout, and while waiting keeps one status line on status (nil:
-// none) that changes only when something changes: how many hosts are
-// ready, and which are not and why. A permanent error (a name that does
-// not resolve, authentication, the host key) ends the wait at once: no
-// host is tried again, and attempts under way get permanentGrace to end
-// (so that hosts failing the same way are all named). It returns every
-// session or an error naming each missing host and why.
-func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hostfile.Host, ds transport.Dialers, hello func(i int) wire.Hello, timeout time.Duration) ([]*session, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+// until wait.timeout, and while waiting keeps one status line on status
+// (nil: none) that changes only when something changes: how many hosts
+// are ready, how long the launcher will wait, and which hosts are not
+// ready and why. A permanent error (a name that does not resolve,
+// authentication, the host key) ends the wait at once: no host is tried
+// again, and attempts under way get permanentGrace to end (so that hosts
+// failing the same way are all named). Hosts where nothing answers while
+// every other host is ready are given wait.grace, then the wait ends
+// (errUnreachableGrace). It returns every session or an error naming each
+// missing host and why.
+func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hostfile.Host, ds transport.Dialers, hello helloFunc, wait dialWait) ([]*session, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait.timeout)
 	defer cancel()
 	// A permanent failure of one host fails the job: stop waiting for
 	// the others.
@@ -128,13 +148,14 @@ func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hos
 		})
 	}
 	sessions := make([]*session, len(hosts))
-	w := &waiting{hosts: hosts, lastErr: map[int]error{}}
+	w := &waiting{hosts: hosts, lastErr: map[int]error{}, wait: wait, expire: fail}
+	defer w.stop()
 	var wg sync.WaitGroup
 	for i, h := range hosts {
 		d := ds.For(h)
 		wg.Go(func() {
 			start := time.Now()
-			sessions[i] = dialRetry(ctx, giveUp, d, i, h, hello(i), w.note)
+			sessions[i] = dialRetry(ctx, giveUp, d, i, h, hello, w.note)
 			if s := sessions[i]; s != nil {
 				log.Info("connected", zap.String("host", h.Name), zap.String("addr", s.addr), zap.Duration("took", time.Since(start).Round(time.Millisecond)))
 			} else if err := w.err(i); errors.Is(err, transport.ErrPermanent) {
@@ -167,10 +188,22 @@ func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hos
 	if len(errs) == 0 {
 		return nil, context.Cause(ctx) // the launcher's own context ended
 	}
-	if context.Cause(ctx) == context.DeadlineExceeded {
-		return nil, fmt.Errorf("hosts not reachable within --start-timeout %v: %w", timeout, errors.Join(errs...))
+	var ge errUnreachableGrace
+	switch cause := context.Cause(ctx); {
+	case cause == context.DeadlineExceeded:
+		return nil, fmt.Errorf("hosts not reachable within --start-timeout %v: %w", wait.timeout, errors.Join(errs...))
+	case errors.As(cause, &ge):
+		return nil, fmt.Errorf("%w: %w", ge, errors.Join(errs...))
 	}
 	return nil, fmt.Errorf("cannot reach every host: %w", errors.Join(errs...))
+}
+
+// errUnreachableGrace ends the wait when hosts where nothing answers
+// have had the grace since every other host was ready.
+type errUnreachableGrace struct{ grace time.Duration }
+
+func (e errUnreachableGrace) Error() string {
+	return fmt.Sprintf("hosts still unreachable %v after every other host was ready (--unreachable-grace %v; give --start-timeout to wait for them longer)", e.grace, e.grace)
 }
 
 // permanentGrace is how long attempts under way may still end after
@@ -180,7 +213,7 @@ const permanentGrace = 2 * time.Second
 // dialRetry dials one host until it answers, a permanent error, ctx ends
 // or giveUp closes (after a failed attempt); note hears every failed
 // attempt (nil once connected).
-func dialRetry(ctx context.Context, giveUp <-chan struct{}, d transport.Dialer, i int, h hostfile.Host, hello wire.Hello, note func(i int, err error)) *session {
+func dialRetry(ctx context.Context, giveUp <-chan struct{}, d transport.Dialer, i int, h hostfile.Host, hello helloFunc, note func(i int, err error)) *session {
 	backoff := 50 * time.Millisecond
 	for {
 		s, err := dialOne(ctx, d, i, h, hello)
@@ -211,12 +244,19 @@ func dialRetry(ctx context.Context, giveUp <-chan struct{}, d transport.Dialer, 
 	}
 }
 
-// waiting tracks the hosts reached, those not reached yet, and why.
+// waiting tracks the hosts reached, those not reached yet, and why; it
+// runs the unreachable grace (dialWait.grace): a timer that calls expire
+// once every host not ready has, for the whole grace, last failed with
+// ErrUnreachable while all the others were ready.
 type waiting struct {
 	hosts   []hostfile.Host
+	wait    dialWait
+	expire  func(cause error)
 	mu      sync.Mutex
 	lastErr map[int]error
 	ready   int
+	timer   *time.Timer // the grace running; nil when it is not
+	stopped bool        // stop has run: no timer starts
 }
 
 func (w *waiting) note(i int, err error) {
@@ -233,6 +273,62 @@ func (w *waiting) note(i int, err error) {
 		}
 	default:
 		w.lastErr[i] = err
+	}
+	w.checkGrace()
+}
+
+// onlyUnreachable reports whether some hosts are ready and every host not
+// ready has last failed with ErrUnreachable (and at least one is not
+// ready). With no host ready yet, all the agents may still be starting
+// (started at the same time as the launcher): that waits --start-timeout.
+// w.mu is held.
+func (w *waiting) onlyUnreachable() bool {
+	if w.ready == 0 || w.ready == len(w.hosts) || w.ready+len(w.lastErr) < len(w.hosts) {
+		return false
+	}
+	for _, err := range w.lastErr {
+		if !errors.Is(err, transport.ErrUnreachable) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkGrace starts the grace when only unreachable hosts are missing,
+// and stops it when that no longer holds. w.mu is held.
+func (w *waiting) checkGrace() {
+	if w.wait.grace <= 0 || w.stopped {
+		return
+	}
+	switch on := w.onlyUnreachable(); {
+	case on && w.timer == nil:
+		var t *time.Timer
+		t = time.AfterFunc(w.wait.grace, func() {
+			w.mu.Lock()
+			still := w.timer == t && !w.stopped
+			w.mu.Unlock()
+			if still {
+				w.expire(errUnreachableGrace{w.wait.grace})
+			}
+		})
+		w.timer = t
+	case !on && w.timer != nil:
+		w.timer.Stop()
+		w.timer = nil
+	}
+}
+
+// inGrace reports whether the grace is running. w.mu is held.
+func (w *waiting) inGrace() bool { return w.timer != nil }
+
+// stop ends the grace for good: no timer runs after it.
+func (w *waiting) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
 	}
 }
 
@@ -262,7 +358,7 @@ func (w *waiting) report(out io.Writer, done <-chan struct{}) {
 		case <-tick.C:
 		}
 		w.mu.Lock()
-		line := waitingLine(w.hosts, w.ready, w.lastErr)
+		line := waitingLine(w.hosts, w.ready, w.lastErr, w.waitText())
 		w.mu.Unlock()
 		if line != "" && line != last && out != nil {
 			fmt.Fprintf(out, "launcher: %s\n", line)
@@ -271,11 +367,21 @@ func (w *waiting) report(out io.Writer, done <-chan struct{}) {
 	}
 }
 
+// waitText says how long the launcher waits: the whole --start-timeout,
+// or, while the grace runs, the grace. w.mu is held.
+func (w *waiting) waitText() string {
+	if w.inGrace() {
+		return fmt.Sprintf("every other host is ready, waiting %v more (--unreachable-grace)", w.wait.grace)
+	}
+	return fmt.Sprintf("waiting up to %v (--start-timeout)", w.wait.timeout)
+}
+
 // waitingLine is the status while hosts are missing: "ready 3/4; waiting
-// for a:22122: connection refused (...)"; hosts that failed the same way
-// share one reason, and past three reasons the rest are counted. "" when
-// no host has failed an attempt yet.
-func waitingLine(hosts []hostfile.Host, ready int, lastErr map[int]error) string {
+// up to 1m0s (--start-timeout) for a:22122: connection refused (...)",
+// with how as waitText says it; hosts that failed the same way share one
+// reason, and past three reasons the rest are counted. "" when no host
+// has failed an attempt yet.
+func waitingLine(hosts []hostfile.Host, ready int, lastErr map[int]error, how string) string {
 	if len(lastErr) == 0 {
 		return ""
 	}
@@ -323,11 +429,17 @@ func waitingLine(hosts []hostfile.Host, ready int, lastErr map[int]error) string
 		}
 		parts = append(parts, strings.Join(names, ", ")+": "+r.why)
 	}
-	return fmt.Sprintf("ready %d/%d; waiting for %s", ready, len(hosts), strings.Join(parts, "; "))
+	return fmt.Sprintf("ready %d/%d; %s for %s", ready, len(hosts), how, strings.Join(parts, "; "))
 }
 
-// dialOne opens one session: transport, Hello, Facts.
-func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, hello wire.Hello) (*session, error) {
+// helloFunc is host i's Hello, given the hosts' addresses where the
+// transport knows them before the sessions (nil: none).
+type helloFunc func(i int, addrs map[string]string) wire.Hello
+
+// dialOne opens one session: transport, Hello, Facts. With a transport
+// that knows every host's address first (transport.PeerAddresser), the
+// Hello waits for them and names the peers by address.
+func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, hello helloFunc) (*session, error) {
 	if d == nil {
 		return nil, transport.Permanent(errors.New("no transport for this host"))
 	}
@@ -335,10 +447,18 @@ func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, he
 	if err != nil {
 		return nil, err
 	}
+	var addrs map[string]string
+	if pa, ok := d.(transport.PeerAddresser); ok {
+		if addrs, err = pa.PeerAddrs(ctx); err != nil {
+			rwc.Close()
+			return nil, err
+		}
+	}
 	conn := wire.NewConn(transport.Guard(rwc))
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	if err := conn.Send(wire.KindHello, hello); err != nil {
+	hi := hello(i, addrs)
+	if err := conn.Send(wire.KindHello, hi); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("send hello: %w", err)
 	}
@@ -374,7 +494,7 @@ func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, he
 		conn.Close()
 		return nil, transport.Permanent(fmt.Errorf("protocol violation: its facts' %w", err))
 	}
-	if hello.Health != nil && hello.Health.Command != "" && f.Health == nil {
+	if hi.Health != nil && hi.Health.Command != "" && f.Health == nil {
 		// Without it, the site's check would pass unrun.
 		conn.Close()
 		return nil, transport.Permanent(errors.New("protocol violation: it answered without its health, so --health-check did not run"))
@@ -383,5 +503,5 @@ func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, he
 	if p, ok := rwc.(transport.AgentPorter); ok {
 		port = p.AgentPort()
 	}
-	return &session{idx: i, host: h, conn: conn, addr: addr, port: port, facts: f, stopBeat: transport.Heartbeat(conn)}, nil
+	return &session{idx: i, host: h, conn: conn, addr: addr, peer: addrs[h.Name], port: port, facts: f, stopBeat: transport.Heartbeat(conn)}, nil
 }

@@ -18,7 +18,7 @@ type session struct {
 	host     hostfile.Host
 	conn     *wire.Conn
 	addr     string
-	peer     string // the name the other hosts know it by (its Hello's peers)
+	peer     string // how the other agents were told of this host (rankenv.Host.Peer)
 	port     int    // the agent's port when its connection says (transport.AgentPorter), else 0
 	facts    wire.Facts
 	stopBeat func()

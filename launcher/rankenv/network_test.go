@@ -3,7 +3,12 @@ package rankenv
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+
+	"gangway/agent/wire"
+	"gangway/hostfile"
+	"gangway/launcher/cli"
 )
 
 func TestRoutePeers(t *testing.T) {
@@ -42,5 +47,47 @@ func TestRoutePeers(t *testing.T) {
 		if !slices.Equal(got, RoutePeers(big, i)) {
 			t.Errorf("host %d: not deterministic", i)
 		}
+	}
+}
+
+// TestChooseNetworksByAddress: where the agents were told of their peers
+// by address (Host.Peer: the srun transport's reported addresses, Slurm
+// node names that resolve nowhere), the interface choice reads their
+// routes by those addresses; told by name, a name the agent could not
+// resolve is the failure users saw before.
+func TestChooseNetworksByAddress(t *testing.T) {
+	hosts := []Host{
+		{Host: hostfile.Host{Name: "cn1"}, Reached: "198.18.51.2", Peer: "198.18.51.2"},
+		{Host: hostfile.Host{Name: "cn2"}, Reached: "198.18.51.3", Peer: "198.18.51.3"},
+	}
+	for i := range hosts {
+		other := hosts[1-i].Reached
+		hosts[i].Facts = wire.Facts{
+			NICs: []wire.NIC{
+				{Name: "lo", Index: 1, Type: "loopback", Up: true, Addrs: []string{"127.0.0.1/8"}},
+				{Name: "eth0", Index: 2, Type: "device", Up: true, Addrs: []string{hosts[i].Reached + "/24"}},
+			},
+			Routes: []wire.Route{{Peer: other, Addr: other, Iface: "eth0"}},
+		}
+	}
+	if got := PeerNames([]string{"cn1", "cn2", "cn3"}, map[string]string{"cn1": "198.18.51.2", "cn2": "198.18.51.3"}); !slices.Equal(got, []string{"198.18.51.2", "198.18.51.3", "cn3"}) {
+		t.Errorf("PeerNames: %v", got)
+	}
+	choices, err := ChooseNetworks(cli.Network{}, hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range choices {
+		if c == nil || !slices.Equal(c.Ifaces, []string{"eth0"}) {
+			t.Errorf("host %d: %+v, want eth0", i, c)
+		}
+	}
+	// Told by name, with the name unresolved on the node: the old failure.
+	for i := range hosts {
+		hosts[i].Peer = ""
+		hosts[i].Facts.Routes = []wire.Route{{Peer: hosts[1-i].Name, Err: "no addresses"}}
+	}
+	if _, err := ChooseNetworks(cli.Network{}, hosts); err == nil || !strings.Contains(err.Error(), "no route to peer cn2") {
+		t.Errorf("by name: %v, want no route to peer cn2", err)
 	}
 }

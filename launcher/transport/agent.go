@@ -356,6 +356,12 @@ func (d *AgentDialer) sshHandshake(ctx context.Context, hc hostConfig, dial func
 	if err == nil {
 		return cc, chans, reqs, remote, nil
 	}
+	var nsh *noSuchHostError
+	if d.cfg.MPIOperator && errors.As(err, &nsh) {
+		// A worker pod's DNS record appears once the pod is up:
+		// retried until --start-timeout, not failed at once.
+		return nil, nil, nil, nil, Unreachable(fmt.Errorf("%w (mpi-operator: worker pod not up yet?)", nsh))
+	}
 	if !strings.Contains(err.Error(), "unable to authenticate") {
 		return nil, nil, nil, nil, err
 	}

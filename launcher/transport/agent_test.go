@@ -350,3 +350,31 @@ func TestSSHDialerEncryptedIdentityFile(t *testing.T) {
 	<-s.global
 	<-s.openErr
 }
+
+// TestAgentDialerNoSuchHost: a name that does not resolve fails for good
+// at once, except in an mpi-operator launcher pod, where a worker pod's
+// DNS record appears only once the pod is up: there it is retried
+// (ErrUnreachable) until --start-timeout.
+func TestAgentDialerNoSuchHost(t *testing.T) {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	blk, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(id, pem.EncodeToMemory(blk), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []bool{false, true} {
+		o := Options{Kind: Agent, Port: 22122, Identity: id, KnownHosts: filepath.Join(t.TempDir(), "known_hosts"), MPIOperator: op}
+		d, err := NewAgentDialer(o, zaptest.NewLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = d.Dial(t.Context(), hostfile.Host{Name: "gw-no-such-worker.invalid"})
+		if !strings.Contains(err.Error(), `no such host ("gw-no-such-worker.invalid" does not resolve)`) ||
+			errors.Is(err, ErrPermanent) == op || errors.Is(err, ErrUnreachable) != op {
+			t.Errorf("mpi-operator %v: %v (permanent %v, unreachable %v)", op, err, errors.Is(err, ErrPermanent), errors.Is(err, ErrUnreachable))
+		}
+	}
+}

@@ -116,7 +116,10 @@ type srunDialer struct {
 	slurm   []string      // srun's and slurmstepd's last messages
 }
 
-var _ Dialer = (*srunDialer)(nil)
+var (
+	_ Dialer        = (*srunDialer)(nil)
+	_ PeerAddresser = (*srunDialer)(nil)
+)
 
 // newSrunDialer is the slurm kind's constructor: the step's nodes are
 // hosts, those that run ranks.
@@ -267,6 +270,26 @@ func (d *srunDialer) await(ctx context.Context, node string) (wire.SrunReady, er
 			return r, d.notYet(node)
 		}
 	}
+}
+
+// PeerAddrs waits until the agent on every node of the step has reported
+// and returns the IP each listens on, by node name: the addresses the
+// launcher dials, which the agents then use for their peers' routes
+// (the node names are Slurm's NodeName, which need not resolve).
+func (d *srunDialer) PeerAddrs(ctx context.Context) (map[string]string, error) {
+	out := make(map[string]string, len(d.nodes))
+	for _, node := range d.nodes {
+		r, err := d.await(ctx, node)
+		if err != nil {
+			return nil, err
+		}
+		ip, _, err := net.SplitHostPort(r.Addr)
+		if err != nil {
+			return nil, Permanent(fmt.Errorf("the readiness line of %s: address %q: %w", node, r.Addr, err))
+		}
+		out[node] = ip
+	}
+	return out, nil
 }
 
 // notYet says why node's agent has not reported: the step has not started

@@ -170,26 +170,34 @@ func (e *handshakeError) Unwrap() error { return e.err }
 
 // classify words a failed TCP connection to addr for a user: the address
 // always, what it means, and whether retrying can help (a name that does
-// not resolve cannot: it fails at once).
+// not resolve cannot: it fails at once; nothing listening, no route and a
+// failed lookup are ErrUnreachable).
 func classify(addr string, err error) error {
 	var dns *net.DNSError
 	switch {
 	case errors.As(err, &dns) && dns.IsNotFound:
-		return Permanent(fmt.Errorf("%s: no such host (%q does not resolve)", addr, dns.Name))
+		return Permanent(&noSuchHostError{Addr: addr, Name: dns.Name})
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Errorf("%s: connection refused (is the agent running, and on this port? -p/--port, or host:slots:port)", addr)
+		return Unreachable(fmt.Errorf("%s: connection refused (is the agent running, and on this port? -p/--port, or host:slots:port)", addr))
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return fmt.Errorf("%s: no route to host (host down, or a firewall drops the port)", addr)
+		return Unreachable(fmt.Errorf("%s: no route to host (host down, or a firewall drops the port)", addr))
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return fmt.Errorf("%s: no answer (host down, or a firewall drops the port)", addr)
 	case errors.As(err, &dns):
-		return fmt.Errorf("%s: cannot resolve %q: %v", addr, dns.Name, dns.Err)
+		return Unreachable(fmt.Errorf("%s: cannot resolve %q: %v", addr, dns.Name, dns.Err))
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Err != nil {
 		err = op.Err
 	}
 	return fmt.Errorf("%s: %w", addr, err)
+}
+
+// noSuchHostError is a host name that does not resolve (NXDOMAIN).
+type noSuchHostError struct{ Addr, Name string }
+
+func (e *noSuchHostError) Error() string {
+	return fmt.Sprintf("%s: no such host (%q does not resolve)", e.Addr, e.Name)
 }
 
 // chanConn closes the SSH client with the channel, and says so when it

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
@@ -25,8 +26,16 @@ func TestClassifyRealErrors(t *testing.T) {
 	var d net.Dialer
 	_, err = d.DialContext(t.Context(), "tcp", addr)
 	got := classify(addr, err)
-	if !strings.HasPrefix(got.Error(), addr+": connection refused (is the agent running, and on this port?") || errors.Is(got, ErrPermanent) {
-		t.Errorf("refused: %v (permanent %v)", got, errors.Is(got, ErrPermanent))
+	if !strings.HasPrefix(got.Error(), addr+": connection refused (is the agent running, and on this port?") || errors.Is(got, ErrPermanent) || !errors.Is(got, ErrUnreachable) {
+		t.Errorf("refused: %v (permanent %v, unreachable %v)", got, errors.Is(got, ErrPermanent), errors.Is(got, ErrUnreachable))
+	}
+	got = classify("h:1", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.EHOSTUNREACH})
+	if got.Error() != "h:1: no route to host (host down, or a firewall drops the port)" || !errors.Is(got, ErrUnreachable) {
+		t.Errorf("no route: %v (unreachable %v)", got, errors.Is(got, ErrUnreachable))
+	}
+	got = classify("h:1", &net.DNSError{Err: "server misbehaving", Name: "h", IsTemporary: true})
+	if got.Error() != `h:1: cannot resolve "h": server misbehaving` || !errors.Is(got, ErrUnreachable) || errors.Is(got, ErrPermanent) {
+		t.Errorf("lookup failed: %v (unreachable %v)", got, errors.Is(got, ErrUnreachable))
 	}
 	_, err = d.DialContext(t.Context(), "tcp", "gw-no-such.invalid:22122")
 	got = classify("gw-no-such.invalid:22122", err)
@@ -34,7 +43,7 @@ func TestClassifyRealErrors(t *testing.T) {
 		t.Errorf("no such host: %v (permanent %v)", got, errors.Is(got, ErrPermanent))
 	}
 	got = classify("h:1", context.DeadlineExceeded)
-	if !strings.HasPrefix(got.Error(), "h:1: no answer") || errors.Is(got, ErrPermanent) {
+	if !strings.HasPrefix(got.Error(), "h:1: no answer") || errors.Is(got, ErrPermanent) || errors.Is(got, ErrUnreachable) {
 		t.Errorf("timeout: %v", got)
 	}
 }

@@ -142,6 +142,8 @@ func sshExecError(msg, agentPath string) error {
 		return Permanent(fmt.Errorf("host key refused: check --known-hosts, or -accept-new-host-keys for a new host (ssh said: %s)", said))
 	case strings.Contains(low, "permission denied (publickey"):
 		return Permanent(fmt.Errorf("authentication refused: give -i FILE, or add the key to the host's authorized_keys (ssh said: %s)", said))
+	case strings.Contains(low, "connection refused"), strings.Contains(low, "no route to host"), strings.Contains(low, "network is unreachable"):
+		return Unreachable(fmt.Errorf("ssh: %s: %w", msg, io.ErrUnexpectedEOF))
 	}
 	return fmt.Errorf("ssh: %s: %w", msg, io.ErrUnexpectedEOF)
 }

@@ -16,18 +16,22 @@ func TestSSHExecError(t *testing.T) {
 	for _, tc := range []struct {
 		msg, agentPath string
 		permanent      bool
+		unreachable    bool
 		want           string
 	}{
-		{"bash: line 1: /opt/gw/agent: No such file or directory", "/opt/gw/agent", true, "no agent binary at --agent-path /opt/gw/agent on the host"},
-		{"sh: 1: /opt/gw/agent: not found", "/opt/gw/agent", true, "no agent binary at --agent-path /opt/gw/agent"},
-		{"ssh: Could not resolve hostname nope: Name or service not known", "agent", true, "no such host (ssh said: ssh: Could not resolve hostname nope: Name or service not known)"},
-		{"Host key verification failed.", "agent", true, "host key refused"},
-		{"root@h: Permission denied (publickey).", "agent", true, "authentication refused"},
-		{"ssh: connect to host h port 22: Connection refused", "agent", false, "ssh: ssh: connect to host h port 22: Connection refused"},
+		{"bash: line 1: /opt/gw/agent: No such file or directory", "/opt/gw/agent", true, false, "no agent binary at --agent-path /opt/gw/agent on the host"},
+		{"sh: 1: /opt/gw/agent: not found", "/opt/gw/agent", true, false, "no agent binary at --agent-path /opt/gw/agent"},
+		{"ssh: Could not resolve hostname nope: Name or service not known", "agent", true, false, "no such host (ssh said: ssh: Could not resolve hostname nope: Name or service not known)"},
+		{"Host key verification failed.", "agent", true, false, "host key refused"},
+		{"root@h: Permission denied (publickey).", "agent", true, false, "authentication refused"},
+		{"ssh: connect to host h port 22: Connection refused", "agent", false, true, "ssh: ssh: connect to host h port 22: Connection refused"},
+		{"ssh: connect to host h port 22: No route to host", "agent", false, true, "No route to host"},
+		{"Connection closed by 10.0.0.1 port 22", "agent", false, false, "Connection closed"},
 	} {
 		err := sshExecError(tc.msg, tc.agentPath)
-		if errors.Is(err, ErrPermanent) != tc.permanent || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: %v (permanent %v), want %q permanent %v", tc.msg, err, errors.Is(err, ErrPermanent), tc.want, tc.permanent)
+		if errors.Is(err, ErrPermanent) != tc.permanent || errors.Is(err, ErrUnreachable) != tc.unreachable || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v (permanent %v, unreachable %v), want %q permanent %v unreachable %v", tc.msg, err,
+				errors.Is(err, ErrPermanent), errors.Is(err, ErrUnreachable), tc.want, tc.permanent, tc.unreachable)
 		}
 	}
 }

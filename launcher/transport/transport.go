@@ -28,6 +28,17 @@ func (f DialerFunc) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteClos
 	return f(ctx, h)
 }
 
+// PeerAddresser is a Dialer that learns every host's address before any
+// session starts (the srun transport: each agent reports the address it
+// listens on). The agents then look their peers up by those addresses
+// rather than by host names, which need not resolve anywhere (Slurm's
+// NodeName is a label; its NodeAddr is the address).
+type PeerAddresser interface {
+	// PeerAddrs waits until every host has reported and returns each
+	// host's address (an IP literal) by host name.
+	PeerAddrs(ctx context.Context) (map[string]string, error)
+}
+
 // AgentPorter is a stream that knows the port its agent listens on (an
 // agent started by srun listens on an ephemeral one): the preflight
 // probes that port.
@@ -95,6 +106,10 @@ type Options struct {
 	KnownHosts     string
 	AcceptNewHosts bool
 	StartTimeout   time.Duration
+	// UnreachableGrace is how long hosts whose last attempt found nothing
+	// listening (ErrUnreachable) are waited for once every other host is
+	// ready, before the launch fails; 0 waits the whole StartTimeout.
+	UnreachableGrace time.Duration
 	// MPIOperator is set in an mpi-operator launcher pod whose hosts come
 	// from the operator's hostfile (K_MPI_JOB_ROLE=launcher): host keys
 	// not in known_hosts are then accepted, unrecorded and with a warning,
@@ -157,3 +172,19 @@ func (p permanentError) Is(target error) bool { return target == ErrPermanent }
 
 // Permanent marks err as one retrying cannot fix.
 func Permanent(err error) error { return permanentError{err} }
+
+// ErrUnreachable marks dial errors that say nothing listens on the host
+// (connection refused, no route, a name lookup that failed for now):
+// retrying can fix them (an agent starting late), but a host that goes on
+// failing so while every other host is ready is more likely dead or
+// mistyped; errors.Is(err, ErrUnreachable) tells them.
+var ErrUnreachable = errors.New("unreachable")
+
+// unreachableError marks err unreachable without changing its message.
+type unreachableError struct{ error }
+
+func (u unreachableError) Unwrap() error        { return u.error }
+func (u unreachableError) Is(target error) bool { return target == ErrUnreachable }
+
+// Unreachable marks err as a host where nothing answers yet.
+func Unreachable(err error) error { return unreachableError{err} }

@@ -23,14 +23,21 @@ import (
 // Options describes a bed.
 type Options struct {
 	// Prefix names the bed's namespaces and links (testbed.Options.Prefix):
-	// "gws" and up to two digits, e.g. "gws0".
+	// "gw", one letter and up to two digits, e.g. "gws0"; each user of the
+	// machine has its own letter.
 	Prefix string
-	// Subnet selects 198.18.<Subnet>.0/24, 190 to 199.
+	// Subnet selects 198.18.<Subnet>.0/24, 1 to 250 (190 to 199 for the
+	// shared beds; each user of the machine has its own).
 	Subnet int
 	// Nodes is the number of compute nodes, 1 to 64.
 	Nodes int
 	// CPUs is each node's CPU count as slurm.conf declares it; 0 means 8.
 	CPUs int
+	// LocalNamesOnly gives each node a hosts file that names only the
+	// controller and the node itself, as on clusters whose NodeName is no
+	// DNS name (cloud and container clusters, NodeAddr != NodeName): a
+	// node's name then resolves nowhere but on that node.
+	LocalNamesOnly bool
 	// Logf, if set, receives progress messages.
 	Logf func(format string, args ...any)
 }
@@ -49,10 +56,13 @@ type Bed struct {
 	dir     string
 	conf    string
 	ctlName string
-	nodes   []Node
-	slurmd  map[string]*testbed.Proc
-	logf    func(format string, args ...any)
-	bgCtx   context.Context
+	// localNames: each node's hosts file names only the controller and
+	// itself (Options.LocalNamesOnly).
+	localNames bool
+	nodes      []Node
+	slurmd     map[string]*testbed.Proc
+	logf       func(format string, args ...any)
+	bgCtx      context.Context
 }
 
 // Binaries are the programs a bed needs, all from Debian's slurmctld,
@@ -86,7 +96,7 @@ func Installed() error {
 	return nil
 }
 
-var prefixRE = regexp.MustCompile(`^gws[0-9]{0,2}$`)
+var prefixRE = regexp.MustCompile(`^gw[a-z][0-9]{0,2}$`)
 
 // New builds and starts a bed, and checks it with one srun over every
 // node. On failure it removes whatever it had made; the error carries the
@@ -94,9 +104,9 @@ var prefixRE = regexp.MustCompile(`^gws[0-9]{0,2}$`)
 func New(ctx context.Context, o Options) (*Bed, error) {
 	switch {
 	case !prefixRE.MatchString(o.Prefix):
-		return nil, fmt.Errorf("slurmbed: prefix %q: want \"gws\" and up to two digits", o.Prefix)
-	case o.Subnet < 190 || o.Subnet > 199:
-		return nil, fmt.Errorf("slurmbed %s: subnet %d: want 190..199", o.Prefix, o.Subnet)
+		return nil, fmt.Errorf("slurmbed: prefix %q: want \"gw\", a letter and up to two digits", o.Prefix)
+	case o.Subnet < 1 || o.Subnet > 250:
+		return nil, fmt.Errorf("slurmbed %s: subnet %d: want 1..250", o.Prefix, o.Subnet)
 	case o.Nodes < 1 || o.Nodes > 64:
 		return nil, fmt.Errorf("slurmbed %s: %d nodes: want 1..64", o.Prefix, o.Nodes)
 	}
@@ -106,7 +116,7 @@ func New(ctx context.Context, o Options) (*Bed, error) {
 	if err := Usable(); err != nil {
 		return nil, fmt.Errorf("slurmbed %s: %w", o.Prefix, err)
 	}
-	b := &Bed{ctlName: o.Prefix + "ctl", logf: o.Logf, slurmd: map[string]*testbed.Proc{}, bgCtx: context.WithoutCancel(ctx)}
+	b := &Bed{ctlName: o.Prefix + "ctl", localNames: o.LocalNamesOnly, logf: o.Logf, slurmd: map[string]*testbed.Proc{}, bgCtx: context.WithoutCancel(ctx)}
 	if b.logf == nil {
 		b.logf = func(string, ...any) {}
 	}
@@ -155,7 +165,12 @@ func (b *Bed) build(ctx context.Context, o Options) error {
 		"slurm.conf":     b.slurmConf(hosts[0].Addr, o.CPUs),
 		"cgroup.conf":    cgroupConf,
 		"plugstack.conf": "",
-		"hosts":          b.hostsFile(hosts[0].Addr),
+		"hosts":          b.hostsFile(hosts[0].Addr, nil),
+	}
+	for _, n := range b.nodes {
+		if b.localNames {
+			files["hosts."+n.Name] = b.hostsFile(hosts[0].Addr, &n)
+		}
 	}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(b.dir, name), []byte(text), 0o644); err != nil {
@@ -165,7 +180,7 @@ func (b *Bed) build(ctx context.Context, o Options) error {
 	if err := b.startMunge(ctx); err != nil {
 		return err
 	}
-	if _, err := b.daemon(ctx, 0, b.ctlName, "slurmctld", "-D", "-i", "-f", b.conf); err != nil {
+	if _, err := b.daemon(ctx, 0, b.ctlName, b.hostsPath(""), "slurmctld", "-D", "-i", "-f", b.conf); err != nil {
 		return err
 	}
 	if err := b.waitFor(ctx, 20*time.Second, "slurmctld", func() bool {
@@ -175,7 +190,7 @@ func (b *Bed) build(ctx context.Context, o Options) error {
 		return err
 	}
 	for _, n := range b.nodes {
-		p, err := b.daemon(ctx, n.Host, n.Name, "slurmd", "-D", "-f", b.conf, "-N", n.Name)
+		p, err := b.daemon(ctx, n.Host, n.Name, b.hostsPath(n.Name), "slurmd", "-D", "-f", b.conf, "-N", n.Name)
 		if err != nil {
 			return err
 		}
@@ -244,16 +259,26 @@ MailProg=/bin/true
 // is created or mounted.
 const cgroupConf = "CgroupPlugin=cgroup/v1\nCgroupAutomount=no\n"
 
-// hostsFile names the controller and every node, for the daemons' (and so
-// the agents' and ranks') /etc/hosts.
-func (b *Bed) hostsFile(ctlAddr string) string {
+// hostsFile names the controller and every node (only, when only is
+// not nil), for the daemons' (and so the agents' and ranks') /etc/hosts.
+func (b *Bed) hostsFile(ctlAddr string, only *Node) string {
 	var s strings.Builder
 	s.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
 	fmt.Fprintf(&s, "%s\t%s\n", ctlAddr, b.ctlName)
 	for _, n := range b.nodes {
-		fmt.Fprintf(&s, "%s\t%s\n", n.Addr, n.Name)
+		if only == nil || n.Name == only.Name {
+			fmt.Fprintf(&s, "%s\t%s\n", n.Addr, n.Name)
+		}
 	}
 	return s.String()
+}
+
+// hostsPath is the hosts file of node ("": the controller).
+func (b *Bed) hostsPath(node string) string {
+	if node != "" && b.localNames {
+		return filepath.Join(b.dir, "hosts."+node)
+	}
+	return filepath.Join(b.dir, "hosts")
 }
 
 // daemonScript gives the daemon its hostname (in a new UTS namespace) and
@@ -262,10 +287,10 @@ func (b *Bed) hostsFile(ctlAddr string) string {
 // daemon, so the tracked PID is the daemon's.
 const daemonScript = `hostname "$1" && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"`
 
-// daemon starts a Slurm daemon in host's namespaces (see daemonScript),
-// tracked by the testbed.
-func (b *Bed) daemon(ctx context.Context, host int, hostname string, argv ...string) (*testbed.Proc, error) {
-	args := append([]string{"--uts", "--mount", "--propagation", "private", "/bin/sh", "-c", daemonScript, "sh", hostname, filepath.Join(b.dir, "hosts")}, argv...)
+// daemon starts a Slurm daemon in host's namespaces (see daemonScript)
+// with hosts over /etc/hosts, tracked by the testbed.
+func (b *Bed) daemon(ctx context.Context, host int, hostname, hosts string, argv ...string) (*testbed.Proc, error) {
+	args := append([]string{"--uts", "--mount", "--propagation", "private", "/bin/sh", "-c", daemonScript, "sh", hostname, hosts}, argv...)
 	cmd := b.net.Command(b.bgCtx, host, "unshare", args...)
 	cmd.Env = append(os.Environ(), "SLURM_CONF="+b.conf)
 	return b.net.StartCmd(cmd)

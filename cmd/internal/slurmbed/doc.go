@@ -14,8 +14,9 @@
 // namespace (so `hostname` says cn<i>, as Slurm and the ranks expect) and
 // its own mount namespace (private propagation), where a hosts file naming
 // every node is bind-mounted over /etc/hosts: on the nodes, node
-// names resolve as on a real cluster (the agents route to their peers by
-// name). Everything else of the bed, slurm.conf, munge's key and socket,
+// names resolve as on a real cluster. With Options.LocalNamesOnly each
+// node's file names only the controller and itself, as where NodeName is
+// no DNS name: a node's name then resolves nowhere but on that node. Everything else of the bed, slurm.conf, munge's key and socket,
 // state, spool, logs and pid files, lives in one temporary directory (Dir).
 // Slurm's commands find the bed through SLURM_CONF (Env); nothing is
 // written under /etc and no distribution service is started.

@@ -160,7 +160,7 @@ func TestStartWaitShowsMissing(t *testing.T) {
 	}
 	hostPort := fmt.Sprintf("%s:%d", addr, port)
 	before, after, _ := strings.Cut(stderr, "launcher: hosts not reachable within --start-timeout 4s")
-	want := "launcher: ready 1/2; waiting for " + hostPort + ": connection refused (is the agent running, and on this port?"
+	want := "launcher: ready 1/2; waiting up to 4s (--start-timeout) for " + hostPort + ": connection refused (is the agent running, and on this port?"
 	if !strings.Contains(before, want) {
 		t.Errorf("no status line %q before the failure:\n%s", want, stderr)
 	}
@@ -175,6 +175,44 @@ func TestStartWaitShowsMissing(t *testing.T) {
 	}
 	if !strings.Contains(after, hostPort+": connection refused") {
 		t.Errorf("the failure does not name %s:\n%s", hostPort, stderr)
+	}
+	t.Logf("stderr:\n%s", stderr)
+}
+
+// TestUnreachableHostGrace: one dead host (nothing listens on its port)
+// among two good ones with 8 ranks each, and no --start-timeout: once the
+// good hosts are ready, the dead one gets --unreachable-grace (10s by
+// default), then the launch fails with status 1, naming the dead host and
+// its last error and blaming neither good host; no rank runs. The status
+// line said how long the launcher would wait.
+func TestUnreachableHostGrace(t *testing.T) {
+	t.Parallel()
+	c := e2e.StartLocal(t, 2)
+	addr, port := c.Unused(t)
+	hosts := fmt.Sprintf("%s,%s:%d:%d", c.HostList(perHost), addr, perHost, port)
+	stdout, stderr, code := c.RunLauncher(t, fake(t, 3*perHost, hosts, "exit:0")...)
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	hostPort := fmt.Sprintf("%s:%d", addr, port)
+	for _, want := range []string{
+		"launcher: ready 2/3; every other host is ready, waiting 10s more (--unreachable-grace) for " + hostPort + ": connection refused",
+		"hosts still unreachable 10s after every other host was ready (--unreachable-grace 10s; give --start-timeout to wait for them longer): host " + addr + ": " + hostPort + ": connection refused",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	for _, h := range c.Hosts {
+		if strings.Contains(stderr, "host "+h.Addr+":") {
+			t.Errorf("stderr blames the live host %s:\n%s", h.Addr, stderr)
+		}
+	}
+	if strings.Contains(stderr, "not reachable within --start-timeout") {
+		t.Errorf("waited for --start-timeout:\n%s", stderr)
+	}
+	if stdout != "" {
+		t.Errorf("a rank ran although a host was missing:\n%s", stdout)
 	}
 	t.Logf("stderr:\n%s", stderr)
 }

@@ -10,7 +10,9 @@
 // One bed serves every test of the package (built by the first test that
 // needs it, removed by TestMain): namespace prefix gws0, 198.18.196.0/24,
 // nodes cn1..cn3 with 8 CPUs each as slurm.conf declares them; nothing
-// else is touched.
+// else is touched. The tests of names_test.go share a second bed, whose
+// node names resolve only on their own node (gwh51, 198.18.51.0/24, cn1 and
+// cn2).
 //
 // "Nothing left" is checked through /proc: every job runs under salloc
 // with a unique tag in its environment (tagEnv), which srun passes to the
@@ -62,6 +64,10 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if err := shared.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "slurm bed:", err)
+		code = max(code, 1)
+	}
+	if err := localNames.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "slurm bed with local names:", err)
 		code = max(code, 1)
 	}
 	e2e.RemoveBinaries()
@@ -135,8 +141,15 @@ func newTag(t *testing.T) string {
 // process, by PID).
 func startJob(t *testing.T, b *slurmbed.Bed, env []string, argv ...string) *job {
 	t.Helper()
+	return startJobIn(t, b, "", env, argv...)
+}
+
+// startJobIn is startJob in the working directory dir ("": the test's).
+func startJobIn(t *testing.T, b *slurmbed.Bed, dir string, env []string, argv ...string) *job {
+	t.Helper()
 	j := &job{tag: newTag(t), done: make(chan struct{})}
 	j.cmd = b.Command(t.Context(), argv[0], argv[1:]...)
+	j.cmd.Dir = dir
 	j.cmd.Env = append(append(j.cmd.Env, tagEnv+"="+j.tag), env...)
 	j.cmd.Stdout, j.cmd.Stderr = &j.stdout, &j.stderr
 	t0 := time.Now()
