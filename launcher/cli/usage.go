@@ -142,8 +142,11 @@ Throughput (summary printed at the end when ranks print known formats):
   -no-summary              do not print the summary
   -analyze FILES...        analyse saved logs instead of running; lines
                            are attributed to ranks by their tags, so save
-                           logs with -l or -tag-output (untagged lines
-                           count as rank 0's)
+                           logs with -l or -tag-output; of untagged lines,
+                           one rank's are rank 0's, several ranks'
+                           end-of-run totals are summed (and it says so),
+                           and interleaved steps without them are an
+                           error (exit 1)
 
 Control:
   -timeout SECONDS         stop the job after this long (restarts included),
