@@ -120,7 +120,7 @@ func online(ctx context.Context, cfg cli.Config, d Deps) int {
 	case cli.ModeInspect:
 		return inspect(ctx, cfg, ed, l)
 	case cli.ModeOpenMPI:
-		return runOpenMPI(ctx, cfg, ed)
+		return runOpenMPI(ctx, cfg, ed, l)
 	}
 	return engine.Run(ctx, cfg, ed, l)
 }
