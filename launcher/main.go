@@ -48,6 +48,9 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 	case cli.ModeAnalyze, cli.ModeDryRun:
 		return offline(ctx, cfg, d)
 	}
+	if code, done := detectMPI(&cfg, d, os.Getenv); done {
+		return code
+	}
 	return online(ctx, cfg, d)
 }
 

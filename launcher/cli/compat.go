@@ -62,7 +62,7 @@ func (c *Config) resolveCompat() error {
 		return err
 	}
 	p := &c.Place
-	if c.Mode == ModeOpenMPI && (p.PE > 0 || p.PerSocket > 0 || p.RankBy != "" || c.Out.DisplayMap || c.Out.MergeStderr) {
+	if c.Mode == ModeOpenMPI && len(c.notForOpenMPI()) > 0 {
 		return fmt.Errorf("%w: --mpi=openmpi runs Open MPI's mpirun, which gets no -map-by PE or ppr:N:socket, -rank-by, --display-map or --merge-stderr-to-stdout from gangway: drop them, or drop --mpi=openmpi", ErrUsage)
 	}
 	if p.PE > 0 && p.BindTo != "none" && p.BindTo != "core" {

@@ -90,9 +90,12 @@ Environment:
   -wdir, -wd DIR           working directory of every rank
   -mpi auto|pmi|none|openmpi
                            auto/pmi: serve PMI-1/PMI-2 to MPICH-family ranks
-                           (default auto); none: no PMI; openmpi: run Open
-                           MPI's mpirun with the agents as its ssh transport
-                           (launcher --rsh HOST CMD is that transport)
+                           (default auto, which runs a program linked
+                           against Open MPI's libmpi as openmpi does; -v
+                           says what it found); none: no PMI; openmpi: run
+                           Open MPI's mpirun with the agents as its ssh
+                           transport (launcher --rsh HOST CMD is that
+                           transport)
   -usize, -universe-size N|SYSTEM|INFINITE
                            the universe size PMI tells ranks
                            (MPI_UNIVERSE_SIZE): N, SYSTEM (the slots of the
