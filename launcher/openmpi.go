@@ -99,15 +99,15 @@ func openMPIArgs(cfg cli.Config, self string, hostfilePath string, np int, root 
 }
 
 // runOpenMPI runs cfg through Open MPI's mpirun and returns its exit code
-// (124 on --timeout). First it warns about hosts that share a hostname
-// (checkOpenMPIHostnames). mpirun stops its job on SIGINT/SIGTERM: the first
+// (124 on --timeout). First it reads what it needs of the hosts' facts
+// (openMPIFacts: the local rank count, hosts sharing a hostname). mpirun stops its job on SIGINT/SIGTERM: the first
 // signal (or the timeout) is passed to it, and mpirun's whole process
 // group is killed after --kill-grace or at a second signal; the agents
 // then stop the orteds and their ranks when the connections drop.
 func runOpenMPI(ctx context.Context, cfg cli.Config, d engine.Deps, l rankenv.Layout) int {
 	ctx, scope := engine.Begin(ctx, d.Signals, cfg.Control.Timeout)
 	defer scope.End()
-	if err := checkOpenMPIHostnames(ctx, cfg, d, l, os.Getenv); err != nil {
+	if err := openMPIFacts(ctx, &cfg, d, l, os.Getenv); err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			err = cause
 		}

@@ -78,21 +78,33 @@ func sameHostnames(hosts []rankenv.Host) []string {
 	return out
 }
 
-// checkOpenMPIHostnames reaches the hosts of l for their facts and
-// prints a warning for each hostname several of them share, unless
-// there is only one host or the btl setting leaves shared memory out.
-// A host that cannot be reached fails here, as it would fail mpirun.
-func checkOpenMPIHostnames(ctx context.Context, cfg cli.Config, d engine.Deps, l rankenv.Layout, getenv func(string) string) error {
-	if cfg.Place.Source == cli.HostsLocal || len(l.Hosts) < 2 || sharedMemoryOff(btlSetting(cfg, getenv)) {
+// openMPIFacts reaches the hosts of l for what mpirun's command line
+// needs from their facts, when it needs any: without hosts and -np, the
+// local host's rank count, as a job without --mpi=openmpi gets it (one
+// per GPU, else per CPU: mpirun would be given one slot); with several
+// hosts, a warning for each hostname several of them share, unless the
+// btl setting leaves shared memory out. A host that cannot be reached
+// fails here, as it would fail mpirun.
+func openMPIFacts(ctx context.Context, cfg *cli.Config, d engine.Deps, l rankenv.Layout, getenv func(string) string) error {
+	local := cfg.Place.Source == cli.HostsLocal
+	count := local && cfg.Place.NP == 0
+	names := !local && len(l.Hosts) > 1 && !sharedMemoryOff(btlSetting(*cfg, getenv))
+	if !count && !names {
 		return nil
 	}
-	c, err := engine.Dial(ctx, cfg, d, "ompi-check-"+engine.NewJobID(), l)
+	c, err := engine.Dial(ctx, *cfg, d, "ompi-check-"+engine.NewJobID(), l)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	for _, w := range sameHostnames(c.Hosts()) {
-		fmt.Fprintf(d.Stderr, "launcher: warning: %s\n", w)
+	hosts := c.Hosts()
+	if count && len(hosts) == 1 && hosts[0].Slots > 0 {
+		cfg.Place.NP = hosts[0].Slots
+	}
+	if names {
+		for _, w := range sameHostnames(hosts) {
+			fmt.Fprintf(d.Stderr, "launcher: warning: %s\n", w)
+		}
 	}
 	return nil
 }

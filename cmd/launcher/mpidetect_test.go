@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,6 +62,18 @@ func TestOpenMPIProgramAuto(t *testing.T) {
 		if !strings.Contains(l.stderr(), "is an Open MPI program (it needs libmpi.so.40, ") ||
 			!strings.Contains(l.stderr(), "running it through Open MPI's mpirun") {
 			t.Errorf("stderr does not say why mpirun runs it:\n%s", l.stderr())
+		}
+	})
+	// Without -np, as many ranks as a PMI job gets here (one per GPU,
+	// else per CPU), not mpirun's one slot.
+	t.Run("default count", func(t *testing.T) {
+		pmi := startLauncher(t, false, "--mpi=pmi", ompi)
+		assertCode(t, pmi, 0)
+		n := strings.Count(pmi.stdout(), "hello from 0 of 1\n")
+		l := startLauncher(t, false, ompi)
+		assertCode(t, l, 0)
+		if n < 1 || strings.Count(l.stdout(), fmt.Sprintf(" of %d\n", n)) != n {
+			t.Errorf("--mpi=pmi started %d singletons; delegated:\n%s", n, l.stdout())
 		}
 	})
 	t.Run("refused", func(t *testing.T) {
