@@ -27,6 +27,7 @@ type metricAcc struct {
 	// figures (resolveUntagged): the total is their sum, and ranks is
 	// empty.
 	summed *untaggedSum
+	notes  []string // caveats resolveUntagged found
 }
 
 // accum holds everything recognised so far. It is not safe for concurrent

@@ -49,6 +49,10 @@ func (a *accum) resolveUntagged(paths []string) (int, error) {
 			return 0, fmt.Errorf("%w: %s: both tagged and untagged lines (%s untagged): analyse the logs apart, or save them all with the launcher's -l (or mpirun --tag-output)",
 				ErrUntaggedRanks, name, plural(len(u.points)+len(u.finals), "sample"))
 		case series <= 1 && len(u.finals) <= 1:
+			if len(u.points) > 1 && !slices.ContainsFunc(u.points, func(p point) bool { return p.step >= 0 }) {
+				ma.notes = append(ma.notes, fmt.Sprintf("untagged lines without step numbers: taken as one rank's %d samples; "+
+					"if several ranks printed them, the total is wrong (save logs with the launcher's -l, or mpirun --tag-output)", len(u.points)))
+			}
 			a.toRankZero(ma, u)
 		case len(u.finals) >= 2:
 			ma.summed = &untaggedSum{finals: u.finals, series: series}

@@ -196,3 +196,26 @@ func TestAnalyzeUntaggedMore(t *testing.T) {
 		t.Errorf("%d of %d ranks (meta %d), notes %q", mr.RanksReporting, mr.RanksTotal, rep.Meta.Ranks, mr.Notes)
 	}
 }
+
+// TestAnalyzeUntaggedNoSteps: a custom per-rank metric without a step
+// group cannot show interleaved ranks; the report says what it assumed.
+func TestAnalyzeUntaggedNoSteps(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "run.log")
+	if err := os.WriteFile(p, []byte("loss 1.5\nloss 1.25\nloss 1.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ParseMetric("loss=^loss (?P<value>[0-9.]+)$", ScopeRank)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := DefaultOptions()
+	opts.Metrics = []Recognizer{m}
+	rep, err := AnalyzeFiles(t.Context(), []string{p}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr, ok := findMetric(rep, "loss")
+	if !ok || mr.RanksReporting != 1 || !strings.Contains(strings.Join(mr.Notes, "\n"), "without step numbers: taken as one rank's 3 samples") {
+		t.Errorf("%+v", mr)
+	}
+}
