@@ -9,6 +9,7 @@ import (
 type point struct {
 	at    time.Time // zero when neither the caller nor the line gave a time
 	line  int       // line number within its source (1-based)
+	src   int       // index of its source (AnalyzeFiles: the file)
 	step  int
 	value float64
 }
@@ -22,6 +23,11 @@ type rankAcc struct {
 type metricAcc struct {
 	m     *Metric
 	ranks map[int]*rankAcc
+	// summed is set when untagged lines held several ranks' end-of-run
+	// figures (resolveUntagged): the total is their sum, and ranks is
+	// empty.
+	summed *untaggedSum
+	notes  []string // caveats resolveUntagged found
 }
 
 // accum holds everything recognised so far. It is not safe for concurrent
@@ -35,6 +41,10 @@ type accum struct {
 	maxRank     int      // highest rank seen on any line, -1 for none
 	lines       int64    // lines examined
 	first, last time.Time
+	// untagged keeps untagged lines apart (rank untaggedRank) for
+	// resolveUntagged instead of giving them to rank 0 (AnalyzeFiles).
+	untagged bool
+	src      int // the source being read, copied into points
 }
 
 func newAccum(o Options) *accum {
@@ -53,7 +63,8 @@ func trimEOL(b []byte) []byte {
 	return bytes.TrimSuffix(b, []byte("\r"))
 }
 
-// add examines one line. rank < 0 means "take it from the tag, else 0". at is
+// add examines one line. rank < 0 means "take it from the tag, else 0"
+// (else untaggedRank when a.untagged). at is
 // the time the line was seen, zero when unknown; lineNo numbers the line in
 // its source.
 func (a *accum) add(rank int, host string, at time.Time, lineNo int, line []byte) {
@@ -62,15 +73,18 @@ func (a *accum) add(rank int, host string, at time.Time, lineNo int, line []byte
 	tagRank, rest, tagged := StripTag(line)
 	if rank < 0 {
 		rank = 0
-		if tagged {
+		switch {
+		case tagged:
 			rank = tagRank
+		case a.untagged:
+			rank = untaggedRank
 		}
 	}
-	a.maxRank = max(a.maxRank, rank)
+	a.maxRank = max(a.maxRank, rank, 0)
 	if a.builtinOnly && !mayMatchBuiltin(rest) {
 		return
 	}
-	if host == "" && rank < len(a.rankHosts) {
+	if host == "" && rank >= 0 && rank < len(a.rankHosts) {
 		host = a.rankHosts[rank]
 	}
 	for _, r := range a.recs {
@@ -78,7 +92,7 @@ func (a *accum) add(rank int, host string, at time.Time, lineNo int, line []byte
 		if !ok {
 			continue
 		}
-		p := point{at: at, line: lineNo, step: s.Step, value: s.Value}
+		p := point{at: at, line: lineNo, src: a.src, step: s.Step, value: s.Value}
 		if p.at.IsZero() {
 			p.at = s.Time
 		}

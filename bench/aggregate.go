@@ -69,6 +69,10 @@ func buildMetric(ma *metricAcc, o Options, origin time.Time, total int) MetricRe
 	if m.Note != "" {
 		mr.Notes = append(mr.Notes, m.Note)
 	}
+	mr.Notes = append(mr.Notes, ma.notes...)
+	if ma.summed != nil {
+		return summedMetric(mr, ma, o)
+	}
 	ranks := sortedKeys(ma.ranks)
 	for _, r := range ranks {
 		ra := ma.ranks[r]

@@ -14,7 +14,10 @@ const maxLine = 16 << 20
 
 // AnalyzeFiles runs the same analysis as a Collector over saved logs (the
 // launcher's --analyze). Lines may carry mpirun --tag-output, horovodrun or
-// gangway "[R] " tags; untagged lines belong to rank 0. Hosts come from
+// gangway "[R] " tags. Untagged lines cannot be told apart by rank:
+// resolveUntagged gives them to rank 0 when they look like one rank's,
+// sums their end-of-run figures when several ranks printed one (with a
+// note), and otherwise fails with ErrUntaggedRanks. Hosts come from
 // opts.RankHosts. Saved logs carry no arrival times: series use the time a
 // line prints itself (DLLogger), and otherwise the line's number in its
 // file, and the report's time_axis says which. The returned Meta has Ranks,
@@ -28,15 +31,21 @@ func AnalyzeFiles(ctx context.Context, paths []string, opts Options) (Report, er
 		return Report{}, errors.New("bench: analyze: no log files")
 	}
 	acc := newAccum(o)
-	for _, p := range paths {
+	acc.untagged = true
+	for i, p := range paths {
 		if err := context.Cause(ctx); err != nil {
 			return Report{}, fmt.Errorf("analyze %s: %w", p, err)
 		}
+		acc.src = i
 		if err := analyzeFile(ctx, acc, p); err != nil {
 			return Report{}, err
 		}
 	}
-	meta := Meta{Ranks: max(len(o.RankHosts), acc.maxRank+1), Start: acc.first, End: acc.last}
+	ranks, err := acc.resolveUntagged(paths)
+	if err != nil {
+		return Report{}, err
+	}
+	meta := Meta{Ranks: max(len(o.RankHosts), acc.maxRank+1, ranks), Start: acc.first, End: acc.last}
 	return acc.report(o, meta, LineStats{Observed: acc.lines}), nil
 }
 

@@ -35,6 +35,9 @@
 // AnalyzeFiles runs the same analysis over log files. Saved lines have no
 // arrival time: series then use the time a line prints itself (DLLogger) or
 // else the line's number in its file, and MetricReport.TimeAxis says which.
+// Untagged lines cannot be told apart by rank: one rank's are rank 0's,
+// several ranks' end-of-run figures are summed (with a note), and anything
+// else is an error wrapping ErrUntaggedRanks.
 //
 // bench is a leaf package: it does not log and imports no other gangway
 // package, only the standard library and gonum.

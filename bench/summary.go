@@ -93,7 +93,7 @@ func writeMetric(ew *errWriter, mr MetricReport, baseline float64) {
 			ew.printf("  %-13s %s: %s/rank, %+.2f%% vs median host\n", "slowest host",
 				hostName(s.Host), num1(s.Value), s.DeviationPct)
 		}
-		if mr.RanksReporting > 1 {
+		if mr.RanksReporting > 1 && len(mr.Ranks) > 0 { // none when ranks were not told apart
 			ew.printf("  %-13s %s\n", "stragglers", stragglers(mr.Stragglers))
 		}
 	}

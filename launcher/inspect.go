@@ -187,7 +187,7 @@ func writeInspect(w io.Writer, hosts []InspectHost, verbose bool) {
 			fmt.Fprintf(w, "route %s (%s) via %s\n", r.Peer, r.Addr, via)
 		}
 		for _, g := range h.Facts.GPUs {
-			fmt.Fprintf(w, "gpu   %d %s %s numa %d\n", g.Index, g.Name, g.BusID, g.NUMANode)
+			fmt.Fprintf(w, "gpu   %s\n", gpuLine(g))
 		}
 		if h.Facts.Containment != "" {
 			fmt.Fprintf(w, "ranks %s\n", h.Facts.Containment)
@@ -287,4 +287,22 @@ func shownNIC(n wire.NIC, chosen []string) bool {
 		}
 	}
 	return false
+}
+
+// gpuLine describes a GPU for --inspect: index, name, bus id, its NUMA
+// node ("unknown" when neither sysfs nor nvidia-smi says), where the node
+// came from when it was not sysfs, and the CPUs near it.
+func gpuLine(g wire.GPU) string {
+	numa := "unknown"
+	if g.NUMANode >= 0 {
+		numa = strconv.Itoa(g.NUMANode)
+	}
+	s := fmt.Sprintf("%d %s %s numa %s", g.Index, g.Name, g.BusID, numa)
+	if g.CPUs != "" {
+		s += " cpus " + g.CPUs
+	}
+	if g.NUMAFrom == "nvidia-smi" {
+		s += " (from nvidia-smi topo -m: sysfs numa_node is -1)"
+	}
+	return s
 }

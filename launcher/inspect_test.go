@@ -145,3 +145,24 @@ func TestInspectHostsNetVars(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteInspectGPU: a GPU's NUMA node and CPUs, and where the node came
+// from when sysfs did not know it (a VM's GPU; agent/facts TestGPUsInVM).
+func TestWriteInspectGPU(t *testing.T) {
+	hosts := []InspectHost{{Host: "a", Facts: wire.Facts{GPUs: []wire.GPU{
+		{Index: 0, Name: "NVIDIA H100 80GB HBM3", BusID: "0000:00:06.0", NUMANode: 0, NUMAFrom: "nvidia-smi", CPUs: "0-15"},
+		{Index: 1, Name: "NVIDIA A100-SXM4-80GB", BusID: "0000:07:00.0", NUMANode: 3, NUMAFrom: "sysfs", CPUs: "48-63,176-191"},
+		{Index: 2, Name: "Tesla T4", BusID: "0000:08:00.0", NUMANode: -1},
+	}}}}
+	var b strings.Builder
+	writeInspect(&b, hosts, false)
+	for _, want := range []string{
+		"\ngpu   0 NVIDIA H100 80GB HBM3 0000:00:06.0 numa 0 cpus 0-15 (from nvidia-smi topo -m: sysfs numa_node is -1)\n",
+		"\ngpu   1 NVIDIA A100-SXM4-80GB 0000:07:00.0 numa 3 cpus 48-63,176-191\n",
+		"\ngpu   2 Tesla T4 0000:08:00.0 numa unknown\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+}

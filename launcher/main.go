@@ -49,6 +49,9 @@ func Main(ctx context.Context, args []string, d Deps, newLogger func(format stri
 	case cli.ModeAnalyze, cli.ModeDryRun:
 		return offline(ctx, cfg, d)
 	}
+	if code, done := detectMPI(&cfg, d, os.Getenv); done {
+		return code
+	}
 	return online(ctx, cfg, d)
 }
 
@@ -141,7 +144,7 @@ func online(ctx context.Context, cfg cli.Config, d Deps) int {
 	case cli.ModeInspect:
 		return inspect(ctx, cfg, ed, l)
 	case cli.ModeOpenMPI:
-		return runOpenMPI(ctx, cfg, ed)
+		return runOpenMPI(ctx, cfg, ed, l)
 	}
 	return engine.Run(ctx, cfg, ed, l)
 }

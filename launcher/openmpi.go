@@ -21,6 +21,7 @@ import (
 	"gangway/launcher/diagnose"
 	"gangway/launcher/engine"
 	"gangway/launcher/plan"
+	"gangway/launcher/rankenv"
 )
 
 // Open MPI programs: Debian's Open MPI has no PMI-1/PMI-2 client, so
@@ -104,13 +105,21 @@ func openMPIArgs(cfg cli.Config, self string, hostfilePath string, np int, root 
 }
 
 // runOpenMPI runs cfg through Open MPI's mpirun and returns its exit code
-// (124 on --timeout). mpirun stops its job on SIGINT/SIGTERM: the first
+// (124 on --timeout). First it reads what it needs of the hosts' facts
+// (openMPIFacts: the local rank count, hosts sharing a hostname). mpirun stops its job on SIGINT/SIGTERM: the first
 // signal (or the timeout) is passed to it, and mpirun's whole process
 // group is killed after --kill-grace or at a second signal; the agents
 // then stop the orteds and their ranks when the connections drop.
-func runOpenMPI(ctx context.Context, cfg cli.Config, d engine.Deps) int {
+func runOpenMPI(ctx context.Context, cfg cli.Config, d engine.Deps, l rankenv.Layout) int {
 	ctx, scope := engine.Begin(ctx, d.Signals, cfg.Control.Timeout)
 	defer scope.End()
+	if err := openMPIFacts(ctx, &cfg, d, l, os.Getenv); err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			err = cause
+		}
+		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)
+		return diagnose.ExitCode(err, false)
+	}
 	cmd, cleanup, err := mpirunCommand(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(d.Stderr, "launcher: %v\n", err)

@@ -21,7 +21,8 @@ var gpuQuery = []string{"--query-gpu=index,uuid,pci.bus_id,name", "--format=csv,
 // listGPUs lists NVIDIA GPUs with nvidia-smi, falling back to
 // <SysRoot>/proc/driver/nvidia/gpus when nvidia-smi is missing or fails,
 // then reads each GPU's NUMA node from sysfs and the interconnect matrix
-// from `nvidia-smi topo -m`.
+// and CPU/NUMA affinities from `nvidia-smi topo -m` (its NUMA Affinity
+// where sysfs says -1).
 func listGPUs(ctx context.Context, o Options) ([]wire.GPU, *wire.Topo, error) {
 	smi := o.NvidiaSMI
 	if smi == nil {
@@ -49,8 +50,8 @@ func listGPUs(ctx context.Context, o Options) ([]wire.GPU, *wire.Topo, error) {
 		if gpus[i].BusID == "" {
 			continue
 		}
-		if n, err := readInt(o.Path("sys", "bus", "pci", "devices", gpus[i].BusID, "numa_node")); err == nil {
-			gpus[i].NUMANode = n
+		if n, err := readInt(o.Path("sys", "bus", "pci", "devices", gpus[i].BusID, "numa_node")); err == nil && n >= 0 {
+			gpus[i].NUMANode, gpus[i].NUMAFrom = n, "sysfs"
 		}
 	}
 	if len(gpus) == 0 || missing {
@@ -69,9 +70,28 @@ func listGPUs(ctx context.Context, o Options) ([]wire.GPU, *wire.Topo, error) {
 		errs = append(errs, fmt.Errorf("gpu topology: nvidia-smi topo -m shows %d GPUs, the query %d",
 			len(topo.Link), len(gpus)))
 	default:
+		applyAffinity(gpus, topo)
 		return gpus, topo, errors.Join(errs...)
 	}
 	return gpus, nil, errors.Join(errs...)
+}
+
+// applyAffinity copies topo -m's CPU Affinity to each GPU, and its NUMA
+// Affinity where sysfs gave no node: a VM's passed-through GPU sits on a
+// virtual PCI bus whose numa_node is -1, while the driver knows the node.
+func applyAffinity(gpus []wire.GPU, topo *wire.Topo) {
+	for i := range gpus {
+		x := gpus[i].Index
+		if x < 0 || x >= len(topo.Link) {
+			continue
+		}
+		if x < len(topo.CPUs) {
+			gpus[i].CPUs = topo.CPUs[x]
+		}
+		if x < len(topo.NUMA) && topo.NUMA[x] >= 0 && gpus[i].NUMANode < 0 {
+			gpus[i].NUMANode, gpus[i].NUMAFrom = topo.NUMA[x], "nvidia-smi"
+		}
+	}
 }
 
 // ParseGPUQuery parses the output of

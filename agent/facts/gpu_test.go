@@ -100,12 +100,49 @@ func TestGPUsFromNvidiaSMI(t *testing.T) {
 	if topo == nil || len(topo.Link) != 8 || topo.Link[3][6] != "NV12" {
 		t.Errorf("topology %v", topo)
 	}
+	for _, g := range gpus {
+		if g.NUMAFrom != "sysfs" || g.CPUs != topo.CPUs[g.Index] || g.CPUs == "" {
+			t.Errorf("gpu %d: numa from %q, cpus %q: want sysfs and topo -m's %q", g.Index, g.NUMAFrom, g.CPUs, topo.CPUs[g.Index])
+		}
+	}
+}
+
+// TestGPUsInVM: a GPU passed through to a VM (an H100 on a lent machine,
+// testdata/topo-h100-vm.txt as nvidia-smi 580 printed it there) sits on a
+// virtual PCI bus whose numa_node is -1; topo -m says node 0, CPUs 0-15
+// (lscpu there: one node, CPUs 0-15), and that is what the GPU gets.
+func TestGPUsInVM(t *testing.T) {
+	root := t.TempDir()
+	dev := filepath.Join(root, "sys", "bus", "pci", "devices", "0000:00:06.0")
+	if err := os.MkdirAll(dev, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dev, "numa_node"), []byte("-1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	query := []byte("0, GPU-e2d0ec95-1a81-707a-0c0f-ac30499a7b6a, 00000000:00:06.0, NVIDIA H100 80GB HBM3\n")
+	want := wire.GPU{Index: 0, UUID: "GPU-e2d0ec95-1a81-707a-0c0f-ac30499a7b6a", BusID: "0000:00:06.0",
+		Name: "NVIDIA H100 80GB HBM3", NUMANode: 0, NUMAFrom: "nvidia-smi", CPUs: "0-15"}
+	gpus, topo, err := listGPUs(t.Context(), Options{SysRoot: root, NvidiaSMI: fakeSMI(map[string][]byte{
+		queryKey: query, "topo -m": readFixture(t, "topo-h100-vm.txt"),
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gpus) != 1 || gpus[0] != want || topo == nil {
+		t.Errorf("got %+v, %v; want %+v", gpus, topo, want)
+	}
+	// Without topo -m (it failed), the node stays unknown, as sysfs says.
+	gpus, _, err = listGPUs(t.Context(), Options{SysRoot: root, NvidiaSMI: fakeSMI(map[string][]byte{queryKey: query})})
+	if err == nil || len(gpus) != 1 || gpus[0].NUMANode != -1 || gpus[0].NUMAFrom != "" || gpus[0].CPUs != "" {
+		t.Errorf("no topology: %+v, %v", gpus, err)
+	}
 }
 
 func TestGPUsFallback(t *testing.T) {
 	want := []wire.GPU{
-		{Index: 0, UUID: "GPU-2d8a1c3e-7f41-5b0c-9e6a-1f3c5d7e9a01", BusID: "0000:07:00.0", Name: "NVIDIA A100-SXM4-80GB", NUMANode: 3},
-		{Index: 1, UUID: "GPU-6b0e4f2a-3c19-8d57-a2e4-7c9b1d3f5e02", BusID: "0000:0f:00.0", Name: "NVIDIA A100-SXM4-80GB", NUMANode: 3},
+		{Index: 0, UUID: "GPU-2d8a1c3e-7f41-5b0c-9e6a-1f3c5d7e9a01", BusID: "0000:07:00.0", Name: "NVIDIA A100-SXM4-80GB", NUMANode: 3, NUMAFrom: "sysfs"},
+		{Index: 1, UUID: "GPU-6b0e4f2a-3c19-8d57-a2e4-7c9b1d3f5e02", BusID: "0000:0f:00.0", Name: "NVIDIA A100-SXM4-80GB", NUMANode: 3, NUMAFrom: "sysfs"},
 	}
 	t.Run("nvidia-smi missing", func(t *testing.T) {
 		gpus, topo, err := listGPUs(t.Context(), Options{SysRoot: "testdata/sysroot", NvidiaSMI: notFoundSMI})

@@ -29,13 +29,16 @@ var (
 var linkKinds = map[string]bool{"SYS": true, "SOC": true, "NODE": true, "PHB": true, "PXB": true, "PIX": true}
 
 // ParseTopo parses the output of `nvidia-smi topo -m` into the GPU x GPU
-// matrix. NIC rows and columns, the CPU/NUMA affinity columns and the legend
-// are ignored. The matrix must be square with "X" on the diagonal, every
-// other cell a known connection type (NV#, PIX, PXB, PHB, NODE, SYS, SOC),
-// and symmetric.
+// matrix and each GPU's CPU Affinity and NUMA Affinity columns (where the
+// header has them). NIC rows and columns, the GPU NUMA ID column and the
+// legend are ignored. The matrix must be square with "X" on the diagonal,
+// every other cell a known connection type (NV#, PIX, PXB, PHB, NODE, SYS,
+// SOC), and symmetric; an affinity is a CPU list ("0-55,112-167") or a
+// node number, or N/A (unknown).
 func ParseTopo(out []byte) (*wire.Topo, error) {
 	lines := strings.Split(csi().ReplaceAllString(string(out), ""), "\n")
 	n, hdr := -1, 0
+	var cols affinityCols
 	for i, line := range lines {
 		f := strings.Fields(line)
 		if len(f) == 0 || f[0] != "GPU0" {
@@ -55,6 +58,7 @@ func ParseTopo(out []byte) (*wire.Topo, error) {
 			}
 			n++
 		}
+		cols = affinityColumns(f[n:])
 		hdr = i
 		break
 	}
@@ -65,6 +69,7 @@ func ParseTopo(out []byte) (*wire.Topo, error) {
 		return nil, fmt.Errorf("topo:%d: %d GPUs, at most 256", hdr+1, n)
 	}
 	link := make([][]string, 0, n)
+	topo := &wire.Topo{CPUs: make([]string, n), NUMA: make([]int, n)}
 	for i := hdr + 1; i < len(lines) && len(link) < n; i++ {
 		f := strings.Fields(lines[i])
 		if len(f) == 0 {
@@ -87,6 +92,11 @@ func ParseTopo(out []byte) (*wire.Topo, error) {
 			}
 			row[c] = cell
 		}
+		cpus, numa, err := cols.values(f[n+1:])
+		if err != nil {
+			return nil, fmt.Errorf("topo:%d: GPU%d: %w", i+1, r, err)
+		}
+		topo.CPUs[r], topo.NUMA[r] = cpus, numa
 		link = append(link, row)
 	}
 	if len(link) < n {
@@ -100,5 +110,85 @@ func ParseTopo(out []byte) (*wire.Topo, error) {
 			}
 		}
 	}
-	return &wire.Topo{Link: link}, nil
+	topo.Link = link
+	if !cols.cpu {
+		topo.CPUs = nil
+	}
+	if !cols.numa {
+		topo.NUMA = nil
+	}
+	return topo, nil
+}
+
+// affinityCols says where a GPU row's affinity cells are: after the GPU
+// columns come nics NIC columns, then "CPU Affinity" and "NUMA Affinity"
+// when the header has them (drivers since about 2017; "GPU NUMA ID"
+// since 2023 follows and is not read).
+type affinityCols struct {
+	nics      int
+	cpu, numa bool
+}
+
+// affinityColumns reads the header's words after the GPU columns.
+func affinityColumns(rest []string) affinityCols {
+	for i := 0; i+1 < len(rest); i++ {
+		if rest[i] == "CPU" && rest[i+1] == "Affinity" {
+			numa := i+3 < len(rest) && rest[i+2] == "NUMA" && rest[i+3] == "Affinity"
+			return affinityCols{nics: i, cpu: true, numa: numa}
+		}
+	}
+	return affinityCols{}
+}
+
+// values reads a GPU row's affinities from its cells after the GPU
+// columns: the CPU list ("" for N/A or no column) and the NUMA node (-1
+// for N/A or no column). Blank cells vanish between fields, so a row
+// that ends early has no value.
+func (c affinityCols) values(cells []string) (cpus string, numa int, err error) {
+	numa = -1
+	if !c.cpu || len(cells) <= c.nics {
+		return "", -1, nil
+	}
+	if v := cells[c.nics]; v != "N/A" {
+		if !validCPUList(v) {
+			return "", -1, fmt.Errorf("CPU affinity %q: want a CPU list such as 0-15,32-47", v)
+		}
+		cpus = v
+	}
+	if !c.numa || len(cells) <= c.nics+1 {
+		return cpus, -1, nil
+	}
+	if v := cells[c.nics+1]; v != "N/A" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > maxNUMANode || v != strconv.Itoa(n) {
+			return "", -1, fmt.Errorf("NUMA affinity %q: want a node number or N/A", v)
+		}
+		numa = n
+	}
+	return cpus, numa, nil
+}
+
+// maxNUMANode bounds a node number (Linux's MAX_NUMNODES is at most 1024).
+const maxNUMANode = 1023
+
+// validCPUList reports whether s is a Linux CPU list: comma-separated
+// numbers and ascending ranges ("0-55,112-167").
+func validCPUList(s string) bool {
+	if s == "" || len(s) > 4096 {
+		return false
+	}
+	for part := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(lo)
+		if err1 != nil || a < 0 || lo != strconv.Itoa(a) {
+			return false
+		}
+		if isRange {
+			b, err2 := strconv.Atoi(hi)
+			if err2 != nil || b < a || hi != strconv.Itoa(b) {
+				return false
+			}
+		}
+	}
+	return true
 }

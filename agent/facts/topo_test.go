@@ -1,12 +1,15 @@
 package facts
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+
+	"gangway/agent/wire"
 )
 
 // dgx1 is the DGX-1 (V100) hybrid cube-mesh as NVIDIA documents it: two
@@ -46,13 +49,28 @@ func readFixture(t testing.TB, name string) []byte {
 }
 
 func TestParseTopoFixtures(t *testing.T) {
+	rep := func(n int, cpus ...string) []string {
+		var out []string
+		for _, c := range cpus {
+			for range n {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
 	for _, tc := range []struct {
 		file string
 		want [][]string
+		cpus []string
+		numa []int
 	}{
-		{"topo-dgx1-v100.txt", dgx1},
-		{"topo-dgx-a100.txt", uniform(8, "NV12")},
-		{"topo-hgx-h100.txt", uniform(8, "NV18")},
+		{"topo-dgx1-v100.txt", dgx1, rep(4, "0-19,40-59", "20-39,60-79"), []int{0, 0, 0, 0, 1, 1, 1, 1}},
+		{"topo-dgx-a100.txt", uniform(8, "NV12"), rep(2, "48-63,176-191", "16-31,144-159", "112-127,240-255", "80-95,208-223"),
+			[]int{3, 3, 1, 1, 7, 7, 5, 5}},
+		{"topo-hgx-h100.txt", uniform(8, "NV18"), rep(4, "0-55,112-167", "56-111,168-223"), []int{0, 0, 0, 0, 1, 1, 1, 1}},
+		// A VM's passed-through GPU: terminal escapes, a "$ command"
+		// line and an exit status around the table.
+		{"topo-h100-vm.txt", [][]string{{"X"}}, []string{"0-15"}, []int{0}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			topo, err := ParseTopo(readFixture(t, tc.file))
@@ -61,6 +79,9 @@ func TestParseTopoFixtures(t *testing.T) {
 			}
 			if !reflect.DeepEqual(topo.Link, tc.want) {
 				t.Errorf("matrix:\n got %v\nwant %v", topo.Link, tc.want)
+			}
+			if !reflect.DeepEqual(topo.CPUs, tc.cpus) || !reflect.DeepEqual(topo.NUMA, tc.numa) {
+				t.Errorf("affinity: cpus %q numa %v, want %q %v", topo.CPUs, topo.NUMA, tc.cpus, tc.numa)
 			}
 		})
 	}
@@ -71,16 +92,25 @@ func TestParseTopo(t *testing.T) {
 	for _, tc := range []struct {
 		name, in string
 		want     [][]string
+		cpus     []string
+		numa     []int
 		err      string
 	}{
 		{name: "two PCIe GPUs", in: hdr + "GPU0\t X \tPHB\t0-63\t0\t\tN/A\nGPU1\tPHB\t X \t0-63\t0\t\tN/A\n\nLegend:\n\n  X    = Self\n",
-			want: [][]string{{"X", "PHB"}, {"PHB", "X"}}},
+			want: [][]string{{"X", "PHB"}, {"PHB", "X"}}, cpus: []string{"0-63", "0-63"}, numa: []int{0, 0}},
 		{name: "single GPU", in: "\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-7\t\tN/A\t\tN/A\n",
-			want: [][]string{{"X"}}},
+			want: [][]string{{"X"}}, cpus: []string{"0-7"}, numa: []int{-1}},
 		{name: "terminal escapes", in: "\t\x1b[4mGPU0\tGPU1\tmlx5_0\tCPU Affinity\x1b[0m\n\x1b[4mGPU0\t\x1b[0m X \tNV4\tPIX\t0-7\n\x1b[4mGPU1\t\x1b[0mNV4\t X \tPIX\t0-7\n",
-			want: [][]string{{"X", "NV4"}, {"NV4", "X"}}},
+			want: [][]string{{"X", "NV4"}, {"NV4", "X"}}, cpus: []string{"0-7", "0-7"}},
 		{name: "old SOC name", in: "\tGPU0\tGPU1\n GPU0\t X \tSOC\nGPU1\tSOC\t X\n",
 			want: [][]string{{"X", "SOC"}, {"SOC", "X"}}},
+		{name: "affinity N/A", in: hdr + "GPU0\t X \tPHB\tN/A\tN/A\nGPU1\tPHB\t X \t0,2,4-6\t1\n",
+			want: [][]string{{"X", "PHB"}, {"PHB", "X"}}, cpus: []string{"", "0,2,4-6"}, numa: []int{-1, 1}},
+		{name: "affinity cells missing", in: hdr + "GPU0\t X \tPHB\nGPU1\tPHB\t X \t0-3\n",
+			want: [][]string{{"X", "PHB"}, {"PHB", "X"}}, cpus: []string{"", "0-3"}, numa: []int{-1, -1}},
+		{name: "bad CPU list", in: hdr + "GPU0\t X \tPHB\t7-3\t0\nGPU1\tPHB\t X \t0-3\t0\n", err: `topo:2: GPU0: CPU affinity "7-3"`},
+		{name: "bad NUMA node", in: hdr + "GPU0\t X \tPHB\t0-3\t0\nGPU1\tPHB\t X \t0-3\tnode1\n", err: `topo:3: GPU1: NUMA affinity "node1"`},
+		{name: "huge NUMA node", in: hdr + "GPU0\t X \tPHB\t0-3\t99999\nGPU1\tPHB\t X \t0-3\t0\n", err: `NUMA affinity "99999"`},
 		{name: "empty", in: "", err: "no header"},
 		{name: "no GPUs", in: "No devices were found\n", err: "no header"},
 		{name: "row before header", in: "GPU0\t X \tNV1\n", err: "topo:1: GPU row before the header"},
@@ -107,32 +137,53 @@ func TestParseTopo(t *testing.T) {
 			if !reflect.DeepEqual(topo.Link, tc.want) {
 				t.Errorf("got %v, want %v", topo.Link, tc.want)
 			}
+			if !reflect.DeepEqual(topo.CPUs, tc.cpus) || !reflect.DeepEqual(topo.NUMA, tc.numa) {
+				t.Errorf("affinity: cpus %q numa %v, want %q %v", topo.CPUs, topo.NUMA, tc.cpus, tc.numa)
+			}
 		})
 	}
 }
 
-// renderTopo prints a matrix the way nvidia-smi does, without NICs.
-func renderTopo(m [][]string) string {
+// renderTopo prints a topology the way nvidia-smi does, without NICs;
+// the affinity columns only where topo has them.
+func renderTopo(topo *wire.Topo) string {
 	var b strings.Builder
-	for i := range m {
+	for i := range topo.Link {
 		b.WriteString("\tGPU" + strconv.Itoa(i))
 	}
-	b.WriteString("\tCPU Affinity\n")
-	for i, row := range m {
+	if topo.CPUs != nil {
+		b.WriteString("\tCPU Affinity")
+	}
+	if topo.NUMA != nil {
+		b.WriteString("\tNUMA Affinity\tGPU NUMA ID")
+	}
+	b.WriteString("\n")
+	for i, row := range topo.Link {
 		b.WriteString("GPU" + strconv.Itoa(i))
 		for _, c := range row {
 			b.WriteString("\t" + c)
 		}
-		b.WriteString("\t0-7\n")
+		if topo.CPUs != nil {
+			b.WriteString("\t" + cmp.Or(topo.CPUs[i], "N/A"))
+		}
+		if topo.NUMA != nil {
+			n := "N/A"
+			if topo.NUMA[i] >= 0 {
+				n = strconv.Itoa(topo.NUMA[i])
+			}
+			b.WriteString("\t" + n + "\t\tN/A")
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }
 
 func FuzzParseTopo(f *testing.F) {
-	for _, name := range []string{"topo-dgx1-v100.txt", "topo-dgx-a100.txt", "topo-hgx-h100.txt"} {
+	for _, name := range []string{"topo-dgx1-v100.txt", "topo-dgx-a100.txt", "topo-hgx-h100.txt", "topo-h100-vm.txt"} {
 		f.Add(readFixture(f, name))
 	}
 	f.Add([]byte("\tGPU0\tGPU1\nGPU0\t X \tPHB\nGPU1\tPHB\t X \n"))
+	f.Add([]byte("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tPHB\tN/A\t1\nGPU1\tPHB\t X \t0,2-3\tN/A\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		topo, err := ParseTopo(in)
 		if err != nil {
@@ -152,9 +203,17 @@ func FuzzParseTopo(f *testing.F) {
 				}
 			}
 		}
-		again, err := ParseTopo([]byte(renderTopo(topo.Link)))
-		if err != nil || !reflect.DeepEqual(again.Link, topo.Link) {
-			t.Fatalf("re-parse of %v: %v, %v", topo.Link, again, err)
+		for i := range topo.CPUs {
+			if c := topo.CPUs[i]; c != "" && !validCPUList(c) {
+				t.Fatalf("GPU%d: CPU affinity %q is no CPU list", i, c)
+			}
+		}
+		if (topo.CPUs != nil && len(topo.CPUs) != n) || (topo.NUMA != nil && len(topo.NUMA) != n) {
+			t.Fatalf("%d GPUs, %d CPU and %d NUMA affinities", n, len(topo.CPUs), len(topo.NUMA))
+		}
+		again, err := ParseTopo([]byte(renderTopo(topo)))
+		if err != nil || !reflect.DeepEqual(again, topo) {
+			t.Fatalf("re-parse of %+v: %+v, %v", topo, again, err)
 		}
 	})
 }

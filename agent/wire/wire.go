@@ -199,12 +199,23 @@ type GPU struct {
 	BusID    string `json:"bus_id,omitempty"`
 	Name     string `json:"name,omitempty"`
 	NUMANode int    `json:"numa_node"` // -1 when unknown
+	// NUMAFrom says where NUMANode came from: "sysfs" (the PCI device's
+	// numa_node) or "nvidia-smi" (topo -m's NUMA Affinity, where sysfs
+	// says -1, as in VMs); empty when unknown or from an older agent.
+	NUMAFrom string `json:"numa_from,omitempty"`
+	// CPUs is the CPU list near the GPU (topo -m's CPU Affinity, "0-15");
+	// empty when unknown.
+	CPUs string `json:"cpus,omitempty"`
 }
 
 // Topo is the GPU interconnect matrix of `nvidia-smi topo -m`:
 // Link[i][j] is the connection between GPU i and GPU j ("X", "NV12", "SYS"...).
 type Topo struct {
 	Link [][]string `json:"link"`
+	// CPUs and NUMA are GPU i's CPU Affinity ("0-55,112-167", "" when not
+	// shown) and NUMA Affinity (-1 when not shown) columns.
+	CPUs []string `json:"cpus,omitempty"`
+	NUMA []int    `json:"numa,omitempty"`
 }
 
 // StartJob hands an agent its share of a job. The agent prepares everything

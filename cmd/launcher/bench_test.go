@@ -141,6 +141,48 @@ func TestBenchSynthetic(t *testing.T) {
 			t.Fatal(err)
 		}
 		sameTotals(t, analyzeLog(t, tagged), readReport(t, rj))
+
+		// A fresh run without tags (stdout into a file, the default
+		// for `| tee`): the ranks cannot be told apart, so --analyze
+		// sums their four end-of-run figures and says so.
+		rj = filepath.Join(dir, "untagged.json")
+		l = startLauncher(t, false, append([]string{"-np", "4", "--report", rj, bin}, synthArgs...)...)
+		assertCode(t, l, 0)
+		out = l.stdout()
+		if strings.Count(out, "\ntotal images/sec: ") != 4 || benchRankTag.MatchString(out) {
+			t.Fatalf("not 4 ranks' untagged output:\n%s", e2e.Tail(out, 1000))
+		}
+		untagged := filepath.Join(dir, "untagged.log")
+		if err := os.WriteFile(untagged, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		live := metric(t, readReport(t, rj), bench.MetricTFCNN.Name)
+		finals := 0.0
+		for _, rr := range live.Ranks {
+			finals += *rr.Final
+		}
+		got := metric(t, analyzeLog(t, untagged), bench.MetricTFCNN.Name)
+		if !near(got.Value, finals) || got.RanksReporting != 4 || len(got.Ranks) != 0 ||
+			!strings.Contains(strings.Join(got.Notes, "\n"), "sum of the 4 end-of-run figures") {
+			t.Errorf("untagged --analyze: %v on %d ranks, notes %q; want the live ranks' end-of-run figures summed, %v on 4",
+				got.Value, got.RanksReporting, got.Notes, finals)
+		}
+		// Without the end-of-run lines it cannot tell, and says so.
+		cut := filepath.Join(dir, "cut.log")
+		var keep []string
+		for _, line := range lines(out) {
+			if !strings.HasPrefix(line, "total images/sec: ") {
+				keep = append(keep, line)
+			}
+		}
+		if err := os.WriteFile(cut, []byte(strings.Join(keep, "\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l = startLauncher(t, false, "--analyze", cut)
+		assertCode(t, l, 1)
+		if !strings.Contains(l.stderr(), "cannot tell the ranks apart") {
+			t.Errorf("--analyze of interleaved untagged steps: stderr %q", l.stderr())
+		}
 	})
 }
 

@@ -152,8 +152,8 @@ func (c *Config) resolveCompat() error {
 		return err
 	}
 	p, in := &c.Place, c.in.compat
-	if c.Mode == ModeOpenMPI && (p.PE > 0 || p.PerSocket > 0 || p.RankBy != "" || c.Out.DisplayMap || c.Out.MergeStderr) {
-		return fmt.Errorf("%w: --mpi=openmpi runs Open MPI's mpirun, which gets no -map-by PE or ppr:N:socket, -rank-by, --display-map or --merge-stderr-to-stdout from gangway: drop them, or drop --mpi=openmpi", ErrUsage)
+	if c.Mode == ModeOpenMPI && len(c.notForOpenMPI()) > 0 {
+		return fmt.Errorf("%w: --mpi=openmpi runs Open MPI's mpirun, which gets no %s from gangway: drop them, or drop --mpi=openmpi", ErrUsage, strings.Join(c.notForOpenMPI(), ", "))
 	}
 	if p.PE > 0 && p.BindTo != "none" && p.BindTo != "core" && p.BindTo != "hwthread" {
 		return fmt.Errorf("%w: PE=%d binds each rank to %s; it cannot be combined with -bind-to %s", ErrUsage, p.PE, textx.Count(p.PE, "CPU"), p.BindTo)

@@ -75,6 +75,9 @@ type Environment struct {
 	MCA         []string // OMPI_MCA_KEY=VALUE, in flag order
 	Dir         string   // working directory of every rank; "" means the launcher's
 	PMI         bool     // serve PMI-1/PMI-2 to every rank (--mpi auto|pmi)
+	// MPIAuto is --mpi auto (the default): an Open MPI program is run
+	// through Open MPI's mpirun (Config.DelegateToOpenMPI).
+	MPIAuto bool
 	// Universe is -usize: the universe size PMI tells ranks (MPI's
 	// MPI_UNIVERSE_SIZE). 0 (not given) and UniverseInfinite answer -1,
 	// unknown, as Hydra does; UniverseSystem is the slots of the hosts
@@ -358,6 +361,7 @@ func (c *Config) validate() error {
 		return bad("--port %d out of range", c.Transport.Port)
 	}
 	c.Env.PMI = c.in.mpi != "none"
+	c.Env.MPIAuto = c.in.mpi == "auto"
 	if err := c.Health.validate(c.Transport.StartTimeout); err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func fakeEnv(m map[string]string) (func(string) string, []string) {
 func defaultConfig(argv ...string) Config {
 	return Config{
 		Place:     Placement{Source: HostsLocal, MapBy: "slot", BindTo: "none", GPUsPer: 1},
-		Env:       Environment{PMI: true},
+		Env:       Environment{PMI: true, MPIAuto: true},
 		Out:       Output{Stdin: 0, LogFormat: "console", ProgressAuto: true, ProgressEvery: 5 * time.Second},
 		Transport: transport.Options{Kind: transport.Agent, Port: 22122, AgentPath: "agent", SSHCommand: "ssh", StartTimeout: 60 * time.Second, UnreachableGrace: 10 * time.Second},
 		Network:   Network{Preflight: true},
@@ -189,7 +189,7 @@ func TestParse(t *testing.T) {
 			c.Place.Hosts, c.Place.Source = []hostfile.Host{{Name: "a", Slots: 2}}, HostsList
 		}},
 		{"inside an allocation: --mpi openmpi keeps SSH", []string{"--mpi", "openmpi"}, alloc, func(c *Config) {
-			c.Place.Hosts, c.Place.Source, c.Mode = dgx, HostsSlurm, ModeOpenMPI
+			c.Place.Hosts, c.Place.Source, c.Mode, c.Env.MPIAuto = dgx, HostsSlurm, ModeOpenMPI, false
 		}},
 		{"--transport slurm -H: srun on those nodes", []string{"--transport", "slurm", "-H", "dgx02:4"}, alloc, func(c *Config) {
 			c.Place.Hosts, c.Place.Source, c.Transport.Kind = []hostfile.Host{{Name: "dgx02", Slots: 4}}, HostsList, transport.Slurm
@@ -336,7 +336,7 @@ func TestParse(t *testing.T) {
 			c.Transport.Identity, c.Transport.KnownHosts, c.Transport.AcceptNewHosts = "/k", "/kh", true
 		}},
 		{"-v and json logs", []string{"-v", "--log-format", "json"}, nil, func(c *Config) { c.Out.Verbose, c.Out.LogFormat = true, "json" }},
-		{"--mpi none", []string{"--mpi", "none"}, nil, func(c *Config) { c.Env.PMI = false }},
+		{"--mpi none", []string{"--mpi", "none"}, nil, func(c *Config) { c.Env.PMI, c.Env.MPIAuto = false, false }},
 		{"-usize", []string{"-usize", "64"}, nil, func(c *Config) { c.Env.Universe = 64 }},
 		{"--universe-size SYSTEM", []string{"--universe-size", "SYSTEM"}, nil, func(c *Config) { c.Env.Universe = UniverseSystem }},
 		{"-usize infinite", []string{"-usize", "infinite"}, nil, func(c *Config) { c.Env.Universe = UniverseInfinite }},
@@ -404,7 +404,7 @@ func TestParseAnalyze(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := defaultConfig("run1.log", "run2.log")
-	want.Mode, want.Place.Source, want.Env.PMI = ModeAnalyze, HostsLocal, false
+	want.Mode, want.Place.Source, want.Env.PMI, want.Env.MPIAuto = ModeAnalyze, HostsLocal, false, false
 	if got := normalize(c); !reflect.DeepEqual(got, normalize(want)) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
@@ -658,6 +658,49 @@ func TestParseSize(t *testing.T) {
 	for _, in := range []string{"", "G", "-1", "1P", "NaN", "1e300G", "1 G B"} {
 		if got, err := ParseSize(in); err == nil {
 			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
+		}
+	}
+}
+
+func TestDelegateToOpenMPI(t *testing.T) {
+	defer func(old func() (string, error)) { findAgent = old }(findAgent)
+	findAgent = func() (string, error) { return "/opt/gangway/bin/agent", nil }
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		err  string
+	}{
+		{args: []string{"-np", "2"}},
+		{args: []string{"-np", "2", "-H", "a:1,b:1", "-mca", "btl", "tcp,self"}},
+		{args: []string{"-np", "2", "-rank-by", "slot", "--display-map"}, err: "gets no -rank-by, --display-map from gangway"},
+		{args: []string{"-np", "2", "-map-by", "slot:PE=2"}, err: "gets no -map-by PE=N"},
+		{args: []string{"-np", "2", "--max-restarts", "2", "--report", "r.json"}, err: "gets no --max-restarts, --report from gangway"},
+		{args: []string{"-np", "2"}, env: map[string]string{"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_TASKS_PER_NODE": "1(x2)"},
+			err: "--transport slurm"},
+	} {
+		getenv := func(k string) string { return tc.env[k] }
+		cfg, err := Parse(append(tc.args, "./hello"), getenv, nil)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if !cfg.Env.MPIAuto || cfg.Mode != ModeRun {
+			t.Fatalf("%q: MPIAuto %v, mode %v", tc.args, cfg.Env.MPIAuto, cfg.Mode)
+		}
+		err = cfg.DelegateToOpenMPI()
+		if tc.err == "" {
+			if err != nil || cfg.Mode != ModeOpenMPI {
+				t.Errorf("%q: %v, mode %v", tc.args, err, cfg.Mode)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tc.err) || cfg.Mode != ModeRun {
+			t.Errorf("%q: err %v, mode %v; want a usage error saying %q", tc.args, err, cfg.Mode, tc.err)
+		}
+	}
+	for _, mpi := range []string{"pmi", "none", "openmpi"} {
+		cfg, err := Parse([]string{"--mpi", mpi, "./hello"}, func(string) string { return "" }, nil)
+		if err != nil || cfg.Env.MPIAuto {
+			t.Errorf("--mpi %s: MPIAuto %v, %v", mpi, cfg.Env.MPIAuto, err)
 		}
 	}
 }

@@ -120,7 +120,7 @@ func (e *Environment) register(fs *flag.FlagSet, in *flagInputs) {
 		e.TFPort = n
 		return nil
 	})
-	fs.StringVar(&in.mpi, "mpi", "auto", "MPI bootstrap: auto (serve PMI to every rank), pmi, none, or openmpi (run Open MPI's mpirun over the agents)")
+	fs.StringVar(&in.mpi, "mpi", "auto", "MPI bootstrap: auto (serve PMI to every rank; an Open MPI program runs as openmpi), pmi, none, or openmpi (run Open MPI's mpirun over the agents)")
 }
 
 func (o *Output) register(fs *flag.FlagSet, in *flagInputs) {

@@ -133,10 +133,13 @@ Environment:
   -wdir, -wd DIR           working directory of every rank
   -mpi auto|pmi|none|openmpi
                            auto/pmi: serve PMI-1/PMI-2 to MPICH-family ranks
-                           (default auto); none: no PMI; openmpi: run Open
-                           MPI's mpirun with the agents as its ssh transport
-                           (launcher --rsh HOST CMD is that transport);
-                           -mpi followed by an option (horovodrun's) is auto
+                           (default auto, which runs a program linked
+                           against Open MPI's libmpi as openmpi does; -v
+                           says what it found); none: no PMI; openmpi: run
+                           Open MPI's mpirun with the agents as its ssh
+                           transport (launcher --rsh HOST CMD is that
+                           transport); -mpi followed by an option
+                           (horovodrun's) is auto
   -usize, -universe-size N|SYSTEM|INFINITE
                            the universe size PMI tells ranks
                            (MPI_UNIVERSE_SIZE): N, SYSTEM (the slots of the
@@ -191,8 +194,11 @@ Throughput (summary printed at the end when ranks print known formats):
   -no-summary              do not print the summary
   -analyze FILES...        analyse saved logs instead of running; lines
                            are attributed to ranks by their tags, so save
-                           logs with -l or -tag-output (untagged lines
-                           count as rank 0's)
+                           logs with -l or -tag-output; of untagged lines,
+                           one rank's are rank 0's, several ranks'
+                           end-of-run totals are summed (and it says so),
+                           and interleaved steps without them are an
+                           error (exit 1)
 
 Health (checked on every host before each attempt; README "Failures at
 scale"; a host that fails stops the job before any rank starts):

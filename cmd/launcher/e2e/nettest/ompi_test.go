@@ -258,6 +258,9 @@ func TestOpenMPIMpirun(t *testing.T) {
 		}
 		t.Logf("launcher --mpi=openmpi output:\n%s", l.stdout.String())
 		checkOMPILines(t, l.stdout.String(), 4)
+		if strings.Contains(l.stderr.String(), "same hostname") {
+			t.Errorf("-mca btl tcp,self leaves shared memory out, yet a hostname warning:\n%s", l.stderr.String())
+		}
 		left := waitNoTagged(t, tag, 10*time.Second)
 		var clean time.Duration
 		for i, h := range hosts {
@@ -265,6 +268,26 @@ func TestOpenMPIMpirun(t *testing.T) {
 		}
 		t.Logf("4 ranks on 2 hosts: launcher --mpi=openmpi ran %v; no rank left (checked in %v); namespaces back to their agents after %v",
 			l.took.Round(time.Millisecond), left.Round(time.Millisecond), clean.Round(time.Millisecond))
+	})
+
+	// Namespace hosts share the machine's hostname, which breaks Open
+	// MPI's shared-memory transport: without a btl setting that leaves
+	// it out, the launcher warns before mpirun starts (the program is
+	// `true`, which never initialises MPI, so the job itself succeeds).
+	t.Run("LauncherMPIOpenMPISameHostname", func(t *testing.T) {
+		args := []string{"--mpi", "openmpi", "-i", keys.ClientKey, "--known-hosts", kh,
+			"-H", addrs[0] + ":1," + addrs[1] + ":1", "-np", "2", "-mca", "oob_tcp_if_include", cidr, "true"}
+		l := start(t, nil, launcherBin, args...)
+		watch(t, l, never)
+		if l.code != 0 {
+			t.Fatalf("launcher --mpi=openmpi true: %v", l)
+		}
+		hn, _ := os.Hostname()
+		want := fmt.Sprintf("launcher: warning: hosts %s, %s report the same hostname %q", addrs[0], addrs[1], hn)
+		if e := l.stderr.String(); !strings.Contains(e, want) || !strings.Contains(e, "-mca btl ^vader,sm") {
+			t.Errorf("stderr lacks %q and the workaround:\n%s", want, e)
+		}
+		t.Logf("stderr:\n%s", l.stderr.String())
 	})
 
 	// The launcher killed with SIGKILL mid-job: as in the launcher's own
