@@ -1,4 +1,4 @@
-module gangway
+module github.com/gangway-hpc/gangway
 
 go 1.26.0
 

@@ -13,14 +13,22 @@
 # tests.
 set -eu
 cd "$(dirname "$0")/.."
+# The module path shortened to "gangway" in go list's output, so the
+# patterns below read as the tree does; go list's status is kept.
+module=$(go list -m)
+golist() {
+	out=$(command go list "$@") && rc=0 || rc=$?
+	printf '%s\n' "$out" | sed "s#$module/#gangway/#g; s#$module\$#gangway#; s#$module #gangway #g"
+	return $rc
+}
 fail=0
 # A package that does not load (an import cycle, a forbidden internal
-# import) fails the check; go list -e below still reports its imports.
-go list -deps -test ./... >/dev/null || fail=1
-deps() { go list -e -f '{{join .Imports "\n"}}' "$1" | grep '^gangway' || true; }
+# import) fails the check; golist -e below still reports its imports.
+golist -deps -test ./... >/dev/null || fail=1
+deps() { golist -e -f '{{join .Imports "\n"}}' "$1" | grep '^gangway' || true; }
 internal='^gangway/internal/'
 
-for pkg in $(go list -e ./... | grep "$internal" || true); do
+for pkg in $(golist -e ./... | grep "$internal" || true); do
 	bad=$(deps "$pkg")
 	if [ -n "$bad" ]; then echo "$pkg must not import: $bad"; fail=1; fi
 done
@@ -29,7 +37,7 @@ for leaf in ./hostfile ./nccl ./bench ./agent/wire ./agent/proc ./agent/pmi; do
 	if [ -n "$bad" ]; then echo "$leaf must not import: $bad"; fail=1; fi
 done
 
-for p in $(go list -e ./launcher/...); do
+for p in $(golist -e ./launcher/...); do
 	bad=$(deps "$p" | grep -v -e '^gangway/launcher$' -e '^gangway/launcher/' -e '^gangway/agent/wire$' -e '^gangway/hostfile$' -e '^gangway/nccl$' -e '^gangway/bench$' -e "$internal" || true)
 	if [ -n "$bad" ]; then echo "$p must import only launcher/..., agent/wire, hostfile, nccl, bench, internal/...; it imports: $bad"; fail=1; fi
 done
@@ -50,11 +58,11 @@ health:
 engine: plan cli transport diagnose rankenv selftest health
 '
 alldeps() {
-	go list -e -f '{{join .Imports "\n"}}
+	golist -e -f '{{join .Imports "\n"}}
 {{join .TestImports "\n"}}
 {{join .XTestImports "\n"}}' "$1" | grep -e '^gangway/launcher/' -e '^gangway/launcher$' | sort -u || true
 }
-for p in $(go list -e ./launcher/... | grep '^gangway/launcher/'); do
+for p in $(golist -e ./launcher/... | grep '^gangway/launcher/'); do
 	name=${p#gangway/launcher/}
 	line=$(echo "$rooms" | grep "^$name:" || true)
 	if [ -z "$line" ]; then
@@ -71,7 +79,7 @@ for p in $(go list -e ./launcher/... | grep '^gangway/launcher/'); do
 	done
 done
 
-for p in $(go list -e ./agent/...); do
+for p in $(golist -e ./agent/...); do
 	bad=$(deps "$p" | grep -v -e '^gangway/agent$' -e '^gangway/agent/' -e "$internal" || true)
 	if [ -n "$bad" ]; then echo "$p must import only agent/... and internal/...; it imports: $bad"; fail=1; fi
 done
@@ -83,14 +91,14 @@ if [ -n "$bad" ]; then echo "./agent (the launcher session) must not import the 
 bad=$(deps ./agent/account | grep -v -e '^gangway/agent/proc$' -e "$internal" || true)
 if [ -n "$bad" ]; then echo "./agent/account must import only agent/proc and internal/...; it imports: $bad"; fail=1; fi
 
-bad=$(go list -e -f '{{.ImportPath}}: {{join .Imports " "}}' ./... | grep -v '^gangway/cmd/' | grep 'gangway/cmd/' || true)
+bad=$(golist -e -f '{{.ImportPath}}: {{join .Imports " "}}' ./... | grep -v '^gangway/cmd/' | grep 'gangway/cmd/' || true)
 if [ -n "$bad" ]; then echo "cmd/ is imported by: $bad"; fail=1; fi
 
 # Tests included: -deps -test lists everything a package's tests build.
-for p in $(go list -e ./agent/... ./hostfile/... ./nccl/... ./bench/...); do
-	bad=$(go list -e -deps -test "$p" | grep -E '^gangway/(launcher(/[^ ]+)?|cmd/[^ ]+)( |$)' | cut -d' ' -f1 | sort -u || true)
+for p in $(golist -e ./agent/... ./hostfile/... ./nccl/... ./bench/...); do
+	bad=$(golist -e -deps -test "$p" | grep -E '^gangway/(launcher(/[^ ]+)?|cmd/[^ ]+)( |$)' | cut -d' ' -f1 | sort -u || true)
 	if [ -n "$bad" ]; then
-		via=$(go list -e -deps -test -f '{{.ImportPath}}: {{join .Imports " "}}' "$p" |
+		via=$(golist -e -deps -test -f '{{.ImportPath}}: {{join .Imports " "}}' "$p" |
 			grep -E ' gangway/(launcher(/[^ ]+)?|cmd/[^ ]+)( |$)' | cut -d: -f1 | tr '\n' ' ')
 		echo "$p (with its tests) must not reach $(echo $bad); imported by: $via"
 		fail=1

@@ -28,11 +28,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/agent/account"
-	"gangway/agent/facts"
-	"gangway/agent/pmi"
-	"gangway/agent/wire"
-	"gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/agent/account"
+	"github.com/gangway-hpc/gangway/agent/facts"
+	"github.com/gangway-hpc/gangway/agent/pmi"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // LostGrace is how long ranks get between SIGTERM and SIGKILL when the

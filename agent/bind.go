@@ -8,8 +8,8 @@ import (
 	"strings"
 	"sync"
 
-	"gangway/agent/wire"
-	"gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // cpuBinder binds one job's ranks on this host: the socket groups are

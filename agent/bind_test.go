@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/facts"
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/facts"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 func TestParseCPUList(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/proc"
 )
 
 // cgroupCloseTimeout bounds the wait for a job's cgroup to empty after

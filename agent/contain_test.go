@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"gangway/agent/proc"
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // TestContainmentFact: Facts say what holds the agent's ranks.

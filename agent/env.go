@@ -4,9 +4,9 @@ import (
 	"os"
 	"strings"
 
-	"gangway/agent/account"
-	"gangway/agent/wire"
-	"gangway/internal/environ"
+	"github.com/gangway-hpc/gangway/agent/account"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/environ"
 )
 
 // rankEnv is a rank's whole environment: the one place where the agent

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	"gangway/agent/account"
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/account"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 func TestSrunRankEnv(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"syscall"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // torchrun's root-cause contract: every rank gets TORCHELASTIC_ERROR_FILE,

@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // Error-file directories are named after the agent that made them,

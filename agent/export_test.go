@@ -6,8 +6,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/agent/account"
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/account"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // RunAsTracer runs argv as a dump runs gdb for the ranks of user name

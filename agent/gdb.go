@@ -13,9 +13,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/agent/proc"
-	"gangway/agent/wire"
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // gdb for hang diagnosis runs with the privilege of the rank it looks

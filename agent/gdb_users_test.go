@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent"
-	"gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/agent"
+	"github.com/gangway-hpc/gangway/agent/agenttest"
 )
 
 // statusLine is the value of a "Key:" line of /proc/PID/status text,

@@ -6,11 +6,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/agent/account"
-	"gangway/agent/health"
-	"gangway/agent/wire"
-	"gangway/internal/environ"
-	"gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/agent/account"
+	"github.com/gangway-hpc/gangway/agent/health"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/environ"
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // HostVar names, in the environment of the site's health check, the

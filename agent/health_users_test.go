@@ -9,10 +9,10 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"gangway/agent"
-	"gangway/agent/account"
-	"gangway/agent/agenttest"
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent"
+	"github.com/gangway-hpc/gangway/agent/account"
+	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // TestHealthCheckRunsAsUser: a root agent runs the site's health check

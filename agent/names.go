@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"sync"
 
-	"gangway/agent/pmi"
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/pmi"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // launcherNames is the PMI name service of a job: the launcher keeps the

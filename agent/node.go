@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"gangway/agent/account"
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/account"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // prepareNode does node preparation: sync, then drop page caches through

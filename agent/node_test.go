@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/account"
-	"gangway/agent/facts"
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/account"
+	"github.com/gangway-hpc/gangway/agent/facts"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // TestPrepareNodeDropCaches: the drop goes to drop_caches under the

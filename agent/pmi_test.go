@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"gangway/agent/pmi"
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/pmi"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // TestPMIStalledRankIsStopped: a rank that floods lookup_name on its

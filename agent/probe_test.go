@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // TestProbeManyTargets: a probe with far more targets than dials in

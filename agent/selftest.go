@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // The agent's side of the fabric self-test (wire/selftest.go): a sink

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 const testToken = "00112233445566778899aabbccddeeff"

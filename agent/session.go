@@ -13,11 +13,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/agent/account"
-	"gangway/agent/pmi"
-	"gangway/agent/proc"
-	"gangway/agent/wire"
-	"gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/agent/account"
+	"github.com/gangway-hpc/gangway/agent/pmi"
+	"github.com/gangway-hpc/gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // session is one launcher's job on this host.

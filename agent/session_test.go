@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // client is the launcher's end of an in-process session.

@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/agent/proc"
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // spawn starts the prepared job's ranks (Go) in three steps: their specs

@@ -18,8 +18,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/agent/proc"
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // Stack collection for hang diagnosis (wire.Dump). The processes of

@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"gangway/agent/proc"
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // framedPython is a rank whose Python frames are named after the file in

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	"gangway/agent/wire"
-	"gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // validateStartJob checks a StartJob against this host before anything

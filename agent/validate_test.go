@@ -12,9 +12,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/agent/facts"
-	"gangway/agent/proc"
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/facts"
+	"github.com/gangway-hpc/gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // okRank is a rank that passes validation; tests change one field.

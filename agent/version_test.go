@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"gangway/agent"
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // TestAgentRefusesOtherVersion drives ServeSession with a Hello of

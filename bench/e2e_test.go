@@ -21,7 +21,7 @@ func buildSynthetic(t *testing.T) string {
 		t.Skip("no go command to build examples/synthetic")
 	}
 	bin := filepath.Join(t.TempDir(), "synthetic")
-	cmd := exec.CommandContext(t.Context(), goBin, "build", "-o", bin, "gangway/examples/synthetic")
+	cmd := exec.CommandContext(t.Context(), goBin, "build", "-o", bin, "github.com/gangway-hpc/gangway/examples/synthetic")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build examples/synthetic: %v\n%s", err, out)
 	}

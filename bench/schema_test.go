@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"gangway/bench/benchtest"
+	"github.com/gangway-hpc/gangway/bench/benchtest"
 )
 
 func decode(t *testing.T, data []byte) any {

@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // maxLineLen bounds one hostfile line; longer lines are an error rather

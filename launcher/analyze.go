@@ -6,10 +6,10 @@ import (
 	"io"
 	"strings"
 
-	"gangway/bench"
-	"gangway/launcher/cli"
-	"gangway/launcher/diagnose"
-	"gangway/launcher/engine"
+	"github.com/gangway-hpc/gangway/bench"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/diagnose"
+	"github.com/gangway-hpc/gangway/launcher/engine"
 )
 
 func analyze(ctx context.Context, cfg cli.Config, stdout, stderr io.Writer) int {

@@ -8,8 +8,8 @@ import (
 	"runtime"
 	"strings"
 
-	"gangway/launcher/cli"
-	"gangway/launcher/rankenv"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/rankenv"
 )
 
 // dryRun prints the placement table and every rank's environment without

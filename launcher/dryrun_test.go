@@ -14,10 +14,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"gangway/hostfile"
-	"gangway/launcher/cli"
-	"gangway/launcher/plan"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from dryRun's output")

@@ -11,13 +11,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"gangway/agent/wire"
-	"gangway/launcher/cli"
-	"gangway/launcher/diagnose"
-	"gangway/launcher/engine"
-	"gangway/launcher/health"
-	"gangway/launcher/rankenv"
-	"gangway/nccl"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/diagnose"
+	"github.com/gangway-hpc/gangway/launcher/engine"
+	"github.com/gangway-hpc/gangway/launcher/health"
+	"github.com/gangway-hpc/gangway/launcher/rankenv"
+	"github.com/gangway-hpc/gangway/nccl"
 )
 
 // InspectHost is one host in --inspect's output.

@@ -11,12 +11,12 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/internal/term"
-	"gangway/launcher/cli"
-	"gangway/launcher/diagnose"
-	"gangway/launcher/engine"
-	"gangway/launcher/rankenv"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/internal/term"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/diagnose"
+	"github.com/gangway-hpc/gangway/launcher/engine"
+	"github.com/gangway-hpc/gangway/launcher/rankenv"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // Main is the launcher's whole life; cmd/launcher only wires.

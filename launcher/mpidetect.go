@@ -9,9 +9,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/internal/mpiabi"
-	"gangway/launcher/cli"
-	"gangway/launcher/diagnose"
+	"github.com/gangway-hpc/gangway/internal/mpiabi"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/diagnose"
 )
 
 // Open MPI programs under --mpi auto: Debian's Open MPI has no PMI client

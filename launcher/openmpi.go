@@ -15,13 +15,13 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/hostfile"
-	"gangway/internal/osproc"
-	"gangway/launcher/cli"
-	"gangway/launcher/diagnose"
-	"gangway/launcher/engine"
-	"gangway/launcher/plan"
-	"gangway/launcher/rankenv"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/diagnose"
+	"github.com/gangway-hpc/gangway/launcher/engine"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/launcher/rankenv"
 )
 
 // Open MPI programs: Debian's Open MPI has no PMI-1/PMI-2 client, so

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"gangway/launcher/cli"
-	"gangway/launcher/engine"
-	"gangway/launcher/rankenv"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/engine"
+	"github.com/gangway-hpc/gangway/launcher/rankenv"
 )
 
 // Open MPI takes ranks whose hosts report the same hostname for one

@@ -4,10 +4,10 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/wire"
-	"gangway/hostfile"
-	"gangway/launcher/cli"
-	"gangway/launcher/rankenv"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/rankenv"
 )
 
 func TestSharedMemoryOff(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/cli"
 )
 
 func TestOpenMPIArgs(t *testing.T) {

@@ -10,12 +10,12 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"gangway/hostfile"
-	"gangway/internal/osproc"
-	"gangway/launcher/cli"
-	"gangway/launcher/diagnose"
-	"gangway/launcher/engine"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/diagnose"
+	"github.com/gangway-hpc/gangway/launcher/engine"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // rsh is the launcher's `--rsh` mode, an ssh-compatible client for

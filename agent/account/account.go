@@ -18,7 +18,7 @@ import (
 	"strings"
 	"syscall"
 
-	"gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/proc"
 )
 
 // Account is a local user that sessions run as: its ids, groups, home and

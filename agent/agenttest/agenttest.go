@@ -35,10 +35,10 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"gangway/agent"
-	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/proc"
-	"gangway/agent/sshd"
+	"github.com/gangway-hpc/gangway/agent"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/sshd"
 )
 
 // Deadline bounds every wait of this package: generous, for a loaded

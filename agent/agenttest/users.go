@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
 )
 
 // EnvRequireRoot, set to "1" (CI does), turns RequireRoot's skip into a

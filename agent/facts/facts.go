@@ -23,7 +23,7 @@ import (
 	"sync"
 	"time"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // Options configures Gather. The zero value discovers the running host.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 func TestGatherFixture(t *testing.T) {

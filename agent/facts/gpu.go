@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // gpuQuery are the nvidia-smi arguments that list GPUs.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // fakeSMI answers nvidia-smi calls from a table keyed by the joined

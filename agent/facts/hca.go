@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // listHCAs lists every port of every RDMA device under

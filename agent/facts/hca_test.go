@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 func TestListHCAs(t *testing.T) {

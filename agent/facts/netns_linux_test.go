@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // The test binary doubles as the discovery helper: with helperEnv set it

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // Route is the way this host reaches one destination: what

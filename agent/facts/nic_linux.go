@@ -11,7 +11,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // iffLowerUp is IFF_LOWER_UP from <linux/if.h>: the driver signals carrier.

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"net"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // listNICs lists the network interfaces through net.Interfaces. Link type,

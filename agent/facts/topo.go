@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // The patterns are compiled at first use, not at package init: every

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // dgx1 is the DGX-1 (V100) hybrid cube-mesh as NVIDIA documents it: two

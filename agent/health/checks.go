@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // SMI is what nvidia-smi answered to the three health queries, for

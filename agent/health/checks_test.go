@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // fixture reads testdata/dir/name, else testdata/base/name (a degraded

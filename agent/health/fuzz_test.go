@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // FuzzJudgeGPUs: whatever nvidia-smi prints, the parsers do not panic

@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // Options is how Gather reads the host. Nil functions use the real ones.

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"gangway/agent/wire"
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // SiteOptions say how the site's check command runs: as whom, with what

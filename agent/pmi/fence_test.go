@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // TestTwoHosts runs a 4-rank job as two servers ("hosts") joined by the

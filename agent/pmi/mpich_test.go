@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/wire"
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // Real MPICH (Debian's mpich 4.0.2, ch4:ucx, PMI-1 client) against Servers

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
 )
 
 // needCgroup returns where this test process may make job groups, or

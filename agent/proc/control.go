@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // superGroup is the agent's side of one supervisor and the programs it

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // scanGroups reads every /proc/PID/stat once and keeps the processes

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // TestGroups: one pass over /proc lists each group's processes, its

@@ -20,8 +20,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"gangway/agent/proc/proctest"
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // testHelperEnv switches the test binary into one of this package's

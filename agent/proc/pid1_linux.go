@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // pid1Signals are the signals PID1 forwards to the agent: what container

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/proc/proctest"
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // TestPID1ReapsOrphans runs this binary as PID 1 of a new PID namespace

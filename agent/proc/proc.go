@@ -23,8 +23,8 @@ import (
 	"syscall"
 	"time"
 
-	"gangway/internal/osproc"
-	"gangway/internal/syncx"
+	"github.com/gangway-hpc/gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/internal/syncx"
 )
 
 // Stream says which output stream a chunk came from.

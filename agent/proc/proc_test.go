@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
 )
 
 func TestMain(m *testing.M) {

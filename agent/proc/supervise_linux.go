@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 const supervisorSupported = true

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
 )
 
 func supervisorExe(t *testing.T) string {

@@ -11,8 +11,8 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent/account"
-	"gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/agent/account"
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // loginInfo is what authentication learnt about a connection; it rides

@@ -9,9 +9,9 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent/agenttest"
-	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/sshd"
+	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/sshd"
 )
 
 // newCA makes a CA key pair with ssh-keygen and returns its private key

@@ -1,7 +1,7 @@
 package sshd
 
 import (
-	"gangway/agent/account"
+	"github.com/gangway-hpc/gangway/agent/account"
 )
 
 // SetSelf makes s serve as if the agent ran as a (its login policy,

@@ -19,9 +19,9 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent/agenttest"
-	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/sshd"
+	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/sshd"
 )
 
 // failingListener fails its Accepts while fail is above zero, as a

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/proc"
 )
 
 // TestMain lets the test binary be the ranks' supervisor, as cmd/agent's

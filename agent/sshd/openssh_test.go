@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent/agenttest"
-	"gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
 )
 
 // sshRun runs the system ssh client with args against host and returns

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"gangway/agent/account"
+	"github.com/gangway-hpc/gangway/agent/account"
 )
 
 // PermitRootLogin values, as sshd's: the agent authenticates with keys

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/account"
+	"github.com/gangway-hpc/gangway/agent/account"
 )
 
 func TestGlobMatch(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // The srun mode (`agent --srun`): the launcher's srun step starts one agent

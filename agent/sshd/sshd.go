@@ -30,8 +30,8 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent/account"
-	"gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/agent/account"
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // Server is the agent's SSH server: stock sessions for ssh and Open MPI's

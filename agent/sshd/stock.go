@@ -16,13 +16,13 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent/account"
-	"gangway/agent/proc"
-	"gangway/agent/wire"
-	"gangway/internal/environ"
-	"gangway/internal/osproc"
-	"gangway/internal/syncx"
-	"gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/agent/account"
+	"github.com/gangway-hpc/gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/environ"
+	"github.com/gangway-hpc/gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/internal/syncx"
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // lostGrace is how long a stock session's command gets between SIGTERM

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"syscall"
 
-	"gangway/agent/account"
+	"github.com/gangway-hpc/gangway/agent/account"
 )
 
 // How a stock session's command is connected to its channel: a PTY, or

@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/agent/account"
+	"github.com/gangway-hpc/gangway/agent/account"
 )
 
 // UserLimits cap what one user (one uid) may hold on an agent at once,

@@ -12,10 +12,10 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent"
-	"gangway/agent/agenttest"
-	"gangway/agent/sshd"
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent"
+	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/agent/sshd"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // launcherSession opens the gangway subsystem on cl and exchanges Hello

@@ -14,10 +14,10 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent/account"
-	"gangway/agent/agenttest"
-	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/sshd"
+	"github.com/gangway-hpc/gangway/agent/account"
+	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/sshd"
 )
 
 // observed returns a server adjustment (for withServer) that replaces

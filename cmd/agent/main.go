@@ -9,7 +9,7 @@ import (
 	"runtime"
 	"syscall"
 
-	"gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/proc"
 )
 
 func main() {

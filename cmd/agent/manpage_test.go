@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/cmd/internal/manpage"
+	"github.com/gangway-hpc/gangway/cmd/internal/manpage"
 )
 
 // TestManPage: the agent's man page, written from its -h, renders with

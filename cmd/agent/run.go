@@ -17,14 +17,14 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent"
-	"gangway/agent/pmi"
-	"gangway/agent/proc"
-	"gangway/agent/sshd"
-	"gangway/agent/wire"
-	"gangway/cmd/internal/logging"
-	"gangway/hostfile"
-	"gangway/internal/term"
+	"github.com/gangway-hpc/gangway/agent"
+	"github.com/gangway-hpc/gangway/agent/pmi"
+	"github.com/gangway-hpc/gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/sshd"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/cmd/internal/logging"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/internal/term"
 )
 
 // version is stamped by the Makefile.

@@ -10,9 +10,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/agent"
-	"gangway/agent/sshd"
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent"
+	"github.com/gangway-hpc/gangway/agent/sshd"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // runSrun is `agent --srun`: one agent of the launcher's srun step (see

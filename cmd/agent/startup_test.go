@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/sshd"
+	"github.com/gangway-hpc/gangway/agent/sshd"
 )
 
 // runCapturing runs the agent's run with args and returns its exit code

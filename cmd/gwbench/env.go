@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"gangway/agent/agenttest/sshtest"
-	"gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
 )
 
 // The bench's own names and addresses; nothing else is touched.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // memory measures a fresh agent's resident size while it runs 8 ranks

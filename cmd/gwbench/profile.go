@@ -13,8 +13,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/cmd/internal/testbed"
-	"gangway/launcher"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/launcher"
 )
 
 // profiles runs the launcher in this process (launcher.Main, as

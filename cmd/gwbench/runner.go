@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"gangway/cmd/internal/testbed"
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // cmdSpec is one command to time.

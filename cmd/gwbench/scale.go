@@ -13,9 +13,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/agent"
-	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/sshd"
+	"github.com/gangway-hpc/gangway/agent"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/sshd"
 )
 
 // loopAgents are sshd.Servers in this process, one per loopback address

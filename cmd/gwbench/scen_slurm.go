@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"gangway/cmd/internal/slurmbed"
+	"github.com/gangway-hpc/gangway/cmd/internal/slurmbed"
 )
 
 // The slurm scenario: inside one Slurm allocation of 3 nodes x 8 CPUs on

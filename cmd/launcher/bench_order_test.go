@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // runCombined runs the launcher with stdout and stderr on one file, as

@@ -21,9 +21,9 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/bench"
-	"gangway/bench/benchtest"
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/bench"
+	"github.com/gangway-hpc/gangway/bench/benchtest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 var plotDir = flag.String("plotdir", "", "also copy the tests' PNGs to this directory, to look at them")
@@ -43,7 +43,7 @@ func buildSynthetic(t *testing.T, dir string) string {
 		t.Skip("no go command to build examples/synthetic")
 	}
 	bin := filepath.Join(dir, "synthetic")
-	cmd := exec.CommandContext(t.Context(), goBin, "build", "-o", bin, "gangway/examples/synthetic")
+	cmd := exec.CommandContext(t.Context(), goBin, "build", "-o", bin, "github.com/gangway-hpc/gangway/examples/synthetic")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build examples/synthetic: %v\n%s", err, out)
 	}

@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"gangway/agent"
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/agent"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // TestDryRunSpellings runs the launcher binary with --dry-run for each

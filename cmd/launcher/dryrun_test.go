@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 func TestDryRun(t *testing.T) {

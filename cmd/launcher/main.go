@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/proc"
 )
 
 func main() {

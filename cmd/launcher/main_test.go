@@ -27,9 +27,9 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/proc"
-	"gangway/agent/proc/proctest"
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 const (

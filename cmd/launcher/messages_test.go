@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // The launcher's messages for a new user's first mistakes, each from a

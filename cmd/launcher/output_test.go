@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // TestOutputFlood: 8 ranks each print 100000 100-byte lines on stdout and

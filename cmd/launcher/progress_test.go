@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // TestProgress: with --progress, a status line appears while 4 synthetic

@@ -12,13 +12,13 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"gangway/agent"
-	"gangway/agent/proc"
-	"gangway/cmd/internal/logging"
-	"gangway/hostfile"
-	"gangway/launcher"
-	"gangway/launcher/cli"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/agent"
+	"github.com/gangway-hpc/gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/cmd/internal/logging"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // version and commit are stamped by the Makefile (-ldflags -X

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
 )
 
 func TestTimeout(t *testing.T) {

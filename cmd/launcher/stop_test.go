@@ -21,7 +21,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
 )
 
 // TestSignalDuringAgentDial: a host whose agent never answers keeps the

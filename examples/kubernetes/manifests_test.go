@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/cli"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -168,7 +168,7 @@ func buildAgent(t *testing.T) string {
 	bin := filepath.Join(dir, "agent")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "gangway/cmd/agent").CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/gangway-hpc/gangway/cmd/agent").CombinedOutput(); err != nil {
 		t.Fatalf("go build gangway/cmd/agent: %v\n%s", err, out)
 	}
 	agentBin = bin

@@ -59,7 +59,7 @@ func buildAgent(t *testing.T) string {
 	bin := filepath.Join(t.TempDir(), "agent")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "gangway/cmd/agent").CombinedOutput()
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/gangway-hpc/gangway/cmd/agent").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build gangway/cmd/agent: %v\n%s", err, out)
 	}

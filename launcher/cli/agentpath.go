@@ -6,7 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // agentName is the agent binary's name: --agent-path's default for

@@ -1,6 +1,6 @@
 package cli
 
-import "gangway/bench"
+import "github.com/gangway-hpc/gangway/bench"
 
 // Options turns the throughput flags into bench options.
 func (cfg Bench) Options() (bench.Options, error) {

@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"strings"
 
-	"gangway/hostfile"
-	"gangway/internal/textx"
-	"gangway/launcher/plan"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // compatInputs are the spellings of other launchers (torchrun, mpirun,

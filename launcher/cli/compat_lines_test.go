@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // compatLine is another launcher's command line as users write it in

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/hostfile"
-	"gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher/plan"
 )
 
 func hosts(spec string) []hostfile.Host {

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gangway/hostfile"
+	"github.com/gangway-hpc/gangway/hostfile"
 )
 
 // compatMapping resolves -map-by's forms (ppr:N:UNIT, PE=n, a unit

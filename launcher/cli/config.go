@@ -7,9 +7,9 @@ import (
 	"slices"
 	"time"
 
-	"gangway/hostfile"
-	"gangway/launcher/plan"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // Config is a validated command line, grouped by the part of the launcher

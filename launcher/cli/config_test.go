@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"gangway/hostfile"
-	"gangway/launcher/plan"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // fakeEnv returns a getenv and an environ for Parse that read only m.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // EnvLine is one variable of an env file, with the line it came from.

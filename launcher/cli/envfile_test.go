@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 func TestParseEnvFile(t *testing.T) {

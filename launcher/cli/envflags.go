@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // Where a rank's variable comes from, as --dry-run groups them. The

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"gangway/internal/textx"
-	"gangway/launcher/plan"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // flagInputs are flag values that need the environment or files to mean

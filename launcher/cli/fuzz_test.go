@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/launcher/plan"
 )
 
 // argSep joins argv words in the fuzz corpus; argv words cannot hold NUL.

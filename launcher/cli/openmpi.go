@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // notForOpenMPI lists the options given that Open MPI's mpirun does not

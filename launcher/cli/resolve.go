@@ -6,10 +6,10 @@ import (
 	"strconv"
 	"strings"
 
-	"gangway/agent/wire"
-	"gangway/hostfile"
-	"gangway/launcher/plan"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // resolveHosts reads -H and hostfiles, else the hostfile Kubeflow's

@@ -5,7 +5,7 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // DevelVersion is the version of a binary built without the Makefile's
@@ -19,6 +19,9 @@ const DevelVersion = "devel"
 // speak, and the Go that built it, one per line. bi is
 // debug.ReadBuildInfo's, nil when the binary has none.
 func VersionText(version, commit string, bi *debug.BuildInfo) string {
+	if (version == "" || version == DevelVersion) && bi != nil && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		version = bi.Main.Version // go install MODULE/cmd/launcher@VERSION
+	}
 	if version == "" {
 		version = DevelVersion
 	}

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 func TestVersionText(t *testing.T) {
@@ -29,6 +29,10 @@ func TestVersionText(t *testing.T) {
 		{"plain go build without VCS", "", "", &debug.BuildInfo{GoVersion: "go1.25.0"},
 			"launcher devel\ncommit:   unknown\n" + proto + "go:       go1.25.0\n"},
 		{"no build info", "devel", "", nil, "launcher devel\ncommit:   unknown\n" + proto + "go:       unknown\n"},
+		{"go install MODULE@VERSION", "", "", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/gangway-hpc/gangway", Version: "v0.9.0"}},
+			"launcher v0.9.0\ncommit:   unknown\n" + proto + "go:       go1.26.8\n"},
+		{"go build in the tree: (devel)", "", "", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}},
+			"launcher devel\ncommit:   unknown\n" + proto + "go:       go1.26.8\n"},
 	} {
 		if got := VersionText(tc.version, tc.commit, tc.bi); got != tc.want {
 			t.Errorf("%s:\n%s\nwant\n%s", tc.name, got, tc.want)

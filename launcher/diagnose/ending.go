@@ -9,8 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"gangway/internal/osproc"
-	"gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/launcher/cli"
 )
 
 // Exit codes of the launcher besides a rank's own.

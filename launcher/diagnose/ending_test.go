@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/cli"
 )
 
 func TestExitCode(t *testing.T) {

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"gangway/internal/textx"
-	"gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/launcher/plan"
 )
 
 // failureGroup is the ranks that failed the same way: the same message

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"gangway/bench"
+	"github.com/gangway-hpc/gangway/bench"
 )
 
 // Failures are how an attempt's ranks failed, as its job loop recorded

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"io"
 
-	"gangway/bench"
-	"gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/bench"
+	"github.com/gangway-hpc/gangway/launcher/cli"
 )
 
 func newCollector(cfg cli.Bench) (*bench.Collector, error) {

@@ -14,13 +14,13 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/agent/wire"
-	"gangway/hostfile"
-	"gangway/internal/syncx"
-	"gangway/launcher/cli"
-	"gangway/launcher/plan"
-	"gangway/launcher/rankenv"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/internal/syncx"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/launcher/rankenv"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // Cluster is the outcome of the dial phase: one open session per host

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/hostfile"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 func TestWaitingLine(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"gangway/bench"
-	"gangway/launcher/diagnose"
+	"github.com/gangway-hpc/gangway/bench"
+	"github.com/gangway-hpc/gangway/launcher/diagnose"
 )
 
 // ending is the one place that turns why a launch ended into the

@@ -5,9 +5,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/agent/wire"
-	"gangway/launcher/cli"
-	"gangway/launcher/health"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/health"
 )
 
 // healthRequest is what every Hello asks its agent to check before the

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/cli"
 )
 
 func TestHealthRequest(t *testing.T) {

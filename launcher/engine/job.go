@@ -13,12 +13,12 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/agent/wire"
-	"gangway/bench"
-	"gangway/internal/syncx"
-	"gangway/launcher/cli"
-	"gangway/launcher/plan"
-	"gangway/launcher/rankenv"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/bench"
+	"github.com/gangway-hpc/gangway/internal/syncx"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/launcher/rankenv"
 )
 
 // job is one launch from the prepare phase on: its sessions, its ranks

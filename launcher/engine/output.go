@@ -14,9 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"gangway/agent/wire"
-	"gangway/launcher/cli"
-	"gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
 )
 
 // The failure report keeps each rank's last tailLines stderr lines, each

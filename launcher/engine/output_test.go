@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/wire"
-	"gangway/launcher/cli"
-	"gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
 )
 
 // TestRankFilesExact: per-rank files hold exactly the bytes of the frames,

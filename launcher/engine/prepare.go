@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"gangway/agent/wire"
-	"gangway/launcher/cli"
-	"gangway/launcher/plan"
-	"gangway/launcher/rankenv"
-	"gangway/nccl"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/launcher/rankenv"
+	"github.com/gangway-hpc/gangway/nccl"
 )
 
 // prepare is the gang start's set-up: every host's network and GPUs,

@@ -3,10 +3,10 @@ package engine
 import (
 	"testing"
 
-	"gangway/agent/wire"
-	"gangway/hostfile"
-	"gangway/launcher/cli"
-	"gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
 )
 
 // TestUniverseSize: -usize as PMI tells it, Hydra's meanings: a number is

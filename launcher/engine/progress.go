@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"gangway/bench"
-	"gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/bench"
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // progressLine is the live status line printed while ranks report

@@ -14,13 +14,13 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/bench"
-	"gangway/internal/textx"
-	"gangway/launcher/cli"
-	"gangway/launcher/diagnose"
-	"gangway/launcher/health"
-	"gangway/launcher/rankenv"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/bench"
+	"github.com/gangway-hpc/gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/diagnose"
+	"github.com/gangway-hpc/gangway/launcher/health"
+	"github.com/gangway-hpc/gangway/launcher/rankenv"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // Deps are what a launch uses besides its Config: the logger, the ways to

@@ -12,11 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"gangway/agent/wire"
-	"gangway/launcher/cli"
-	"gangway/launcher/rankenv"
-	"gangway/launcher/selftest"
-	"gangway/nccl"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/rankenv"
+	"github.com/gangway-hpc/gangway/launcher/selftest"
+	"github.com/gangway-hpc/gangway/nccl"
 )
 
 // Bounds of each direction of each pair of the fabric self-test: it

@@ -6,10 +6,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"gangway/agent/wire"
-	"gangway/hostfile"
-	"gangway/launcher/rankenv"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher/rankenv"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // session is one host's open protocol stream.

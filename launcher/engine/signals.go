@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"gangway/launcher/diagnose"
+	"github.com/gangway-hpc/gangway/launcher/diagnose"
 )
 
 // Scope is how every mode begins and ends: its context is cancelled with

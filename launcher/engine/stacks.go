@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"gangway/launcher/diagnose"
+	"github.com/gangway-hpc/gangway/launcher/diagnose"
 )
 
 // reportStacks writes each rank's stacks to DIR/rank.R/stacks.txt (the

@@ -8,10 +8,10 @@ import (
 	"sort"
 	"time"
 
-	"gangway/agent/wire"
-	"gangway/launcher/diagnose"
-	"gangway/launcher/plan"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/launcher/diagnose"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // The job loop is split in two: state.apply decides (pure: data in, the

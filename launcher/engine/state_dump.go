@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // Stack dumps (hang diagnosis), as the pure state decides them.

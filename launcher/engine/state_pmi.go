@@ -3,7 +3,7 @@ package engine
 import (
 	"fmt"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // The job's PMI services that span hosts: barriers (fences) and the name

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/wire"
-	"gangway/launcher/diagnose"
-	"gangway/launcher/plan"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/launcher/diagnose"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // testOptions: --kill-grace 5s, a minute for stacks that stop nothing.

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // gpuCounts is each host's gpu-count check: at least o.GPUsPerHost GPUs,

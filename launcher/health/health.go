@@ -14,7 +14,7 @@ import (
 	"slices"
 	"strings"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // Options are the launcher's side of the checks.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 // hgx is an HGX H100 host's facts as its agent reports them: 8 GPUs

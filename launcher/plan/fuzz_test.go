@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/hostfile"
+	"github.com/gangway-hpc/gangway/hostfile"
 )
 
 func FuzzParseRankSet(f *testing.F) {

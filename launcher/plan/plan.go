@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"gangway/hostfile"
-	"gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // Rank is one rank's place in the job.

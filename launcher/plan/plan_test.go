@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/hostfile"
+	"github.com/gangway-hpc/gangway/hostfile"
 )
 
 // hs builds hosts h0, h1, ... with the given slots.

@@ -6,7 +6,7 @@ import (
 	"os"
 	"strconv"
 
-	"gangway/internal/term"
+	"github.com/gangway-hpc/gangway/internal/term"
 )
 
 // TagStyle is how the console marks each rank line with its rank.

@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"gangway/launcher/cli"
-	"gangway/launcher/plan"
-	"gangway/nccl"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/nccl"
 )
 
 // hostEnv is what the environment needs to know about one host.

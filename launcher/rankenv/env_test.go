@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/wire"
-	"gangway/hostfile"
-	"gangway/launcher/cli"
-	"gangway/launcher/plan"
-	"gangway/nccl"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/nccl"
 )
 
 // envMap turns KEY=VALUE entries into a map, failing on a repeated key.

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/cli"
 )
 
 // hostName is a name, or with a trailing * every name with that prefix,

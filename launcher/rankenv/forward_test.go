@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/launcher/cli"
-	"gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
 )
 
 // userEnv is a copy of a real user's interactive environment on a

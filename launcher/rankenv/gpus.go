@@ -3,10 +3,10 @@ package rankenv
 import (
 	"fmt"
 
-	"gangway/internal/textx"
-	"gangway/launcher/cli"
-	"gangway/launcher/plan"
-	"gangway/nccl"
+	"github.com/gangway-hpc/gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/nccl"
 )
 
 // ChooseGPUs hands a host's localRanks ranks their GPUs: the

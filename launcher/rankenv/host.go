@@ -1,8 +1,8 @@
 package rankenv
 
 import (
-	"gangway/agent/wire"
-	"gangway/hostfile"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/hostfile"
 )
 
 // Host is one host as the pipeline sees it once reached: as the launcher

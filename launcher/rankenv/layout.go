@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"slices"
 
-	"gangway/agent/wire"
-	"gangway/hostfile"
-	"gangway/launcher/cli"
-	"gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
 )
 
 // Layout is a launch's plan: the hosts to reach and the ranks on them.

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/wire"
-	"gangway/launcher/cli"
-	"gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
 )
 
 func parse(t *testing.T, args ...string) cli.Config {

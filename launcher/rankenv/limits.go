@@ -7,10 +7,10 @@ import (
 	"slices"
 	"strings"
 
-	"gangway/agent/wire"
-	"gangway/launcher/cli"
-	"gangway/launcher/plan"
-	"gangway/nccl"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/nccl"
 )
 
 // MaxVarLen is the longest NAME=VALUE a rank's environment may hold:

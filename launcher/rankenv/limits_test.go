@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/hostfile"
-	"gangway/launcher/cli"
-	"gangway/launcher/plan"
-	"gangway/nccl"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/nccl"
 )
 
 func TestCheckSizes(t *testing.T) {

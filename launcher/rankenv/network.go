@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/launcher/cli"
-	"gangway/nccl"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/nccl"
 )
 
 // hostNet converts one host's facts for the nccl decisions.

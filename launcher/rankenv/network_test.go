@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/wire"
-	"gangway/hostfile"
-	"gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher/cli"
 )
 
 func TestRoutePeers(t *testing.T) {

@@ -7,9 +7,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/launcher/cli"
-	"gangway/launcher/plan"
-	"gangway/nccl"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/nccl"
 )
 
 // Attempt is what the pipeline made for one attempt of a job: every

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"gangway/internal/textx"
-	"gangway/launcher/cli"
-	"gangway/launcher/plan"
-	"gangway/nccl"
+	"github.com/gangway-hpc/gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/nccl"
 )
 
 // PlacementSummary is where ranks run, per host: "a: 0-7; b: 8-15".

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/launcher/plan"
 )
 
 func TestPlacementSummary(t *testing.T) {

@@ -26,7 +26,7 @@ import (
 	"strings"
 	"time"
 
-	"gangway/bench"
+	"github.com/gangway-hpc/gangway/bench"
 )
 
 // MaxChords bounds the chords per host beyond the ring neighbour.

@@ -19,8 +19,8 @@ import (
 	"golang.org/x/crypto/ssh"
 	sshagent "golang.org/x/crypto/ssh/agent"
 
-	"gangway/agent/wire"
-	"gangway/hostfile"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/hostfile"
 )
 
 // The agent transport (--transport agent, the default): x/crypto/ssh to

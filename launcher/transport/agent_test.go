@@ -21,8 +21,8 @@ import (
 	sshagent "golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"gangway/agent/wire"
-	"gangway/hostfile"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/hostfile"
 )
 
 // testServer is an SSH server on 127.0.0.1 that serves the gangway

@@ -3,8 +3,8 @@ package transport
 import (
 	"go.uber.org/zap"
 
-	"gangway/hostfile"
-	"gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher/plan"
 )
 
 // The in-process transport: a job's local host (plan.Local, this machine)

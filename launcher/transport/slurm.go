@@ -23,8 +23,8 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent/wire"
-	"gangway/hostfile"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/hostfile"
 )
 
 // The srun transport (--transport slurm, the default inside a Slurm

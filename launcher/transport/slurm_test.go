@@ -19,8 +19,8 @@ import (
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent/wire"
-	"gangway/hostfile"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/hostfile"
 )
 
 // fakeSrunEnv switches the test binary into a fake srun (fakeSrun): the

@@ -15,9 +15,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/hostfile"
-	"gangway/internal/osproc"
-	"gangway/internal/textx"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // The ssh transport (--transport ssh), for hosts that run only a stock

@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/hostfile"
+	"github.com/gangway-hpc/gangway/hostfile"
 )
 
 func TestSSHExecError(t *testing.T) {

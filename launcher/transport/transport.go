@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"gangway/hostfile"
+	"github.com/gangway-hpc/gangway/hostfile"
 )
 
 // Dialer opens a protocol stream to the agent on one host. addr is the

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
 )
 
 func TestGenKeys(t *testing.T) {

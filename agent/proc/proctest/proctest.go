@@ -44,7 +44,7 @@ import (
 	"syscall"
 	"time"
 
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // Env is the variable that switches a test binary into helper mode.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // floodStats counts a flood's connections by what the agent did with them.

@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent/wire"
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 func header(k wire.Kind, n uint32) []byte {

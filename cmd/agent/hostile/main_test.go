@@ -23,9 +23,9 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/wire"
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 func TestMain(m *testing.M) {

@@ -11,10 +11,10 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"gangway/agent/agenttest"
-	"gangway/agent/sshd"
-	"gangway/agent/wire"
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/agent/sshd"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // clientAs logs in to the cluster's agent as user with signer.

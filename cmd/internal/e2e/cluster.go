@@ -18,7 +18,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/agent/agenttest"
 )
 
 // Deadline bounds every wait of this package (agenttest's).

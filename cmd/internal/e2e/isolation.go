@@ -22,8 +22,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"gangway/agent/proc/proctest"
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // Each rank alone on a busy host. A test binary whose TestMain calls

@@ -14,9 +14,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"gangway/agent/proc/proctest"
-	"gangway/internal/osproc"
-	"gangway/launcher"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/launcher"
 )
 
 // Output collects a stream and lets tests wait for what they expect in it.

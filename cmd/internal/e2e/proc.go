@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest"
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // Proc is a real process started by a test: a bin/agent or a bin/launcher.
@@ -182,7 +182,7 @@ func BuildBinaries(t testing.TB) (launcherBin, agentBin string) {
 		if err != nil {
 			goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 		}
-		cmd := exec.Command(goTool, "build", "-o", build.dir+string(filepath.Separator), "gangway/cmd/launcher", "gangway/cmd/agent")
+		cmd := exec.Command(goTool, "build", "-o", build.dir+string(filepath.Separator), "github.com/gangway-hpc/gangway/cmd/launcher", "github.com/gangway-hpc/gangway/cmd/agent")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			build.err = fmt.Errorf("go build: %w\n%s", err, out)
 			return

@@ -15,7 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"gangway/cmd/internal/manpage"
+	"github.com/gangway-hpc/gangway/cmd/internal/manpage"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/cli"
 )
 
 func TestParse(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"syscall"
 
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // Info is what the leftover checks report about a process: its

@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"gangway/cmd/internal/procscan"
-	"gangway/cmd/internal/testbed"
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/cmd/internal/procscan"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // Options describes a bed.

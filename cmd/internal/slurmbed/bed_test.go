@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/cmd/internal/slurmbed"
-	"gangway/cmd/internal/slurmbed/slurmtest"
+	"github.com/gangway-hpc/gangway/cmd/internal/slurmbed"
+	"github.com/gangway-hpc/gangway/cmd/internal/slurmbed/slurmtest"
 )
 
 // TestBed builds a two-node cluster, runs steps on it, and checks that

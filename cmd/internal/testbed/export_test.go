@@ -3,7 +3,7 @@ package testbed
 import (
 	"context"
 
-	"gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
 )
 
 // StartSSHDWithBashrc starts sshd without the clean-shell wrapper, as the

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/cmd/internal/testbed"
-	"gangway/cmd/internal/testbed/roottest"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
 // helperEnv switches the test binary into a helper mode, so that tests can

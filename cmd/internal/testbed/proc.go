@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // Command returns a command that runs name inside host's namespace

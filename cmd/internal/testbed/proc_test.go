@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/cmd/internal/testbed"
-	"gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // pgroup lists the PIDs whose process group is pgid, from /proc.

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
 )
 
 // SSHDPath is Debian's OpenSSH server.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest/sshtest"
-	"gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
 )
 
 const sshClient = "/usr/bin/ssh"

@@ -12,8 +12,8 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"gangway/agent/agenttest/sshtest"
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // TestUnknownKeyRefused: an identity missing from authorized_keys fails

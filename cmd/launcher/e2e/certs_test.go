@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/agenttest"
-	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/sshd"
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/sshd"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // certsScript runs examples/certs.sh with args and returns its output.

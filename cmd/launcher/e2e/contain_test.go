@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/proc"
-	"gangway/agent/proc/proctest"
-	"gangway/cmd/internal/e2e"
-	"gangway/cmd/internal/testbed/roottest"
+	"github.com/gangway-hpc/gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
 // The tests here kill what should clean up (the agent, a local launcher)

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/cmd/internal/e2e"
-	"gangway/launcher/rankenv"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/launcher/rankenv"
 )
 
 // realUserEnv is a copy of a real user's environment on a workstation,

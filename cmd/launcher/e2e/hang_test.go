@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/proc/proctest"
-	"gangway/cmd/internal/e2e"
-	"gangway/launcher/diagnose"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/launcher/diagnose"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // TestAgentStopped: an agent that stops answering without dropping its

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/wire"
-	"gangway/cmd/internal/e2e"
-	"gangway/hostfile"
-	"gangway/launcher"
-	"gangway/launcher/diagnose"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher"
+	"github.com/gangway-hpc/gangway/launcher/diagnose"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // Hostile agents: whoever answers on a host's address speaks for it (in

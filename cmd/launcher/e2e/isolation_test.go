@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"testing"
 
-	"gangway/cmd/internal/e2e"
-	"gangway/cmd/internal/testbed/roottest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
 // TestLocalRanksIsolated: the launcher's local mode (its built-in agent

@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/proc/proctest"
-	"gangway/agent/wire"
-	"gangway/cmd/internal/e2e"
-	"gangway/hostfile"
-	"gangway/launcher"
-	"gangway/launcher/diagnose"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher"
+	"github.com/gangway-hpc/gangway/launcher/diagnose"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // TestConcurrentJobs runs two jobs on one agent at once: each sees only

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/proc/proctest"
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // The kill tests run a DGX node's shape: perHost ranks on each of two

@@ -11,12 +11,12 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"gangway/agent"
-	"gangway/agent/agenttest"
-	"gangway/cmd/internal/e2e"
-	"gangway/hostfile"
-	"gangway/launcher"
-	"gangway/launcher/transport"
+	"github.com/gangway-hpc/gangway/agent"
+	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/launcher"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // TestStartJobTimeoutNamed: while the launcher waits for a host that

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/proc"
-	"gangway/agent/proc/proctest"
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // TestMain lets the test binary double as the rank program (launcher

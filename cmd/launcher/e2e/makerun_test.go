@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // TestMakeRun is `make run` on loopback: two agent processes with

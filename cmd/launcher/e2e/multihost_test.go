@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/proc/proctest"
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // TestEnvAcrossHosts runs 6 ranks over 3 in-process agents and checks

@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"testing"
 
-	"gangway/agent/agenttest"
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // TestUserCannotProbeAsRoot: an ordinary user's job on a root agent

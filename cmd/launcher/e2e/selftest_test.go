@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/wire"
-	"gangway/cmd/internal/e2e"
-	"gangway/launcher"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/launcher"
 )
 
 // TestSelftestLoopback: --selftest=strict over 3 in-process agents on

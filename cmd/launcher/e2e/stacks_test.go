@@ -19,9 +19,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"gangway/agent"
-	"gangway/agent/agenttest"
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/agent"
+	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // Stacks of another user's ranks, collected by a root agent: gdb runs

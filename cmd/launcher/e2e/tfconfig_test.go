@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // tfWorker is a rank that reads TF_CONFIG as TensorFlow's

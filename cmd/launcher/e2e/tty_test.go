@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/agenttest/sshtest"
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // TestRanksHoldNoTerminal: an agent started from a terminal (the leader

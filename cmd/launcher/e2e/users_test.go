@@ -11,11 +11,11 @@ import (
 	"syscall"
 	"testing"
 
-	"gangway/agent"
-	"gangway/agent/agenttest"
-	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/sshd"
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/agent"
+	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/sshd"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // statusIDs reads the Uid: and Gid: lines of /proc/PID/status (real,

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/cmd/internal/slurmbed"
-	"gangway/cmd/internal/testbed/roottest"
+	"github.com/gangway-hpc/gangway/cmd/internal/slurmbed"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
 // Require skips t unless a Slurm bed can be built here. Without root it

@@ -7,7 +7,7 @@ import (
 	"os"
 	"testing"
 
-	"gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
 )
 
 // EnvRequire, set to "1" (CI does), turns RequireRoot's skip into a failure.

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
 )
 
 const helperEnv = "GANGWAY_ROOTTEST_HELPER"

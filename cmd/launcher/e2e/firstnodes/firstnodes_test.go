@@ -24,8 +24,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/cmd/internal/testbed"
-	"gangway/cmd/internal/testbed/roottest"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
 const version = "v0.0.0-firstnodes"

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/wire"
-	"gangway/cmd/internal/e2e"
-	"gangway/launcher"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/launcher"
 )
 
 // TestDataNIC: two hosts whose data NICs are named differently and whose

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/cmd/internal/e2e"
-	"gangway/cmd/internal/testbed/roottest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
 // TestHangDiagnosis: a real torch gloo all_reduce of 4 ranks on 2

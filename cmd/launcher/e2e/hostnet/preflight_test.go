@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/launcher"
+	"github.com/gangway-hpc/gangway/launcher"
 )
 
 // TestPreflight breaks the path between host 0 and host 2 of three while

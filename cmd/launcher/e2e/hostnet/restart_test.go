@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/cmd/internal/e2e"
-	"gangway/cmd/internal/testbed/roottest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
 // TestTorchRestartFromCheckpoint: a real PyTorch DDP job (gloo) on two

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"gangway/bench"
-	"gangway/cmd/internal/e2e"
-	"gangway/cmd/internal/testbed/roottest"
+	"github.com/gangway-hpc/gangway/bench"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
 // TestSpareReplacesLostHost: a real PyTorch DDP job (gloo) on hosts 0-3

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/cmd/internal/e2e"
-	"gangway/cmd/internal/testbed/roottest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
 // debianPython is Debian's Python, where python3-torch lives; a python3

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/wire"
-	"gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
 )
 
 // The health checks before every attempt, on two network-namespace hosts

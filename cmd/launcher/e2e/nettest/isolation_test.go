@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest"
-	"gangway/agent/agenttest/sshtest"
-	"gangway/agent/proc/proctest"
-	"gangway/cmd/internal/e2e"
-	"gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
 )
 
 // isolationRanks is the ranks per host in the isolation tests: a DGX's

@@ -10,8 +10,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"gangway/cmd/internal/e2e"
-	"gangway/launcher"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/launcher"
 )
 
 // inProcLaunch is one launcher.Main run in this process.

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"gangway/cmd/internal/e2e"
-	"gangway/cmd/internal/testbed"
-	"gangway/cmd/internal/testbed/roottest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
 // Real MPICH (Debian's mpich 4.0.2, ch4:ucx, PMI-1 client) under the

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/cmd/internal/testbed"
-	"gangway/cmd/internal/testbed/roottest"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
 var namepubTest built

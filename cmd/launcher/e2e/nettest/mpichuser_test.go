@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest"
-	"gangway/agent/agenttest/sshtest"
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // TestMPICHAsUser: a real MPICH program launched as a user other than the

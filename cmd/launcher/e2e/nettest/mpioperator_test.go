@@ -15,9 +15,9 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"gangway/cmd/internal/e2e"
-	"gangway/cmd/internal/testbed"
-	"gangway/cmd/internal/testbed/roottest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
 // podScript makes a process look like a Kubeflow mpi-operator pod's main

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"gangway/cmd/internal/e2e"
-	"gangway/cmd/internal/testbed"
-	"gangway/cmd/internal/testbed/roottest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
 // TestMasterAddrDeadEnd: hosts with a dead-end NIC (lower interface

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest/sshtest"
-	"gangway/cmd/internal/testbed"
-	"gangway/cmd/internal/testbed/roottest"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
 // Open MPI's own mpirun (Debian's openmpi-bin 4.1), run in the root

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/cmd/internal/testbed"
-	"gangway/cmd/internal/testbed/roottest"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
 // The differential PMI test: the probe (pmiprobe_test.go) runs as 2 ranks

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"gangway/cmd/internal/procscan"
+	"github.com/gangway-hpc/gangway/cmd/internal/procscan"
 )
 
 // The /proc readers of cmd/internal/procscan, by the names these tests

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/bench"
-	"gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/bench"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
 )
 
 // debianPython is Debian's Python, where python3-torch lives

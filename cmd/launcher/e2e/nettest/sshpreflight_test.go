@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/agent/agenttest/sshtest"
-	"gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
 )
 
 // TestTransportSSHPreflight: with --transport ssh the agents started for

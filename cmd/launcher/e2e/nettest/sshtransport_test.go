@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"gangway/agent/agenttest/sshtest"
-	"gangway/cmd/internal/e2e"
-	"gangway/cmd/internal/testbed"
-	"gangway/cmd/internal/testbed/roottest"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
+	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
 // TestTransportSSH: `launcher --transport ssh` reaches a namespace host

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"gangway/cmd/internal/e2e"
-	"gangway/cmd/internal/slurmbed"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/slurmbed"
 )
 
 // sleeper is a rank that says "ready PID" and sleeps; rank $FAIL (if

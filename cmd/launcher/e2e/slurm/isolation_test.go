@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // TestSallocRanksIsolated: `salloc -N2 --ntasks-per-node=8 launcher

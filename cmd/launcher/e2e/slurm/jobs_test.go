@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
 // mpichEnv is what MPICH ranks need between namespace hosts (found by

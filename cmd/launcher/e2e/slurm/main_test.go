@@ -36,10 +36,10 @@ import (
 	"testing"
 	"time"
 
-	"gangway/cmd/internal/e2e"
-	"gangway/cmd/internal/procscan"
-	"gangway/cmd/internal/slurmbed"
-	"gangway/cmd/internal/slurmbed/slurmtest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/procscan"
+	"github.com/gangway-hpc/gangway/cmd/internal/slurmbed"
+	"github.com/gangway-hpc/gangway/cmd/internal/slurmbed/slurmtest"
 )
 
 // jobTimeout bounds one salloc run: 2 shared cores, torch imports, MPICH.

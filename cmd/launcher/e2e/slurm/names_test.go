@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"gangway/cmd/internal/e2e"
-	"gangway/cmd/internal/slurmbed"
-	"gangway/cmd/internal/slurmbed/slurmtest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/slurmbed"
+	"github.com/gangway-hpc/gangway/cmd/internal/slurmbed/slurmtest"
 )
 
 // localNames is a bed whose node names resolve only on their own node
