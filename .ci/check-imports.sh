@@ -1,5 +1,5 @@
 #!/bin/sh
-# Imports point one way (see README "How it works"): the packages under
+# Imports point one way (see docs/architecture.md): the packages under
 # internal/ import no gangway package; the other leaf packages import none
 # but those; the launcher's packages import only agent/wire of the agent's
 # packages, and their rooms point one way (plan at the bottom, the root
