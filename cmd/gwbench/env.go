@@ -49,6 +49,10 @@ type netEnv struct {
 	bins    bins
 }
 
+// jobHosts is how many of the bed's hosts the scenarios' jobs run on:
+// 16; a 17th, when the bed has one, is the recover scenario's spare.
+func (e *netEnv) jobHosts() int { return min(len(e.hosts), 16) }
+
 // setupNet builds the bed with n hosts, starts sshd and an agent in each,
 // and waits until all answer. On error the caller still calls close.
 func setupNet(ctx context.Context, n int, b bins, dir string, logf func(string, ...any)) (*netEnv, error) {

@@ -102,7 +102,7 @@ func (b *bench) failstop(ctx context.Context) error {
 	}
 	run := filepath.Join(dir, "run")
 	tag := fmt.Sprintf("gwbench-%d", os.Getpid())
-	hosts := min(len(e.hosts), 16)
+	hosts := e.jobHosts()
 	for _, per := range []int{1, 8} {
 		j := jobSpec{Hosts: hosts, PerHost: per, Argv: []string{"/usr/bin/env", failVar + "=" + tag, script, run, strconv.Itoa(failRank)}}
 		np := j.np()

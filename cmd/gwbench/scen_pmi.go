@@ -176,7 +176,7 @@ func (b *bench) pmi(ctx context.Context) error {
 	const iters, mpiIters = "200", "10"
 	const timeout = 3 * time.Minute
 	for _, np := range sizes {
-		hosts := min(np, len(e.hosts))
+		hosts := min(np, e.jobHosts())
 		name := fmt.Sprintf("MPICH, %d ranks on %d hosts", np, hosts)
 		jb := jobSpec{Hosts: hosts, PerHost: np / hosts, Argv: []string{bin, "barrier", iters, mpiIters}, Env: mpichEnv}
 		ji := jobSpec{Hosts: hosts, PerHost: np / hosts, Argv: []string{bin, "initfini"}, Env: mpichEnv}

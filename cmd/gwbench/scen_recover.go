@@ -63,7 +63,7 @@ func (b *bench) recover(ctx context.Context) error {
 	}
 	run := filepath.Join(dir, "run")
 	tag := fmt.Sprintf("gwbench-recover-%d", os.Getpid())
-	hosts := min(len(e.hosts), 16)
+	hosts := e.jobHosts()
 	if err := b.recoverLost(ctx, script, run, tag, hosts); err != nil {
 		return err
 	}
