@@ -93,8 +93,9 @@ Network and node preparation:
                            ring neighbours and a few chords (64 MiB or 2 s
                            each way), one stream per host at a time; print
                            MB/s per pair and name slow hosts (under a third
-                           of the median host); =strict: then stop the job
-                           (exit 1, nothing started)
+                           of the median host); spares take their places
+                           where they stand by (-spares), else =strict stops
+                           the job (exit 1, nothing started)
   -inspect [-json] [-v]    print each host's facts, the NCCL and Gloo
                            variables its ranks would get (each with its
                            source: nccl, forwarded, -x...) and their GPUs,

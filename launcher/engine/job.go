@@ -37,6 +37,7 @@ type job struct {
 	collDone chan error
 	st       *state
 	selftest *bench.Selftest // the attempt's fabric self-test, when it ran
+	spares   int             // hosts standing by (Layout.Spares): slow hosts can be left out for them
 
 	events   chan any      // from the readers: ev* values and evMsg
 	stdinAck chan struct{} // from the readers

@@ -113,7 +113,7 @@ func Run(ctx context.Context, cfg cli.Config, d Deps, l rankenv.Layout) int {
 
 // replaceUnfit is the layout to try the attempt again on when it ended
 // before any rank started because hosts failed their health checks or
-// --selftest=strict found them slow, and enough spares stand by to take
+// the fabric self-test found them slow, and enough spares stand by to take
 // every such host's place (ok false otherwise: the error ends the job as
 // before). It says on the console which host goes and which spare comes.
 func (r *runner) replaceUnfit(l rankenv.Layout, err error) (rankenv.Layout, []bench.LeftOut, bool) {
@@ -243,6 +243,7 @@ func (r *runner) run(ctx, bctx context.Context, cancel context.CancelCauseFunc, 
 		c.Close()
 		return err
 	}
+	r.job.spares = len(r.layout.Spares)
 	defer r.job.close()
 	if err := r.job.prepare(ctx); err != nil {
 		return err

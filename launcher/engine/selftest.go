@@ -31,16 +31,23 @@ const (
 	selftestWait = selftestWithin + 20*time.Second
 )
 
-// SelftestError is the ending of a job that --selftest=strict stopped:
-// the slow hosts, slowest first, as named and by index among the job's
-// hosts (for a step that leaves them out).
+// SelftestError is the ending of an attempt the self-test stopped before
+// any rank started: --selftest=strict found slow hosts, or (Replace) it
+// found no more slow hosts than spares stand by, which take their places
+// (Run's replaceUnfit). The slow hosts, slowest first, as named and by
+// index among the job's hosts.
 type SelftestError struct {
-	Slow   []string
-	Index  []int
-	Median float64 // MB/s
+	Slow    []string
+	Index   []int
+	Median  float64 // MB/s
+	Replace bool
 }
 
 func (e *SelftestError) Error() string {
+	if e.Replace {
+		return fmt.Sprintf("--selftest: slow hosts %s (under a third of the median host's %.1f MB/s): to be left out for spares",
+			strings.Join(e.Slow, ", "), e.Median)
+	}
 	return fmt.Sprintf("--selftest=strict: slow hosts %s (under a third of the median host's %.1f MB/s): leave them out of the host list, or use --selftest to only report",
 		strings.Join(e.Slow, ", "), e.Median)
 }
@@ -108,7 +115,10 @@ func (j *job) runSelftest(ctx context.Context, choices []*nccl.Choice) error {
 	}
 	r := selftest.Judge(names, pairs, ms, selftestBytes, selftestWithin)
 	strict := mode == cli.SelftestStrict && len(r.Slow) > 0
-	r.Stopped = strict
+	// With enough spares standing by, slow hosts are left out in either
+	// mode: the attempt ends here and starts again on the spares.
+	replace := len(r.Slow) > 0 && len(r.Slow) <= j.spares
+	r.Stopped = strict || replace
 	j.selftest = &r.Selftest
 	var b bytes.Buffer
 	selftest.Write(&b, r)
@@ -117,8 +127,8 @@ func (j *job) runSelftest(ctx context.Context, choices []*nccl.Choice) error {
 			j.out.say(line)
 		}
 	}
-	if strict {
-		return &SelftestError{Slow: r.Outliers, Index: r.Slow, Median: r.MedianMBps}
+	if strict || replace {
+		return &SelftestError{Slow: r.Outliers, Index: r.Slow, Median: r.MedianMBps, Replace: replace}
 	}
 	return nil
 }

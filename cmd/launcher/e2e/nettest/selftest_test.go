@@ -83,6 +83,31 @@ func TestSelftest(t *testing.T) {
 		waitNoTagged(t, tag, 10*time.Second)
 	})
 
+	// With a spare standing by, the slow host is left out before any rank
+	// starts (report mode too) and the spare takes its place: h3 is the
+	// second of three hosts, h2 the spare.
+	t.Run("SlowLeftOutForSpare", func(t *testing.T) {
+		tag := newTag(t)
+		h := b.hosts
+		list := h[0].Addr + ":8," + slow.Addr + ":8," + h[1].Addr + ":8," + h[2].Addr + ":8"
+		args := []string{"-i", b.keys.ClientKey, "--known-hosts", b.knownHosts, "-H", list, "--spares", "1", "--selftest", "-x", tagEnv + "=" + tag,
+			"sh", "-c", `echo "rank $RANK ran on $(hostname -I | cut -d' ' -f1)"`}
+		l := run(t, nil, launcherBin, args...)
+		t.Logf("h3 shaped, h2 the spare:\n%s", l.stderr.String())
+		want := "launcher: leaving out " + slow.Addr + " before the start (slow in the fabric self-test); spare " + h[2].Addr + " takes its place"
+		if l.code != 0 || !strings.Contains(l.stderr.String(), want) {
+			t.Fatalf("want exit 0 and %q: %v", want, l)
+		}
+		on := map[string]int{}
+		for _, m := range regexp.MustCompile(`(?m)^rank \d+ ran on (\S+)$`).FindAllStringSubmatch(l.stdout.String(), -1) {
+			on[m[1]]++
+		}
+		if on[h[0].Addr] != 8 || on[h[1].Addr] != 8 || on[h[2].Addr] != 8 || on[slow.Addr] != 0 {
+			t.Errorf("ranks per host %v, want 8 on h0, h1 and the spare h2, none on h3", on)
+		}
+		waitNoTagged(t, tag, 10*time.Second)
+	})
+
 	// The same plan and judgement through the job's own stack: torch's
 	// Gloo, one rank per host (examples/pytorch/fabric_selftest.py).
 	t.Run("TorchGloo", func(t *testing.T) {
