@@ -2,42 +2,18 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gangway-hpc/gangway/internal/mpiabi/mpiabitest"
 )
 
-const mpiHelloC = `#include <mpi.h>
-#include <stdio.h>
-int main(int argc, char **argv) {
-	int rank, size;
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	printf("hello from %d of %d\n", rank, size);
-	MPI_Finalize();
-	return 0;
-}
-`
-
-// buildMPIHello compiles a hello program with an MPI compiler wrapper, or
-// skips when it is not installed.
+// buildMPIHello compiles mpiabitest's hello program with an MPI compiler
+// wrapper, or skips when it is not installed.
 func buildMPIHello(t *testing.T, cc string) string {
 	t.Helper()
-	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("%s not found (Debian: libopenmpi-dev, libmpich-dev)", cc)
-	}
-	dir := t.TempDir()
-	src, bin := filepath.Join(dir, "hello.c"), filepath.Join(dir, "hello")
-	if err := os.WriteFile(src, []byte(mpiHelloC), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.CommandContext(t.Context(), cc, "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", cc, err, out)
-	}
-	return bin
+	return mpiabitest.Compile(t, cc, t.TempDir(), "hello", mpiabitest.HelloC)
 }
 
 // TestOpenMPIProgramAuto: an Open MPI program under the default --mpi

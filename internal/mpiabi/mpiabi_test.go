@@ -4,43 +4,20 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gangway-hpc/gangway/internal/mpiabi/mpiabitest"
 )
 
-const helloC = `#include <mpi.h>
-#include <stdio.h>
-int main(int argc, char **argv) {
-	int rank, size;
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	printf("hello from %d of %d\n", rank, size);
-	MPI_Finalize();
-	return 0;
-}
-`
+var helloC = mpiabitest.HelloC
 
-// compile runs a C compiler (cc, mpicc.openmpi, mpicc.mpich) on src
-// written into dir, or skips when the compiler is not installed.
+// compile is mpiabitest.Compile.
 func compile(t *testing.T, cc, dir, name, src string, args ...string) string {
 	t.Helper()
-	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("%s not found (Debian: build-essential, libopenmpi-dev, libmpich-dev)", cc)
-	}
-	c := filepath.Join(dir, name+".c")
-	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, name)
-	cmd := exec.CommandContext(t.Context(), cc, append([]string{"-o", out, c}, args...)...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", cc, err, b)
-	}
-	return out
+	return mpiabitest.Compile(t, cc, dir, name, src, args...)
 }
 
 // TestDetectReal: hello programs built with Debian's Open MPI and MPICH
