@@ -3,7 +3,6 @@ package agent
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,7 +14,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/gangway-hpc/gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
 	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
 // framedPython is a rank whose Python frames are named after the file in
@@ -26,25 +27,6 @@ code = compile("import time\nwhile True: time.sleep(1)\n", sys.argv[1], "exec")
 print("ready", os.getpid(), flush=True)
 exec(code)
 `
-
-// requireGDBPython skips the test without gdb and Python's gdb extension
-// (python3-dbg), unless the run requires every test.
-func requireGDBPython(t *testing.T) {
-	t.Helper()
-	why := ""
-	if _, err := exec.LookPath("gdb"); err != nil {
-		why = "gdb is not installed"
-	} else if _, err := os.Stat("/usr/share/gdb/auto-load/usr/bin"); err != nil {
-		why = "gdb has no Python extension (install python3-dbg)"
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("GANGWAY_REQUIRE_ROOT_TESTS") == "1" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
-}
 
 // fifoFramedJob starts one rank whose Python frames are named after a
 // FIFO: gdb's py-bt blocks opening it, as long as nothing writes to it.
@@ -83,28 +65,17 @@ func gdbChildren() []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || !strings.HasSuffix(s[:i], "(gdb") {
-			continue
-		}
-		if f := strings.Fields(s[i+1:]); len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
+		if st, err := osproc.ReadStat(pid); err == nil && st.Comm == "gdb" && st.PPid == os.Getpid() {
 			out = append(out, pid)
 		}
 	}
 	return out
 }
 
-// procState is the state letter of /proc/PID/stat.
+// procState is the state letter of /proc/PID/stat, "" when pid is gone.
 func procState(pid int) string {
-	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i > 0 && i+2 < len(s) {
-		return s[i+2 : i+3]
+	if st, err := osproc.ReadStat(pid); err == nil {
+		return string(st.State)
 	}
 	return ""
 }
@@ -123,7 +94,7 @@ func recvDumped(t *testing.T, c *client) wire.Dumped {
 // the answer's margin) runs out; the answer comes in time, says why, no
 // gdb is left, and the rank runs on, not left stopped.
 func TestDumpEndsWithinLaunchersWait(t *testing.T) {
-	requireGDBPython(t)
+	proctest.RequireGDBPython(t)
 	c := serve(t, &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t, zaptest.Level(zap.DebugLevel))})
 	pid := fifoFramedJob(t, c, "fifo-within")
 	within := 8 * time.Second
@@ -153,7 +124,7 @@ func TestDumpEndsWithinLaunchersWait(t *testing.T) {
 // job: a rank failed, or a signal) ends the dump at once: the answer
 // comes before gdb's own time bound, then Done.
 func TestStopEndsDump(t *testing.T) {
-	requireGDBPython(t)
+	proctest.RequireGDBPython(t)
 	c := serve(t, &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)})
 	fifoFramedJob(t, c, "fifo-stop")
 	begin := time.Now()

@@ -42,6 +42,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/gangway-hpc/gangway/internal/osproc"
@@ -337,4 +338,25 @@ func WaitFds(pid int, d time.Duration, ok func(map[int]string) bool) map[int]str
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// RequireGDBPython skips the test without gdb and Python's gdb extension
+// (python3-dbg; make deps installs both), unless
+// GANGWAY_REQUIRE_ROOT_TESTS=1 asks for every test, which makes it a
+// failure.
+func RequireGDBPython(t testing.TB) {
+	t.Helper()
+	why := ""
+	if _, err := exec.LookPath("gdb"); err != nil {
+		why = "gdb is not installed"
+	} else if _, err := os.Stat("/usr/share/gdb/auto-load/usr/bin"); err != nil {
+		why = "gdb has no Python extension (install python3-dbg)"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("GANGWAY_REQUIRE_ROOT_TESTS") == "1" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
 }

@@ -63,6 +63,17 @@ func Tagged(kv string) []Info {
 	return out
 }
 
+// Children lists pid's child processes, zombies included.
+func Children(pid int) []int {
+	var out []int
+	for _, p := range Pids() {
+		if pi, ok := Read(p); ok && pi.PPid == pid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Descendants lists the processes below pid.
 func Descendants(pid int) []Info {
 	children := map[int][]Info{}

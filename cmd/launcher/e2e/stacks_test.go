@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/gangway-hpc/gangway/agent"
 	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
 	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
@@ -39,26 +39,6 @@ code = compile("import time\nwhile True: time.sleep(1)\n", path, "exec")
 print("ready", os.getpid(), flush=True)
 exec(code)
 `
-
-// requireGDBPython skips the test without gdb and Python's gdb extension
-// (python3-dbg; make deps installs both), unless the run requires every
-// test.
-func requireGDBPython(t *testing.T) {
-	t.Helper()
-	why := ""
-	if _, err := exec.LookPath("gdb"); err != nil {
-		why = "gdb is not installed"
-	} else if _, err := os.Stat("/usr/share/gdb/auto-load/usr/bin"); err != nil {
-		why = "gdb has no Python extension (install python3-dbg)"
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv(agenttest.EnvRequireRoot) == "1" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
-}
 
 // gdbLog starts one in-process agent whose log (debug and up) is
 // recorded, so a test can read what each gdb took and its peak memory.
@@ -147,7 +127,7 @@ func userDir(t *testing.T) string {
 // launcher's report.
 func TestUserStacksNeverReadRootFiles(t *testing.T) {
 	agenttest.RequireRoot(t)
-	requireGDBPython(t)
+	proctest.RequireGDBPython(t)
 	t.Parallel()
 	u := agenttest.NewUser(t, "")
 	keys := u.NewKeys(t)
@@ -216,7 +196,7 @@ func TestUserStacksNeverReadRootFiles(t *testing.T) {
 // compared with before. The job goes on.
 func TestUserStacksDevZeroFrame(t *testing.T) {
 	agenttest.RequireRoot(t)
-	requireGDBPython(t)
+	proctest.RequireGDBPython(t)
 	t.Parallel()
 	u := agenttest.NewUser(t, "")
 	keys := u.NewKeys(t)
@@ -279,7 +259,7 @@ func vmKiB(t *testing.T, key string) int {
 // the rank is left running, not stopped, and the job goes on.
 func TestUserStacksFIFOFrame(t *testing.T) {
 	agenttest.RequireRoot(t)
-	requireGDBPython(t)
+	proctest.RequireGDBPython(t)
 	t.Parallel()
 	u := agenttest.NewUser(t, "")
 	keys := u.NewKeys(t)
@@ -330,7 +310,7 @@ func stateOf(pid int) string {
 // say how many were left out and why.
 func TestUserStacksProcessCap(t *testing.T) {
 	agenttest.RequireRoot(t)
-	requireGDBPython(t)
+	proctest.RequireGDBPython(t)
 	t.Parallel()
 	u := agenttest.NewUser(t, "")
 	keys := u.NewKeys(t)

@@ -27,6 +27,7 @@ import (
 	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
 	"github.com/gangway-hpc/gangway/agent/proc/proctest"
 	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/procscan"
 	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
 	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
@@ -140,7 +141,7 @@ func startContainer(t *testing.T, bed *testbed.Bed, sec *secret, name string) *c
 	if err := testbed.WaitSSH(t.Context(), addr, p, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	kids := children(p.Pid)
+	kids := procscan.Children(p.Pid)
 	if len(kids) != 1 {
 		t.Fatalf("unshare (pid %d) has children %v, want one: the container's PID 1", p.Pid, kids)
 	}
@@ -271,7 +272,7 @@ func TestStartAgentAsPod(t *testing.T) {
 	if out, stderr, code := run(k1.ClientKey, "true"); code != 1 || !strings.Contains(stderr, "authentication refused") {
 		t.Errorf("the key rotated out still logs in, or fails otherwise: exit code %d, want 1 and an authentication failure\n%s\n%s", code, out, stderr)
 	}
-	if kids := children(c.unshare.Pid); len(kids) != 1 || kids[0] != c.init1 {
+	if kids := procscan.Children(c.unshare.Pid); len(kids) != 1 || kids[0] != c.init1 {
 		t.Errorf("the agent restarted during the rotation: PID 1 was %d, now %v", c.init1, kids)
 	}
 	c.stop(t, bed)
@@ -368,32 +369,6 @@ func runArgv(t *testing.T, argv ...string) (stdout, stderr string, code int) {
 		t.Fatalf("run launcher: %v", err)
 	}
 	return o.String(), e.String(), 0
-}
-
-// children lists pid's child processes (from /proc/*/stat).
-func children(pid int) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces; cut at the last ')'.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // nsPids is the NSpid line of /proc/PID/status: the pid in each PID
