@@ -139,20 +139,8 @@ func (r *runner) replaceUnfit(l rankenv.Layout, err error) (rankenv.Layout, []be
 	default:
 		return l, nil, false
 	}
-	names := make([]string, len(out))
-	for i, b := range out {
-		names[i] = b.Host
-	}
-	next, taken, rerr := l.Replace(names)
-	if rerr != nil || len(taken) != len(out) {
-		return l, nil, false
-	}
-	var left []bench.LeftOut
-	for i, b := range out {
-		fmt.Fprintf(r.d.Stderr, "launcher: leaving out %s before the start (%s); spare %s takes its place\n", b.Host, b.Why, taken[i].Name)
-		left = append(left, bench.LeftOut{Host: b.Host, Why: b.Why, Spare: taken[i].Name})
-	}
-	return next, left, true
+	next, left, rerr := r.swapOut(l, out, " before the start")
+	return next, left, rerr == nil && len(left) > 0
 }
 
 // replaceBlamed is the next attempt's layout: the hosts this attempt's
@@ -167,21 +155,46 @@ func (r *runner) replaceBlamed(l rankenv.Layout, leftOut []bench.LeftOut) (ranke
 	if len(blamed) == 0 {
 		return l, leftOut
 	}
-	names := make([]string, len(blamed))
-	for i, b := range blamed {
-		names[i] = b.Host
-	}
-	next, taken, err := l.Replace(names)
+	next, left, err := r.swapOut(l, blamed, "")
 	if err != nil {
+		names := make([]string, len(blamed))
+		for i, b := range blamed {
+			names[i] = b.Host
+		}
 		fmt.Fprintf(r.d.Stderr, "launcher: %s blamed (%s), but the next attempt runs on the same hosts: %v\n",
 			strings.Join(names, ", "), blamed[0].Why, err)
 		return l, leftOut
 	}
-	for i, b := range blamed {
-		fmt.Fprintf(r.d.Stderr, "launcher: leaving out %s (%s); spare %s takes its place\n", b.Host, b.Why, taken[i].Name)
-		leftOut = append(leftOut, bench.LeftOut{Host: b.Host, Why: b.Why, Spare: taken[i].Name})
+	return next, append(leftOut, left...)
+}
+
+// swapOut leaves the blamed hosts of l out and puts spares in their
+// places (Layout.Replace), saying on the console which host goes, why
+// (when says when: "" or " before the start") and which spare comes. A
+// blamed name that is not one of l's hosts is passed over.
+func (r *runner) swapOut(l rankenv.Layout, blamed []diagnose.Blame, when string) (rankenv.Layout, []bench.LeftOut, error) {
+	why := map[string]string{}
+	for _, b := range blamed {
+		if _, ok := why[b.Host]; !ok {
+			why[b.Host] = b.Why
+		}
 	}
-	return next, leftOut
+	var gone []string // in l's order, which Replace takes spares in
+	for _, h := range l.Hosts {
+		if _, ok := why[h.Name]; ok {
+			gone = append(gone, h.Name)
+		}
+	}
+	next, taken, err := l.Replace(gone)
+	if err != nil {
+		return l, nil, err
+	}
+	left := make([]bench.LeftOut, len(gone))
+	for i, name := range gone {
+		fmt.Fprintf(r.d.Stderr, "launcher: leaving out %s%s (%s); spare %s takes its place\n", name, when, why[name], taken[i].Name)
+		left[i] = bench.LeftOut{Host: name, Why: why[name], Spare: taken[i].Name}
+	}
+	return next, left, nil
 }
 
 // backoff says why the gang restarts and waits --restart-backoff; a signal
