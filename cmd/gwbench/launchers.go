@@ -34,12 +34,20 @@ func have(bin string) bool { _, err := exec.LookPath(bin); return err == nil }
 // jobSpec is a job on the first Hosts hosts of the bed, PerHost ranks each.
 type jobSpec struct {
 	Hosts, PerHost int
-	Argv           []string
-	Env            []string // KEY=VALUE for every rank
-	Tag            bool     // tag output lines with the rank
+	// NP is the rank count when not every slot runs one (the hosts past
+	// NP / PerHost stand by as spares); 0 means Hosts x PerHost.
+	NP   int
+	Argv []string
+	Env  []string // KEY=VALUE for every rank
+	Tag  bool     // tag output lines with the rank
 }
 
-func (j jobSpec) np() int { return j.Hosts * j.PerHost }
+func (j jobSpec) np() int {
+	if j.NP > 0 {
+		return j.NP
+	}
+	return j.Hosts * j.PerHost
+}
 
 // gangway: the launcher against the agents already running in every host.
 func (e *netEnv) gangway(j jobSpec) []string {

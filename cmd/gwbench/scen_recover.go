@@ -92,8 +92,8 @@ func (b *bench) recoverLost(ctx context.Context, script, run, tag string, hosts 
 		b.skip("recover: lost host: no spare host in the bed")
 		return nil
 	}
-	j := jobSpec{Hosts: hosts + 1, PerHost: 8, Argv: []string{"/usr/bin/env", recoverVar + "=" + tag, script, run, "-1"}}
-	r := &recoverRun{dir: run, tag: recoverVar + "=" + tag, np: hosts * 8, crash: func() (time.Time, error) {
+	j := jobSpec{Hosts: hosts + 1, PerHost: 8, NP: hosts * 8, Argv: []string{"/usr/bin/env", recoverVar + "=" + tag, script, run, "-1"}}
+	r := &recoverRun{dir: run, tag: recoverVar + "=" + tag, np: j.np(), crash: func() (time.Time, error) {
 		t := time.Now()
 		return t, syscall.Kill(e.agentPd[1], syscall.SIGKILL)
 	}, revive: func(ctx context.Context) error {
@@ -103,11 +103,6 @@ func (b *bench) recoverLost(ctx context.Context, script, run, tag string, hosts 
 		return e.waitAgent(ctx, 1)
 	}}
 	argv := withFlag(withFlag(withFlag(e.gangway(j), "--restart-backoff=0"), "--max-restarts=1"), "--spares=1")
-	for i, a := range argv { // -np: 16 x 8, the 17th host standing by
-		if a == "-np" {
-			argv[i+1] = strconv.Itoa(hosts * 8)
-		}
-	}
 	c := contender{name: lGangway, kind: Ours, argv: argv, run: r.run, timeout: 2 * time.Minute,
 		value: func(outcome) (float64, error) { return ms(r.last), nil },
 		note:  "host 1's agent SIGKILLed once every rank is up; --spares 1 --max-restarts 1 --restart-backoff 0"}
