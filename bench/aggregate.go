@@ -217,7 +217,7 @@ func rankTotal(mr *MetricReport, reporting []RankReport, threshold float64) {
 	for i, rr := range reporting {
 		means[i] = rr.Mean
 	}
-	med := median(means)
+	med := Median(means)
 	mr.MedianRank = med
 	slow := slices.MinFunc(reporting, func(x, y RankReport) int { return cmp.Compare(x.Mean, y.Mean) })
 	mr.SlowestRank = &Outlier{Rank: slow.Rank, Host: slow.Host, Value: slow.Mean, DeviationPct: pct(slow.Mean, med)}
@@ -233,7 +233,7 @@ func rankTotal(mr *MetricReport, reporting []RankReport, threshold float64) {
 	for i, h := range mr.Hosts {
 		per[i] = h.PerRank
 	}
-	hmed := median(per)
+	hmed := Median(per)
 	sh := slices.MinFunc(mr.Hosts, func(x, y HostReport) int { return cmp.Compare(x.PerRank, y.PerRank) })
 	mr.SlowestHost = &Outlier{Rank: -1, Host: sh.Host, Value: sh.PerRank, DeviationPct: pct(sh.PerRank, hmed)}
 }
@@ -279,8 +279,8 @@ func globalValue(mr *MetricReport, reporting []RankReport) {
 	mr.Notes = append(mr.Notes, fmt.Sprintf("value is the mean of %d samples (the tool printed no end-of-run figure)", src.N))
 }
 
-// median of vals (not modified); the mean of the middle two for even counts.
-func median(vals []float64) float64 {
+// Median of vals (not modified); the mean of the middle two for even counts.
+func Median(vals []float64) float64 {
 	s := slices.Clone(vals)
 	slices.Sort(s)
 	n := len(s)

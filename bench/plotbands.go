@@ -33,7 +33,7 @@ func hostGroups(mr MetricReport, bars []rankBar, threshold float64) []hostGroup 
 	}
 	med := 0.0
 	if len(per) > 0 {
-		med = median(per)
+		med = Median(per)
 	}
 	var gs []hostGroup
 	for i, b := range bars {

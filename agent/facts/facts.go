@@ -144,7 +144,9 @@ func countCPUs(o Options) (int, error) {
 	return runtime.NumCPU(), nil
 }
 
-// countCPUList counts the CPUs of a kernel cpu list such as "0-3,8,10-11".
+// countCPUList counts the CPUs of a kernel cpu list such as "0-3,8,10-11":
+// numbers as the kernel writes them (no sign, no leading zero) and
+// ascending ranges.
 func countCPUList(s string) (int, error) {
 	if s == "" {
 		return 0, errors.New("empty cpu list")
@@ -153,12 +155,12 @@ func countCPUList(s string) (int, error) {
 	for part := range strings.SplitSeq(s, ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
+		if err != nil || a < 0 || lo != strconv.Itoa(a) {
 			return 0, fmt.Errorf("bad cpu list %q", s)
 		}
 		b := a
 		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || hi != strconv.Itoa(b) {
 				return 0, fmt.Errorf("bad cpu list %q", s)
 			}
 		}

@@ -171,24 +171,12 @@ func (c affinityCols) values(cells []string) (cpus string, numa int, err error) 
 // maxNUMANode bounds a node number (Linux's MAX_NUMNODES is at most 1024).
 const maxNUMANode = 1023
 
-// validCPUList reports whether s is a Linux CPU list: comma-separated
-// numbers and ascending ranges ("0-55,112-167").
+// validCPUList reports whether s is a Linux CPU list (countCPUList's):
+// comma-separated numbers and ascending ranges ("0-55,112-167").
 func validCPUList(s string) bool {
-	if s == "" || len(s) > 4096 {
+	if len(s) > 4096 {
 		return false
 	}
-	for part := range strings.SplitSeq(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err1 := strconv.Atoi(lo)
-		if err1 != nil || a < 0 || lo != strconv.Itoa(a) {
-			return false
-		}
-		if isRange {
-			b, err2 := strconv.Atoi(hi)
-			if err2 != nil || b < a || hi != strconv.Itoa(b) {
-				return false
-			}
-		}
-	}
-	return true
+	_, err := countCPUList(s)
+	return err == nil
 }

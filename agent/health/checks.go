@@ -65,18 +65,28 @@ func JudgeGPUs(s SMI) (count int, checks []wire.Check) {
 	}
 	checks = []wire.Check{
 		{Name: wire.CheckGPUDriver, Status: wire.CheckOK, Detail: fmt.Sprintf("%d GPUs", len(gpus))},
-		judgeBusy(gpus, s.Apps, s.AppsErr),
+		judgeBusy(byUUID(gpus), s.Apps, s.AppsErr),
 		judgeECC(gpus),
-		judgeRemap(gpus, s.Remapped, s.RemappedErr),
+		judgeRemap(byUUID(gpus), s.Remapped, s.RemappedErr),
 		judgeRetired(gpus),
 	}
 	return len(gpus), clipDetails(checks)
 }
 
+// byUUID indexes gpus by UUID, to label what nvidia-smi's other
+// queries name by UUID.
+func byUUID(gpus []GPU) map[string]GPU {
+	m := make(map[string]GPU, len(gpus))
+	for _, g := range gpus {
+		m[g.UUID] = g
+	}
+	return m
+}
+
 // judgeBusy fails when any process holds a compute context: the job's
 // ranks have not started when the agent checks, so every holder is
 // outside the job. CUDA MPS's server is not counted.
-func judgeBusy(gpus []GPU, out []byte, qerr error) wire.Check {
+func judgeBusy(byUUID map[string]GPU, out []byte, qerr error) wire.Check {
 	c := wire.Check{Name: wire.CheckGPUBusy}
 	apps, err := ParseApps(out)
 	if qerr != nil {
@@ -89,10 +99,6 @@ func judgeBusy(gpus []GPU, out []byte, qerr error) wire.Check {
 	if len(apps) == 0 {
 		c.Status, c.Detail = wire.CheckOK, "no process on any GPU"
 		return c
-	}
-	byUUID := map[string]GPU{}
-	for _, g := range gpus {
-		byUUID[g.UUID] = g
 	}
 	var held []string
 	mps := 0
@@ -159,7 +165,7 @@ func judgeECC(gpus []GPU) wire.Check {
 // judgeRemap fails on a pending row remap (the GPU needs a reset before
 // the remap takes effect) or a remap failure (the GPU has no spare rows
 // left).
-func judgeRemap(gpus []GPU, out []byte, qerr error) wire.Check {
+func judgeRemap(byUUID map[string]GPU, out []byte, qerr error) wire.Check {
 	c := wire.Check{Name: wire.CheckGPURemap}
 	rows, err := ParseRemapped(out)
 	if qerr != nil {
@@ -172,10 +178,6 @@ func judgeRemap(gpus []GPU, out []byte, qerr error) wire.Check {
 	if len(rows) == 0 {
 		c.Status, c.Detail = wire.CheckNotChecked, "no GPU reports row remapping (before A100)"
 		return c
-	}
-	byUUID := map[string]GPU{}
-	for _, g := range gpus {
-		byUUID[g.UUID] = g
 	}
 	var bad []string
 	for _, r := range rows {

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -138,5 +139,8 @@ type smiError struct {
 	msg string
 }
 
-func (e *smiError) Error() string { return "nvidia-smi: " + e.err.Error() + ": " + trimSpace(e.msg) }
+func (e *smiError) Error() string {
+	return "nvidia-smi: " + e.err.Error() + ": " + strings.TrimSpace(e.msg)
+}
+
 func (e *smiError) Unwrap() error { return e.err }

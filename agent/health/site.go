@@ -129,5 +129,3 @@ func (b *boundedBuffer) Bytes() []byte {
 
 // markRoom is the most String's mark adds to a boundedBuffer's max.
 const markRoom = 64
-
-func trimSpace(s string) string { return strings.TrimSpace(s) }

@@ -36,10 +36,13 @@ type Deps struct {
 }
 
 // NewJobID is a new random job id (the PMI kvs name, the agents' logs).
-func NewJobID() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+func NewJobID() string { return randomHex(6) }
+
+// randomHex is n random bytes in lower-case hex (2n digits).
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // phase is how far a job got; the ending's words depend on it.

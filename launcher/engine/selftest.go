@@ -3,8 +3,6 @@ package engine
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -78,9 +76,7 @@ func (j *job) runSelftest(ctx context.Context, choices []*nccl.Choice) error {
 	if len(old) > 0 {
 		return fmt.Errorf("--selftest: the agents on %s do not serve the fabric self-test (upgrade them, or leave --selftest out)", strings.Join(old, ", "))
 	}
-	var tb [wire.SelftestTokenLen / 2]byte
-	_, _ = rand.Read(tb[:])
-	token := hex.EncodeToString(tb[:])
+	token := randomHex(wire.SelftestTokenLen / 2)
 	j.broadcast(wire.KindSelftest, wire.Selftest{Op: wire.SelftestListen, Token: token})
 	defer j.broadcast(wire.KindSelftest, wire.Selftest{Op: wire.SelftestClose, Token: token})
 	res, err := j.collect(ctx, wire.KindSelftestResult, 30*time.Second)

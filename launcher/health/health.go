@@ -42,15 +42,9 @@ func (h Host) Label() string {
 	return h.Name
 }
 
-// Failed are h's failed checks.
+// Failed are h's failed checks (wire.Health's Failed over all of them).
 func (h Host) Failed() []wire.Check {
-	var out []wire.Check
-	for _, c := range h.Checks {
-		if c.Status == wire.CheckFail {
-			out = append(out, c)
-		}
-	}
-	return out
+	return (&wire.Health{Checks: h.Checks}).Failed()
 }
 
 // Healthy reports whether no check of h failed ("not checked" is not a

@@ -21,7 +21,6 @@ package selftest
 import (
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -148,13 +147,13 @@ func Judge(names []string, pairs []Pair, ms []Measured, bytes int64, within time
 	for i, name := range names {
 		h := bench.SelftestHost{Name: name, Pairs: len(per[i])}
 		if len(per[i]) > 0 {
-			h.MBps = median(per[i])
+			h.MBps = bench.Median(per[i])
 			figs = append(figs, h.MBps)
 		}
 		r.Hosts = append(r.Hosts, h)
 	}
 	if len(figs) > 0 {
-		r.MedianMBps = median(figs)
+		r.MedianMBps = bench.Median(figs)
 	}
 	if len(names) < 3 {
 		return r
@@ -170,17 +169,6 @@ func Judge(names []string, pairs []Pair, ms []Measured, bytes int64, within time
 		r.Outliers = append(r.Outliers, names[i])
 	}
 	return r
-}
-
-// median of vs (the mean of the middle two for an even count).
-func median(vs []float64) float64 {
-	s := slices.Clone(vs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // Write prints the result as the launcher does: one line per pair, the
