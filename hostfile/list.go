@@ -38,21 +38,14 @@ func ParseList(s string) ([]Host, error) {
 // the entry's parser to report.
 func splitEntries(s string) []string {
 	var out []string
-	depth, start := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '[':
-			depth++
-		case ']':
-			depth = max(depth-1, 0)
-		case ',':
-			if depth == 0 {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
+	for {
+		i := indexOutsideBrackets(s, ',')
+		if i == len(s) {
+			return append(out, s)
 		}
+		out = append(out, s[:i])
+		s = s[i+1:]
 	}
-	return append(out, s[start:])
 }
 
 func parseListEntry(entry string) ([]Host, error) {
@@ -126,7 +119,7 @@ func splitHost(tok string, bareIPv6 bool) (user string, names, fields []string, 
 		}
 		names = []string{tok}
 	default:
-		i := colonOutsideBrackets(tok)
+		i := indexOutsideBrackets(tok, ':')
 		name, tail = tok[:i], tok[i:]
 		if names, err = expandName(name); err != nil {
 			return "", nil, nil, err
@@ -138,23 +131,23 @@ func splitHost(tok string, bareIPv6 bool) (user string, names, fields []string, 
 	return user, names, fields, nil
 }
 
-// colonOutsideBrackets is the index of the first ':' of tok outside
-// brackets, or len(tok).
-func colonOutsideBrackets(tok string) int {
+// indexOutsideBrackets is the index of the first c in s outside
+// brackets, or len(s). A "]" with no "[" open is passed over.
+func indexOutsideBrackets(s string, c byte) int {
 	depth := 0
-	for i := 0; i < len(tok); i++ {
-		switch tok[i] {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
 		case '[':
 			depth++
 		case ']':
 			depth = max(depth-1, 0)
-		case ':':
+		case c:
 			if depth == 0 {
 				return i
 			}
 		}
 	}
-	return len(tok)
+	return len(s)
 }
 
 // expandName validates one host name, or expands a Slurm-style range
@@ -170,7 +163,7 @@ func expandName(name string) ([]string, error) {
 	if name == "" || name[0] == '[' || name[0] == ']' {
 		return nil, fmt.Errorf("bad host range %q: want a name before \"[\", as in gpu[01-04]", name)
 	}
-	if i := colonOutsideBrackets(strings.ReplaceAll(name, ",", ":")); i < len(name) {
+	if indexOutsideBrackets(name, ',') < len(name) {
 		return nil, fmt.Errorf("bad host name %q: contains ','", name)
 	}
 	names, err := ExpandNodeList(name)

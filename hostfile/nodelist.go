@@ -20,11 +20,7 @@ const maxExpandBytes = 64 << 20
 // hostlist.c produces: the last group varies fastest, then the others from
 // the first to the next-to-last ("r[1-2]n[01-02]" gives r1n01 r1n02 r2n01
 // r2n02). More than MaxHosts names wraps ErrTooManyHosts.
-func ExpandNodeList(s string) ([]string, error) { return expandNodeList(s, MaxHosts) }
-
-// expandNodeList is ExpandNodeList with at most limit names (limit at
-// most MaxHosts).
-func expandNodeList(s string, limit int) ([]string, error) {
+func ExpandNodeList(s string) ([]string, error) {
 	items, err := splitNodeList(s)
 	if err != nil {
 		return nil, fmt.Errorf("node list %q: %w", s, err)
@@ -36,8 +32,8 @@ func expandNodeList(s string, limit int) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("node list %q: %w", s, err)
 		}
-		if p.count > limit-total || p.count*p.maxLen > maxExpandBytes-bytes {
-			return nil, fmt.Errorf("node list %q: %w (limit %d names, %d MiB)", s, ErrTooManyHosts, limit, maxExpandBytes>>20)
+		if p.count > MaxHosts-total || p.count*p.maxLen > maxExpandBytes-bytes {
+			return nil, fmt.Errorf("node list %q: %w (limit %d names, %d MiB)", s, ErrTooManyHosts, MaxHosts, maxExpandBytes>>20)
 		}
 		total += p.count
 		bytes += p.count * p.maxLen

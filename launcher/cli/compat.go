@@ -412,23 +412,20 @@ func deepSpeedEnvFiles(getenv func(string) string) []string {
 		dirs = []string{"/"}
 	}
 	var out []string
+	var first os.FileInfo // out[0]'s, so that the second is not the same file
 	for _, dir := range dirs {
 		if dir == "" {
 			continue
 		}
 		p := filepath.Join(dir, name)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
-			if len(out) == 1 && sameFile(out[0], p) {
-				continue
-			}
-			out = append(out, p)
+		st, err := os.Stat(p)
+		if err != nil || !st.Mode().IsRegular() || first != nil && os.SameFile(first, st) {
+			continue
 		}
+		if first == nil {
+			first = st
+		}
+		out = append(out, p)
 	}
 	return out
-}
-
-func sameFile(a, b string) bool {
-	sa, err1 := os.Stat(a)
-	sb, err2 := os.Stat(b)
-	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // EnvLine is one variable of an env file, with the line it came from.
@@ -47,21 +48,13 @@ func ParseEnvFile(name string, data []byte) ([]EnvLine, error) {
 		case !ok && wire.ValidEnvName(line):
 			return nil, fmt.Errorf("%w: %s:%d: %s has no value (want KEY=VALUE; -x %s forwards the launcher's)", ErrUsage, name, n, line, line)
 		case !ok || !wire.ValidEnvName(k):
-			return nil, fmt.Errorf("%w: %s:%d: want KEY=VALUE, got %q", ErrUsage, name, n, clip(line))
+			return nil, fmt.Errorf("%w: %s:%d: want KEY=VALUE, got %q", ErrUsage, name, n, textx.Clip(line))
 		case strings.IndexByte(v, 0) >= 0:
 			return nil, fmt.Errorf("%w: %s:%d: %s: the value holds a NUL byte", ErrUsage, name, n, k)
 		}
 		out = append(out, EnvLine{Key: k, Value: unquote(v), Line: n})
 	}
 	return out, nil
-}
-
-// clip shortens s for an error message.
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:77] + "..."
-	}
-	return s
 }
 
 func unquote(v string) string {

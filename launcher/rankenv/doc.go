@@ -7,7 +7,7 @@
 // run and a dry run: -x, -genv, --env-file, and what the ranks get of the
 // launcher's own environment, Forwarded, less the host-specific names of
 // HostSpecific) and every rank's environment with each variable's source
-// (environ, Builder.Vars), where forwarded values lose to the launcher's
+// (Builder.Vars), where forwarded values lose to the launcher's
 // choices and the user's -x wins over those but never over a rank's
 // identity (userWins, the one owner of that rule). CheckSizes and
 // checkStart refuse what execve or the protocol could not carry. Prepare runs it

@@ -71,19 +71,6 @@ func userWins(user map[string]string, key string) bool {
 	return set && !plan.IsIdentity(key)
 }
 
-// environ builds every rank's environment (Builder.Vars has the order of
-// precedence). The result is indexed by rank; each entry is sorted
-// KEY=VALUE. The host's own environment (the agent's) is the base the
-// ranks start from.
-func environ(ranks []plan.Rank, hosts []hostEnv, j jobEnv) [][]string {
-	b := newBuilder(ranks, hosts, j)
-	out := make([][]string, len(ranks))
-	for _, r := range ranks {
-		out[r.Rank] = b.Rank(r)
-	}
-	return out
-}
-
 // Builder holds what every rank's environment is computed from, so that
 // a dry run can print a million ranks' environments one at a time.
 type Builder struct {

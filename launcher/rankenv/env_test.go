@@ -84,7 +84,7 @@ func wantIdentity(id identity, masterAddr, masterPort, jobID string) map[string]
 func TestEnvironTwoByTwo(t *testing.T) {
 	ranks := []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}
 	hosts := []hostEnv{{Name: "a"}, {Name: "b"}}
-	envs := environ(ranks, hosts, jobEnv{JobID: "j1", MasterAddr: "10.0.0.1", MasterPort: 29500})
+	envs := rankEnvs(ranks, hosts, jobEnv{JobID: "j1", MasterAddr: "10.0.0.1", MasterPort: 29500})
 	if len(envs) != 4 {
 		t.Fatalf("got %d environments, want 4", len(envs))
 	}
@@ -198,7 +198,7 @@ func TestEnvironUneven(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			envs := environ(tt.ranks, tt.hosts, jobEnv{JobID: "j", MasterAddr: "m", MasterPort: 1})
+			envs := rankEnvs(tt.ranks, tt.hosts, jobEnv{JobID: "j", MasterAddr: "m", MasterPort: 1})
 			for r, id := range tt.want {
 				if got, want := envMap(t, envs[r]), wantIdentity(id, "m", "1", "j"); !reflect.DeepEqual(got, want) {
 					t.Errorf("rank %d:\n got %v\nwant %v", r, got, want)
@@ -208,13 +208,13 @@ func TestEnvironUneven(t *testing.T) {
 	}
 }
 
-// TestEnvironPlanned runs environ on Plan's output for map-by node.
+// TestEnvironPlanned runs rankEnvs on Plan's output for map-by node.
 func TestEnvironPlanned(t *testing.T) {
 	ranks, err := plan.Ranks(hs(2, 3, 1), 5, plan.Options{MapBy: "node"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	envs := environ(ranks, []hostEnv{{Name: "a"}, {Name: "b"}, {Name: "c"}}, jobEnv{})
+	envs := rankEnvs(ranks, []hostEnv{{Name: "a"}, {Name: "b"}, {Name: "c"}}, jobEnv{})
 	// rank, host, local rank, cross rank, cross size
 	want := [][5]string{
 		{"0", "a", "0", "0", "3"},
@@ -244,7 +244,7 @@ func TestEnvironUserMCANet(t *testing.T) {
 			"MASTER_PORT": "1234", "FOO": "bar", "OMPI_MCA_pml": "ucx", "PYTHONUNBUFFERED": "0", "EMPTY": "",
 		},
 	}
-	envs := environ(ranks, hosts, j)
+	envs := rankEnvs(ranks, hosts, j)
 	for r, host := range []string{"a", "b"} {
 		m := envMap(t, envs[r])
 		want := map[string]string{
@@ -271,7 +271,7 @@ func TestEnvironUserMCANet(t *testing.T) {
 }
 
 func TestEnvironPythonUnbufferedDefault(t *testing.T) {
-	envs := environ([]plan.Rank{rk(0, 0, 0, 1, 0)}, []hostEnv{{Name: "a"}}, jobEnv{Vars: map[string]string{"X": "1"}})
+	envs := rankEnvs([]plan.Rank{rk(0, 0, 0, 1, 0)}, []hostEnv{{Name: "a"}}, jobEnv{Vars: map[string]string{"X": "1"}})
 	if !slices.Contains(envs[0], "PYTHONUNBUFFERED=1") {
 		t.Errorf("PYTHONUNBUFFERED=1 missing: %q", envs[0])
 	}
@@ -287,7 +287,7 @@ func gpuHost(name string, idx ...int) Host {
 }
 
 // TestAssignGPUs checks each rank's GPUs, chosen once, and the
-// CUDA_VISIBLE_DEVICES that environ builds from them.
+// CUDA_VISIBLE_DEVICES that rankEnvs builds from them.
 func TestAssignGPUs(t *testing.T) {
 	two := func() []plan.Rank { return []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0)} }
 	tests := []struct {
@@ -315,7 +315,7 @@ func TestAssignGPUs(t *testing.T) {
 			for i, s := range tt.reached {
 				hosts[i] = hostEnv{Name: s.Name}
 			}
-			envs := environ(tt.ranks, hosts, jobEnv{})
+			envs := rankEnvs(tt.ranks, hosts, jobEnv{})
 			for r, want := range tt.want {
 				m := envMap(t, envs[r])
 				got, ok := m["CUDA_VISIBLE_DEVICES"]
@@ -363,7 +363,7 @@ func TestAssignTooFewGPUs(t *testing.T) {
 func TestTFConfig(t *testing.T) {
 	ranks := []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}
 	hosts := []hostEnv{{Name: "a", Addr: "10.0.0.1"}, {Name: "b"}}
-	envs := environ(ranks, hosts, jobEnv{TFPort: 2222, Vars: map[string]string{"TF_CONFIG": "{}"}})
+	envs := rankEnvs(ranks, hosts, jobEnv{TFPort: 2222, Vars: map[string]string{"TF_CONFIG": "{}"}})
 	for r, env := range envs {
 		var got string
 		for _, kv := range env {
@@ -387,7 +387,7 @@ func TestTFConfig(t *testing.T) {
 			t.Errorf("rank %d: TF_CONFIG %s, want workers %v and index %d", r, got, want, r)
 		}
 	}
-	for _, kv := range environ(ranks, hosts, jobEnv{})[0] {
+	for _, kv := range rankEnvs(ranks, hosts, jobEnv{})[0] {
 		if strings.HasPrefix(kv, "TF_CONFIG=") {
 			t.Errorf("TF_CONFIG set without --tf-config: %s", kv)
 		}
@@ -455,4 +455,17 @@ func TestNCCLWarnings(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// rankEnvs builds every rank's environment (Builder.Vars has the order of
+// precedence). The result is indexed by rank; each entry is sorted
+// KEY=VALUE. The host's own environment (the agent's) is the base the
+// ranks start from.
+func rankEnvs(ranks []plan.Rank, hosts []hostEnv, j jobEnv) [][]string {
+	b := newBuilder(ranks, hosts, j)
+	out := make([][]string, len(ranks))
+	for _, r := range ranks {
+		out[r.Rank] = b.Rank(r)
+	}
+	return out
 }

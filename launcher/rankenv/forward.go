@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gangway-hpc/gangway/internal/environ"
 	"github.com/gangway-hpc/gangway/launcher/cli"
 )
 
@@ -82,7 +83,7 @@ func HostSpecificNames() [][2]string {
 	return out
 }
 
-// Forwarded is the part of the launcher's environment (environ) that
+// Forwarded is the part of the launcher's environment (env) that
 // every rank gets, by mode, sorted KEY=VALUE with one entry per name (the
 // last, as getenv reads it):
 //
@@ -95,13 +96,13 @@ func HostSpecificNames() [][2]string {
 // (BASH_FUNC_module%%, environment modules' module command) travel as
 // Hydra carries them; entries without = or with an empty name do not. A
 // pure function: table-tested, and the same for a run and a dry run.
-func Forwarded(environ []string, mode cli.ForwardMode, list []string) []string {
+func Forwarded(env []string, mode cli.ForwardMode, list []string) []string {
 	if mode == cli.ForwardNone {
 		return nil
 	}
-	m := map[string]string{}
-	for _, kv := range environ {
-		k, v, ok := strings.Cut(kv, "=")
+	kept := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
 			continue
 		}
@@ -115,12 +116,7 @@ func Forwarded(environ []string, mode cli.ForwardMode, list []string) []string {
 				continue
 			}
 		}
-		m[k] = v
+		kept = append(kept, kv)
 	}
-	out := make([]string, 0, len(m))
-	for k, v := range m {
-		out = append(out, k+"="+v)
-	}
-	slices.Sort(out)
-	return out
+	return environ.Merge(kept)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gangway-hpc/gangway/hostfile"
 	"github.com/gangway-hpc/gangway/internal/osproc"
+	"github.com/gangway-hpc/gangway/internal/syncx"
 	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
@@ -187,8 +188,7 @@ func (p *procConn) Write(b []byte) (int, error) { return p.in.Write(b) }
 func (p *procConn) Close() error {
 	p.once.Do(func() {
 		p.in.Close()
-		done := make(chan struct{})
-		go func() { p.cmd.Wait(); close(done) }()
+		done := syncx.Done(func() { _ = p.cmd.Wait() })
 		select {
 		case <-done:
 		case <-time.After(5 * time.Second):
