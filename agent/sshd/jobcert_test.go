@@ -125,6 +125,7 @@ func writeCAFile(t *testing.T, ca ssh.Signer) string {
 // refuses the login once; a CA-signed certificate logs in as before.
 func TestJobCertificates(t *testing.T) {
 	agenttest.RequireRoot(t)
+	t.Parallel()
 	ca := newKey(t)
 	obs, logs := observed()
 	c := agenttest.StartLocal(t, 1, withServer(obs, func(s *sshd.Server) { s.TrustedUserCAKeys = writeCAFile(t, ca) }))
@@ -136,11 +137,12 @@ func TestJobCertificates(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer cl.Close()
+		refusedAll(t, cl, h, logs)
+		// The agent logs the login before it accepts a channel.
 		if !hasEntry(logs, "login", map[string]string{"method": "job-certificate", "job_id": "feedc0de", "relay": "relay1",
 			"signer_fingerprint": ssh.FingerprintSHA256(userKey.PublicKey()), "file": c.Keys.AuthorizedKeys}) {
 			t.Errorf("no login line naming the job, relay and signing key: %v", logs.FilterMessage("login").All())
 		}
-		refusedAll(t, cl, h, logs)
 		helloFacts(t, cl) // last: the end of a launcher session closes its connection
 	})
 
@@ -218,6 +220,7 @@ func TestJobCertificates(t *testing.T) {
 // certificate; the agent needs no --trusted-user-ca-keys for them.
 func TestJobCertificateSignerOptions(t *testing.T) {
 	agenttest.RequireRoot(t)
+	t.Parallel()
 	obs, logs := observed()
 	c := agenttest.StartLocal(t, 1, withServer(obs))
 	h, userKey := c.Hosts[0], c.Keys.ClientSigner
@@ -322,6 +325,7 @@ func runOn(cl *ssh.Client, command string) (string, error) {
 // protocol; a command is refused.
 func TestJobCertificateOpenSSH(t *testing.T) {
 	agenttest.RequireRoot(t)
+	t.Parallel()
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Skip("no ssh client")
 	}
@@ -368,3 +372,32 @@ func TestJobCertificateOpenSSH(t *testing.T) {
 type nopCloser struct{ io.ReadWriter }
 
 func (nopCloser) Close() error { return nil }
+
+// BenchmarkJobCertLogin: what a login costs the agent and the client
+// with a plain authorized key and with a job certificate that key
+// signed (the extra authorized_keys lookup and certificate checks),
+// connection set-up included.
+func BenchmarkJobCertLogin(b *testing.B) {
+	agenttest.RequireRoot(b)
+	c := agenttest.StartLocal(b, 1)
+	h, userKey := c.Hosts[0], c.Keys.ClientSigner
+	bundle, err := jobcert.New(rand.Reader, []ssh.Signer{userKey}, jobSpec())
+	if err != nil {
+		b.Fatal(err)
+	}
+	signers, err := bundle.Signers()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, signer := range map[string]ssh.Signer{"key": userKey, "jobcert": signers[0]} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				cl, err := dialAgent(h, signer)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cl.Close()
+			}
+		})
+	}
+}

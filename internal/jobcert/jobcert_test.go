@@ -370,3 +370,31 @@ func TestIsJobID(t *testing.T) {
 		t.Error("nil certificate")
 	}
 }
+
+// BenchmarkNew: what the launcher spends on a job's certificate with
+// one user key of each kind, and what a relay spends reading it.
+func BenchmarkNew(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		signer ssh.Signer
+	}{{"ed25519", edKey}, {"ecdsa-p256", ecKey}, {"rsa-2048", rsaKey}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := New(rand.Reader, []ssh.Signer{tc.signer}, spec()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	bundle, err := New(rand.Reader, []ssh.Signer{edKey}, spec())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("Signers", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := bundle.Signers(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
