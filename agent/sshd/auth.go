@@ -12,6 +12,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/gangway-hpc/gangway/agent/account"
+	"github.com/gangway-hpc/gangway/internal/jobcert"
 	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
@@ -19,16 +20,23 @@ import (
 // in the connection's ssh.Permissions.ExtraData under loginKey.
 type loginInfo struct {
 	account *account.Account
-	method  string // "publickey" or "certificate"
+	method  string // "publickey", "certificate" or "job-certificate"
 	keyType string
 	// fingerprint is the SHA256 fingerprint of the client's key (for a
 	// certificate, of the key it certifies).
 	fingerprint string
-	source      string // the authorized_keys file that holds the key
-	// For certificates: its key ID and serial, and its CA's fingerprint.
+	// source is the authorized_keys file that holds the key (for a job
+	// certificate, the key that signed it).
+	source string
+	// For certificates: its key ID and serial, and its CA's fingerprint
+	// (for a job certificate, that of the user's key that signed it).
 	keyID  string
 	serial uint64
 	ca     string
+	// For job certificates: the job and the relay named in the key ID.
+	// jobOnly: the login may open the gangway subsystem and nothing else.
+	jobID, relay string
+	jobOnly      bool
 	// forceCommand is the certificate's force-command: stock sessions run
 	// it instead of what the client asks, and the gangway subsystem is
 	// refused.
@@ -106,11 +114,11 @@ func (s *Server) authorizeKey(c ssh.ConnMetadata, key ssh.PublicKey, a *account.
 			s.unreadable(f.path, c.User(), err)
 			continue
 		}
-		bad, ok := authorized(b)[k]
+		line, ok := authorized(b)[k]
 		if !ok {
 			continue
 		}
-		if bad != "" {
+		if bad := line.unenforced; bad != "" {
 			s.refused(c, key, "its authorized_keys option "+textx.Clip(bad)+" cannot be enforced by the agent", zap.String("file", f.path))
 			return nil, fmt.Errorf("public key for %q has option %s, which the agent cannot enforce", c.User(), bad)
 		}
@@ -137,7 +145,8 @@ func (s *Server) unreadable(path, user string, err error) {
 	}
 }
 
-// authorizeCert checks a user certificate: signed by a CA of
+// authorizeCert checks a user certificate: a job certificate as
+// authorizeJobCert says, any other signed by a CA of
 // --trusted-user-ca-keys, naming the user among its principals (a
 // certificate without principals is refused, as sshd does), within its
 // validity, from an address its source-address allows, with no critical
@@ -147,6 +156,9 @@ func (s *Server) authorizeCert(c ssh.ConnMetadata, cert *ssh.Certificate, a *acc
 	refuse := func(why string) (*loginInfo, *ssh.Permissions, error) {
 		s.refused(c, cert, why, zap.String("key_id", textx.Clip(cert.KeyId)), zap.Uint64("serial", cert.Serial))
 		return nil, nil, errors.New(why)
+	}
+	if jobcert.Is(cert) {
+		return s.authorizeJobCert(c, cert, a)
 	}
 	if s.TrustedUserCAKeys == "" {
 		return refuse("certificate offered, but the agent trusts no CA (--trusted-user-ca-keys)")
@@ -231,20 +243,30 @@ func (s *Server) refused(c ssh.ConnMetadata, key ssh.PublicKey, why string, extr
 	s.Log.Info("refused login", fields...)
 }
 
+// keyLine is what an authorized_keys line says of its key.
+type keyLine struct {
+	// unenforced is "" when the key may log in, or the first option of
+	// its line that the agent cannot enforce (command=, from=, restrict,
+	// no-pty...): such a key is refused rather than given the full
+	// access its line means to deny.
+	unenforced string
+	// plain: the line has no options at all. Only such a key signs job
+	// certificates: any option, even no-port-forwarding, restricts it.
+	plain bool
+}
+
 // authorized parses authorized_keys text into a map keyed by the
-// marshalled public key. A key's value is "" when it may log in, or the
-// first option of its line that the agent cannot enforce (command=,
-// from=, restrict, no-pty...): such a key is refused rather than given
-// the full access its line means to deny.
-func authorized(b []byte) map[string]string {
-	keys := map[string]string{}
+// marshalled public key; the first line of a key decides, as in sshd.
+func authorized(b []byte) map[string]keyLine {
+	keys := map[string]keyLine{}
 	for len(b) > 0 {
 		pub, _, opts, rest, err := ssh.ParseAuthorizedKey(b)
 		if err != nil {
 			break // no more keys (comments and blank lines are skipped by the parser)
 		}
-		if k := string(pub.Marshal()); !seen(keys, k) {
-			keys[k] = unenforced(opts) // the first line of a key decides, as in sshd
+		k := string(pub.Marshal())
+		if _, dup := keys[k]; !dup {
+			keys[k] = keyLine{unenforced: unenforced(opts), plain: len(opts) == 0}
 		}
 		b = rest
 	}
@@ -268,8 +290,6 @@ func publicKeys(b []byte) map[string]bool {
 	}
 	return keys
 }
-
-func seen(m map[string]string, k string) bool { _, ok := m[k]; return ok }
 
 // unenforced returns the first option the agent cannot honour. The
 // allowed ones only take away what the agent never offers.

@@ -1,11 +1,11 @@
 // Package sshd is the agent's SSH server: who may log in and as whom
-// (authorized keys and user certificates, the login policy, StrictModes
-// checks of key files), the caps on connections not yet authenticated
-// (MaxStartups, deadlines) and on what one user holds (UserLimits), the
-// audit log of logins and commands, stock sessions (exec, shell, pty,
-// env requests, signals) for ssh and Open MPI's orted, and the one
-// accept loop that both Server and the srun mode's one-session server
-// (ServeSrun) run.
+// (authorized keys, user certificates and job certificates, the login
+// policy, StrictModes checks of key files), the caps on connections not
+// yet authenticated (MaxStartups, deadlines) and on what one user holds
+// (UserLimits), the audit log of logins and commands, stock sessions
+// (exec, shell, pty, env requests, signals) for ssh and Open MPI's
+// orted, and the one accept loop that both Server and the srun mode's
+// one-session server (ServeSrun) run.
 //
 // It does not run launcher sessions: it hands the gangway subsystem's
 // channel to the function it is given (Server.Subsystem,
@@ -250,12 +250,17 @@ func (s *Server) dropCachesRefusal(a *account.Account) string {
 func auditLogin(log *zap.Logger, li *loginInfo) {
 	f := []zap.Field{zap.String("method", li.method), zap.String("key_type", li.keyType), zap.String("fingerprint", li.fingerprint),
 		zap.Uint32("uid", li.account.Uid)}
-	if li.method == "certificate" {
+	switch li.method {
+	case "certificate":
 		f = append(f, zap.String("key_id", textx.Clip(li.keyID)), zap.Uint64("serial", li.serial), zap.String("ca_fingerprint", li.ca))
 		if li.forceCommand != "" {
 			f = append(f, zap.String("force_command", textx.Clip(li.forceCommand)))
 		}
-	} else {
+	case "job-certificate":
+		f = append(f, zap.String("job_id", textx.Clip(li.jobID)), zap.String("relay", textx.Clip(li.relay)),
+			zap.String("signer_fingerprint", li.ca), zap.String("file", li.source),
+			zap.String("key_id", textx.Clip(li.keyID)), zap.Uint64("serial", li.serial))
+	default:
 		f = append(f, zap.String("file", li.source))
 	}
 	log.Info("login", f...)

@@ -69,7 +69,18 @@ func (ss *stockSession) serve(ctx context.Context, reqs <-chan *ssh.Request) {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	refusedJob := 0
 	for req := range reqs {
+		if ss.login.jobOnly && req.Type != "subsystem" {
+			// A job certificate opens the gangway subsystem only: no
+			// command, shell, pty, environment or signal.
+			refusedJob++
+			ss.refuseForJob(refusedJob, req.Type)
+			if req.WantReply {
+				_ = req.Reply(false, nil)
+			}
+			continue
+		}
 		ok := false
 		switch req.Type {
 		case "env":
@@ -181,12 +192,17 @@ func execCommand(req *ssh.Request) (string, bool) {
 
 // subsystemAllowed reads a subsystem request: its name, and whether this
 // session may run it: the gangway subsystem only, not under a
-// certificate that forces a command, and only where the server runs
-// launcher sessions (Server.Subsystem).
+// certificate that forces a command (a job certificate's force-command
+// means this subsystem, and jobOnly stands for it), and only where the
+// server runs launcher sessions (Server.Subsystem).
 func (ss *stockSession) subsystemAllowed(payload []byte) (string, bool) {
 	var s struct{ Name string }
 	if ssh.Unmarshal(payload, &s) != nil || s.Name != wire.Subsystem {
-		ss.log.Debug("refused unknown subsystem", zap.String("name", textx.Clip(s.Name)))
+		if ss.login.jobOnly {
+			ss.log.Info("refused subsystem: a job certificate opens the gangway subsystem only", zap.String("name", textx.Clip(s.Name)))
+		} else {
+			ss.log.Debug("refused unknown subsystem", zap.String("name", textx.Clip(s.Name)))
+		}
 		return s.Name, false
 	}
 	if ss.login.forceCommand != "" {
@@ -198,6 +214,17 @@ func (ss *stockSession) subsystemAllowed(payload []byte) (string, bool) {
 		return s.Name, false
 	}
 	return s.Name, true
+}
+
+// refuseForJob logs a request a job certificate's login may not make:
+// the session's first such request at info, the rest at debug.
+func (ss *stockSession) refuseForJob(n int, request string) {
+	log := ss.log.Debug
+	if n == 1 {
+		log = ss.log.Info
+	}
+	log("refused request: a job certificate opens the gangway subsystem only", zap.String("request", textx.Clip(request)),
+		zap.String("job_id", textx.Clip(ss.login.jobID)))
 }
 
 func (ss *stockSession) isStarted() bool {
