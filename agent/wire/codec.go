@@ -56,6 +56,9 @@ func Encode(k Kind, v any) (Encoded, error) {
 	return Encoded{kind: k, payload: p}, nil
 }
 
+// Payload is e's encoded payload (shared: do not modify it).
+func (e Encoded) Payload() []byte { return e.payload }
+
 // SendEncoded writes one frame of e; it is Send of e's value.
 func (c *Conn) SendEncoded(e Encoded) error {
 	return c.write(e.kind, nil, e.payload)

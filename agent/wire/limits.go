@@ -72,6 +72,10 @@ func Limit(k Kind) int {
 		return outputHeader + MaxOutputData
 	case KindStdin:
 		return stdinHeader + MaxStdinData
+	case KindRelay, KindRelayed:
+		return MaxEnvelope
+	case KindRelayKey, KindLink, KindLinked, KindUnlink, KindCut:
+		return MaxControl
 	case KindReady, KindGo, KindStarted, KindExit, KindSignal, KindStop, KindAbort, KindDone,
 		KindError, KindPrepare, KindPrepared, KindProbe, KindProbeResult, KindStdinAck, KindPing, KindDump,
 		KindName, KindNameReply, KindSelftest, KindSelftestResult:

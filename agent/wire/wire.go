@@ -23,7 +23,9 @@ import "time"
 // ignore a site's --health-check and start ranks on a host that fails it.
 // Version 4 added StartJob.Env (a version-3 agent would drop it, and the
 // ranks the launcher's forwarded environment, silently).
-const Version = 4
+// Version 5 added the agent tree's kinds (relay.go): a version-4 agent
+// would take a Link for a protocol violation.
+const Version = 5
 
 // Subsystem is the SSH subsystem name the agent serves the protocol on.
 const Subsystem = "gangway"
@@ -61,6 +63,13 @@ const (
 	KindNameReply                      // L->A NameReply: the job-wide name table's answer
 	KindSelftest                       // L->A Selftest: one step of the fabric self-test (selftest.go)
 	KindSelftestResult                 // A->L SelftestResult
+	KindRelayKey                       // L->A RelayKey: the job certificate this relay logs in to its children with (relay.go)
+	KindLink                           // L->A Link: open a session to a child host
+	KindLinked                         // A->L Linked: the child's session is open, or why not
+	KindUnlink                         // L->A Unlink: close a child's session
+	KindCut                            // A->L Cut: a child's session ended
+	KindRelay                          // L->A binary: a frame for a child (host, then the frame)
+	KindRelayed                        // A->L binary: a frame from a child (host, then the frame)
 )
 
 var kindNames = map[Kind]string{
@@ -71,6 +80,8 @@ var kindNames = map[Kind]string{
 	KindPrepare: "prepare", KindPrepared: "prepared", KindProbe: "probe", KindProbeResult: "probe-result",
 	KindStdinAck: "stdin-ack", KindPing: "ping", KindDump: "dump", KindDumped: "dumped",
 	KindName: "name", KindNameReply: "name-reply", KindSelftest: "selftest", KindSelftestResult: "selftest-result",
+	KindRelayKey: "relay-key", KindLink: "link", KindLinked: "linked", KindUnlink: "unlink", KindCut: "cut",
+	KindRelay: "relay", KindRelayed: "relayed",
 }
 
 func (k Kind) String() string {

@@ -1,0 +1,197 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+)
+
+// The agent tree. With --tree-width the launcher holds sessions to the
+// first hosts only; each of them (a relay) holds sessions to its children
+// and forwards frames between them and its own session, wrapped in
+// envelopes that name the child by its index in the launch. An envelope
+// may hold an envelope: a frame for a grandchild is wrapped once per
+// level, so a relay knows its own children and nothing of the levels
+// below them. The relay's own session carries its own frames unwrapped
+// beside the envelopes. docs/tree.md is the design.
+//
+// An envelope's payload is the child's index (4 bytes, big-endian) and
+// one whole frame: kind (1 byte), length (4 bytes, big-endian), payload.
+
+// envelopeHeader is an envelope's bytes before its frame's payload.
+const envelopeHeader = 4 + 5
+
+// MaxTreeDepth bounds the envelopes inside one another (a depth of 16
+// at width 2 is 131,070 hosts).
+const MaxTreeDepth = 16
+
+// MaxEnvelope is the longest envelope: the longest frame of any kind
+// inside MaxTreeDepth envelopes.
+const MaxEnvelope = outputHeader + MaxOutputData + MaxTreeDepth*envelopeHeader
+
+// MaxLinks bounds the children one relay holds at a time.
+const MaxLinks = 4096
+
+// MaxLinkTimeout bounds how long a relay tries one child.
+const MaxLinkTimeout = 2 * 60 * 1000 // milliseconds
+
+// RelayKey gives a relay what it logs in to its children with: a key made
+// for this relay and this job, and the certificates the user's keys made
+// of it (internal/jobcert's Bundle), valid only from this relay's
+// addresses, only for the gangway subsystem, only until the job's end.
+type RelayKey struct {
+	Key   []byte   `json:"key"`
+	Certs [][]byte `json:"certs"`
+}
+
+// Link asks a relay to open a session to a child: the host's index in
+// the launch (the envelopes' name for it), its name, the address and user
+// to log in with, and how long to try.
+type Link struct {
+	Host      int    `json:"host"`
+	Name      string `json:"name"`
+	Addr      string `json:"addr"` // host:port
+	User      string `json:"user"`
+	TimeoutMS int64  `json:"timeout_ms"`
+	// KeepaliveMS and KeepaliveTimeoutMS are the launcher's own SSH
+	// keepalive timing, which the relay keeps with the child (0: 5 s and
+	// 15 s), so that a child goes silent as a flat host would.
+	KeepaliveMS        int64 `json:"keepalive_ms,omitempty"`
+	KeepaliveTimeoutMS int64 `json:"keepalive_timeout_ms,omitempty"`
+	// HostKeyAlgorithms are the host key types to ask the child for, as
+	// the launcher would (the types its known_hosts holds for the host);
+	// none: the SSH library's default.
+	HostKeyAlgorithms []string `json:"host_key_algorithms,omitempty"`
+}
+
+// Validate checks what a relay relies on before dialling.
+func (l Link) Validate() error {
+	if l.Host < 0 || l.Host > 1<<30 {
+		return fmt.Errorf("link: host index %d out of range", l.Host)
+	}
+	host, port, err := net.SplitHostPort(l.Addr)
+	if err != nil || host == "" {
+		return fmt.Errorf("link: address %.80q is not host:port", l.Addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("link: bad port in %.80q", l.Addr)
+	}
+	if l.User == "" || len(l.User) > 256 || len(l.Name) > MaxNameLen {
+		return errors.New("link: user or name empty or too long")
+	}
+	if l.TimeoutMS <= 0 || l.TimeoutMS > MaxLinkTimeout {
+		return fmt.Errorf("link: timeout %d ms outside (0, %d]", l.TimeoutMS, MaxLinkTimeout)
+	}
+	if len(l.HostKeyAlgorithms) > 32 {
+		return errors.New("link: more than 32 host key algorithms")
+	}
+	if l.KeepaliveMS < 0 || l.KeepaliveMS > MaxLinkTimeout || l.KeepaliveTimeoutMS < 0 || l.KeepaliveTimeoutMS > MaxLinkTimeout {
+		return fmt.Errorf("link: keepalive %d ms / %d ms outside [0, %d]", l.KeepaliveMS, l.KeepaliveTimeoutMS, MaxLinkTimeout)
+	}
+	return nil
+}
+
+// Linked answers a Link: the child's session is open (Err empty), or why
+// not. HostKey is the key the child's server offered (ssh wire format):
+// the launcher checks it against its known hosts before it sends the
+// child anything, and unlinks it if it does not match.
+type Linked struct {
+	Host    int    `json:"host"`
+	Addr    string `json:"addr,omitempty"` // the IP the relay reached
+	HostKey []byte `json:"host_key,omitempty"`
+	Err     string `json:"err,omitempty"`
+	// Dial says why the TCP connection failed, for the launcher to word
+	// as it words its own: DialRefused, DialNoRoute, DialNoSuchHost
+	// (DNSName does not resolve), DialDNS (DNSName's lookup failed for
+	// now), DialTimeout; "" for anything else (Err says it).
+	Dial    string `json:"dial,omitempty"`
+	DNSName string `json:"dns_name,omitempty"`
+	// Refused: the child's agent refused the job certificate (or has no
+	// gangway subsystem): the launcher reaches that host itself.
+	Refused bool `json:"refused,omitempty"`
+}
+
+// Why a relay's TCP connection to a child failed (Linked.Dial).
+const (
+	DialRefused    = "refused"
+	DialNoRoute    = "no-route"
+	DialNoSuchHost = "no-such-host"
+	DialDNS        = "dns"
+	DialTimeout    = "timeout"
+)
+
+// Unlink closes a child's session (the launcher is done with it, or
+// refused its host key).
+type Unlink struct {
+	Host int `json:"host"`
+}
+
+// Cut says a child's session ended: Err empty when the child closed it,
+// else why the relay lost it.
+type Cut struct {
+	Host int    `json:"host"`
+	Err  string `json:"err,omitempty"`
+	// SilentMS: the child answered no keepalive for this long.
+	SilentMS int64 `json:"silent_ms,omitempty"`
+}
+
+// SendEnvelope writes an envelope of kind k (KindRelay or KindRelayed)
+// holding the frame (inner, payload) of host.
+func (c *Conn) SendEnvelope(k Kind, host int, inner Kind, payload []byte) error {
+	if k != KindRelay && k != KindRelayed {
+		return fmt.Errorf("wire: %s is not an envelope", k)
+	}
+	if err := checkFrame(inner, int64(len(payload))); err != nil {
+		return err
+	}
+	var h [envelopeHeader]byte
+	binary.BigEndian.PutUint32(h[:4], uint32(host))
+	h[4] = byte(inner)
+	binary.BigEndian.PutUint32(h[5:], uint32(len(payload)))
+	return c.write(k, h[:], payload)
+}
+
+// AppendEnvelope appends the payload of an envelope holding (inner,
+// payload) for host to dst: what SendEnvelope sends after its own header.
+func AppendEnvelope(dst []byte, host int, inner Kind, payload []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(host))
+	return AppendFrame(dst, inner, payload)
+}
+
+// AppendFrame appends one whole frame (header and payload) to dst.
+func AppendFrame(dst []byte, k Kind, payload []byte) []byte {
+	dst = append(dst, byte(k))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(payload)))
+	return append(dst, payload...)
+}
+
+// Envelope opens an envelope: the host it is for or from, and the frame
+// inside, whose payload lies in m's. The frame must fill the envelope
+// exactly and be within its own kind's limit.
+func (m Msg) Envelope() (host int, inner Msg, err error) {
+	if m.Kind != KindRelay && m.Kind != KindRelayed {
+		return 0, Msg{}, fmt.Errorf("wire: %s is not an envelope", m.Kind)
+	}
+	p := m.Payload
+	if len(p) < envelopeHeader {
+		return 0, Msg{}, fmt.Errorf("wire: malformed %s (%d bytes)", m.Kind, len(p))
+	}
+	host = int(binary.BigEndian.Uint32(p))
+	k, n := Kind(p[4]), binary.BigEndian.Uint32(p[5:])
+	if int64(n) != int64(len(p)-envelopeHeader) {
+		return 0, Msg{}, fmt.Errorf("wire: malformed %s: its frame says %d bytes, %d follow", m.Kind, n, len(p)-envelopeHeader)
+	}
+	if err := checkFrame(k, int64(n)); err != nil {
+		return 0, Msg{}, fmt.Errorf("wire: %s holds a bad frame: %w", m.Kind, err)
+	}
+	if host > 1<<30 {
+		return 0, Msg{}, fmt.Errorf("wire: %s for host %d out of range", m.Kind, host)
+	}
+	return host, Msg{Kind: k, Payload: p[envelopeHeader:]}, nil
+}
+
+// SendMsg writes a received frame again, unchanged: a relay passes a
+// child's frame on with it.
+func (c *Conn) SendMsg(m Msg) error { return c.write(m.Kind, nil, m.Payload) }

@@ -1,0 +1,143 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+// TestEnvelopeRoundTrip: what SendEnvelope writes, Recv and Envelope
+// give back, nested as a relay of a relay sends it.
+func TestEnvelopeRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	c := NewConn(pipeConn{bytes.NewReader(nil), &buf})
+	inner := AppendEnvelope(nil, 7, KindOutput, append([]byte{0, 0, 0, 3, byte(Stdout)}, "a line\n"...))
+	if err := c.SendEnvelope(KindRelayed, 2, KindRelayed, inner); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SendEnvelope(KindRelay, 5, KindPing, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := NewConn(pipeConn{&buf, io.Discard})
+	m, err := r.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, in, err := m.Envelope()
+	if err != nil || host != 2 || in.Kind != KindRelayed {
+		t.Fatalf("outer: host %d kind %s err %v", host, in.Kind, err)
+	}
+	host, in, err = in.Envelope()
+	if err != nil || host != 7 || in.Kind != KindOutput {
+		t.Fatalf("inner: host %d kind %s err %v", host, in.Kind, err)
+	}
+	rank, s, data, err := in.Output()
+	if err != nil || rank != 3 || s != Stdout || string(data) != "a line\n" {
+		t.Fatalf("output: %d %s %q %v", rank, s, data, err)
+	}
+	m, err = r.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host, in, err = m.Envelope(); err != nil || host != 5 || in.Kind != KindPing || len(in.Payload) != 0 {
+		t.Fatalf("ping: host %d kind %s err %v", host, in.Kind, err)
+	}
+}
+
+func TestEnvelopeMalformed(t *testing.T) {
+	env := func(host uint32, k Kind, n uint32, body int) []byte {
+		b := binary.BigEndian.AppendUint32(nil, host)
+		b = append(b, byte(k))
+		b = binary.BigEndian.AppendUint32(b, n)
+		return append(b, make([]byte, body)...)
+	}
+	cases := []struct {
+		name string
+		msg  Msg
+		want string
+	}{
+		{"not an envelope", Msg{Kind: KindOutput, Payload: env(1, KindPing, 0, 0)}, "not an envelope"},
+		{"short", Msg{Kind: KindRelay, Payload: []byte{0, 0, 0, 1, 1}}, "malformed"},
+		{"length over", Msg{Kind: KindRelay, Payload: env(1, KindExit, 10, 4)}, "says 10 bytes, 4 follow"},
+		{"length under", Msg{Kind: KindRelayed, Payload: env(1, KindExit, 2, 4)}, "says 2 bytes, 4 follow"},
+		{"unknown inner kind", Msg{Kind: KindRelayed, Payload: env(1, 250, 0, 0)}, "unknown frame kind"},
+		{"inner over its limit", Msg{Kind: KindRelayed, Payload: env(1, KindPing, MaxControl+1, MaxControl+1)}, "too large"},
+		{"host out of range", Msg{Kind: KindRelay, Payload: env(1<<31, KindPing, 0, 0)}, "out of range"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := c.msg.Envelope()
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestSendEnvelopeRefuses(t *testing.T) {
+	c := NewConn(pipeConn{bytes.NewReader(nil), io.Discard})
+	if err := c.SendEnvelope(KindOutput, 1, KindPing, nil); err == nil {
+		t.Error("an output frame sent as an envelope")
+	}
+	var fe *FrameError
+	if err := c.SendEnvelope(KindRelay, 1, KindPing, make([]byte, MaxControl+1)); !errors.As(err, &fe) {
+		t.Errorf("a ping over its limit inside an envelope: %v", err)
+	}
+}
+
+func TestLinkValidate(t *testing.T) {
+	ok := Link{Host: 3, Name: "gpu03", Addr: "198.18.0.3:22122", User: "alice", TimeoutMS: 20000}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := map[string]func(*Link){
+		"negative host": func(l *Link) { l.Host = -1 },
+		"no port":       func(l *Link) { l.Addr = "198.18.0.3" },
+		"port zero":     func(l *Link) { l.Addr = "h:0" },
+		"port text":     func(l *Link) { l.Addr = "h:ssh" },
+		"empty host":    func(l *Link) { l.Addr = ":22" },
+		"no user":       func(l *Link) { l.User = "" },
+		"long name":     func(l *Link) { l.Name = strings.Repeat("x", MaxNameLen+1) },
+		"no timeout":    func(l *Link) { l.TimeoutMS = 0 },
+		"long timeout":  func(l *Link) { l.TimeoutMS = MaxLinkTimeout + 1 },
+	}
+	for name, f := range bad {
+		l := ok
+		f(&l)
+		if err := l.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// FuzzEnvelope: opening any bytes as an envelope never panics, and what
+// opens is a frame within its kind's limit that re-wraps to the same
+// bytes.
+func FuzzEnvelope(f *testing.F) {
+	f.Add(AppendEnvelope(nil, 3, KindOutput, []byte{0, 0, 0, 1, 1, 'x', '\n'}))
+	f.Add(AppendEnvelope(nil, 1, KindRelayed, AppendEnvelope(nil, 9, KindPing, nil)))
+	f.Add([]byte{0, 0, 0, 1, byte(KindExit), 0, 0, 0, 9, '{'})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 250, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		for depth := 0; depth < MaxTreeDepth+2; depth++ {
+			m := Msg{Kind: KindRelayed, Payload: in}
+			host, inner, err := m.Envelope()
+			if err != nil {
+				return
+			}
+			if lim := Limit(inner.Kind); lim == 0 || len(inner.Payload) > lim {
+				t.Fatalf("opened %s of %d bytes (limit %d)", inner.Kind, len(inner.Payload), lim)
+			}
+			if back := AppendEnvelope(nil, host, inner.Kind, inner.Payload); !bytes.Equal(back, in) {
+				t.Fatalf("re-wrapped differs")
+			}
+			if inner.Kind != KindRelayed && inner.Kind != KindRelay {
+				return
+			}
+			in = inner.Payload
+		}
+	})
+}
