@@ -197,6 +197,11 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login ac
 	writer.Go(func() { s.stdinWriter(wctx) })
 	err = s.loop(ctx)
 	wcancel()
+	// The children go with their relay: each child's agent stops its own
+	// ranks when its session ends, as this one does below.
+	if s.relay != nil {
+		s.relay.Close()
+	}
 	// Whatever ended the session, no rank outlives it. Stop before waiting
 	// for the writer: one blocked on a full pipe returns once its rank dies.
 	// The loop, the only caller of spawn, has ended: no rank starts after.
@@ -233,6 +238,11 @@ func (a *Agent) hello(ctx context.Context, conn *wire.Conn, login account.Login)
 		return h, wire.Facts{}, fmt.Errorf("%w: %w", ErrVersion, ve)
 	}
 	if err := h.Health.Validate(); err != nil {
+		_ = conn.Send(wire.KindError, wire.Error{Msg: err.Error()})
+		return h, wire.Facts{}, err
+	}
+	if login.JobID != "" && h.JobID != login.JobID {
+		err := fmt.Errorf("this login's job certificate is for job %.64q, not %.64q", login.JobID, h.JobID)
 		_ = conn.Send(wire.KindError, wire.Error{Msg: err.Error()})
 		return h, wire.Facts{}, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/gangway-hpc/gangway/agent/account"
 	"github.com/gangway-hpc/gangway/agent/pmi"
 	"github.com/gangway-hpc/gangway/agent/proc"
+	"github.com/gangway-hpc/gangway/agent/relay"
 	"github.com/gangway-hpc/gangway/agent/wire"
 	"github.com/gangway-hpc/gangway/internal/textx"
 )
@@ -50,6 +51,8 @@ type session struct {
 	fences map[int]func(map[string]string, error) // seq -> the PMI server's done, until FenceDone
 
 	names *launcherNames // the job's PMI name service, at the launcher
+
+	relay *relay.Relay // this host's children in the agent tree, from the first RelayKey
 
 	stdin chan stdinChunk
 
@@ -177,6 +180,37 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		// Dialing peers takes up to the probe's timeout: off the loop, so
 		// Stop and signals are still handled meanwhile.
 		s.waiters.Go(func() { _ = s.conn.Send(wire.KindProbeResult, probe(ctx, p)) })
+	case wire.KindRelay:
+		if s.relay == nil {
+			return errors.New("a frame to relay before the relay's key")
+		}
+		return s.relay.Forward(m)
+	case wire.KindRelayKey:
+		k, err := decode[wire.RelayKey](m)
+		if err != nil {
+			return err
+		}
+		if s.relay == nil {
+			s.relay = relay.New(ctx, s.conn, s.log.Named("relay"))
+		}
+		return s.relay.SetKey(k)
+	case wire.KindLink:
+		l, err := decode[wire.Link](m)
+		if err != nil {
+			return err
+		}
+		if s.relay == nil {
+			return errors.New("link before the relay's key")
+		}
+		return s.relay.Link(l)
+	case wire.KindUnlink:
+		u, err := decode[wire.Unlink](m)
+		if err != nil {
+			return err
+		}
+		if s.relay != nil {
+			s.relay.Unlink(u.Host)
+		}
 	case wire.KindSelftest:
 		st, err := decode[wire.Selftest](m)
 		if err != nil {

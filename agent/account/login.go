@@ -14,4 +14,8 @@ type Login struct {
 	// user's limit on jobs, or says why not (an error naming the limit);
 	// release gives the place back. nil: no limit.
 	TakeJob func() (release func(), err error)
+	// JobID, when not empty, is the one job this login may serve: it came
+	// with a job certificate (a relay logging in for the launcher), and a
+	// Hello of another job is refused.
+	JobID string
 }

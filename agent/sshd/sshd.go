@@ -230,7 +230,7 @@ func refuseConn(sc *ssh.ServerConn, chans <-chan ssh.NewChannel, reqs <-chan *ss
 // against the user's MaxUserJobs.
 func (s *Server) subsystem(ctx context.Context, ch io.ReadWriteCloser, li *loginInfo) {
 	login := account.Login{Account: li.account, NoDropCaches: s.dropCachesRefusal(li.account),
-		TakeJob: func() (func(), error) { return s.users.acquire(li.account, userJobs) }}
+		TakeJob: func() (func(), error) { return s.users.acquire(li.account, userJobs) }, JobID: li.jobID}
 	if err := s.Subsystem(ctx, ch, login); err != nil && !errors.Is(err, context.Canceled) {
 		s.Log.Info("launcher session ended", zap.String("user", textx.Clip(li.account.Name)), zap.Error(err))
 	}

@@ -1,0 +1,409 @@
+// Package relay is an agent's side of the agent tree: a relay agent holds
+// SSH sessions to its children (other agents, logged in to with the job
+// certificate the launcher gave it) and forwards frames between them and
+// its own launcher session in envelopes (agent/wire's relay.go). It never
+// reads what it forwards beyond the envelope's first level.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/jobcert"
+)
+
+// Up is the relay's own session, toward the launcher.
+type Up interface {
+	Send(k wire.Kind, v any) error
+	SendEnvelope(k wire.Kind, host int, inner wire.Kind, payload []byte) error
+}
+
+// Timing of a child's liveness (unless the launcher's Link gives its
+// own) and of a child that stops reading.
+var (
+	KeepaliveInterval = 5 * time.Second
+	KeepaliveTimeout  = 15 * time.Second
+	StallTimeout      = 10 * time.Second
+)
+
+// silentError is why a child that answered no keepalive was cut off.
+type silentError struct{ after time.Duration }
+
+func (e silentError) Error() string {
+	return fmt.Sprintf("answered no keepalive for %v", e.after)
+}
+
+// queueLen is how many frames wait for one child before the relay blocks.
+const queueLen = 256
+
+// Relay holds a session's children.
+type Relay struct {
+	up  Up
+	log *zap.Logger
+	ctx context.Context
+	end context.CancelFunc
+
+	mu      sync.Mutex
+	signers []ssh.Signer
+	kids    map[int]*child
+	dialing map[int]context.CancelFunc
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// New is a relay for the session up; Close ends it.
+func New(ctx context.Context, up Up, log *zap.Logger) *Relay {
+	ctx, end := context.WithCancel(ctx)
+	return &Relay{up: up, log: log, ctx: ctx, end: end, kids: map[int]*child{}, dialing: map[int]context.CancelFunc{}}
+}
+
+// SetKey takes the job certificate: the key made for this relay and the
+// certificates of it, each a signer the children may accept.
+func (r *Relay) SetKey(k wire.RelayKey) error {
+	ss, err := Signers(k)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.signers = ss
+	r.mu.Unlock()
+	return nil
+}
+
+// Signers parses a RelayKey: a certificate signer of its key for each
+// of its certificates.
+func Signers(k wire.RelayKey) ([]ssh.Signer, error) {
+	if len(k.Certs) == 0 || len(k.Certs) > maxCerts {
+		return nil, fmt.Errorf("relay key: %d certificates (1 to %d)", len(k.Certs), maxCerts)
+	}
+	ss, err := jobcert.Bundle{Key: k.Key, Certs: k.Certs}.Signers()
+	if err != nil {
+		return nil, fmt.Errorf("relay key: %w", err)
+	}
+	return ss, nil
+}
+
+// maxCerts bounds the certificates of one relay key (one per key of the
+// user's that signed it).
+const maxCerts = 16
+
+// child is one open child session.
+type child struct {
+	host   int
+	name   string
+	client *ssh.Client
+	conn   *wire.Conn
+	out    chan wire.Msg
+	quit   chan struct{}
+	once   sync.Once
+	why    error // why the relay closed it (nil: the child or the launcher did)
+
+	every, silence time.Duration // keepalive timing
+}
+
+func (c *child) close(why error) {
+	c.once.Do(func() {
+		c.why = why
+		close(c.quit)
+		c.client.Close()
+	})
+}
+
+// Link opens a session to the child l names, in the background, and
+// answers with Linked; the child's frames then go up in envelopes until
+// it ends (Cut) or is unlinked.
+func (r *Relay) Link(l wire.Link) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.closed:
+		return nil
+	case r.signers == nil:
+		return errors.New("link before the relay's key")
+	case r.kids[l.Host] != nil || r.dialing[l.Host] != nil:
+		return fmt.Errorf("link: host %d is already linked", l.Host)
+	case len(r.kids)+len(r.dialing) >= wire.MaxLinks:
+		return fmt.Errorf("link: more than %d children", wire.MaxLinks)
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, time.Duration(l.TimeoutMS)*time.Millisecond)
+	r.dialing[l.Host] = cancel
+	signers := r.signers
+	r.wg.Go(func() {
+		defer cancel()
+		c, ans := r.dial(ctx, l, signers)
+		r.mu.Lock()
+		_, wanted := r.dialing[l.Host]
+		delete(r.dialing, l.Host)
+		if c != nil && (!wanted || r.closed) {
+			c.client.Close()
+			c = nil
+			ans = wire.Linked{Host: l.Host, Err: "unlinked while connecting"}
+		}
+		if c != nil {
+			r.kids[l.Host] = c
+		}
+		r.mu.Unlock()
+		// Linked goes up before any of the child's frames.
+		if err := r.up.Send(wire.KindLinked, ans); err != nil || c == nil {
+			if c != nil {
+				c.close(err)
+				r.mu.Lock()
+				delete(r.kids, l.Host)
+				r.mu.Unlock()
+			}
+			return
+		}
+		r.log.Debug("linked", zap.Int("host", l.Host), zap.String("name", l.Name), zap.String("addr", ans.Addr))
+		r.wg.Go(func() { r.write(c) })
+		r.wg.Go(func() { r.keepalive(c) })
+		r.read(c)
+	})
+	return nil
+}
+
+// dial logs in to l's agent with the job certificate and opens the gangway
+// subsystem.
+func (r *Relay) dial(ctx context.Context, l wire.Link, signers []ssh.Signer) (*child, wire.Linked) {
+	ans := wire.Linked{Host: l.Host}
+	fail := func(err error) (*child, wire.Linked) {
+		ans.Err = fmt.Sprintf("%s: %v", l.Addr, err)
+		return nil, ans
+	}
+	var nd net.Dialer
+	nc, err := nd.DialContext(ctx, "tcp", l.Addr)
+	if err != nil {
+		ans.Dial, ans.DNSName = dialFailure(err)
+		return fail(err)
+	}
+	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		ans.Addr = ta.IP.String()
+	}
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	var hostKey ssh.PublicKey
+	cfg := &ssh.ClientConfig{
+		User:              l.User,
+		HostKeyAlgorithms: l.HostKeyAlgorithms,
+		Auth:              []ssh.AuthMethod{ssh.PublicKeys(signers...)},
+		// The launcher checks the key against its known hosts before it
+		// sends this child anything (Linked.HostKey).
+		HostKeyCallback: func(_ string, _ net.Addr, k ssh.PublicKey) error { hostKey = k; return nil },
+	}
+	sc, chans, reqs, err := ssh.NewClientConn(nc, l.Addr, cfg)
+	if !stop() {
+		if err == nil {
+			sc.Close()
+		}
+		ans.Dial = wire.DialTimeout
+		return fail(context.Cause(ctx))
+	}
+	if err != nil {
+		nc.Close()
+		ans.Refused = strings.Contains(err.Error(), "unable to authenticate")
+		return fail(fmt.Errorf("ssh handshake failed: %w", err))
+	}
+	client := ssh.NewClient(sc, chans, reqs)
+	ch, in, err := client.OpenChannel("session", nil)
+	if err != nil {
+		client.Close()
+		return fail(fmt.Errorf("open session: %w", err))
+	}
+	r.wg.Go(func() { ssh.DiscardRequests(in) })
+	ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{wire.Subsystem}))
+	if err != nil || !ok {
+		client.Close()
+		ans.Refused = true
+		return fail(fmt.Errorf("the agent refused the %q subsystem to the job certificate: %v", wire.Subsystem, err))
+	}
+	ans.HostKey = hostKey.Marshal()
+	c := &child{host: l.Host, name: l.Name, client: client, conn: wire.NewConn(ch), out: make(chan wire.Msg, queueLen), quit: make(chan struct{}),
+		every: KeepaliveInterval, silence: KeepaliveTimeout}
+	if l.KeepaliveMS > 0 {
+		c.every = time.Duration(l.KeepaliveMS) * time.Millisecond
+	}
+	if l.KeepaliveTimeoutMS > 0 {
+		c.silence = time.Duration(l.KeepaliveTimeoutMS) * time.Millisecond
+	}
+	return c, ans
+}
+
+// dialFailure is why a TCP dial failed, as Linked.Dial says it.
+func dialFailure(err error) (why, name string) {
+	var dns *net.DNSError
+	switch {
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return wire.DialNoSuchHost, dns.Name
+	case errors.As(err, &dns):
+		return wire.DialDNS, dns.Name
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return wire.DialRefused, ""
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return wire.DialNoRoute, ""
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return wire.DialTimeout, ""
+	}
+	return "", ""
+}
+
+// read forwards the child's frames up until its session ends, then says
+// so (Cut).
+func (r *Relay) read(c *child) {
+	var err error
+	for {
+		var m wire.Msg
+		m, err = c.conn.Recv()
+		if err != nil {
+			break
+		}
+		err = r.up.SendEnvelope(wire.KindRelayed, c.host, m.Kind, m.Payload)
+		m.Release()
+		if err != nil {
+			break // the relay's own session is gone; Close ends the rest
+		}
+	}
+	c.close(nil)
+	r.mu.Lock()
+	if r.kids[c.host] == c {
+		delete(r.kids, c.host)
+	}
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return
+	}
+	cut := wire.Cut{Host: c.host}
+	var silent silentError
+	switch {
+	case errors.As(c.why, &silent):
+		cut.Err, cut.SilentMS = c.why.Error(), silent.after.Milliseconds()
+	case c.why != nil:
+		cut.Err = c.why.Error()
+	case err != nil && !errors.Is(err, io.EOF):
+		cut.Err = err.Error()
+	}
+	_ = r.up.Send(wire.KindCut, cut)
+}
+
+// write sends the child what the launcher sent it, in order.
+func (r *Relay) write(c *child) {
+	for {
+		select {
+		case m := <-c.out:
+			if err := c.conn.SendMsg(m); err != nil {
+				c.close(fmt.Errorf("write to %s: %w", c.name, err))
+				return
+			}
+		case <-c.quit:
+			return
+		}
+	}
+}
+
+// keepalive closes a child that stops answering SSH keepalives, as the
+// launcher does with the agents it holds.
+func (r *Relay) keepalive(c *child) {
+	t := time.NewTicker(c.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.quit:
+			return
+		case <-t.C:
+		}
+		reply := make(chan error, 1)
+		go func() {
+			_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
+			reply <- err
+		}()
+		select {
+		case err := <-reply:
+			if err != nil {
+				return // the connection is gone; read says so
+			}
+		case <-time.After(c.silence):
+			c.close(silentError{c.silence})
+			<-reply
+			return
+		case <-c.quit:
+			<-reply
+			return
+		}
+	}
+}
+
+// Forward passes an envelope from the launcher on to its child. A frame
+// for a child that is gone is dropped (its Cut is on the way up); a child
+// that takes nothing for StallTimeout is cut off.
+func (r *Relay) Forward(m wire.Msg) error {
+	host, inner, err := m.Envelope()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	c := r.kids[host]
+	r.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	select {
+	case c.out <- inner:
+		return nil
+	case <-c.quit:
+		return nil
+	default:
+	}
+	t := time.NewTimer(StallTimeout)
+	defer t.Stop()
+	select {
+	case c.out <- inner:
+	case <-c.quit:
+	case <-t.C:
+		c.close(fmt.Errorf("%s stopped reading what its relay sends (nothing taken for %v)", c.name, StallTimeout))
+	}
+	return nil
+}
+
+// Unlink closes a child's session, or stops its dial.
+func (r *Relay) Unlink(host int) {
+	r.mu.Lock()
+	c := r.kids[host]
+	if cancel := r.dialing[host]; cancel != nil {
+		delete(r.dialing, host)
+		cancel()
+	}
+	r.mu.Unlock()
+	if c != nil {
+		c.close(nil)
+	}
+}
+
+// Close ends every child's session (each child's agent then stops its
+// ranks, as when its launcher goes) and waits for the relay's goroutines.
+func (r *Relay) Close() {
+	r.mu.Lock()
+	r.closed = true
+	kids := make([]*child, 0, len(r.kids))
+	for _, c := range r.kids {
+		kids = append(kids, c)
+	}
+	r.mu.Unlock()
+	r.end()
+	for _, c := range kids {
+		c.close(errors.New("relay closing"))
+	}
+	r.wg.Wait()
+}

@@ -1,0 +1,239 @@
+package relay_test
+
+import (
+	"crypto/rand"
+	"net"
+	"os/user"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/agent/relay"
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/jobcert"
+)
+
+// upstream records what a relay sends toward the launcher.
+type upstream struct {
+	mu   sync.Mutex
+	msgs []wire.Msg
+	more chan struct{}
+}
+
+func newUpstream() *upstream { return &upstream{more: make(chan struct{}, 1)} }
+
+func (u *upstream) add(m wire.Msg) {
+	u.mu.Lock()
+	u.msgs = append(u.msgs, m)
+	u.mu.Unlock()
+	select {
+	case u.more <- struct{}{}:
+	default:
+	}
+}
+
+func (u *upstream) Send(k wire.Kind, v any) error {
+	e, err := wire.Encode(k, v)
+	if err != nil {
+		return err
+	}
+	u.add(wire.Msg{Kind: k, Payload: append([]byte(nil), e.Payload()...)})
+	return nil
+}
+
+func (u *upstream) SendEnvelope(k wire.Kind, host int, inner wire.Kind, p []byte) error {
+	u.add(wire.Msg{Kind: k, Payload: wire.AppendEnvelope(nil, host, inner, p)})
+	return nil
+}
+
+// wait returns the first message after skip that match says is the one.
+func (u *upstream) wait(t *testing.T, match func(wire.Msg) bool) wire.Msg {
+	t.Helper()
+	deadline := time.After(agenttest.Deadline)
+	seen := 0
+	for {
+		u.mu.Lock()
+		msgs := u.msgs[seen:]
+		seen = len(u.msgs)
+		u.mu.Unlock()
+		for _, m := range msgs {
+			if match(m) {
+				return m
+			}
+		}
+		select {
+		case <-u.more:
+		case <-deadline:
+			t.Fatalf("no such message from the relay within %v", agenttest.Deadline)
+		}
+	}
+}
+
+func kindIs(k wire.Kind) func(wire.Msg) bool { return func(m wire.Msg) bool { return m.Kind == k } }
+
+// key is a job certificate from the cluster's client key, valid from
+// loopback.
+func key(t *testing.T, c *agenttest.Cluster, sources ...string) wire.RelayKey {
+	t.Helper()
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sources == nil {
+		sources = []string{"127.0.0.0/8"}
+	}
+	b, err := jobcert.New(rand.Reader, []ssh.Signer{c.Keys.ClientSigner}, jobcert.Spec{User: u.Username, JobID: "relaytest", Relay: "r", Sources: sources, Lifetime: time.Hour, Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wire.RelayKey{Key: b.Key, Certs: b.Certs}
+}
+
+func link(t *testing.T, host int, addr string) wire.Link {
+	u, _ := user.Current()
+	return wire.Link{Host: host, Name: "child", Addr: addr, User: u.Username, TimeoutMS: 10000, KeepaliveMS: 200, KeepaliveTimeoutMS: 2000}
+}
+
+func linked(t *testing.T, up *upstream, host int) wire.Linked {
+	t.Helper()
+	m := up.wait(t, func(m wire.Msg) bool {
+		var l wire.Linked
+		return m.Kind == wire.KindLinked && m.Decode(&l) == nil && l.Host == host
+	})
+	var l wire.Linked
+	_ = m.Decode(&l)
+	return l
+}
+
+// TestRelayForwards: a relay logs in to a real agent with the job
+// certificate, reports the agent's host key, carries a Hello down and
+// the agent's Facts up in an envelope, and its Close ends the child's
+// session.
+func TestRelayForwards(t *testing.T) {
+	c := agenttest.StartLocal(t, 1)
+	up := newUpstream()
+	r := relay.New(t.Context(), up, zaptest.NewLogger(t))
+	defer r.Close()
+	if err := r.Link(link(t, 5, c.Hosts[0].HostPort())); err == nil || !strings.Contains(err.Error(), "before the relay's key") {
+		t.Fatalf("a link before the key: %v", err)
+	}
+	if err := r.SetKey(key(t, c)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Link(link(t, 5, c.Hosts[0].HostPort())); err != nil {
+		t.Fatal(err)
+	}
+	l := linked(t, up, 5)
+	if l.Err != "" {
+		t.Fatalf("linked: %+v", l)
+	}
+	if hk, err := ssh.ParsePublicKey(l.HostKey); err != nil || string(hk.Marshal()) != string(c.Hosts[0].HostPub.Marshal()) {
+		t.Errorf("host key %v, want the agent's", err)
+	}
+	if err := r.Link(link(t, 5, c.Hosts[0].HostPort())); err == nil {
+		t.Error("a second link of host 5 accepted")
+	}
+	hello, _ := wire.Encode(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "relaytest", Host: c.Hosts[0].Name})
+	if err := r.Forward(wire.Msg{Kind: wire.KindRelay, Payload: wire.AppendEnvelope(nil, 5, wire.KindHello, hello.Payload())}); err != nil {
+		t.Fatal(err)
+	}
+	m := up.wait(t, kindIs(wire.KindRelayed))
+	host, inner, err := m.Envelope()
+	if err != nil || host != 5 || inner.Kind != wire.KindFacts {
+		t.Fatalf("up: host %d %s %v", host, inner.Kind, err)
+	}
+	var f wire.Facts
+	if err := inner.Decode(&f); err != nil || f.Version != wire.Version {
+		t.Fatalf("facts %+v %v", f, err)
+	}
+	r.Close()
+	// Forwarding after Close is quietly dropped; nothing panics.
+	_ = r.Forward(wire.Msg{Kind: wire.KindRelay, Payload: wire.AppendEnvelope(nil, 5, wire.KindPing, nil)})
+}
+
+// TestRelayLinkFailures: what a relay says when it cannot reach a child:
+// nothing listens (refused), the child refuses the certificate (from an
+// address it does not allow), a name that does not resolve.
+func TestRelayLinkFailures(t *testing.T) {
+	c := agenttest.StartLocal(t, 1)
+	addr, port := c.Unused(t)
+	cases := []struct {
+		name string
+		key  wire.RelayKey
+		addr string
+		want func(wire.Linked) bool
+	}{
+		{"refused", key(t, c), net.JoinHostPort(addr, strconv.Itoa(port)), func(l wire.Linked) bool { return l.Dial == wire.DialRefused }},
+		{"source not allowed", key(t, c, "198.18.0.1"), c.Hosts[0].HostPort(), func(l wire.Linked) bool { return l.Refused }},
+		{"no such host", key(t, c), "gw-no-such-host.invalid:22122", func(l wire.Linked) bool { return l.Dial == wire.DialNoSuchHost || l.Dial == wire.DialDNS }},
+	}
+	for i, cs := range cases {
+		t.Run(cs.name, func(t *testing.T) {
+			up := newUpstream()
+			r := relay.New(t.Context(), up, zaptest.NewLogger(t))
+			defer r.Close()
+			if err := r.SetKey(cs.key); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Link(link(t, i, cs.addr)); err != nil {
+				t.Fatal(err)
+			}
+			if l := linked(t, up, i); l.Err == "" || !cs.want(l) {
+				t.Errorf("linked %+v", l)
+			}
+		})
+	}
+}
+
+// TestRelayKeyRefused: a RelayKey that is not a job certificate bundle.
+func TestRelayKeyRefused(t *testing.T) {
+	c := agenttest.StartLocal(t, 1)
+	good := key(t, c)
+	bad := map[string]wire.RelayKey{
+		"no certificates": {Key: good.Key},
+		"garbage key":     {Key: []byte("not a key"), Certs: good.Certs},
+		"garbage cert":    {Key: good.Key, Certs: [][]byte{[]byte("junk")}},
+		"plain key":       {Key: good.Key, Certs: [][]byte{c.Keys.ClientSigner.PublicKey().Marshal()}},
+	}
+	for name, k := range bad {
+		r := relay.New(t.Context(), newUpstream(), zaptest.NewLogger(t))
+		if err := r.SetKey(k); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+		r.Close()
+	}
+}
+
+// TestJobCertificateBindsJob: a session opened with a job certificate
+// serves that job only: a Hello of another job is refused.
+func TestJobCertificateBindsJob(t *testing.T) {
+	c := agenttest.StartLocal(t, 1)
+	up := newUpstream()
+	r := relay.New(t.Context(), up, zaptest.NewLogger(t))
+	defer r.Close()
+	if err := r.SetKey(key(t, c)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Link(link(t, 1, c.Hosts[0].HostPort())); err != nil {
+		t.Fatal(err)
+	}
+	if l := linked(t, up, 1); l.Err != "" {
+		t.Fatalf("linked: %+v", l)
+	}
+	hello, _ := wire.Encode(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "another", Host: c.Hosts[0].Name})
+	if err := r.Forward(wire.Msg{Kind: wire.KindRelay, Payload: wire.AppendEnvelope(nil, 1, wire.KindHello, hello.Payload())}); err != nil {
+		t.Fatal(err)
+	}
+	m := up.wait(t, kindIs(wire.KindRelayed))
+	_, inner, err := m.Envelope()
+	var e wire.Error
+	if err != nil || inner.Kind != wire.KindError || inner.Decode(&e) != nil || !strings.Contains(e.Msg, `job certificate is for job "relaytest"`) {
+		t.Fatalf("another job's hello: %s %q %v", inner.Kind, e.Msg, err)
+	}
+}
