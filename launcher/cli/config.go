@@ -292,6 +292,9 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 		if err == nil {
 			err = c.resolveTimeout(getenv)
 		}
+		if err == nil {
+			err = c.resolveTreeWidth(getenv)
+		}
 	}
 	if err == nil {
 		err = c.resolveTransport(getenv)

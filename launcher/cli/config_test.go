@@ -33,7 +33,7 @@ func defaultConfig(argv ...string) Config {
 		Place:     Placement{Source: HostsLocal, MapBy: "slot", BindTo: "none", GPUsPer: 1},
 		Env:       Environment{PMI: true, MPIAuto: true},
 		Out:       Output{Stdin: 0, LogFormat: "console", ProgressAuto: true, ProgressEvery: 5 * time.Second},
-		Transport: transport.Options{Kind: transport.Agent, Port: 22122, AgentPath: "agent", SSHCommand: "ssh", StartTimeout: 60 * time.Second, UnreachableGrace: 10 * time.Second},
+		Transport: transport.Options{Kind: transport.Agent, Port: 22122, AgentPath: "agent", SSHCommand: "ssh", StartTimeout: 60 * time.Second, UnreachableGrace: 10 * time.Second, TreeWidth: transport.TreeAuto},
 		Network:   Network{Preflight: true},
 		Control:   Control{KillGrace: 5 * time.Second, RestartBackoff: time.Second},
 		Health:    Health{Timeout: 30 * time.Second, MinTmpFree: 1 << 30},

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gangway-hpc/gangway/agent/wire"
 	"github.com/gangway-hpc/gangway/internal/textx"
 	"github.com/gangway-hpc/gangway/launcher/plan"
 	"github.com/gangway-hpc/gangway/launcher/transport"
@@ -170,6 +171,32 @@ func registerTransport(fs *flag.FlagSet, t *transport.Options, in *flagInputs) {
 	fs.Var(durationSecs{&t.StartTimeout}, "start-timeout", "how long to wait for every host's agent (seconds or duration)")
 	t.UnreachableGrace = DefaultUnreachableGrace
 	fs.Var(durationSecs{&t.UnreachableGrace}, "unreachable-grace", "once every other host is ready, how long to wait for hosts refusing connections (seconds or duration; 0: the whole -start-timeout; default 10s, off when -start-timeout is given or under mpi-operator)")
+	t.TreeWidth = transport.TreeAuto
+	fs.Var(treeWidthFlag{&t.TreeWidth}, "tree-width", "agents relay for each other in a tree of width K: the launcher reaches K hosts, each of them K more... (auto: flat below 256 hosts, else 32; 0: flat; 1: a chain; default $GANGWAY_TREE_WIDTH, else auto; --transport agent only)")
+}
+
+// treeWidthFlag is --tree-width: auto, 0 (flat) or a width (1 chains the
+// hosts, each the relay of the next: the deepest tree, for tests).
+type treeWidthFlag struct{ w *int }
+
+func (f treeWidthFlag) String() string {
+	if f.w == nil || *f.w == transport.TreeAuto {
+		return "auto"
+	}
+	return strconv.Itoa(*f.w)
+}
+
+func (f treeWidthFlag) Set(s string) error {
+	if s == "auto" {
+		*f.w = transport.TreeAuto
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > wire.MaxLinks {
+		return fmt.Errorf("want auto, 0 (flat) or a width from 1 to %d, got %q", wire.MaxLinks, s)
+	}
+	*f.w = n
+	return nil
 }
 
 func (n *Network) register(fs *flag.FlagSet) {

@@ -135,6 +135,25 @@ func (c *Config) resolveTimeout(getenv func(string) string) error {
 	return nil
 }
 
+// TreeWidthEnv is --tree-width's default when the command line gives
+// none, as MPIEXEC_TIMEOUT is --timeout's: a site (or a test suite) may
+// put every job through relays without changing its scripts. A job whose
+// transport starts every agent itself (ssh, slurm) stays flat under it.
+const TreeWidthEnv = "GANGWAY_TREE_WIDTH"
+
+// resolveTreeWidth reads TreeWidthEnv when --tree-width is not given.
+func (c *Config) resolveTreeWidth(getenv func(string) string) error {
+	c.Transport.TreeWidthGiven = c.in.given["tree-width"]
+	v := getenv(TreeWidthEnv)
+	if c.in.given["tree-width"] || v == "" {
+		return nil
+	}
+	if err := (treeWidthFlag{&c.Transport.TreeWidth}).Set(strings.TrimSpace(v)); err != nil {
+		return fmt.Errorf("%w: %s=%q: %v", ErrUsage, TreeWidthEnv, v, err)
+	}
+	return nil
+}
+
 func mergeHosts(a, b []hostfile.Host) []hostfile.Host {
 	for _, h := range b {
 		found := false

@@ -253,6 +253,11 @@ Control:
                            or have no route, then fail naming them; 0, or
                            -start-timeout given without it, or
                            mpi-operator's hostfile: wait -start-timeout
+  -tree-width K|auto       agents relay for each other: the launcher reaches
+                           K hosts, each of those K more, and so on (auto:
+                           flat below 256 hosts, else 32; 0: flat; 1: a
+                           chain, for tests); default $GANGWAY_TREE_WIDTH,
+                           else auto; --transport agent only
   -dry-run                 print the placement and environments, start nothing
   -transport agent|ssh|slurm
                            agents on -port (default); 'agent --stdio'

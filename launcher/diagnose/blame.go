@@ -44,6 +44,8 @@ func BlameFor(re *RankError, tail []string) (b Blame, ok bool) {
 		return Blame{}, false
 	}
 	switch {
+	case re.ExitCode == ExitLost && re.CutOffBy != "":
+		return Blame{Host: re.CutOffBy, Why: "a relay lost with the hosts behind it"}, true
 	case re.ExitCode == ExitLost:
 		return Blame{Host: re.Host, Why: re.Err}, true
 	case re.Signal == int(syscall.SIGBUS):
@@ -79,9 +81,10 @@ func (fs Failures) Blame() []Blame {
 	var out []Blame
 	seen := map[string]bool{}
 	for _, f := range fs.List {
-		if f.ExitCode == ExitLost && !seen[f.Host] {
-			seen[f.Host] = true
-			out = append(out, Blame{Host: f.Host, Why: f.Err})
+		b, ok := BlameFor(f, nil)
+		if f.ExitCode == ExitLost && ok && !seen[b.Host] {
+			seen[b.Host] = true
+			out = append(out, b)
 		}
 	}
 	if len(out) > 0 || len(fs.List) == 0 {

@@ -15,6 +15,9 @@ type RankError struct {
 	SignalName string // as the agent names Signal ("SIGKILL")
 	Err        string
 	ErrorFile  string // what it wrote to TORCHELASTIC_ERROR_FILE, if anything
+	// CutOffBy is the relay whose loss cut this rank's host off (an agent
+	// tree): the host is not at fault, the relay is.
+	CutOffBy string
 }
 
 func (e *RankError) Error() string {

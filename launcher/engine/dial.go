@@ -63,7 +63,11 @@ func Dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 	}
 	logHosts(d.Log, cfg.Place, hosts)
 	wait := dialWait{timeout: cfg.Transport.StartTimeout, grace: cfg.Transport.UnreachableGrace}
-	sessions, err := dialAll(ctx, d.Log, d.Stderr, hosts, d.Dialers, hello, wait)
+	ds, err := treeDialers(cfg, d, jobID, hosts)
+	if err != nil {
+		return nil, err
+	}
+	sessions, err := dialAll(ctx, d.Log, d.Stderr, hosts, ds, hello, wait)
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +92,44 @@ func Dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 	}
 	return c, nil
 }
+
+// treeDialers are the Dialers of one attempt: with --tree-width (or auto
+// at its size) the remote hosts are reached through a tree of relays
+// planned over this attempt's hosts, in their order.
+func treeDialers(cfg cli.Config, d Deps, jobID string, hosts []hostfile.Host) (transport.Dialers, error) {
+	ds := d.Dialers
+	var remote []hostfile.Host
+	for _, h := range hosts {
+		if ds.Remote != nil && !plan.IsLocal(h) {
+			remote = append(remote, h)
+		}
+	}
+	w := transport.TreeWidth(cfg.Transport.TreeWidth, len(remote))
+	if w == 0 {
+		return ds, nil
+	}
+	if !transport.TreeBase(ds.Remote) {
+		if !cfg.Transport.TreeWidthGiven {
+			return ds, nil // another transport starts every agent itself
+		}
+		return ds, fmt.Errorf("%w: --tree-width %d: relays reach their children's agents over SSH, which --transport %s does not use; give --tree-width 0", cli.ErrUsage, cfg.Transport.TreeWidth, cfg.Transport.Kind)
+	}
+	lifetime := cfg.Control.Timeout
+	if lifetime <= 0 {
+		lifetime = treeCertLifetime
+	}
+	tree, err := transport.NewTree(ds.Remote, remote, w, jobID, lifetime+time.Minute, d.Log.Named("tree"))
+	if err != nil {
+		return ds, fmt.Errorf("%w: %v", cli.ErrUsage, err)
+	}
+	d.Log.Info("agent tree", zap.Int("width", w), zap.Int("hosts", len(remote)), zap.Int("levels", transport.TreeDepth(len(remote), w)))
+	ds.Remote = tree
+	return ds, nil
+}
+
+// treeCertLifetime is how long a relay's certificate lasts when the job
+// has no --timeout.
+const treeCertLifetime = 24 * time.Hour
 
 // logHosts says at -v where the hosts came from and which are reached
 // (Dial logs where the ranks go once the plan is known).

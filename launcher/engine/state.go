@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"time"
 
@@ -362,11 +363,22 @@ func (st *state) lose(host int, err error) []action {
 	if err == io.EOF {
 		msg = fmt.Sprintf("lost the agent on %s: connection closed", name)
 	}
+	var cut *transport.CutOffError
+	via := ""
+	if errors.As(err, &cut) {
+		via = cut.Relay
+		msg = fmt.Sprintf("lost the agent on %s: %v", name, cut)
+		// The relay's loss comes first, whichever session the launcher
+		// saw end first: it is the job's failure, the rest follow.
+		if r := slices.Index(st.hosts, cut.Relay); r >= 0 && !st.done[r] {
+			acts = append(st.lose(r, cut.Err), acts...)
+		}
+	}
 	st.lost = append(st.lost, msg)
 	for r, h := range st.hostOf {
 		if h == host && !st.exited[r] {
 			st.exited[r] = true
-			acts = append(acts, st.fail(&diagnose.RankError{Rank: r, Host: name, ExitCode: diagnose.ExitLost, Err: msg})...)
+			acts = append(acts, st.fail(&diagnose.RankError{Rank: r, Host: name, ExitCode: diagnose.ExitLost, Err: msg, CutOffBy: via})...)
 		}
 	}
 	return acts

@@ -329,21 +329,14 @@ func (d *AgentDialer) sshHandshake(ctx context.Context, hc hostConfig, dial func
 	if err != nil {
 		return nil, nil, nil, nil, Permanent(err)
 	}
-	khPath, acceptNew := d.khPath, d.cfg.AcceptNewHosts
-	if d.cfg.KnownHosts == "" && hc.UserKnownHostsFile != "" {
-		khPath = hc.UserKnownHostsFile
-	}
-	switch hc.StrictHostKeyChecking {
-	case "no", "off", "accept-new":
-		acceptNew = true
-	}
+	khPath := d.knownHostsPath(hc)
 	addr := hc.Addr()
 	var banner strings.Builder // why a server refused the login, if it says
 	cc, chans, reqs, remote, err := connect(ctx, addr, hc.ConnectTimeout, dial, func(c net.Conn) *ssh.ClientConfig {
 		return &ssh.ClientConfig{
 			User:              hc.User,
 			Auth:              []ssh.AuthMethod{ssh.PublicKeys(signers...)},
-			HostKeyCallback:   d.hostKeyCallbackFor(khPath, acceptNew),
+			HostKeyCallback:   d.hostKeyCheck(hc),
 			HostKeyAlgorithms: d.hostKeyAlgorithms(khPath, addr, c.RemoteAddr()),
 			BannerCallback: func(msg string) error {
 				if banner.Len() < 4096 {
@@ -373,6 +366,27 @@ func (d *AgentDialer) sshHandshake(ctx context.Context, hc hostConfig, dial func
 		return nil, nil, nil, nil, Permanent(fmt.Errorf("authentication refused for user %s (is the public key in ~%s/.ssh/authorized_keys on the %s? User and IdentityFile in the ssh config)", u, u, role))
 	}
 	return nil, nil, nil, nil, Permanent(fmt.Errorf("authentication refused for user %s (is the public key in ~%s/.ssh/authorized_keys on the host, or in the agent's --authorized-keys?)", u, u))
+}
+
+// knownHostsPath is the known_hosts file for hc: --known-hosts, else
+// the ssh config's UserKnownHostsFile, else ~/.ssh/known_hosts.
+func (d *AgentDialer) knownHostsPath(hc hostConfig) string {
+	if d.cfg.KnownHosts == "" && hc.UserKnownHostsFile != "" {
+		return hc.UserKnownHostsFile
+	}
+	return d.khPath
+}
+
+// hostKeyCheck is how hc's host key is checked: against its known_hosts
+// file, a new key recorded where --accept-new-hosts or the ssh config's
+// StrictHostKeyChecking allows it.
+func (d *AgentDialer) hostKeyCheck(hc hostConfig) ssh.HostKeyCallback {
+	acceptNew := d.cfg.AcceptNewHosts
+	switch hc.StrictHostKeyChecking {
+	case "no", "off", "accept-new":
+		acceptNew = true
+	}
+	return d.hostKeyCallbackFor(d.knownHostsPath(hc), acceptNew)
 }
 
 // bannerText makes an agent's authentication banner safe to print: one

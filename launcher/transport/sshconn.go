@@ -176,19 +176,37 @@ func classify(addr string, err error) error {
 	var dns *net.DNSError
 	switch {
 	case errors.As(err, &dns) && dns.IsNotFound:
-		return Permanent(&noSuchHostError{Addr: addr, Name: dns.Name})
+		return dialError(addr, wire.DialNoSuchHost, dns.Name, err)
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return Unreachable(fmt.Errorf("%s: connection refused (is the agent running, and on this port? -p/--port, or host:slots:port)", addr))
+		return dialError(addr, wire.DialRefused, "", err)
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return Unreachable(fmt.Errorf("%s: no route to host (host down, or a firewall drops the port)", addr))
+		return dialError(addr, wire.DialNoRoute, "", err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
-		return fmt.Errorf("%s: no answer (host down, or a firewall drops the port)", addr)
+		return dialError(addr, wire.DialTimeout, "", err)
 	case errors.As(err, &dns):
-		return Unreachable(fmt.Errorf("%s: cannot resolve %q: %v", addr, dns.Name, dns.Err))
+		return dialError(addr, wire.DialDNS, dns.Name, errors.New(dns.Err))
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Err != nil {
 		err = op.Err
+	}
+	return fmt.Errorf("%s: %w", addr, err)
+}
+
+// dialError words a failed dial of addr by why (wire.Linked.Dial's
+// values): the launcher's own dials and its relays' are worded alike.
+func dialError(addr, why, name string, err error) error {
+	switch why {
+	case wire.DialNoSuchHost:
+		return Permanent(&noSuchHostError{Addr: addr, Name: name})
+	case wire.DialRefused:
+		return Unreachable(fmt.Errorf("%s: connection refused (is the agent running, and on this port? -p/--port, or host:slots:port)", addr))
+	case wire.DialNoRoute:
+		return Unreachable(fmt.Errorf("%s: no route to host (host down, or a firewall drops the port)", addr))
+	case wire.DialTimeout:
+		return fmt.Errorf("%s: no answer (host down, or a firewall drops the port)", addr)
+	case wire.DialDNS:
+		return Unreachable(fmt.Errorf("%s: cannot resolve %q: %v", addr, name, err))
 	}
 	return fmt.Errorf("%s: %w", addr, err)
 }

@@ -124,6 +124,12 @@ type Options struct {
 	// reads instead of ~/.ssh/config and /etc/ssh/ssh_config (NoSSHConfig:
 	// none); "" reads those two.
 	SSHConfig string
+	// TreeWidth is --tree-width: TreeAuto, 0 (flat) or the width of the
+	// agent tree (tree.go).
+	TreeWidth int
+	// TreeWidthGiven: --tree-width was on the command line (not
+	// GANGWAY_TREE_WIDTH), so a transport without relays is an error.
+	TreeWidthGiven bool
 	// PortFrom names the ssh configuration the agents' port came from (an
 	// mpi-operator launcher pod's /etc/ssh/ssh_config) when no -p was
 	// given; "" otherwise.

@@ -1,0 +1,143 @@
+package e2e_test
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+)
+
+// The agent tree: with --tree-width the launcher reaches the first hosts
+// itself and the others through relays, agents that log in to their
+// children with a job certificate. These tests run the tree on purpose;
+// `make test` also runs this whole package again with GANGWAY_TREE_WIDTH=1
+// (every host behind the one before it), so every other test here passes
+// through relays too.
+
+// TestTreeJob: 7 hosts x 8 ranks through a tree of width 2 (3 levels):
+// every rank runs once, on its host, with its own rank, world size and
+// local rank, its output whole and in order, and the job exits 0.
+func TestTreeJob(t *testing.T) {
+	t.Parallel()
+	const hosts, per = 7, perHost
+	c := e2e.StartLocal(t, hosts)
+	np := hosts * per
+	vars := "RANK,LOCAL_RANK,WORLD_SIZE,GANGWAY_HOST"
+	stdout, stderr, code := c.RunLauncher(t, fake(t, np, c.HostList(per), "env", "-x", "GANGWAY_FAKE_VARS="+vars, "--tree-width", "2", "-v")...)
+	if code != 0 {
+		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, `"width": 2`) && !strings.Contains(stderr, "agent tree") {
+		t.Errorf("the launcher did not log its tree:\n%s", e2e.Tail(stderr, 40))
+	}
+	got := map[int]map[string]string{}
+	tagRE := regexp.MustCompile(`^\[(\d+)\] ([A-Z_]+)=(.*)$`)
+	for _, l := range lines(stdout) {
+		m := tagRE.FindStringSubmatch(l)
+		if m == nil {
+			t.Errorf("untagged or unexpected line %q", l)
+			continue
+		}
+		r, _ := strconv.Atoi(m[1])
+		if got[r] == nil {
+			got[r] = map[string]string{}
+		}
+		if _, dup := got[r][m[2]]; dup {
+			t.Errorf("rank %d printed %s twice", r, m[2])
+		}
+		got[r][m[2]] = m[3]
+	}
+	if len(got) != np {
+		t.Fatalf("output from %d ranks, want %d", len(got), np)
+	}
+	for r := range np {
+		want := map[string]string{"RANK": strconv.Itoa(r), "LOCAL_RANK": strconv.Itoa(r % per), "WORLD_SIZE": strconv.Itoa(np), "GANGWAY_HOST": c.Hosts[r/per].Addr}
+		for k, v := range want {
+			if got[r][k] != v {
+				t.Errorf("rank %d: %s=%q, want %q", r, k, got[r][k], v)
+			}
+		}
+	}
+}
+
+// TestTreeOutputOrder: every rank of 7 hosts behind relays prints 2000
+// numbered lines; none is lost, mangled or out of order within its rank.
+func TestTreeOutputOrder(t *testing.T) {
+	t.Parallel()
+	const hosts, per, n = 7, 2, 2000
+	c := e2e.StartLocal(t, hosts)
+	np := hosts * per
+	script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do echo "line $i of rank $RANK: 0123456789abcdefghijklmnopqrstuvwxyz"; i=$((i+1)); done`, n)
+	stdout, stderr, code := c.RunLauncher(t, "-l", "-np", strconv.Itoa(np), "-H", c.HostList(per), "--tree-width", "2", "sh", "-c", script)
+	if code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, stderr)
+	}
+	byRank := e2e.RankLines(stdout)
+	if len(byRank) != np {
+		t.Fatalf("output from %d ranks, want %d", len(byRank), np)
+	}
+	for r := range np {
+		ls := byRank[r]
+		if len(ls) != n {
+			t.Errorf("rank %d: %d lines, want %d", r, len(ls), n)
+		}
+		for i, l := range ls {
+			if want := fmt.Sprintf("line %d of rank %d: 0123456789abcdefghijklmnopqrstuvwxyz", i, r); l != want {
+				t.Errorf("rank %d line %d: %q, want %q", r, i, l, want)
+				break
+			}
+		}
+	}
+}
+
+// TestRelayKilled: 5 agent processes, tree width 2: the launcher holds
+// hosts 0 and 1, host 0 relays for hosts 2 and 3, host 1 for host 4.
+// SIGKILL host 0's agent mid-job: the launcher fails with 255 naming the
+// relay and both hosts lost behind it, and no rank or child is left on
+// any host.
+func TestRelayKilled(t *testing.T) {
+	t.Parallel()
+	_, agentBin := e2e.BuildBinaries(t)
+	const hosts = 5
+	c := e2e.StartProcs(t, hosts, agentBin)
+	mark := newMark(t)
+	killMarked(t, mark)
+	np := hosts * perHost
+	l := c.StartLauncher(t, childRanks(np, c.HostList(perHost), mark, "--tree-width", "2", "--kill-grace", "5s")...)
+	ranks, children := startedWithChildren(t, l.Stdout, l.Stderr, np)
+	all := treesOf(t, ranks, children, span(0, np)...)
+	if err := c.Procs[0].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	code := l.Wait(t)
+	stderr := l.Stderr.String()
+	if code != 255 {
+		t.Errorf("exit code %d, want 255 (agent lost)", code)
+	}
+	relay := c.Hosts[0].Addr
+	for _, h := range []int{2, 3} {
+		want := fmt.Sprintf("lost the agent on %s: cut off: its relay %s was lost", c.Hosts[h].Addr, relay)
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, stderr)
+		}
+	}
+	if want := "lost the agent on " + relay; !strings.Contains(stderr, want) {
+		t.Errorf("stderr does not name the relay (%q):\n%s", want, stderr)
+	}
+	for _, h := range []int{1, 4} {
+		if strings.Contains(stderr, "lost the agent on "+c.Hosts[h].Addr) {
+			t.Errorf("host %d (not behind the relay) reported lost:\n%s", h, stderr)
+		}
+	}
+	if left := proctest.WaitGone(e2e.Deadline, all...); len(left) > 0 {
+		t.Errorf("ranks or children left running: %v", left)
+	}
+	if left := waitUnmarked(mark, e2e.Deadline); len(left) > 0 {
+		t.Errorf("processes of the job left running:%s", describe(left))
+	}
+	t.Logf("launcher stderr:\n%s", stderr)
+}

@@ -1,0 +1,781 @@
+package transport
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/internal/jobcert"
+)
+
+// The agent tree (docs/tree.md). With a tree of width k the launcher
+// dials hosts 0..k-1 of a launch itself; host i's children are hosts
+// k(i+1) .. k(i+1)+k-1, which host i's agent (a relay) logs in to with a
+// job certificate the launcher signs for it alone, and whose frames it
+// forwards in envelopes. Every host still has a session of its own at
+// the launcher (a link): the engine cannot tell a host behind a relay from
+// one it dialed, and nothing above the transport changes.
+
+// TreeAuto is --tree-width auto: flat below TreeMinHosts hosts, else a
+// tree of width TreeAutoWidth.
+const (
+	TreeAuto      = -1
+	TreeMinHosts  = 256
+	TreeAutoWidth = 32
+)
+
+// TreeWidth is the width a launch of n hosts uses for --tree-width w: 0
+// for flat.
+func TreeWidth(w, n int) int {
+	if w == TreeAuto {
+		if n < TreeMinHosts {
+			return 0
+		}
+		return TreeAutoWidth
+	}
+	if n <= w {
+		return 0 // every host at the first level: flat
+	}
+	return w
+}
+
+// TreeParent is host i's parent in a tree of width k: -1 for the
+// launcher.
+func TreeParent(i, k int) int {
+	if k <= 0 || i < k {
+		return -1
+	}
+	return i/k - 1
+}
+
+// TreeDepth is the levels of a tree of width k over n hosts (1: flat).
+func TreeDepth(n, k int) int {
+	if k <= 0 {
+		return 1
+	}
+	d, level, total := 1, k, k
+	for total < n {
+		level *= k
+		total += level
+		d++
+	}
+	return d
+}
+
+// Tree reaches one launch's hosts through relays. It is made for one
+// attempt's hosts (a restart plans a new tree over the hosts it keeps)
+// and serves Dial for them; a host outside it is dialed by the base.
+type Tree struct {
+	base     *AgentDialer
+	hosts    []hostfile.Host
+	index    map[string]int
+	width    int
+	jobID    string
+	lifetime time.Duration
+	log      *zap.Logger
+	nodes    []*node
+
+	refusedOnce sync.Once // the warning that a host refused a job certificate
+}
+
+// TreeBase reports whether d can be the base of a tree (the agent
+// transport: relays log in to agents over SSH as the launcher does).
+func TreeBase(d Dialer) bool {
+	_, ok := d.(*AgentDialer)
+	return ok
+}
+
+// NewTree plans a tree of width over hosts (in launch order) on base,
+// which must satisfy TreeBase. The certificates the relays get are valid
+// for lifetime (the job's --timeout, or a day).
+func NewTree(base Dialer, hosts []hostfile.Host, width int, jobID string, lifetime time.Duration, log *zap.Logger) (*Tree, error) {
+	ad, ok := base.(*AgentDialer)
+	if !ok {
+		return nil, errors.New("--tree-width needs --transport agent: relays log in to their children's agents over SSH")
+	}
+	if TreeDepth(len(hosts), width) > wire.MaxTreeDepth {
+		return nil, fmt.Errorf("--tree-width %d makes a tree of %d levels over %d hosts; at most %d", width, TreeDepth(len(hosts), width), len(hosts), wire.MaxTreeDepth)
+	}
+	t := &Tree{base: ad, hosts: hosts, index: map[string]int{}, width: width, jobID: jobID, lifetime: lifetime, log: log, nodes: make([]*node, len(hosts))}
+	for i, h := range hosts {
+		t.index[treeKey(h)] = i
+		t.nodes[i] = &node{t: t, i: i, h: h, up: make(chan struct{})}
+	}
+	return t, nil
+}
+
+func treeKey(h hostfile.Host) string { return h.Name + ":" + strconv.Itoa(h.Port) }
+
+// PeerName is as the base says.
+func (t *Tree) PeerName(h hostfile.Host) string { return t.base.PeerName(h) }
+
+// Relay is the name of host h's relay, "" when the launcher dials it.
+func (t *Tree) Relay(h hostfile.Host) string {
+	i, ok := t.index[treeKey(h)]
+	if !ok {
+		return ""
+	}
+	if p := TreeParent(i, t.width); p >= 0 {
+		return t.hosts[p].Name
+	}
+	return ""
+}
+
+// Dial opens h's session: the base's for a host of the first level, else
+// a link through its relay once the relay's own session is open.
+func (t *Tree) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+	i, ok := t.index[treeKey(h)]
+	if !ok {
+		return t.base.Dial(ctx, h)
+	}
+	n := t.nodes[i]
+	rwc, addr, err := t.dial(ctx, n)
+	n.noteErr(err)
+	return rwc, addr, err
+}
+
+// dial is Dial of a host of the tree.
+func (t *Tree) dial(ctx context.Context, n *node) (io.ReadWriteCloser, string, error) {
+	p := TreeParent(n.i, t.width)
+	if p < 0 {
+		return t.dialDirect(ctx, n)
+	}
+	if hc, err := t.base.target(n.h); err == nil && len(hc.Jumps) > 0 {
+		// Reached through jump hosts: the relay, a node beside it, could
+		// not dial it; the launcher goes through the jumps itself.
+		return t.dialDirect(ctx, n)
+	}
+	relay := t.nodes[p]
+	pl, err := relay.waitReady(ctx, relayWait)
+	if errors.Is(err, errRelayFailed) {
+		// A host whose relay cannot be reached is reached directly: it
+		// is tried, and named if it fails, as in a flat launch.
+		t.log.Debug("relay not reached; dialing directly", zap.String("host", n.h.Name), zap.String("relay", relay.h.Name))
+		return t.dialDirect(ctx, n)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return t.dialLinked(ctx, n, relay, pl)
+}
+
+// dialDirect reaches n by the base, as a host of the first level.
+func (t *Tree) dialDirect(ctx context.Context, n *node) (io.ReadWriteCloser, string, error) {
+	rwc, addr, err := t.base.Dial(ctx, n.h)
+	if err != nil {
+		return nil, "", err
+	}
+	l := newLink(n, nil)
+	l.raw = wire.NewConn(rwc)
+	l.readers.Go(l.readRaw)
+	n.setUp(l)
+	return l, addr, nil
+}
+
+// dialLinked reaches n through its relay's link pl.
+func (t *Tree) dialLinked(ctx context.Context, n *node, relay *node, pl *link) (io.ReadWriteCloser, string, error) {
+	i, h := n.i, n.h
+	hc, err := t.base.target(h)
+	if err != nil {
+		return nil, "", Permanent(err)
+	}
+	if err := pl.ensureKey(hc.User); err != nil {
+		return nil, "", Permanent(fmt.Errorf("relay %s: %w", relay.h.Name, err))
+	}
+	timeout := handshakeTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	wait := pl.expect(i)
+	link := wire.Link{Host: i, Name: h.Name, Addr: hc.Addr(), User: hc.User, TimeoutMS: timeout.Milliseconds(),
+		KeepaliveMS: KeepaliveInterval.Milliseconds(), KeepaliveTimeoutMS: KeepaliveTimeout.Milliseconds()}
+	if ra := literalAddr(hc); ra != nil {
+		link.HostKeyAlgorithms = t.base.hostKeyAlgorithms(t.base.knownHostsPath(hc), hc.Addr(), ra)
+	}
+	if err := pl.sendMsg(wire.KindLink, link); err != nil {
+		pl.unexpect(i)
+		return nil, "", fmt.Errorf("through relay %s: %w", relay.h.Name, err)
+	}
+	var ans linkAnswer
+	select {
+	case ans = <-wait:
+	case <-ctx.Done():
+		pl.unexpect(i) // a late Linked is unlinked by the reader
+		return nil, "", context.Cause(ctx)
+	case <-pl.dead:
+		pl.unexpect(i)
+		return nil, "", Unreachable(fmt.Errorf("its relay %s was lost: %w", relay.h.Name, pl.cause()))
+	}
+	if ans.err != nil {
+		return nil, "", ans.err
+	}
+	if a := ans.linked; a.Err != "" {
+		switch {
+		case a.Refused:
+			// The host does not take the job certificate (its
+			// authorized_keys holds the user's key with options, or
+			// trusts a CA only): the launcher reaches it itself.
+			t.refusedOnce.Do(func() {
+				t.log.Warn("a host refused the relay's job certificate; the launcher reaches such hosts itself", zap.String("host", h.Name), zap.String("relay", relay.h.Name), zap.String("why", a.Err))
+			})
+			return t.dialDirect(ctx, n)
+		case a.Dial != "":
+			return nil, "", dialError(hc.Addr(), a.Dial, a.DNSName, errors.New(a.Err))
+		}
+		return nil, "", fmt.Errorf("through relay %s: %s", relay.h.Name, a.Err)
+	}
+	c := ans.link
+	key, err := ssh.ParsePublicKey(ans.linked.HostKey)
+	if err == nil {
+		ip, _ := netip.ParseAddr(ans.linked.Addr)
+		err = t.base.hostKeyCheck(hc)(hc.Addr(), net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, uint16(hc.Port))), key)
+	}
+	if err != nil {
+		c.Close()
+		return nil, "", Permanent(fmt.Errorf("%s: host key reached through relay %s: %w", hc.Addr(), relay.h.Name, err))
+	}
+	n.setUp(c)
+	return c, ans.linked.Addr, nil
+}
+
+// literalAddr is hc's address when its HostName is an IP literal (the
+// known_hosts lines of an address then match), else nil.
+func literalAddr(hc hostConfig) net.Addr {
+	ip, err := netip.ParseAddr(hc.HostName)
+	if err != nil {
+		return nil
+	}
+	return net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, uint16(hc.Port)))
+}
+
+// relayWait is how long a host waits for its relay's session before its
+// dial fails (and is tried again): the launcher's status line then names
+// the host and why.
+var relayWait = 5 * time.Second
+
+// node is one host's place in the tree: its current link, if any.
+type node struct {
+	t      *Tree
+	i      int
+	h      hostfile.Host
+	mu     sync.Mutex
+	l      *link
+	up     chan struct{} // closed when l or failed changes (then made anew)
+	failed bool          // an attempt to reach it failed
+}
+
+// errRelayFailed: the relay's own dial failed; its children are dialed
+// directly.
+var errRelayFailed = errors.New("relay failed")
+
+// noteErr records the outcome of an attempt to reach the node.
+func (n *node) noteErr(err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.failed = err != nil
+	if n.failed {
+		n.changed()
+	}
+}
+
+func (n *node) setUp(l *link) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.l = l
+	n.changed()
+}
+
+func (n *node) setDown(l *link) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.l == l {
+		n.l = nil
+		n.changed()
+	}
+}
+
+// changed wakes whoever waits on the node's state. n.mu is held.
+func (n *node) changed() {
+	close(n.up)
+	n.up = make(chan struct{})
+}
+
+// waitReady waits up to d for the node's link to be open and its agent to
+// have sent its facts (the relay's addresses, for its certificate).
+func (n *node) waitReady(ctx context.Context, d time.Duration) (*link, error) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		n.mu.Lock()
+		l, up, failed := n.l, n.up, n.failed
+		n.mu.Unlock()
+		if l == nil && failed {
+			return nil, errRelayFailed
+		}
+		if l != nil {
+			select {
+			case <-l.facts:
+				return l, nil
+			case <-l.dead:
+				n.setDown(l)
+				continue
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			case <-t.C:
+				return nil, Unreachable(fmt.Errorf("its relay %s has not answered yet", n.h.Name))
+			}
+		}
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-t.C:
+			return nil, Unreachable(fmt.Errorf("its relay %s is not connected yet", n.h.Name))
+		}
+	}
+}
+
+// CutOffError is the session error of a host whose relay was lost: the
+// host was cut off, not found faulty.
+type CutOffError struct {
+	Relay string // the relay lost, nearest the launcher
+	Err   error
+}
+
+func (e *CutOffError) Error() string {
+	why := "connection closed"
+	if !errors.Is(e.Err, io.EOF) {
+		why = e.Err.Error()
+	}
+	return fmt.Sprintf("cut off: its relay %s was lost (%s)", e.Relay, why)
+}
+
+func (e *CutOffError) Unwrap() error { return e.Err }
+
+// link is one host's session as the engine sees it: for a host of the
+// first level the base's stream (raw), for the others a stream carried in
+// envelopes by its relay's link (parent).
+type link struct {
+	n      *node
+	parent *link
+	raw    *wire.Conn // first level only
+
+	in inQueue // frames for the engine, whole, header and payload
+
+	wmu   sync.Mutex // serialises Write's frame assembly
+	wbuf  []byte
+	facts chan struct{} // closed once the agent's facts went by
+	fonce sync.Once
+	addrs []string // the agent's addresses, from its facts
+
+	mu      sync.Mutex
+	kids    map[int]*link
+	pending map[int]chan linkAnswer
+	err     error // why the link ended
+	dead    chan struct{}
+	closed  bool
+
+	readers sync.WaitGroup // readRaw
+
+	kmu     sync.Mutex // held while the relay's key is made and sent
+	keyUser string     // the principal of the key this relay holds; "" before
+}
+
+type linkAnswer struct {
+	linked wire.Linked
+	link   *link
+	err    error
+}
+
+func newLink(n *node, parent *link) *link {
+	l := &link{n: n, parent: parent, facts: make(chan struct{}), kids: map[int]*link{}, pending: map[int]chan linkAnswer{}, dead: make(chan struct{})}
+	l.in.init()
+	return l
+}
+
+func (l *link) cause() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// send writes one frame to the link's agent: on its own stream, or in an
+// envelope through its relay.
+func (l *link) send(k wire.Kind, p []byte) error {
+	if l.parent == nil {
+		return l.raw.SendMsg(wire.Msg{Kind: k, Payload: p})
+	}
+	return l.parent.sendEnvelope(l.n.i, k, p)
+}
+
+// sendEnvelope writes a frame for the child host through this link.
+func (l *link) sendEnvelope(host int, k wire.Kind, p []byte) error {
+	if l.parent == nil {
+		return l.raw.SendEnvelope(wire.KindRelay, host, k, p)
+	}
+	return l.parent.sendEnvelope(l.n.i, wire.KindRelay, wire.AppendEnvelope(nil, host, k, p))
+}
+
+func (l *link) sendMsg(k wire.Kind, v any) error {
+	e, err := wire.Encode(k, v)
+	if err != nil {
+		return err
+	}
+	return l.send(k, e.Payload())
+}
+
+// Write takes the engine's frames (a frame may come in pieces) and sends
+// each whole.
+func (l *link) Write(p []byte) (int, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	select {
+	case <-l.dead:
+		return 0, l.cause()
+	default:
+	}
+	b := p
+	if len(l.wbuf) > 0 {
+		l.wbuf = append(l.wbuf, p...)
+		b = l.wbuf
+	}
+	for len(b) >= 5 {
+		n := int(binary.BigEndian.Uint32(b[1:5]))
+		if len(b) < 5+n {
+			break
+		}
+		if err := l.send(wire.Kind(b[0]), b[5:5+n]); err != nil {
+			l.wbuf = nil
+			return 0, err
+		}
+		b = b[5+n:]
+	}
+	if len(b) == 0 {
+		l.wbuf = l.wbuf[:0]
+	} else {
+		l.wbuf = append(l.wbuf[:0:0], b...)
+	}
+	return len(p), nil
+}
+
+// Read gives the engine the agent's frames.
+func (l *link) Read(p []byte) (int, error) { return l.in.read(p) }
+
+// Close ends the link: a first-level host's stream closes (its agent
+// closes its children), a linked host is unlinked at its relay.
+func (l *link) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	if l.parent == nil {
+		err := l.raw.Close()
+		l.readers.Wait()
+		return err
+	}
+	l.parent.unlinkKid(l, nil)
+	_ = l.parent.sendMsg(wire.KindUnlink, wire.Unlink{Host: l.n.i})
+	l.fail(io.EOF)
+	return nil
+}
+
+// fail ends the link with err and cuts off every host behind it.
+func (l *link) fail(err error) {
+	l.mu.Lock()
+	select {
+	case <-l.dead:
+		l.mu.Unlock()
+		return
+	default:
+	}
+	l.err = err
+	close(l.dead)
+	kids := l.kids
+	l.kids = map[int]*link{}
+	pending := l.pending
+	l.pending = map[int]chan linkAnswer{}
+	l.mu.Unlock()
+	l.n.setDown(l)
+	l.in.close(err)
+	var cut error = &CutOffError{Relay: l.n.h.Name, Err: err}
+	var ce *CutOffError
+	if errors.As(err, &ce) {
+		cut = err // named after the relay nearest the launcher
+	}
+	for _, k := range kids {
+		k.fail(cut)
+	}
+	for _, ch := range pending {
+		ch <- linkAnswer{err: Unreachable(cut)}
+	}
+}
+
+func (l *link) unlinkKid(k *link, _ error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.kids[k.n.i] == k {
+		delete(l.kids, k.n.i)
+	}
+}
+
+// expect registers a Dial waiting for host i's Linked.
+func (l *link) expect(i int) <-chan linkAnswer {
+	ch := make(chan linkAnswer, 1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.dead:
+		ch <- linkAnswer{err: Unreachable(&CutOffError{Relay: l.n.h.Name, Err: l.err})}
+	default:
+		l.pending[i] = ch
+	}
+	return ch
+}
+
+func (l *link) unexpect(i int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.pending, i)
+}
+
+// ensureKey gives the relay its job certificate once: an ephemeral key,
+// certified by each of the user's keys that reach its children, valid from
+// the relay's own addresses, for the gangway subsystem, for the job.
+func (l *link) ensureKey(user string) error {
+	l.kmu.Lock()
+	defer l.kmu.Unlock()
+	if l.keyUser != "" {
+		if l.keyUser != user {
+			return fmt.Errorf("its children log in as %s and %s; a relay's certificate names one user (give the hosts one User, or --tree-width 0)", l.keyUser, user)
+		}
+		return nil
+	}
+	t := l.n.t
+	var signers []ssh.Signer
+	seen := map[string]bool{}
+	for j := range t.hosts {
+		if TreeParent(j, t.width) != l.n.i {
+			continue
+		}
+		hc, err := t.base.target(t.hosts[j])
+		if err != nil {
+			continue
+		}
+		ss, err := t.base.signers(hc)
+		if err != nil {
+			return err
+		}
+		for _, s := range ss {
+			if _, isCert := s.PublicKey().(*ssh.Certificate); isCert {
+				continue // a certificate cannot sign one
+			}
+			if k := string(s.PublicKey().Marshal()); !seen[k] && len(signers) < 8 {
+				seen[k] = true
+				signers = append(signers, s)
+			}
+		}
+	}
+	b, err := jobcert.New(rand.Reader, signers, jobcert.Spec{User: user, JobID: t.jobID, Relay: l.n.h.Name, Sources: l.addrs, Lifetime: t.lifetime, Now: time.Now()})
+	if err != nil {
+		return fmt.Errorf("job certificate: %w", err)
+	}
+	if err := l.sendMsg(wire.KindRelayKey, wire.RelayKey{Key: b.Key, Certs: b.Certs}); err != nil {
+		return err
+	}
+	l.keyUser = user
+	return nil
+}
+
+// readRaw reads a first-level host's stream until it ends.
+func (l *link) readRaw() {
+	for {
+		m, err := l.raw.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.EOF
+			}
+			l.fail(err)
+			return
+		}
+		if err := l.deliver(m); err != nil {
+			l.raw.Close()
+			l.fail(err)
+			return
+		}
+	}
+}
+
+// deliver handles one frame from the link's agent: an envelope goes to
+// the child it names, the relay's answers to its Dials, the rest to the
+// engine.
+func (l *link) deliver(m wire.Msg) error {
+	switch m.Kind {
+	case wire.KindRelayed:
+		host, inner, err := m.Envelope()
+		if err != nil {
+			return fmt.Errorf("relay %s: %w", l.n.h.Name, err)
+		}
+		l.mu.Lock()
+		k := l.kids[host]
+		l.mu.Unlock()
+		if k == nil {
+			return nil // an unlinked child's last frames
+		}
+		if err := k.deliver(inner); err != nil {
+			k.fail(err)
+		}
+		return nil
+	case wire.KindLinked:
+		var a wire.Linked
+		if err := m.Decode(&a); err != nil {
+			return err
+		}
+		l.linked(a)
+		return nil
+	case wire.KindCut:
+		var c wire.Cut
+		if err := m.Decode(&c); err != nil {
+			return err
+		}
+		l.mu.Lock()
+		k := l.kids[c.Host]
+		delete(l.kids, c.Host)
+		l.mu.Unlock()
+		switch {
+		case k == nil:
+		case c.SilentMS > 0:
+			// What the launcher says of a silent host it holds itself.
+			k.fail(fmt.Errorf("relay %s lost it: %w", l.n.h.Name, SilentError{After: time.Duration(c.SilentMS) * time.Millisecond}))
+		case c.Err == "":
+			k.fail(io.EOF)
+		default:
+			k.fail(fmt.Errorf("relay %s lost it: %s", l.n.h.Name, c.Err))
+		}
+		return nil
+	case wire.KindFacts:
+		l.fonce.Do(func() {
+			var f wire.Facts
+			if m.Decode(&f) == nil {
+				l.addrs = factsAddrs(f)
+			}
+			close(l.facts)
+		})
+	}
+	l.in.push(m.Kind, m.Payload)
+	m.Release()
+	return nil
+}
+
+// linked registers a child the relay reached and wakes its Dial.
+func (l *link) linked(a wire.Linked) {
+	l.mu.Lock()
+	ch := l.pending[a.Host]
+	delete(l.pending, a.Host)
+	var k *link
+	if ch != nil && a.Err == "" && a.Host >= 0 && a.Host < len(l.n.t.nodes) && TreeParent(a.Host, l.n.t.width) == l.n.i {
+		k = newLink(l.n.t.nodes[a.Host], l)
+		l.kids[a.Host] = k
+	}
+	l.mu.Unlock()
+	if ch == nil {
+		if a.Err == "" {
+			_ = l.sendMsg(wire.KindUnlink, wire.Unlink{Host: a.Host})
+		}
+		return
+	}
+	ans := linkAnswer{linked: a, link: k}
+	if a.Err == "" && k == nil {
+		ans.err = Permanent(fmt.Errorf("relay %s linked host %d, not its child", l.n.h.Name, a.Host))
+	}
+	ch <- ans
+}
+
+// factsAddrs are the addresses a relay may log in to its children from:
+// every address of its NICs, and loopback.
+func factsAddrs(f wire.Facts) []string {
+	addrs := []string{"127.0.0.1", "::1"}
+	for _, n := range f.NICs {
+		for _, a := range n.Addrs {
+			if p, err := netip.ParsePrefix(a); err == nil {
+				addrs = append(addrs, p.Addr().String())
+			} else if ip, err := netip.ParseAddr(a); err == nil {
+				addrs = append(addrs, ip.String())
+			}
+		}
+	}
+	return addrs
+}
+
+// inQueue holds whole frames for the engine's reads; a push waits while
+// more than inQueueMax bytes are unread (the relay's stream then waits
+// too, as a flat session's would).
+type inQueue struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	buf  []byte
+	r    int
+	err  error
+}
+
+const inQueueMax = 16 << 20
+
+func (q *inQueue) init() { q.cond = sync.NewCond(&q.mu) }
+
+func (q *inQueue) push(k wire.Kind, p []byte) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.buf)-q.r > inQueueMax && q.err == nil {
+		q.cond.Wait()
+	}
+	if q.err != nil {
+		return
+	}
+	if q.r == len(q.buf) {
+		q.buf, q.r = q.buf[:0], 0
+	}
+	q.buf = wire.AppendFrame(q.buf, k, p)
+	q.cond.Broadcast()
+}
+
+func (q *inQueue) read(p []byte) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.r == len(q.buf) && q.err == nil {
+		q.cond.Wait()
+	}
+	if q.r == len(q.buf) {
+		return 0, q.err
+	}
+	n := copy(p, q.buf[q.r:])
+	q.r += n
+	if q.r == len(q.buf) {
+		q.buf, q.r = q.buf[:0], 0
+	}
+	q.cond.Broadcast()
+	return n, nil
+}
+
+func (q *inQueue) close(err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.err == nil {
+		q.err = err
+	}
+	q.cond.Broadcast()
+}

@@ -1,0 +1,203 @@
+package transport
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/hostfile"
+)
+
+func TestTreeShape(t *testing.T) {
+	var parents []int
+	for i := range 7 {
+		parents = append(parents, TreeParent(i, 2))
+	}
+	if want := []int{-1, -1, 0, 0, 1, 1, 2}; !equalInts(parents, want) {
+		t.Errorf("width 2 parents %v, want %v", parents, want)
+	}
+	for i := range 4 {
+		if p := TreeParent(i, 1); p != i-1 {
+			t.Errorf("width 1 (a chain): parent of %d is %d", i, p)
+		}
+	}
+	for _, c := range []struct{ n, k, depth int }{
+		{1, 0, 1}, {16, 0, 1}, {2, 2, 1}, {3, 2, 2}, {6, 2, 2}, {7, 2, 3}, {32, 32, 1}, {33, 32, 2},
+		{1056, 32, 2}, {1057, 32, 3}, {10000, 32, 3}, {4, 1, 4},
+	} {
+		if d := TreeDepth(c.n, c.k); d != c.depth {
+			t.Errorf("TreeDepth(%d, %d) = %d, want %d", c.n, c.k, d, c.depth)
+		}
+	}
+	for _, c := range []struct{ w, n, want int }{
+		{TreeAuto, 16, 0}, {TreeAuto, 255, 0}, {TreeAuto, 256, 32}, {TreeAuto, 10000, 32},
+		{0, 10000, 0}, {2, 2, 0}, {2, 3, 2}, {4, 16, 4}, {1, 2, 1},
+	} {
+		if w := TreeWidth(c.w, c.n); w != c.want {
+			t.Errorf("TreeWidth(%d, %d) = %d, want %d", c.w, c.n, w, c.want)
+		}
+	}
+	// Every host's parent comes before it, so a host's relay is dialed
+	// first; every relay has at most k children.
+	for _, k := range []int{1, 2, 3, 32} {
+		kids := map[int]int{}
+		for i := range 2000 {
+			p := TreeParent(i, k)
+			if p >= i {
+				t.Fatalf("width %d: host %d's parent %d is not before it", k, i, p)
+			}
+			kids[p]++
+			if kids[p] > k {
+				t.Fatalf("width %d: %d has more than %d children", k, p, k)
+			}
+		}
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// testTree is a tree of width 1 over hosts a, b, c whose first link (a)
+// runs over a pipe; the far end is what a's agent would read and write.
+func testTree(t *testing.T) (root, mid, leaf *link, agent *wire.Conn) {
+	t.Helper()
+	hosts := []hostfile.Host{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	tr := &Tree{hosts: hosts, index: map[string]int{}, width: 1, log: zap.NewNop(), nodes: make([]*node, 3)}
+	for i, h := range hosts {
+		tr.nodes[i] = &node{t: tr, i: i, h: h, up: make(chan struct{})}
+	}
+	near, far := net.Pipe()
+	root = newLink(tr.nodes[0], nil)
+	root.raw = wire.NewConn(near)
+	mid = newLink(tr.nodes[1], root)
+	root.kids[1] = mid
+	leaf = newLink(tr.nodes[2], mid)
+	mid.kids[2] = leaf
+	root.readers.Go(root.readRaw)
+	agent = wire.NewConn(far)
+	t.Cleanup(func() { far.Close(); root.Close() })
+	return root, mid, leaf, agent
+}
+
+// TestLinkWritesEnvelopes: frames the engine writes to a host two levels
+// down, in pieces of any size, leave as envelopes inside envelopes, each
+// frame whole.
+func TestLinkWritesEnvelopes(t *testing.T) {
+	_, _, leaf, agent := testTree(t)
+	var frames bytes.Buffer
+	w := wire.NewConn(pipeConn{bytes.NewReader(nil), &frames})
+	_ = w.Send(wire.KindHello, wire.Hello{Version: wire.Version, Host: "c"})
+	_ = w.SendStdin(3, bytes.Repeat([]byte("x"), 70000))
+	_ = w.Send(wire.KindPing, nil)
+	all := frames.Bytes()
+	go func() {
+		for b := all; len(b) > 0; {
+			n := min(len(b), 7777)
+			if _, err := leaf.Write(b[:n]); err != nil {
+				t.Error(err)
+				return
+			}
+			b = b[n:]
+		}
+	}()
+	r := wire.NewConn(pipeConn{bytes.NewReader(all), io.Discard})
+	for range 3 {
+		want, _ := r.Recv()
+		m, err := agent.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, in, err := m.Envelope()
+		if err != nil || m.Kind != wire.KindRelay || host != 1 || in.Kind != wire.KindRelay {
+			t.Fatalf("outer: %s host %d inner %s err %v", m.Kind, host, in.Kind, err)
+		}
+		host, in, err = in.Envelope()
+		if err != nil || host != 2 || in.Kind != want.Kind || !bytes.Equal(in.Payload, want.Payload) {
+			t.Fatalf("inner: host %d %s (%d bytes), want %s (%d bytes), err %v", host, in.Kind, len(in.Payload), want.Kind, len(want.Payload), err)
+		}
+	}
+}
+
+// TestLinkDelivers: envelopes from the relay reach the host they name,
+// in order; a Cut ends that host's stream; losing the relay cuts off
+// every host behind it, named after the relay.
+func TestLinkDelivers(t *testing.T) {
+	root, mid, leaf, agent := testTree(t)
+	inner := wire.AppendEnvelope(nil, 2, wire.KindOutput, append([]byte{0, 0, 0, 5, byte(wire.Stdout)}, "line 1\n"...))
+	if err := agent.SendEnvelope(wire.KindRelayed, 1, wire.KindRelayed, inner); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.SendEnvelope(wire.KindRelayed, 1, wire.KindDone, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Send(wire.KindReady, wire.Ready{}); err != nil {
+		t.Fatal(err)
+	}
+	lc := wire.NewConn(leaf)
+	m, err := lc.Recv()
+	if err != nil || m.Kind != wire.KindOutput {
+		t.Fatalf("leaf got %s, %v", m.Kind, err)
+	}
+	if _, _, data, _ := m.Output(); string(data) != "line 1\n" {
+		t.Errorf("leaf's output %q", data)
+	}
+	if m, err := wire.NewConn(mid).Recv(); err != nil || m.Kind != wire.KindDone {
+		t.Fatalf("mid got %s, %v", m.Kind, err)
+	}
+	if m, err := wire.NewConn(root).Recv(); err != nil || m.Kind != wire.KindReady {
+		t.Fatalf("root got %s, %v", m.Kind, err)
+	}
+	agent.Close() // the relay is lost
+	_, err = lc.Recv()
+	var cut *CutOffError
+	if !errors.As(err, &cut) || cut.Relay != "a" {
+		t.Fatalf("leaf's error %v, want cut off by a", err)
+	}
+	if _, err := wire.NewConn(mid).Recv(); !errors.As(err, &cut) || cut.Relay != "a" {
+		t.Fatalf("mid's error %v, want cut off by a", err)
+	}
+}
+
+// TestLinkCut: a relay's Cut ends that child's stream with the relay's
+// reason; its siblings go on.
+func TestLinkCut(t *testing.T) {
+	_, mid, leaf, agent := testTree(t)
+	cut, _ := wire.Encode(wire.KindCut, wire.Cut{Host: 2, Err: "c answered no keepalive for 15s"})
+	if err := agent.SendEnvelope(wire.KindRelayed, 1, wire.KindCut, cut.Payload()); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.SendEnvelope(wire.KindRelayed, 1, wire.KindDone, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := wire.NewConn(leaf).Recv()
+	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("relay b lost it: c answered no keepalive")) {
+		t.Fatalf("leaf's error %v", err)
+	}
+	if m, err := wire.NewConn(mid).Recv(); err != nil || m.Kind != wire.KindDone {
+		t.Fatalf("mid got %s, %v", m.Kind, err)
+	}
+}
+
+// pipeConn is a stream reading from r and writing to w.
+type pipeConn struct {
+	r io.Reader
+	w io.Writer
+}
+
+func (p pipeConn) Read(b []byte) (int, error)  { return p.r.Read(b) }
+func (p pipeConn) Write(b []byte) (int, error) { return p.w.Write(b) }
+func (p pipeConn) Close() error                { return nil }
