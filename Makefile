@@ -32,8 +32,14 @@ run: build
 deps:
 	@./.ci/install-packages.sh $(TEST_PKGS)
 
+# The second run puts every host of the end-to-end tests behind the one
+# before it (the agent tree as a chain): the same tests through relays.
+TREE_E2E = ./cmd/launcher/ ./cmd/launcher/e2e/ ./cmd/launcher/e2e/nettest/ \
+	./cmd/launcher/e2e/hostnet/ ./cmd/launcher/e2e/pod/ ./cmd/launcher/e2e/firstnodes/
+
 test: deps build lint
 	$(GO) test -race -timeout 25m ./...
+	GANGWAY_TREE_WIDTH=1 $(GO) test -race -count=1 -timeout 25m $(TREE_E2E)
 
 test-short: build
 	$(GO) test -race -short ./...
