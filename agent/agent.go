@@ -199,8 +199,8 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login ac
 	wcancel()
 	// The children go with their relay: each child's agent stops its own
 	// ranks when its session ends, as this one does below.
-	if s.relay != nil {
-		s.relay.Close()
+	if r := s.relay.Load(); r != nil {
+		r.Close()
 	}
 	// Whatever ended the session, no rank outlives it. Stop before waiting
 	// for the writer: one blocked on a full pipe returns once its rank dies.

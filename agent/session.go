@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -52,7 +53,7 @@ type session struct {
 
 	names *launcherNames // the job's PMI name service, at the launcher
 
-	relay *relay.Relay // this host's children in the agent tree, from the first RelayKey
+	relay atomic.Pointer[relay.Relay] // this host's children in the agent tree, from the first RelayKey
 
 	stdin chan stdinChunk
 
@@ -124,6 +125,9 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 			r.Err = err.Error()
 		} else {
 			s.auditJob(&j)
+			if rl := s.relay.Load(); rl != nil {
+				rl.OwnJob(len(j.Ranks) > 0)
+			}
 		}
 		return s.conn.Send(wire.KindReady, r)
 	case wire.KindGo:
@@ -181,35 +185,50 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		// Stop and signals are still handled meanwhile.
 		s.waiters.Go(func() { _ = s.conn.Send(wire.KindProbeResult, probe(ctx, p)) })
 	case wire.KindRelay:
-		if s.relay == nil {
+		r := s.relay.Load()
+		if r == nil {
 			return errors.New("a frame to relay before the relay's key")
 		}
-		return s.relay.Forward(m)
+		return r.Forward(m)
+	case wire.KindSpread:
+		inner, err := m.Spread()
+		if err != nil {
+			return err
+		}
+		if r := s.relay.Load(); r != nil {
+			if err := r.Spread(m); err != nil {
+				return err
+			}
+		}
+		return s.handle(ctx, inner)
 	case wire.KindRelayKey:
 		k, err := decode[wire.RelayKey](m)
 		if err != nil {
 			return err
 		}
-		if s.relay == nil {
-			s.relay = relay.New(ctx, s.conn, s.log.Named("relay"))
+		r := s.relay.Load()
+		if r == nil {
+			r = relay.New(ctx, s.conn, s.log.Named("relay"))
+			s.relay.Store(r)
 		}
-		return s.relay.SetKey(k)
+		return r.SetKey(k)
 	case wire.KindLink:
 		l, err := decode[wire.Link](m)
 		if err != nil {
 			return err
 		}
-		if s.relay == nil {
+		r := s.relay.Load()
+		if r == nil {
 			return errors.New("link before the relay's key")
 		}
-		return s.relay.Link(l)
+		return r.Link(l)
 	case wire.KindUnlink:
 		u, err := decode[wire.Unlink](m)
 		if err != nil {
 			return err
 		}
-		if s.relay != nil {
-			s.relay.Unlink(u.Host)
+		if r := s.relay.Load(); r != nil {
+			r.Unlink(u.Host)
 		}
 	case wire.KindSelftest:
 		st, err := decode[wire.Selftest](m)
@@ -403,7 +422,17 @@ func (f sessionFencer) FenceAsync(seq int, puts map[string]string, done func(map
 	}
 	s.fences[seq] = done
 	s.fmu.Unlock()
-	if err := s.conn.Send(wire.KindFence, wire.Fence{Seq: seq, Puts: puts}); err != nil {
+	var err error
+	if r := s.relay.Load(); r != nil {
+		var combined bool
+		if combined, err = r.OwnFence(seq, puts); combined && err == nil {
+			return // goes up in the subtree's Fences
+		}
+	}
+	if err == nil {
+		err = s.conn.Send(wire.KindFence, wire.Fence{Seq: seq, Puts: puts})
+	}
+	if err != nil {
 		s.fmu.Lock()
 		d := s.fences[seq]
 		delete(s.fences, seq)

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,16 +58,34 @@ type Relay struct {
 
 	mu      sync.Mutex
 	signers []ssh.Signer
+	self    int // this relay's index in the launch
 	kids    map[int]*child
 	dialing map[int]context.CancelFunc
 	closed  bool
 	wg      sync.WaitGroup
+
+	// Fences combined per subtree: the children given a job (their
+	// start went through this relay), whether this host's own session
+	// runs ranks, and the barrier being gathered.
+	started  map[int]bool
+	ownRanks bool
+	barrier  gather
+}
+
+// gather is one barrier of the subtree: who has entered it, with their
+// puts.
+type gather struct {
+	seq  int // counts from 1, as the PMI servers do
+	own  bool
+	kids map[int][]int // child -> the hosts its fence names
+	puts map[string]string
 }
 
 // New is a relay for the session up; Close ends it.
 func New(ctx context.Context, up Up, log *zap.Logger) *Relay {
 	ctx, end := context.WithCancel(ctx)
-	return &Relay{up: up, log: log, ctx: ctx, end: end, kids: map[int]*child{}, dialing: map[int]context.CancelFunc{}}
+	return &Relay{up: up, log: log, ctx: ctx, end: end, kids: map[int]*child{}, dialing: map[int]context.CancelFunc{},
+		started: map[int]bool{}, barrier: gather{seq: 1}}
 }
 
 // SetKey takes the job certificate: the key made for this relay and the
@@ -78,6 +97,7 @@ func (r *Relay) SetKey(k wire.RelayKey) error {
 	}
 	r.mu.Lock()
 	r.signers = ss
+	r.self = k.Host
 	r.mu.Unlock()
 	return nil
 }
@@ -269,6 +289,15 @@ func (r *Relay) read(c *child) {
 		if err != nil {
 			break
 		}
+		if m.Kind == wire.KindFence || m.Kind == wire.KindFences {
+			if ferr := r.childFence(c, m); ferr != nil {
+				c.close(ferr)
+				continue // read ends with the child's connection
+			}
+			if r.isStarted(c.host) {
+				continue // combined into this relay's Fences
+			}
+		}
 		err = r.up.SendEnvelope(wire.KindRelayed, c.host, m.Kind, m.Payload)
 		m.Release()
 		if err != nil {
@@ -281,7 +310,16 @@ func (r *Relay) read(c *child) {
 		delete(r.kids, c.host)
 	}
 	closed := r.closed
+	var flush *wire.Fences
+	if r.started[c.host] {
+		// The barrier no longer waits for it (the launcher fails the
+		// job for a lost host anyway).
+		delete(r.started, c.host)
+		delete(r.barrier.kids, c.host)
+		flush = r.ready()
+	}
 	r.mu.Unlock()
+	r.send(flush)
 	if closed {
 		return
 	}
@@ -355,12 +393,21 @@ func (r *Relay) Forward(m wire.Msg) error {
 	}
 	r.mu.Lock()
 	c := r.kids[host]
+	if c != nil && inner.Kind == wire.KindStart {
+		r.started[host] = true
+	}
 	r.mu.Unlock()
 	if c == nil {
 		return nil
 	}
+	return r.queue(c, inner)
+}
+
+// queue hands m to c's writer; a child that takes nothing for
+// StallTimeout is cut off.
+func (r *Relay) queue(c *child, m wire.Msg) error {
 	select {
-	case c.out <- inner:
+	case c.out <- m:
 		return nil
 	case <-c.quit:
 		return nil
@@ -369,12 +416,142 @@ func (r *Relay) Forward(m wire.Msg) error {
 	t := time.NewTimer(StallTimeout)
 	defer t.Stop()
 	select {
-	case c.out <- inner:
+	case c.out <- m:
 	case <-c.quit:
 	case <-t.C:
 		c.close(fmt.Errorf("%s stopped reading what its relay sends (nothing taken for %v)", c.name, StallTimeout))
 	}
 	return nil
+}
+
+// Spread passes a spread frame on to every child (each passes it on to
+// its own), for the session to act on itself too.
+func (r *Relay) Spread(m wire.Msg) error {
+	r.mu.Lock()
+	kids := make([]*child, 0, len(r.kids))
+	for _, c := range r.kids {
+		kids = append(kids, c)
+	}
+	r.mu.Unlock()
+	for _, c := range kids {
+		if err := r.queue(c, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// OwnJob says whether this host's own session runs ranks, whose fences
+// the subtree's then waits for.
+func (r *Relay) OwnJob(ranks bool) {
+	r.mu.Lock()
+	r.ownRanks = ranks
+	r.mu.Unlock()
+}
+
+// OwnFence takes this host's own fence into the subtree's when children
+// were given the job; false: there is nothing to combine, and the session
+// sends its fence itself.
+func (r *Relay) OwnFence(seq int, puts map[string]string) (bool, error) {
+	r.mu.Lock()
+	if len(r.started) == 0 {
+		r.mu.Unlock()
+		return false, nil
+	}
+	b := &r.barrier
+	if b.own || seq != b.seq {
+		r.mu.Unlock()
+		return true, fmt.Errorf("its own fence %d while barrier %d gathers", seq, b.seq)
+	}
+	b.own = true
+	b.merge(puts)
+	flush := r.ready()
+	r.mu.Unlock()
+	return true, r.send(flush)
+}
+
+// childFence takes a started child's Fence (or its own subtree's
+// Fences) into the barrier being gathered; an error is the child's
+// protocol violation. A child that was given no job passes its fence on
+// unchanged (the launcher judges it).
+func (r *Relay) childFence(c *child, m wire.Msg) error {
+	var f wire.Fences
+	if m.Kind == wire.KindFence {
+		var one wire.Fence
+		if err := m.Decode(&one); err != nil {
+			return err
+		}
+		f = wire.Fences{Seq: one.Seq, Hosts: []int{c.host}, Puts: one.Puts}
+	} else if err := m.Decode(&f); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	if !r.started[c.host] {
+		r.mu.Unlock()
+		return nil
+	}
+	b := &r.barrier
+	if _, dup := b.kids[c.host]; dup || f.Seq != b.seq {
+		r.mu.Unlock()
+		return fmt.Errorf("protocol violation of %s: fence %d while barrier %d gathers", c.name, f.Seq, b.seq)
+	}
+	if b.kids == nil {
+		b.kids = map[int][]int{}
+	}
+	b.kids[c.host] = f.Hosts
+	b.merge(f.Puts)
+	flush := r.ready()
+	r.mu.Unlock()
+	return r.send(flush)
+}
+
+func (b *gather) merge(puts map[string]string) {
+	if len(puts) == 0 {
+		return
+	}
+	if b.puts == nil {
+		b.puts = map[string]string{}
+	}
+	for k, v := range puts {
+		b.puts[k] = v
+	}
+}
+
+// ready is the subtree's Fences once everyone it waits for has entered
+// the barrier (the next barrier then gathers), else nil. r.mu is held.
+func (r *Relay) ready() *wire.Fences {
+	b := &r.barrier
+	if (r.ownRanks && !b.own) || (!b.own && len(b.kids) == 0) {
+		return nil
+	}
+	for h := range r.started {
+		if _, in := b.kids[h]; !in {
+			return nil
+		}
+	}
+	f := &wire.Fences{Seq: b.seq, Puts: b.puts}
+	if b.own {
+		f.Hosts = append(f.Hosts, r.self)
+	}
+	for _, hs := range b.kids {
+		f.Hosts = append(f.Hosts, hs...)
+	}
+	sort.Ints(f.Hosts)
+	r.barrier = gather{seq: b.seq + 1}
+	return f
+}
+
+func (r *Relay) send(f *wire.Fences) error {
+	if f == nil {
+		return nil
+	}
+	return r.up.Send(wire.KindFences, f)
+}
+
+func (r *Relay) isStarted(host int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.started[host]
 }
 
 // Unlink closes a child's session, or stops its dial.

@@ -72,8 +72,10 @@ func Limit(k Kind) int {
 		return outputHeader + MaxOutputData
 	case KindStdin:
 		return stdinHeader + MaxStdinData
-	case KindRelay, KindRelayed:
+	case KindRelay, KindRelayed, KindSpread:
 		return MaxEnvelope
+	case KindFences:
+		return MaxJobControl
 	case KindRelayKey, KindLink, KindLinked, KindUnlink, KindCut:
 		return MaxControl
 	case KindReady, KindGo, KindStarted, KindExit, KindSignal, KindStop, KindAbort, KindDone,

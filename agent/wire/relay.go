@@ -44,6 +44,54 @@ const MaxLinkTimeout = 2 * 60 * 1000 // milliseconds
 type RelayKey struct {
 	Key   []byte   `json:"key"`
 	Certs [][]byte `json:"certs"`
+	// Host is the relay's own index in the launch, which its combined
+	// fences (Fences) name it by.
+	Host int `json:"host"`
+}
+
+// Fences is a relay's fence for its subtree: every host in Hosts (indices
+// in the launch: the relay itself, if it runs ranks, and the children
+// below it that were given a job) entered barrier Seq, with all their
+// puts. A relay sends one when the last of them has entered, in place of
+// one Fence per host: one message per subtree per barrier.
+type Fences struct {
+	Seq   int               `json:"seq"`
+	Hosts []int             `json:"hosts"`
+	Puts  map[string]string `json:"puts,omitempty"`
+}
+
+// Spreadable reports whether a frame of kind k may be spread down a tree
+// (KindSpread): the messages the launcher sends every host alike.
+func Spreadable(k Kind) bool {
+	switch k {
+	case KindGo, KindStop, KindSignal, KindFenceDone, KindDump, KindPrepare, KindSelftest, KindPing:
+		return true
+	}
+	return false
+}
+
+// Spread opens a spread frame: the frame inside, whose payload lies in
+// m's, which must fill it exactly, be within its kind's limit and be a
+// kind that Spreadable allows.
+func (m Msg) Spread() (Msg, error) {
+	if m.Kind != KindSpread {
+		return Msg{}, fmt.Errorf("wire: %s is not a spread frame", m.Kind)
+	}
+	p := m.Payload
+	if len(p) < 5 {
+		return Msg{}, fmt.Errorf("wire: malformed spread (%d bytes)", len(p))
+	}
+	k, n := Kind(p[0]), binary.BigEndian.Uint32(p[1:])
+	if int64(n) != int64(len(p)-5) {
+		return Msg{}, fmt.Errorf("wire: malformed spread: its frame says %d bytes, %d follow", n, len(p)-5)
+	}
+	if !Spreadable(k) {
+		return Msg{}, fmt.Errorf("wire: a %s cannot be spread", k)
+	}
+	if err := checkFrame(k, int64(n)); err != nil {
+		return Msg{}, fmt.Errorf("wire: spread holds a bad frame: %w", err)
+	}
+	return Msg{Kind: k, Payload: p[5:]}, nil
 }
 
 // Link asks a relay to open a session to a child: the host's index in

@@ -141,3 +141,42 @@ func FuzzEnvelope(f *testing.F) {
 		}
 	})
 }
+
+func TestSpread(t *testing.T) {
+	ok := Msg{Kind: KindSpread, Payload: AppendFrame(nil, KindFenceDone, []byte(`{"seq":1}`))}
+	in, err := ok.Spread()
+	if err != nil || in.Kind != KindFenceDone || string(in.Payload) != `{"seq":1}` {
+		t.Fatalf("spread: %s %q %v", in.Kind, in.Payload, err)
+	}
+	bad := map[string]Msg{
+		"not a spread":      {Kind: KindRelay, Payload: ok.Payload},
+		"short":             {Kind: KindSpread, Payload: []byte{byte(KindGo), 0}},
+		"length differs":    {Kind: KindSpread, Payload: append(AppendFrame(nil, KindGo, nil), 'x')},
+		"start is per host": {Kind: KindSpread, Payload: AppendFrame(nil, KindStart, []byte("{}"))},
+		"envelope inside":   {Kind: KindSpread, Payload: AppendFrame(nil, KindRelay, AppendEnvelope(nil, 1, KindGo, nil))},
+		"unknown kind":      {Kind: KindSpread, Payload: AppendFrame(nil, 250, nil)},
+		"over its limit":    {Kind: KindSpread, Payload: AppendFrame(nil, KindPing, make([]byte, MaxControl+1))},
+	}
+	for name, m := range bad {
+		if _, err := m.Spread(); err == nil {
+			t.Errorf("%s: opened", name)
+		}
+	}
+}
+
+// FuzzSpread: opening any bytes as a spread frame never panics, and what
+// opens is a spreadable frame within its limit.
+func FuzzSpread(f *testing.F) {
+	f.Add(AppendFrame(nil, KindFenceDone, []byte(`{"seq":2,"puts":{"a":"b"}}`)))
+	f.Add(AppendFrame(nil, KindGo, nil))
+	f.Add([]byte{byte(KindStart), 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		m, err := Msg{Kind: KindSpread, Payload: in}.Spread()
+		if err != nil {
+			return
+		}
+		if !Spreadable(m.Kind) || len(m.Payload) > Limit(m.Kind) {
+			t.Fatalf("opened %s of %d bytes", m.Kind, len(m.Payload))
+		}
+	})
+}

@@ -70,6 +70,8 @@ const (
 	KindCut                            // A->L Cut: a child's session ended
 	KindRelay                          // L->A binary: a frame for a child (host, then the frame)
 	KindRelayed                        // A->L binary: a frame from a child (host, then the frame)
+	KindSpread                         // L->A binary: one frame for this host and every host below it
+	KindFences                         // A->L Fences: a subtree's hosts entered barrier Seq (relay.go)
 )
 
 var kindNames = map[Kind]string{
@@ -81,7 +83,7 @@ var kindNames = map[Kind]string{
 	KindStdinAck: "stdin-ack", KindPing: "ping", KindDump: "dump", KindDumped: "dumped",
 	KindName: "name", KindNameReply: "name-reply", KindSelftest: "selftest", KindSelftestResult: "selftest-result",
 	KindRelayKey: "relay-key", KindLink: "link", KindLinked: "linked", KindUnlink: "unlink", KindCut: "cut",
-	KindRelay: "relay", KindRelayed: "relayed",
+	KindRelay: "relay", KindRelayed: "relayed", KindSpread: "spread", KindFences: "fences",
 }
 
 func (k Kind) String() string {

@@ -28,6 +28,7 @@ import (
 type Cluster struct {
 	sessions []*session
 	ranks    []plan.Rank
+	tree     *transport.Tree // the agent tree the hosts were reached through; nil: flat
 }
 
 // Hosts are the sessions' hosts as the rank-environment pipeline sees
@@ -63,7 +64,7 @@ func Dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 	}
 	logHosts(d.Log, cfg.Place, hosts)
 	wait := dialWait{timeout: cfg.Transport.StartTimeout, grace: cfg.Transport.UnreachableGrace}
-	ds, err := treeDialers(cfg, d, jobID, hosts)
+	ds, tree, err := treeDialers(cfg, d, jobID, hosts)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +72,7 @@ func Dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{sessions: sessions}
+	c := &Cluster{sessions: sessions, tree: tree}
 	facts := make([]wire.Facts, len(sessions))
 	for i, s := range sessions {
 		facts[i] = s.facts
@@ -96,7 +97,7 @@ func Dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 // treeDialers are the Dialers of one attempt: with --tree-width (or auto
 // at its size) the remote hosts are reached through a tree of relays
 // planned over this attempt's hosts, in their order.
-func treeDialers(cfg cli.Config, d Deps, jobID string, hosts []hostfile.Host) (transport.Dialers, error) {
+func treeDialers(cfg cli.Config, d Deps, jobID string, hosts []hostfile.Host) (transport.Dialers, *transport.Tree, error) {
 	ds := d.Dialers
 	var remote []hostfile.Host
 	for _, h := range hosts {
@@ -106,13 +107,13 @@ func treeDialers(cfg cli.Config, d Deps, jobID string, hosts []hostfile.Host) (t
 	}
 	w := transport.TreeWidth(cfg.Transport.TreeWidth, len(remote))
 	if w == 0 {
-		return ds, nil
+		return ds, nil, nil
 	}
 	if !transport.TreeBase(ds.Remote) {
 		if !cfg.Transport.TreeWidthGiven {
-			return ds, nil // another transport starts every agent itself
+			return ds, nil, nil // another transport starts every agent itself
 		}
-		return ds, fmt.Errorf("%w: --tree-width %d: relays reach their children's agents over SSH, which --transport %s does not use; give --tree-width 0", cli.ErrUsage, cfg.Transport.TreeWidth, cfg.Transport.Kind)
+		return ds, nil, fmt.Errorf("%w: --tree-width %d: relays reach their children's agents over SSH, which --transport %s does not use; give --tree-width 0", cli.ErrUsage, cfg.Transport.TreeWidth, cfg.Transport.Kind)
 	}
 	lifetime := cfg.Control.Timeout
 	if lifetime <= 0 {
@@ -120,11 +121,11 @@ func treeDialers(cfg cli.Config, d Deps, jobID string, hosts []hostfile.Host) (t
 	}
 	tree, err := transport.NewTree(ds.Remote, remote, w, jobID, lifetime+time.Minute, d.Log.Named("tree"))
 	if err != nil {
-		return ds, fmt.Errorf("%w: %v", cli.ErrUsage, err)
+		return ds, nil, fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
 	d.Log.Info("agent tree", zap.Int("width", w), zap.Int("hosts", len(remote)), zap.Int("levels", transport.TreeDepth(len(remote), w)))
 	ds.Remote = tree
-	return ds, nil
+	return ds, tree, nil
 }
 
 // treeCertLifetime is how long a relay's certificate lasts when the job

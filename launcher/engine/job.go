@@ -19,6 +19,7 @@ import (
 	"github.com/gangway-hpc/gangway/launcher/cli"
 	"github.com/gangway-hpc/gangway/launcher/plan"
 	"github.com/gangway-hpc/gangway/launcher/rankenv"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // job is one launch from the prepare phase on: its sessions, its ranks
@@ -31,7 +32,9 @@ type job struct {
 	attempt  int // TORCHELASTIC_RESTART_COUNT
 	stdin    io.Reader
 	sessions []*session
-	ranks    []plan.Rank // the plan; each rank's GPUs are set in prepare
+	tree     *transport.Tree // nil: flat
+	byTree   map[int]int     // a host's index in the tree -> its session's
+	ranks    []plan.Rank     // the plan; each rank's GPUs are set in prepare
 	out      *console
 	coll     *bench.Collector // nil when no summary, report or plot is wanted
 	collDone chan error
@@ -66,7 +69,12 @@ type evMsg struct {
 // summary closes it).
 func newJob(bctx context.Context, cfg cli.Config, d Deps, id string, attempt int, c *Cluster) (*job, error) {
 	j := &job{cfg: cfg, log: d.Log, id: id, attempt: attempt, stdin: d.Stdin, sessions: c.sessions, ranks: c.ranks,
-		events: make(chan any, 64), stdinAck: make(chan struct{}, 1), quit: make(chan struct{})}
+		events: make(chan any, 64), stdinAck: make(chan struct{}, 1), quit: make(chan struct{}), tree: c.tree, byTree: map[int]int{}}
+	for _, s := range c.sessions {
+		if c.tree != nil && c.tree.Covers(s.host) {
+			j.byTree[c.tree.Index(s.host)] = s.idx
+		}
+	}
 	var obs observer
 	if !cfg.Bench.NoSummary || cfg.Bench.ReportFile != "" || cfg.Bench.PlotFile != "" {
 		coll, err := newCollector(cfg.Bench)
@@ -154,6 +162,19 @@ func (j *job) read(s *session) {
 			j.log.Warn("bad message from agent", zap.String("host", s.host.Name), zap.Stringer("kind", m.Kind), zap.Error(err))
 			continue
 		}
+		if fs, ok := ev.(evFences); ok {
+			j.log.Debug("subtree fence", zap.String("relay", s.host.Name), zap.Int("seq", fs.f.Seq), zap.Int("hosts", len(fs.f.Hosts)))
+			// The tree's indices (the transport checked that each is
+			// behind this relay) to the job's.
+			for i, h := range fs.f.Hosts {
+				idx, ok := j.byTree[h]
+				if !ok {
+					j.send(evViolation{host: s.idx, what: fmt.Sprintf("a fence for host %d, not a host of this job", h)})
+					return
+				}
+				fs.f.Hosts[i] = idx
+			}
+		}
 		if e, ok := ev.(evAgentError); ok {
 			s.said.Store(&e.msg) // for a send that fails after it (sendFailed)
 		}
@@ -189,6 +210,10 @@ func decode(host int, m wire.Msg) (any, error) {
 		var ev evFence
 		ev.host, err = host, m.Decode(&ev.f)
 		return ev, err
+	case wire.KindFences:
+		var ev evFences
+		ev.host, err = host, m.Decode(&ev.f)
+		return ev, err
 	case wire.KindName:
 		var ev evName
 		ev.host, err = host, m.Decode(&ev.n)
@@ -220,9 +245,14 @@ func (j *job) broadcast(k wire.Kind, v any) {
 		j.log.Warn("cannot encode a message for the agents", zap.Stringer("kind", k), zap.Error(err))
 		return
 	}
+	spread := j.tree != nil && wire.Spreadable(k)
+	if spread {
+		// Once per first-level relay; each passes it down its subtree.
+		j.tree.Spread(k, e.Payload())
+	}
 	var sends sync.WaitGroup
 	for i, s := range j.sessions {
-		if j.st.done[i] {
+		if j.st.done[i] || spread && j.tree.Covers(s.host) {
 			continue
 		}
 		sends.Go(func() {

@@ -34,6 +34,10 @@ type (
 		host int
 		f    wire.Fence
 	}
+	evFences struct { // a relay's fence for its subtree, hosts as the job's indices
+		host int
+		f    wire.Fences
+	}
 	evName struct { // a rank's PMI name-service request
 		host int
 		n    wire.Name
@@ -170,6 +174,8 @@ func (st *state) apply(ev any) []action {
 			Err: fmt.Sprintf("called MPI_Abort with code %d %s", ev.a.Code, ev.a.Msg)})
 	case evFence:
 		return st.fence(ev.host, ev.f)
+	case evFences:
+		return st.fences(ev.host, ev.f)
 	case evName:
 		return st.name(ev.host, ev.n)
 	case evDone:
@@ -237,6 +243,8 @@ func eventHost(ev any) (int, bool) {
 	case evAbort:
 		return ev.host, true
 	case evFence:
+		return ev.host, true
+	case evFences:
 		return ev.host, true
 	case evName:
 		return ev.host, true

@@ -29,20 +29,54 @@ const maxNames = 4096
 // the protocol and is ended. So the launcher holds at most one barrier's
 // puts, at most one fence's worth from each host.
 func (st *state) fence(host int, f wire.Fence) []action {
+	if why := st.arrive(host, f.Seq, f.Puts); why != "" {
+		return st.violation(host, why)
+	}
+	return st.release()
+}
+
+// fences merges a relay's fence for its subtree (relay is the host it
+// came from): every host it names arrives, under the same rules as
+// fence, and a violation is the relay's.
+func (st *state) fences(relay int, f wire.Fences) []action {
+	for _, h := range f.Hosts {
+		if h < 0 || h >= len(st.hosts) {
+			return st.violation(relay, fmt.Sprintf("a fence for host %d of %d", h, len(st.hosts)))
+		}
+		if why := st.arrive(h, f.Seq, nil); why != "" {
+			return st.violation(relay, "for "+st.hosts[h]+" "+why)
+		}
+	}
+	st.arrive(-1, f.Seq, f.Puts)
+	return st.release()
+}
+
+// arrive marks host (-1: none, only the puts) arrived at barrier seq with
+// its puts; a reason when that breaks the protocol.
+func (st *state) arrive(host, seq int, puts map[string]string) string {
 	b := &st.barrier
 	switch {
-	case b.arrived[host]:
-		return st.violation(host, fmt.Sprintf("fence %d while its fence %d was not released", f.Seq, b.seq))
-	case f.Seq != b.seq:
-		return st.violation(host, fmt.Sprintf("fence %d, but the next barrier is %d", f.Seq, b.seq))
+	case host >= 0 && b.arrived[host]:
+		return fmt.Sprintf("fence %d while its fence %d was not released", seq, b.seq)
+	case seq != b.seq:
+		return fmt.Sprintf("fence %d, but the next barrier is %d", seq, b.seq)
 	}
 	if b.arrived == nil {
 		b.arrived, b.puts = map[int]bool{}, map[string]string{}
 	}
-	b.arrived[host] = true
-	for k, v := range f.Puts {
+	if host >= 0 {
+		b.arrived[host] = true
+	}
+	for k, v := range puts {
 		b.puts[k] = v
 	}
+	return ""
+}
+
+// release ends the open barrier once every host has arrived: every host
+// is released with every host's puts.
+func (st *state) release() []action {
+	b := &st.barrier
 	if len(b.arrived) < len(st.hosts) {
 		return nil
 	}

@@ -216,6 +216,41 @@ func TestApplyFences(t *testing.T) {
 	}
 }
 
+// TestApplySubtreeFences: a relay's fence for its subtree counts for
+// every host it names; a host named twice, or by two relays, is the
+// relay's protocol violation.
+func TestApplySubtreeFences(t *testing.T) {
+	st := twoHosts()
+	acts := st.apply(evFences{0, wire.Fences{Seq: 1, Hosts: []int{0, 1}, Puts: map[string]string{"a": "1", "b": "2"}}})
+	want := []action{actFenceDone{wire.FenceDone{Seq: 1, Puts: map[string]string{"a": "1", "b": "2"}}}}
+	if !reflect.DeepEqual(acts, want) {
+		t.Fatalf("one message for both hosts: %v, want %v", acts, want)
+	}
+	if acts := runEvents(st, evFences{0, wire.Fences{Seq: 2, Hosts: []int{1}}}, evFence{0, wire.Fence{Seq: 2}}); len(acts) != 1 || acts[0].(actFenceDone).f.Seq != 2 {
+		t.Fatalf("a subtree's fence and a host's own: %v", acts)
+	}
+	for _, tc := range []struct {
+		name   string
+		events []any
+		want   string
+	}{
+		{"a host named twice", []any{evFences{0, wire.Fences{Seq: 1, Hosts: []int{1, 1}}}},
+			"lost the agent on a: protocol violation: it sent for b fence 1 while its fence 1 was not released"},
+		{"a host's own fence and its relay's", []any{evFence{1, wire.Fence{Seq: 1}}, evFences{0, wire.Fences{Seq: 1, Hosts: []int{1}}}},
+			"lost the agent on a: protocol violation: it sent for b fence 1 while its fence 1 was not released"},
+		{"a host out of range", []any{evFences{0, wire.Fences{Seq: 1, Hosts: []int{7}}}},
+			"lost the agent on a: protocol violation: it sent a fence for host 7 of 2"},
+		{"another barrier", []any{evFences{0, wire.Fences{Seq: 3, Hosts: []int{0}}}},
+			"lost the agent on a: protocol violation: it sent for a fence 3, but the next barrier is 1"},
+	} {
+		st := twoHosts()
+		runEvents(st, tc.events...)
+		if !reflect.DeepEqual(st.lost, []string{tc.want}) {
+			t.Errorf("%s: lost %q, want %q", tc.name, st.lost, tc.want)
+		}
+	}
+}
+
 // TestApplyFencesOneInFlight: a host has at most one fence in flight, for
 // the open barrier; anything else ends it as a protocol violation, and
 // the launcher never holds a second barrier's puts.

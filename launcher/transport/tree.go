@@ -179,7 +179,9 @@ func (t *Tree) dialDirect(ctx context.Context, n *node) (io.ReadWriteCloser, str
 		return nil, "", err
 	}
 	l := newLink(n, nil)
-	l.raw = wire.NewConn(rwc)
+	// Guarded: spread frames and the children's envelopes are written
+	// here by others than the host's own session.
+	l.raw = wire.NewConn(Guard(rwc))
 	l.readers.Go(l.readRaw)
 	n.setUp(l)
 	return l, addr, nil
@@ -595,7 +597,7 @@ func (l *link) ensureKey(user string) error {
 	if err != nil {
 		return fmt.Errorf("job certificate: %w", err)
 	}
-	if err := l.sendMsg(wire.KindRelayKey, wire.RelayKey{Key: b.Key, Certs: b.Certs}); err != nil {
+	if err := l.sendMsg(wire.KindRelayKey, wire.RelayKey{Key: b.Key, Certs: b.Certs, Host: l.n.i}); err != nil {
 		return err
 	}
 	l.keyUser = user
@@ -668,6 +670,16 @@ func (l *link) deliver(m wire.Msg) error {
 			k.fail(fmt.Errorf("relay %s lost it: %s", l.n.h.Name, c.Err))
 		}
 		return nil
+	case wire.KindFences:
+		var f wire.Fences
+		if err := m.Decode(&f); err != nil {
+			return err
+		}
+		for _, h := range f.Hosts {
+			if !l.holds(h) {
+				return fmt.Errorf("protocol violation of relay %s: a fence for host %d, which is not behind it", l.n.h.Name, h)
+			}
+		}
 	case wire.KindFacts:
 		l.fonce.Do(func() {
 			var f wire.Facts
@@ -680,6 +692,57 @@ func (l *link) deliver(m wire.Msg) error {
 	l.in.push(m.Kind, m.Payload)
 	m.Release()
 	return nil
+}
+
+// holds reports whether host i is this link's own or linked behind it.
+func (l *link) holds(i int) bool {
+	if i < 0 || i >= len(l.n.t.nodes) {
+		return false
+	}
+	n := l.n.t.nodes[i]
+	n.mu.Lock()
+	k := n.l
+	n.mu.Unlock()
+	for ; k != nil; k = k.parent {
+		if k == l {
+			return true
+		}
+	}
+	return false
+}
+
+// Spread sends one frame to every host of the tree in one message per
+// first-level link, each relay passing it on to its children: a release
+// of a barrier, a stop or a signal costs the launcher as many frames as
+// it holds SSH sessions. Only Spreadable kinds.
+func (t *Tree) Spread(k wire.Kind, payload []byte) {
+	frame := wire.AppendFrame(nil, k, payload)
+	for _, n := range t.nodes {
+		n.mu.Lock()
+		l := n.l
+		n.mu.Unlock()
+		if l == nil || l.parent != nil {
+			continue
+		}
+		if err := l.send(wire.KindSpread, frame); err != nil {
+			t.log.Debug("spread failed", zap.String("host", n.h.Name), zap.Stringer("kind", k), zap.Error(err))
+		}
+	}
+}
+
+// Covers reports whether h is a host of the tree, which Spread reaches.
+func (t *Tree) Covers(h hostfile.Host) bool {
+	_, ok := t.index[treeKey(h)]
+	return ok
+}
+
+// Index is h's index in the tree (the hosts' indices in Fences), -1 when
+// h is not in it.
+func (t *Tree) Index(h hostfile.Host) int {
+	if i, ok := t.index[treeKey(h)]; ok {
+		return i
+	}
+	return -1
 }
 
 // linked registers a child the relay reached and wakes its Dial.

@@ -2,6 +2,9 @@ package e2e_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -140,4 +143,42 @@ func TestRelayKilled(t *testing.T) {
 		t.Errorf("processes of the job left running:%s", describe(left))
 	}
 	t.Logf("launcher stderr:\n%s", stderr)
+}
+
+// TestTreeBarrier: 7 hosts x 4 ranks through a tree of width 2: every
+// rank puts its key, enters a PMI barrier and finds every other rank's
+// key. The relays combine their subtrees' fences (the launcher logs one
+// fence per first-level relay, naming every host behind it) and the
+// release spreads down.
+func TestTreeBarrier(t *testing.T) {
+	t.Parallel()
+	const hosts, per = 7, 4
+	c := e2e.StartLocal(t, hosts)
+	np := hosts * per
+	release := filepath.Join(t.TempDir(), "release")
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := c.RunLauncher(t, "-v", "-l", "-np", strconv.Itoa(np), "-H", c.HostList(per), "--tree-width", "2",
+		"-x", e2e.IsolatedEnv+"="+release, self(t))
+	if code != 0 {
+		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, e2e.Tail(stderr, 60))
+	}
+	if strings.Contains(stdout, "PMI check failed") {
+		t.Errorf("a rank's put, barrier or get failed:\n%s", stdout)
+	}
+	if n := len(e2e.IsolatedReady(stdout)); n != np {
+		t.Errorf("%d ranks passed the barrier, want %d:\n%s", n, np, stdout)
+	}
+	// Hosts 0 and 1 are the launcher's; 0 relays for 2, 3 (and 2 for 6),
+	// 1 for 4, 5: two subtree fences per barrier, of 4 and 3 hosts.
+	fenceRE := regexp.MustCompile(`subtree fence.*"relay": "([0-9.]+)", "seq": 1, "hosts": (\d+)`)
+	got := map[string]string{}
+	for _, m := range fenceRE.FindAllStringSubmatch(stderr, -1) {
+		got[m[1]] = m[2]
+	}
+	want := map[string]string{c.Hosts[0].Addr: "4", c.Hosts[1].Addr: "3"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("subtree fences of barrier 1 %v, want %v", got, want)
+	}
 }
