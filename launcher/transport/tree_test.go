@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"testing"
 
 	"go.uber.org/zap"
@@ -18,7 +19,7 @@ func TestTreeShape(t *testing.T) {
 	for i := range 7 {
 		parents = append(parents, TreeParent(i, 2))
 	}
-	if want := []int{-1, -1, 0, 0, 1, 1, 2}; !equalInts(parents, want) {
+	if want := []int{-1, -1, 0, 0, 1, 1, 2}; !slices.Equal(parents, want) {
 		t.Errorf("width 2 parents %v, want %v", parents, want)
 	}
 	for i := range 4 {
@@ -57,18 +58,6 @@ func TestTreeShape(t *testing.T) {
 			}
 		}
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // testTree is a tree of width 1 over hosts a, b, c whose first link (a)

@@ -25,20 +25,7 @@ func TestEnvAcrossHosts(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	got := map[int]map[string]string{}
-	tagRE := regexp.MustCompile(`^\[(\d+)\] ([A-Z_]+)=(.*)$`)
-	for _, l := range lines(stdout) {
-		m := tagRE.FindStringSubmatch(l)
-		if m == nil {
-			t.Errorf("untagged or unexpected line %q", l)
-			continue
-		}
-		r, _ := strconv.Atoi(m[1])
-		if got[r] == nil {
-			got[r] = map[string]string{}
-		}
-		got[r][m[2]] = m[3]
-	}
+	got := rankVars(t, stdout)
 	if len(got) != 6 {
 		t.Fatalf("output from %d ranks, want 6:\n%s", len(got), stdout)
 	}
@@ -60,6 +47,31 @@ func TestEnvAcrossHosts(t *testing.T) {
 		}
 	}
 	t.Logf("MASTER_ADDR=%s MASTER_PORT=%s", got[0]["MASTER_ADDR"], port)
+}
+
+// rankVars parses the fake "env" mode's tagged "[R] NAME=value" lines
+// into each rank's variables; any other line, or a variable a rank
+// printed twice, is an error.
+func rankVars(t *testing.T, stdout string) map[int]map[string]string {
+	t.Helper()
+	got := map[int]map[string]string{}
+	tagRE := regexp.MustCompile(`^\[(\d+)\] ([A-Z_]+)=(.*)$`)
+	for _, l := range lines(stdout) {
+		m := tagRE.FindStringSubmatch(l)
+		if m == nil {
+			t.Errorf("untagged or unexpected line %q", l)
+			continue
+		}
+		r, _ := strconv.Atoi(m[1])
+		if got[r] == nil {
+			got[r] = map[string]string{}
+		}
+		if _, dup := got[r][m[2]]; dup {
+			t.Errorf("rank %d printed %s twice", r, m[2])
+		}
+		got[r][m[2]] = m[3]
+	}
+	return got
 }
 
 // TestExitCodeAcrossHosts: a rank on the third host exits 5; the launcher

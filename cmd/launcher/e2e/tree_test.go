@@ -37,23 +37,7 @@ func TestTreeJob(t *testing.T) {
 	if !strings.Contains(stderr, `"width": 2`) && !strings.Contains(stderr, "agent tree") {
 		t.Errorf("the launcher did not log its tree:\n%s", e2e.Tail(stderr, 40))
 	}
-	got := map[int]map[string]string{}
-	tagRE := regexp.MustCompile(`^\[(\d+)\] ([A-Z_]+)=(.*)$`)
-	for _, l := range lines(stdout) {
-		m := tagRE.FindStringSubmatch(l)
-		if m == nil {
-			t.Errorf("untagged or unexpected line %q", l)
-			continue
-		}
-		r, _ := strconv.Atoi(m[1])
-		if got[r] == nil {
-			got[r] = map[string]string{}
-		}
-		if _, dup := got[r][m[2]]; dup {
-			t.Errorf("rank %d printed %s twice", r, m[2])
-		}
-		got[r][m[2]] = m[3]
-	}
+	got := rankVars(t, stdout)
 	if len(got) != np {
 		t.Fatalf("output from %d ranks, want %d", len(got), np)
 	}
