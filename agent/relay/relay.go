@@ -46,8 +46,11 @@ func (e silentError) Error() string {
 	return fmt.Sprintf("answered no keepalive for %v", e.after)
 }
 
-// queueLen is how many frames wait for one child before the relay blocks.
-const queueLen = 256
+// maxQueued bounds the bytes waiting for one child: past it the child
+// is cut off (it takes far less than its relay is given). The relay's
+// session never waits for a child, so one slow child holds up neither
+// its siblings nor the relay's own ranks.
+const maxQueued = 64 << 20
 
 // Relay holds a session's children.
 type Relay struct {
@@ -125,7 +128,10 @@ type child struct {
 	name   string
 	client *ssh.Client
 	conn   *wire.Conn
-	out    chan wire.Msg
+	qmu    sync.Mutex
+	queued []wire.Msg // what waits for the writer, in order
+	qbytes int
+	more   chan struct{} // a frame was queued (capacity 1)
 	quit   chan struct{}
 	once   sync.Once
 	why    error // why the relay closed it (nil: the child or the launcher did)
@@ -250,7 +256,7 @@ func (r *Relay) dial(ctx context.Context, l wire.Link, signers []ssh.Signer) (*c
 		return fail(fmt.Errorf("the agent refused the %q subsystem to the job certificate: %v", wire.Subsystem, err))
 	}
 	ans.HostKey = hostKey.Marshal()
-	c := &child{host: l.Host, name: l.Name, client: client, conn: wire.NewConn(ch), out: make(chan wire.Msg, queueLen), quit: make(chan struct{}),
+	c := &child{host: l.Host, name: l.Name, client: client, conn: wire.NewConn(ch), more: make(chan struct{}, 1), quit: make(chan struct{}),
 		every: KeepaliveInterval, silence: KeepaliveTimeout}
 	if l.KeepaliveMS > 0 {
 		c.every = time.Duration(l.KeepaliveMS) * time.Millisecond
@@ -336,15 +342,27 @@ func (r *Relay) read(c *child) {
 	_ = r.up.Send(wire.KindCut, cut)
 }
 
-// write sends the child what the launcher sent it, in order.
+// write sends the child what the launcher sent it, in order; a write
+// that makes no progress for StallTimeout cuts the child off.
 func (r *Relay) write(c *child) {
 	for {
-		select {
-		case m := <-c.out:
-			if err := c.conn.SendMsg(m); err != nil {
+		c.qmu.Lock()
+		batch := c.queued
+		c.queued, c.qbytes = nil, 0
+		c.qmu.Unlock()
+		for _, m := range batch {
+			t := time.AfterFunc(StallTimeout, func() {
+				c.close(fmt.Errorf("%s stopped reading what its relay sends (a write made no progress for %v)", c.name, StallTimeout))
+			})
+			err := c.conn.SendMsg(m)
+			t.Stop()
+			if err != nil {
 				c.close(fmt.Errorf("write to %s: %w", c.name, err))
 				return
 			}
+		}
+		select {
+		case <-c.more:
 		case <-c.quit:
 			return
 		}
@@ -384,8 +402,7 @@ func (r *Relay) keepalive(c *child) {
 }
 
 // Forward passes an envelope from the launcher on to its child. A frame
-// for a child that is gone is dropped (its Cut is on the way up); a child
-// that takes nothing for StallTimeout is cut off.
+// for a child that is gone is dropped (its Cut is on the way up).
 func (r *Relay) Forward(m wire.Msg) error {
 	host, inner, err := m.Envelope()
 	if err != nil {
@@ -403,23 +420,21 @@ func (r *Relay) Forward(m wire.Msg) error {
 	return r.queue(c, inner)
 }
 
-// queue hands m to c's writer; a child that takes nothing for
-// StallTimeout is cut off.
+// queue hands m to c's writer without waiting; a child with more than
+// maxQueued bytes waiting is cut off.
 func (r *Relay) queue(c *child, m wire.Msg) error {
-	select {
-	case c.out <- m:
+	c.qmu.Lock()
+	c.queued = append(c.queued, m)
+	c.qbytes += len(m.Payload)
+	over := c.qbytes > maxQueued
+	c.qmu.Unlock()
+	if over {
+		c.close(fmt.Errorf("%s stopped reading what its relay sends (%d MiB waiting)", c.name, maxQueued>>20))
 		return nil
-	case <-c.quit:
-		return nil
-	default:
 	}
-	t := time.NewTimer(StallTimeout)
-	defer t.Stop()
 	select {
-	case c.out <- m:
-	case <-c.quit:
-	case <-t.C:
-		c.close(fmt.Errorf("%s stopped reading what its relay sends (nothing taken for %v)", c.name, StallTimeout))
+	case c.more <- struct{}{}:
+	default:
 	}
 	return nil
 }

@@ -390,7 +390,7 @@ type link struct {
 	dead    chan struct{}
 	closed  bool
 
-	readers sync.WaitGroup // readRaw
+	readers sync.WaitGroup // readRaw, and unlinks of children whose Dial gave up
 
 	kmu     sync.Mutex // held while the relay's key is made and sent
 	keyUser string     // the principal of the key this relay holds; "" before
@@ -494,6 +494,7 @@ func (l *link) Close() error {
 	l.parent.unlinkKid(l, nil)
 	_ = l.parent.sendMsg(wire.KindUnlink, wire.Unlink{Host: l.n.i})
 	l.fail(io.EOF)
+	l.readers.Wait()
 	return nil
 }
 
@@ -758,7 +759,9 @@ func (l *link) linked(a wire.Linked) {
 	l.mu.Unlock()
 	if ch == nil {
 		if a.Err == "" {
-			_ = l.sendMsg(wire.KindUnlink, wire.Unlink{Host: a.Host})
+			// Its Dial gave up: unlink it, off the reader (a write here
+			// could wait on the relay, which may wait on this reader).
+			l.readers.Go(func() { _ = l.sendMsg(wire.KindUnlink, wire.Unlink{Host: a.Host}) })
 		}
 		return
 	}
