@@ -42,7 +42,7 @@ type options struct {
 	hold     time.Duration
 }
 
-var scenarios = []string{"memory", "launch", "output", "pmi", "failstop", "recover", "scale", "slurm"}
+var scenarios = []string{"memory", "launch", "output", "pmi", "failstop", "recover", "scale", "treepath", "slurm"}
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -107,23 +107,27 @@ func (o options) want(s string) bool { return len(o.only) == 0 || slices.Contain
 
 // bench is one gwbench run.
 type bench struct {
-	o       options
-	stdout  io.Writer
-	stderr  io.Writer
-	dir     string // scratch directory, removed at the end
-	bins    bins
-	net     *netEnv
-	results []*Result
-	config  []ConfigLine
-	skipped []string
-	extra   map[string]string
-	mpiBin  string // compiled pmibench, "" until built
-	version string // git describe at the start (bin/ is built from that tree)
+	o        options
+	stdout   io.Writer
+	stderr   io.Writer
+	dir      string // scratch directory, removed at the end
+	bins     bins
+	net      *netEnv
+	results  []*Result
+	config   []ConfigLine
+	skipped  []string
+	extra    map[string]string
+	mpiBin   string // compiled pmibench, "" until built
+	treeRank string // compiled treerank, "" until built
+	version  string // git describe at the start (bin/ is built from that tree)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "-gen" {
 		return genMain(args[1:], stdout)
+	}
+	if len(args) > 0 && args[0] == "-loop-agents" {
+		return loopWorkerMain(ctx, args[1:], os.Stdin, stdout, stderr)
 	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
@@ -226,6 +230,7 @@ func (b *bench) all(ctx context.Context) int {
 		{"failstop", b.failstop, true},
 		{"recover", b.recover, true},
 		{"scale", b.scale, false},
+		{"treepath", b.treepath, false},
 		{"slurm", b.slurm, false},
 	}
 	for _, s := range steps {

@@ -162,7 +162,7 @@ func scaleTargets(rs []*Result, scaleCounts []int) []Target {
 	const full = 1024
 	cpuName, cpuGoal := "scale: launcher CPU per host", fmt.Sprintf("<= 0.5 ms per host at %d hosts (CPU(N) / N)", full)
 	rssName, rssGoal := "scale: launcher peak RSS per host", fmt.Sprintf("<= 64 KiB per host at %d hosts (marginal: (RSS(N) - RSS(lo)) / (N - lo))", full)
-	metric := func(n int, m string) *Result { return find(rs, "scale", fmt.Sprintf("%d agents", n), m, lGangway) }
+	metric := func(n int, m string) *Result { return find(rs, "scale", scaleCase(n, 0), m, lGangway) }
 	var got []int // counts with both rows, ascending
 	for _, n := range scaleCounts {
 		if metric(n, "launcher CPU") != nil && metric(n, "launcher peak RSS") != nil {

@@ -59,7 +59,7 @@ func launchRows(warm, cold, agentsCPU float64, peers map[string]float64) []*Resu
 }
 
 func scaleRows(n int, cpu, rss float64) []*Result {
-	cas := itoa(n) + " agents on loopback x 1 /bin/true"
+	cas := scaleCase(n, 0)
 	return []*Result{
 		res("scale", cas, "", lGangway, Ours, false, 3*cpu),
 		res("scale", cas, "launcher CPU (user+sys)", lGangway, Info, false, cpu),
