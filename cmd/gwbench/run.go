@@ -19,7 +19,7 @@ const usage = `usage: gwbench [options]
 
 Benchmarks gangway against mpirun, mpiexec.hydra, pdsh and a bash ssh
 fan-out on network-namespace hosts (198.18.190.0/24, namespaces gwb0h*)
-and in-process agents on 127.0.190-194.x, and against srun on a Slurm
+and loopback agents (worker processes) on 127.0.190-229.x, and against srun on a Slurm
 cluster of such hosts (198.18.199.0/24, namespaces gws90h*). Needs root, bin/launcher and
 bin/agent (make build). Prints a table and the configuration, writes
 OUT/<timestamp>.json and (full runs) rewrites BENCHMARKS.md.
