@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -119,9 +120,14 @@ func (b *bench) scaleCount(ctx context.Context, la *loopAgents, rank string, n i
 		var connErr error
 		argv := append([]string{b.bins.launcher}, la.args(hf)...)
 		argv = append(argv, "--tree-width", strconv.Itoa(width), "--start-timeout", "10m", "-x", scaleTag+"=1", rank, strconv.Itoa(scaleBarriers))
+		giveUp := 0 // interleave's default
+		if n > 1024 {
+			giveUp = 1 // a failed run costs minutes
+		}
 		cs = append(cs, contender{
-			name: cas, kind: Ours, timeout: timeout, hwm: true, capture: true, giveUp: 1,
+			name: cas, kind: Ours, timeout: timeout, hwm: true, capture: true, giveUp: giveUp,
 			argv:   argv,
+			run:    runTreeRanks,
 			before: func() { a0 = la.cpu() },
 			watch: func(pid int) func() {
 				w := watchConns(pid)
@@ -180,4 +186,23 @@ func leftovers(kv string) (int, error) {
 		return 0, nil
 	}
 	return len(pids), killPids(pids)
+}
+
+// runTreeRanks is runTimed, with what failed ranks said on stderr
+// ("treerank: ...") added to a failure.
+func runTreeRanks(ctx context.Context, s cmdSpec) outcome {
+	o := runTimed(ctx, s)
+	if o.Err == nil {
+		return o
+	}
+	var said []string
+	for line := range strings.Lines(o.Stderr) {
+		if strings.Contains(line, "treerank:") && len(said) < 3 {
+			said = append(said, strings.TrimSpace(line))
+		}
+	}
+	if len(said) > 0 {
+		o.Err = fmt.Errorf("%w; ranks said: %s", o.Err, strings.Join(said, " | "))
+	}
+	return o
 }
