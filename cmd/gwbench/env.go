@@ -23,7 +23,7 @@ var (
 const (
 	sshdPort   = 22122 // OpenSSH sshd in every host: the peers and --transport ssh
 	agentPort  = 22123 // gangway agents in every host (steady state)
-	loopPort   = 22190 // in-process agents on 127.0.190-199.x (scale)
+	loopPort   = 22190 // loopback agents on 127.0.190-229.x (scale, treepath)
 	loopSubnet = 190
 )
 

@@ -15,6 +15,7 @@ type contender struct {
 	capture bool // keep stdout for value and after
 	hwm     bool // poll the launcher's VmHWM
 	timeout time.Duration
+	watch   func(pid int) (end func()) // cmdSpec.watch
 	// value turns a successful run into the sample; nil means wall ms.
 	value func(o outcome) (float64, error)
 	// run replaces runTimed, for contenders that watch more than the
@@ -25,6 +26,9 @@ type contender struct {
 	before func()
 	after  func(o outcome)
 	note   string
+	// giveUp is how many failed runs without a success drop the
+	// contender from the remaining rounds (0: 2).
+	giveUp int
 }
 
 // caseSpec names the rows a set of contenders fills.
@@ -50,7 +54,11 @@ func (b *bench) interleave(ctx context.Context, c caseSpec, cs []contender) []*R
 				return res
 			}
 			r := res[i]
-			if r.Failures >= 2 && len(r.Values) == 0 {
+			giveUp := k.giveUp
+			if giveUp == 0 {
+				giveUp = 2
+			}
+			if r.Failures >= giveUp && len(r.Values) == 0 {
 				continue
 			}
 			timeout := k.timeout
@@ -64,7 +72,7 @@ func (b *bench) interleave(ctx context.Context, c caseSpec, cs []contender) []*R
 			if run == nil {
 				run = runTimed
 			}
-			o := run(ctx, cmdSpec{argv: k.argv, env: k.env, capture: k.capture, hwm: k.hwm, timeout: timeout})
+			o := run(ctx, cmdSpec{argv: k.argv, env: k.env, capture: k.capture, hwm: k.hwm, timeout: timeout, watch: k.watch})
 			v, err := o.Took.Seconds()*1000, o.Err
 			if err == nil && k.value != nil {
 				v, err = k.value(o)

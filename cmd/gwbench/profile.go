@@ -54,7 +54,7 @@ func (b *bench) profiles(ctx context.Context) error {
 		}
 	}
 	counts := b.scaleCounts()
-	n := counts[len(counts)-1]
+	n := min(counts[len(counts)-1], 1024)
 	la, err := startLoopAgents(ctx, n, filepath.Join(b.dir, "loop-profile"))
 	if err != nil {
 		return err

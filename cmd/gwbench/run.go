@@ -19,7 +19,7 @@ const usage = `usage: gwbench [options]
 
 Benchmarks gangway against mpirun, mpiexec.hydra, pdsh and a bash ssh
 fan-out on network-namespace hosts (198.18.190.0/24, namespaces gwb0h*)
-and in-process agents on 127.0.190-194.x, and against srun on a Slurm
+and loopback agents (worker processes) on 127.0.190-229.x, and against srun on a Slurm
 cluster of such hosts (198.18.199.0/24, namespaces gws90h*). Needs root, bin/launcher and
 bin/agent (make build). Prints a table and the configuration, writes
 OUT/<timestamp>.json and (full runs) rewrites BENCHMARKS.md.
@@ -42,7 +42,7 @@ type options struct {
 	hold     time.Duration
 }
 
-var scenarios = []string{"memory", "launch", "output", "pmi", "failstop", "recover", "scale", "slurm"}
+var scenarios = []string{"memory", "launch", "output", "pmi", "failstop", "recover", "scale", "treepath", "slurm"}
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -107,23 +107,27 @@ func (o options) want(s string) bool { return len(o.only) == 0 || slices.Contain
 
 // bench is one gwbench run.
 type bench struct {
-	o       options
-	stdout  io.Writer
-	stderr  io.Writer
-	dir     string // scratch directory, removed at the end
-	bins    bins
-	net     *netEnv
-	results []*Result
-	config  []ConfigLine
-	skipped []string
-	extra   map[string]string
-	mpiBin  string // compiled pmibench, "" until built
-	version string // git describe at the start (bin/ is built from that tree)
+	o        options
+	stdout   io.Writer
+	stderr   io.Writer
+	dir      string // scratch directory, removed at the end
+	bins     bins
+	net      *netEnv
+	results  []*Result
+	config   []ConfigLine
+	skipped  []string
+	extra    map[string]string
+	mpiBin   string // compiled pmibench, "" until built
+	treeRank string // compiled treerank, "" until built
+	version  string // git describe at the start (bin/ is built from that tree)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "-gen" {
 		return genMain(args[1:], stdout)
+	}
+	if len(args) > 0 && args[0] == "-loop-agents" {
+		return loopWorkerMain(ctx, args[1:], os.Stdin, stdout, stderr)
 	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
@@ -226,6 +230,7 @@ func (b *bench) all(ctx context.Context) int {
 		{"failstop", b.failstop, true},
 		{"recover", b.recover, true},
 		{"scale", b.scale, false},
+		{"treepath", b.treepath, false},
 		{"slurm", b.slurm, false},
 	}
 	for _, s := range steps {

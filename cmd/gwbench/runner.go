@@ -23,6 +23,9 @@ type cmdSpec struct {
 	hwm     bool     // poll the process's VmHWM (outcome.HWM)
 	exitOK  bool     // a non-zero exit status is no error (outcome.Code has it)
 	timeout time.Duration
+	// watch, when set, is called with the process's pid once it has
+	// started; runTimed calls what it returns once the process is gone.
+	watch func(pid int) (end func())
 }
 
 // outcome is one timed run.
@@ -79,9 +82,14 @@ func runTimed(ctx context.Context, s cmdSpec) outcome {
 	} else {
 		hwm <- 0
 	}
+	endWatch := func() {}
+	if s.watch != nil {
+		endWatch = s.watch(cmd.Process.Pid)
+	}
 	err = cmd.Wait()
 	end := time.Now()
 	close(stop)
+	endWatch()
 	o := outcome{HWM: <-hwm, Took: end.Sub(t0), End: end, Stdout: outTail.String(), Stderr: errTail.String()}
 	_ = osproc.KillGroup(cmd.Process.Pid, syscall.SIGKILL)
 	if st := cmd.ProcessState; st != nil {

@@ -2,102 +2,51 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"go.uber.org/zap"
-
-	"github.com/gangway-hpc/gangway/agent"
-	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
-	"github.com/gangway-hpc/gangway/agent/sshd"
 )
 
-// loopAgents are sshd.Servers in this process, one per loopback address
-// 127.0.<190+i/250>.<i%250+1>, all on loopPort; their ranks are this
-// process's children.
-type loopAgents struct {
-	addrs  []string
-	keys   sshtest.Keys
-	kh     string
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
+// scaleWidth is the tree contender's --tree-width (auto's width).
+const scaleWidth = 32
 
-func loopAddr(i int) string { return fmt.Sprintf("127.0.%d.%d", loopSubnet+i/250, i%250+1) }
+// scaleBarriers is how many barriers each rank of the scale scenario
+// times after the one that waits for every rank to start.
+const scaleBarriers = 20
 
-// startLoopAgents starts n in-process agents. stop ends them, with every
-// session and rank.
-func startLoopAgents(ctx context.Context, n int, dir string) (*loopAgents, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	keys, err := sshtest.GenKeys(dir)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	la := &loopAgents{keys: keys, cancel: cancel}
-	for i := range n {
-		addr := loopAddr(i)
-		l, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(loopPort)))
-		if err != nil {
-			la.stop()
-			return nil, fmt.Errorf("agent %d: %w", i, err)
-		}
-		a := &agent.Agent{Name: "l" + strconv.Itoa(i), Version: "gwbench", Log: zap.NewNop()}
-		srv := &sshd.Server{
-			Subsystem:      a.ServeLogin,
-			Log:            zap.NewNop(),
-			HostKey:        keys.HostSigner,
-			AuthorizedKeys: keys.AuthorizedKeys,
-		}
-		la.wg.Go(func() { _ = srv.Serve(ctx, l) })
-		la.addrs = append(la.addrs, addr)
-	}
-	if la.kh, err = keys.WriteKnownHosts(la.addrs, loopPort); err != nil {
-		la.stop()
-		return nil, err
-	}
-	return la, nil
-}
-
-func (la *loopAgents) stop() {
-	la.cancel()
-	la.wg.Wait()
-}
-
-// hostfile writes an Open MPI hostfile of the first n agents, one slot each.
-func (la *loopAgents) hostfile(n int) (string, error) {
-	var s strings.Builder
-	for _, a := range la.addrs[:n] {
-		fmt.Fprintf(&s, "%s slots=1\n", a)
-	}
-	path := filepath.Join(la.keys.Dir, fmt.Sprintf("hosts-%d", n))
-	return path, os.WriteFile(path, []byte(s.String()), 0o644)
-}
-
-func (la *loopAgents) args(hf string) []string {
-	return []string{"-i", la.keys.ClientKey, "--known-hosts", la.kh, "-p", strconv.Itoa(loopPort), "-hostfile", hf}
-}
-
-// scaleCounts are the agent counts of scenario 4.
+// scaleCounts are the agent counts of the scale scenario.
 func (b *bench) scaleCounts() []int {
 	if b.o.quick {
 		return []int{64, 256}
 	}
-	return []int{256, 1024}
+	return []int{256, 1024, 4096, 10000}
 }
 
-// scale is scenario 4: launch time of /bin/true x 1 on 256 and 1024
-// in-process agents on loopback addresses, interleaved, with the
-// launcher's CPU time and peak resident size.
+// scaleCase names a scale case: "1024 agents, tree (--tree-width 32)".
+func scaleCase(n, width int) string {
+	if width == 0 {
+		return fmt.Sprintf("%d agents, flat (--tree-width 0)", n)
+	}
+	return fmt.Sprintf("%d agents, tree (--tree-width %d)", n, width)
+}
+
+// scaleTag is in every rank's environment (-x), for the sweep after
+// each run that must find none of them left.
+const scaleTag = "GWBENCH_SCALE"
+
+// scale is scenario 4: a job of one treerank per agent on 256 to 10,000
+// agents on loopback addresses, flat and through the agent tree,
+// interleaved per count; per run the time until every rank has started,
+// the launcher's wall, CPU, peak RSS and TCP connections, a PMI barrier
+// across all ranks, and the agents' own CPU.
 func (b *bench) scale(ctx context.Context) error {
+	rank, err := b.buildTreeRank(ctx)
+	if err != nil {
+		return err
+	}
 	counts := b.scaleCounts()
 	t0 := time.Now()
 	la, err := startLoopAgents(ctx, counts[len(counts)-1], filepath.Join(b.dir, "loop"))
@@ -105,32 +54,155 @@ func (b *bench) scale(ctx context.Context) error {
 		return err
 	}
 	defer la.stop()
-	b.progress("scale: %d in-process agents on 127.0.%d-%d.x:%d in %v", len(la.addrs), loopSubnet, loopSubnet+(len(la.addrs)-1)/250, loopPort, time.Since(t0).Round(time.Millisecond))
-	var cs []contender
-	var cpu, rss []*Result
+	b.progress("scale: %d agents in %d worker processes on 127.0.%d-%d.x:%d in %v", len(la.addrs), len(la.workers), loopSubnet, loopSubnet+(len(la.addrs)-1)/250, loopPort, time.Since(t0).Round(time.Millisecond))
+	idle := b.idleRate(ctx, la)
+	b.config = append(b.config, ConfigLine{"scale", fmt.Sprintf("agents (sshd.Server + agent.Agent) in gwbench worker processes of at most %d agents each, on 127.0.190+.x:%d, every rank a child of its agent's worker; one rank per host: treerank (C, PMI-1 on PMI_FD: init, a barrier, %d timed barriers, prints RANK, WORLD_SIZE, PMI_RANK, its start time and its median barrier); launcher -hostfile (slots=1) --start-timeout 10m --tree-width 0 (flat) or %d (tree); every rank's RANK/WORLD_SIZE/PMI_RANK checked and a /proc sweep for the ranks' tag after each run; agents' idle CPU %.1f ms/s subtracted; runs above 1024 agents: at most 3, no warm-up", agentsPerWorker, loopPort, scaleBarriers, scaleWidth, idle)})
 	for _, n := range counts {
-		hf, err := la.hostfile(n)
-		if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := b.scaleCount(ctx, la, rank, n, idle); err != nil {
 			return err
 		}
-		c := &Result{Scenario: "scale", Case: fmt.Sprintf("%d agents on loopback x 1 /bin/true", n), Metric: "launcher CPU (user+sys)", Unit: "ms", Launcher: lGangway, Kind: Info}
-		m := &Result{Scenario: "scale", Case: c.Case, Metric: "launcher peak RSS (VmHWM)", Unit: "MiB", Launcher: lGangway, Kind: Info, Note: "/proc/PID/status polled every 10 ms"}
-		cpu, rss = append(cpu, c), append(rss, m)
+	}
+	return nil
+}
+
+// idleRate is the agents' own CPU while no job runs, in ms per second.
+func (b *bench) idleRate(ctx context.Context, la *loopAgents) float64 {
+	const d = 3 * time.Second
+	c0, t0 := la.cpu(), time.Now()
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	return ms(la.cpu()-c0) / time.Since(t0).Seconds()
+}
+
+// scaleCount runs the flat and the tree contender at n agents.
+func (b *bench) scaleCount(ctx context.Context, la *loopAgents, rank string, n int, idle float64) error {
+	hf, err := la.hostfile(n)
+	if err != nil {
+		return err
+	}
+	saved := b.o
+	defer func() { b.o = saved }()
+	note := "agents in worker processes, ranks forked by them; launcher, agents and ranks on the same CPUs"
+	if n > 1024 {
+		b.o.runs, b.o.warmup = min(b.o.runs, 3), 0
+		note += fmt.Sprintf("; %d runs, no warm-up (minutes per run here)", b.o.runs)
+	}
+	timeout := 3 * time.Minute
+	switch {
+	case n > 4096:
+		timeout = 10 * time.Minute
+	case n > 1024:
+		timeout = 6 * time.Minute
+	}
+	var cs []contender
+	var rows [][]*Result
+	for _, width := range []int{0, scaleWidth} {
+		cas := scaleCase(n, width)
+		row := func(metric, unit, note string) *Result {
+			return &Result{Scenario: "scale", Case: cas, Metric: metric, Unit: unit, Launcher: lGangway, Kind: Info, Note: note}
+		}
+		end := row("launcher wall (to the job's end)", "ms", "")
+		cpu := row("launcher CPU (user+sys)", "ms", "")
+		rss := row("launcher peak RSS (VmHWM)", "MiB", "/proc/PID/status polled every 10 ms")
+		conns := row("launcher TCP connections (peak)", "conns", "its socket inodes listed ESTABLISHED in /proc/PID/net/tcp{,6}, read at each new high of its sockets (when it holds for 100 ms, at most 1/s while it climbs)")
+		bar := row(fmt.Sprintf("PMI barrier across all ranks (each rank's median of %d, max over ranks)", scaleBarriers), "us", "")
+		acpu := row("agents' own CPU (workers' utime+stime, idle subtracted)", "ms", fmt.Sprintf("10 ms ticks; idle %.1f ms/s x wall subtracted", idle))
+		rows = append(rows, []*Result{end, cpu, rss, conns, bar, acpu})
+
+		var a0 time.Duration
+		var last treeRun
+		var peakConns, peakSockets int
+		var connErr error
+		argv := append([]string{b.bins.launcher}, la.args(hf)...)
+		argv = append(argv, "--tree-width", strconv.Itoa(width), "--start-timeout", "10m", "-x", scaleTag+"=1", rank, strconv.Itoa(scaleBarriers))
+		giveUp := 0 // interleave's default
+		if n > 1024 {
+			giveUp = 1 // a failed run costs minutes
+		}
 		cs = append(cs, contender{
-			name: fmt.Sprintf("%s @%d", lGangway, n), kind: Ours, timeout: 5 * time.Minute, hwm: true,
-			argv: append(append([]string{b.bins.launcher}, la.args(hf)...), "/bin/true"),
+			name: cas, kind: Ours, timeout: timeout, hwm: true, capture: true, giveUp: giveUp,
+			argv:   argv,
+			run:    runTreeRanks,
+			before: func() { a0 = la.cpu() },
+			watch: func(pid int) func() {
+				w := watchConns(pid)
+				return func() { peakConns, peakSockets, connErr = w.end() }
+			},
+			value: func(o outcome) (float64, error) {
+				tr, err := parseTreeRun(o.Stdout, n)
+				switch left, lerr := leftovers(scaleTag + "=1"); {
+				case lerr != nil:
+					err = errors.Join(err, lerr)
+				case left > 0:
+					err = errors.Join(err, fmt.Errorf("%d of the job's processes still ran after the launcher returned (killed)", left))
+				}
+				if err != nil {
+					return 0, err
+				}
+				last = tr
+				started := o.End.Add(-o.Took).UnixNano()
+				return float64(tr.lastStart-started) / 1e6, nil
+			},
 			after: func(o outcome) {
-				c.Values = append(c.Values, ms(o.CPU))
-				m.Values = append(m.Values, o.HWM)
+				end.Values = append(end.Values, ms(o.Took))
+				cpu.Values = append(cpu.Values, ms(o.CPU))
+				rss.Values = append(rss.Values, o.HWM)
+				if connErr == nil {
+					conns.Values = append(conns.Values, float64(peakConns))
+					conns.Note = fmt.Sprintf("its socket inodes listed ESTABLISHED in /proc/PID/net/tcp{,6}, read at each new high of its sockets (when it holds for 100 ms, at most 1/s while it climbs); socket descriptors at most %d", peakSockets)
+				} else {
+					conns.Note = joinNote(conns.Note, "sampling failed: "+connErr.Error())
+				}
+				bar.Values = append(bar.Values, float64(last.barrierMax)/1e3)
+				bar.Note = fmt.Sprintf("median over ranks %.0f us (last run)", float64(last.barrierMed)/1e3)
+				acpu.Values = append(acpu.Values, max(0, ms(la.cpu()-a0)-idle*o.Took.Seconds()))
 			},
 		})
 	}
-	res := b.interleave(ctx, caseSpec{scenario: "scale", name: "loopback agents", unit: "ms"}, cs)
+	b.progress("scale: %d agents, flat and tree (%d+%d rounds)", n, b.o.warmup, b.o.runs)
+	res := b.interleave(ctx, caseSpec{scenario: "scale", name: "loopback agents", metric: "all ranks started (latest rank start - launcher fork)", unit: "ms"}, cs)
 	for i, r := range res {
-		r.Case, r.Launcher = cpu[i].Case, lGangway
-		r.Note = joinNote(r.Note, "agents in gwbench's process (ranks forked by it); all on the same 2 CPUs")
-		b.add(cpu[i])
-		b.add(rss[i])
+		r.Case, r.Launcher = cs[i].name, lGangway
+		r.Note = joinNote(r.Note, note)
+		for _, x := range rows[i] {
+			b.add(x)
+		}
 	}
-	return nil
+	return ctx.Err()
+}
+
+// leftovers counts (and kills) the processes whose environment holds kv.
+func leftovers(kv string) (int, error) {
+	pids, err := taggedPids(kv)
+	if err != nil {
+		return 0, err
+	}
+	if len(pids) == 0 {
+		return 0, nil
+	}
+	return len(pids), killPids(pids)
+}
+
+// runTreeRanks is runTimed, with what failed ranks said on stderr
+// ("treerank: ...") added to a failure.
+func runTreeRanks(ctx context.Context, s cmdSpec) outcome {
+	o := runTimed(ctx, s)
+	if o.Err == nil {
+		return o
+	}
+	var said []string
+	for line := range strings.Lines(o.Stderr) {
+		if strings.Contains(line, "treerank:") && len(said) < 3 {
+			said = append(said, strings.TrimSpace(line))
+		}
+	}
+	if len(said) > 0 {
+		o.Err = fmt.Errorf("%w; ranks said: %s", o.Err, strings.Join(said, " | "))
+	}
+	return o
 }

@@ -63,6 +63,7 @@ func targets(rs []*Result, scaleCounts []int) []Target {
 	ts = append(ts, failstopTargets(rs)...)
 	ts = append(ts, recoverTarget(rs), lostTarget(rs))
 	ts = append(ts, scaleTargets(rs, scaleCounts)...)
+	ts = append(ts, treeTargets(rs, scaleCounts)...)
 	ts = append(ts, outputTarget(rs))
 	ts = append(ts, slurmTargets(rs)...)
 	ts = append(ts, agentRSSTarget(rs))
@@ -162,7 +163,7 @@ func scaleTargets(rs []*Result, scaleCounts []int) []Target {
 	const full = 1024
 	cpuName, cpuGoal := "scale: launcher CPU per host", fmt.Sprintf("<= 0.5 ms per host at %d hosts (CPU(N) / N)", full)
 	rssName, rssGoal := "scale: launcher peak RSS per host", fmt.Sprintf("<= 64 KiB per host at %d hosts (marginal: (RSS(N) - RSS(lo)) / (N - lo))", full)
-	metric := func(n int, m string) *Result { return find(rs, "scale", fmt.Sprintf("%d agents", n), m, lGangway) }
+	metric := func(n int, m string) *Result { return find(rs, "scale", scaleCase(n, 0), m, lGangway) }
 	var got []int // counts with both rows, ascending
 	for _, n := range scaleCounts {
 		if metric(n, "launcher CPU") != nil && metric(n, "launcher peak RSS") != nil {
@@ -322,4 +323,43 @@ func recoveryTarget(rs []*Result, name, cas, metric string) Target {
 	}
 	t := Target{Name: name, Goal: goal, Measured: fmt.Sprintf("%s ms (backoff 0)", fmtNum(r.Median))}
 	return atMost(t, r.Median, 2000)
+}
+
+// treeTargets: through the agent tree (--tree-width 32) the largest
+// count completes correctly (every run: every rank once with its
+// environment, one barrier across all, nothing left), and the
+// launcher's CPU and peak RSS grow at most 10% from 1024 hosts to it.
+func treeTargets(rs []*Result, scaleCounts []int) []Target {
+	hi := scaleCounts[len(scaleCounts)-1]
+	row := func(n int, metric string) *Result {
+		for _, r := range rs {
+			if r.Scenario == "scale" && r.Case == scaleCase(n, scaleWidth) && strings.HasPrefix(r.Metric, metric) {
+				return r
+			}
+		}
+		return nil
+	}
+	okName, okGoal := fmt.Sprintf("tree: %d hosts complete correctly", hi), "every run: all ranks started with RANK/WORLD_SIZE/PMI_RANK right, a barrier across all, all stopped, nothing left"
+	var ok Target
+	switch r := row(hi, "all ranks started"); {
+	case r == nil:
+		ok = notMeasured(okName, okGoal)
+	case r.Failures > 0 || r.N == 0:
+		ok = Target{Name: okName, Goal: okGoal, Measured: fmt.Sprintf("%d of %d runs failed", r.Failures, r.Failures+r.N), Status: "missed", By: trim(r.Note, 120)}
+	default:
+		ok = Target{Name: okName, Goal: okGoal, Measured: fmt.Sprintf("%d of %d runs; all ranks started in %s ms (median)", r.N, r.N, fmtNum(r.Median)), Status: "hit"}
+	}
+	ts := []Target{ok}
+	const lo = 1024
+	for _, m := range []struct{ metric, name string }{{"launcher CPU", "tree: launcher CPU"}, {"launcher peak RSS", "tree: launcher peak RSS"}} {
+		name, goal := fmt.Sprintf("%s, %d -> %d hosts", m.name, lo, hi), "within 10% (median at N / median at 1024)"
+		a, b := row(lo, m.metric), row(hi, m.metric)
+		if a == nil || b == nil || a.N == 0 || b.N == 0 || hi == lo {
+			ts = append(ts, notMeasured(name, goal))
+			continue
+		}
+		t := Target{Name: name, Goal: goal, Measured: fmt.Sprintf("%s -> %s %s = %.2fx", fmtNum(a.Median), fmtNum(b.Median), a.Unit, b.Median/a.Median)}
+		ts = append(ts, atMost(t, b.Median/a.Median, 1.1))
+	}
+	return ts
 }

@@ -59,7 +59,7 @@ func launchRows(warm, cold, agentsCPU float64, peers map[string]float64) []*Resu
 }
 
 func scaleRows(n int, cpu, rss float64) []*Result {
-	cas := itoa(n) + " agents on loopback x 1 /bin/true"
+	cas := scaleCase(n, 0)
 	return []*Result{
 		res("scale", cas, "", lGangway, Ours, false, 3*cpu),
 		res("scale", cas, "launcher CPU (user+sys)", lGangway, Info, false, cpu),
@@ -278,5 +278,40 @@ func TestLostTarget(t *testing.T) {
 	}
 	if got := lostTarget(nil); got.Status != "not measured" {
 		t.Errorf("%+v, want not measured", got)
+	}
+}
+
+func TestTreeTargets(t *testing.T) {
+	counts := []int{256, 1024, 10000}
+	tree := func(n int, cpu, rss float64, failures int) []*Result {
+		cas := scaleCase(n, scaleWidth)
+		st := res("scale", cas, "all ranks started (latest rank start - launcher fork)", lGangway, Ours, false, 1500)
+		st.Failures = failures
+		return []*Result{st,
+			res("scale", cas, "launcher CPU (user+sys)", lGangway, Info, false, cpu),
+			res("scale", cas, "launcher peak RSS (VmHWM)", lGangway, Info, false, rss)}
+	}
+	rs := append(tree(1024, 300, 30, 0), tree(10000, 2000, 32, 0)...)
+	fillRatios(rs)
+	got := map[string]Target{}
+	for _, x := range treeTargets(rs, counts) {
+		got[x.Name] = x
+	}
+	for name, want := range map[string]string{
+		"tree: 10000 hosts complete correctly":         "hit",
+		"tree: launcher CPU, 1024 -> 10000 hosts":      "missed",
+		"tree: launcher peak RSS, 1024 -> 10000 hosts": "hit",
+	} {
+		if got[name].Status != want {
+			t.Errorf("%s: %+v, want %s", name, got[name], want)
+		}
+	}
+	rs = append(tree(1024, 300, 30, 0), tree(10000, 2000, 32, 1)...)
+	fillRatios(rs)
+	if x := treeTargets(rs, counts)[0]; x.Status != "missed" || !strings.Contains(x.Measured, "1 of 2 runs failed") {
+		t.Errorf("a failed run: %+v, want missed", x)
+	}
+	if x := treeTargets(nil, counts); x[0].Status != "not measured" || x[1].Status != "not measured" {
+		t.Errorf("no rows: %+v", x)
 	}
 }

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/gangway-hpc/gangway/agent"
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/sshd"
+)
+
+// loopAgents are agents on loopback addresses 127.0.<190+i/250>.<i%250+1>,
+// all on loopPort, run by worker processes (gwbench -loop-agents), at
+// most agentsPerWorker each: an agent holds a descriptor for its
+// listener, its launcher's (or relay's) connection, each relay's
+// connections to its children and three or four per running rank (PMI
+// socket, output pipes), and one process stops at its RLIMIT_NOFILE
+// (20000 here, which root cannot raise in this container). The ranks
+// are the workers' children.
+type loopAgents struct {
+	addrs   []string
+	keys    sshtest.Keys
+	kh      string
+	workers []*loopWorker
+}
+
+// agentsPerWorker keeps a worker's descriptors under 10,000 with every
+// agent a relay and running a rank.
+const agentsPerWorker = 1250
+
+type loopWorker struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	first int
+	n     int
+}
+
+func loopAddr(i int) string { return fmt.Sprintf("127.0.%d.%d", loopSubnet+i/250, i%250+1) }
+
+// maxLoopAgents is what loopAddr can name within 127.0.190-239.x.
+const maxLoopAgents = 50 * 250
+
+// startLoopAgents starts n agents in worker processes and waits until
+// each listens. stop ends them, with every session and rank.
+func startLoopAgents(ctx context.Context, n int, dir string) (*loopAgents, error) {
+	if n > maxLoopAgents {
+		return nil, fmt.Errorf("%d loopback agents: at most %d", n, maxLoopAgents)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	keys, err := sshtest.GenKeys(dir)
+	if err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable (the agents' worker): %w", err)
+	}
+	la := &loopAgents{keys: keys}
+	for i := range n {
+		la.addrs = append(la.addrs, loopAddr(i))
+	}
+	if la.kh, err = keys.WriteKnownHosts(la.addrs, loopPort); err != nil {
+		return nil, err
+	}
+	for first := 0; first < n; first += agentsPerWorker {
+		w, err := startLoopWorker(ctx, self, dir, first, min(agentsPerWorker, n-first))
+		if err != nil {
+			la.stop()
+			return nil, err
+		}
+		la.workers = append(la.workers, w)
+	}
+	return la, nil
+}
+
+// startLoopWorker starts one worker and waits for its "ready" line.
+func startLoopWorker(ctx context.Context, self, dir string, first, n int) (*loopWorker, error) {
+	cmd := exec.Command(self, "-loop-agents", "-dir", dir, "-first", strconv.Itoa(first), "-n", strconv.Itoa(n))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start agents %d..%d: %w", first, first+n-1, err)
+	}
+	w := &loopWorker{cmd: cmd, stdin: stdin, first: first, n: n}
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err == nil && !strings.HasPrefix(line, "ready") {
+			err = fmt.Errorf("said %q", strings.TrimSpace(line))
+		}
+		ready <- err
+		_, _ = io.Copy(io.Discard, stdout) // until it exits
+	}()
+	t := time.NewTimer(2 * time.Minute)
+	defer t.Stop()
+	select {
+	case err = <-ready:
+	case <-t.C:
+		err = errors.New("not listening after 2m")
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		w.stop()
+		return nil, fmt.Errorf("agents %d..%d: %w", first, first+n-1, err)
+	}
+	return w, nil
+}
+
+// stop closes the worker's stdin (it then ends its agents and exits),
+// and kills it after 30 s.
+func (w *loopWorker) stop() {
+	w.stdin.Close()
+	done := make(chan struct{})
+	go func() { _ = w.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = w.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func (la *loopAgents) stop() {
+	var wg sync.WaitGroup
+	for _, w := range la.workers {
+		wg.Go(w.stop)
+	}
+	wg.Wait()
+}
+
+// pids are the workers' process ids.
+func (la *loopAgents) pids() []int {
+	var out []int
+	for _, w := range la.workers {
+		out = append(out, w.cmd.Process.Pid)
+	}
+	return out
+}
+
+// cpu is the workers' own user+system time so far (not their reaped
+// children's: the ranks), from /proc/PID/stat, in 10 ms ticks.
+func (la *loopAgents) cpu() time.Duration {
+	self, _ := cpuTimes(la.pids())
+	return time.Duration(self) * clockTick
+}
+
+// hostfile writes an Open MPI hostfile of the first n agents, one slot each.
+func (la *loopAgents) hostfile(n int) (string, error) {
+	var s strings.Builder
+	for _, a := range la.addrs[:n] {
+		fmt.Fprintf(&s, "%s slots=1\n", a)
+	}
+	path := filepath.Join(la.keys.Dir, fmt.Sprintf("hosts-%d", n))
+	return path, os.WriteFile(path, []byte(s.String()), 0o644)
+}
+
+func (la *loopAgents) args(hf string) []string {
+	return []string{"-i", la.keys.ClientKey, "--known-hosts", la.kh, "-p", strconv.Itoa(loopPort), "-hostfile", hf}
+}
+
+// loopWorkerMain is gwbench -loop-agents: it serves agents FIRST..FIRST+N-1
+// with the keys in DIR, says "ready" on stdout once all listen, and ends
+// them when stdin closes or ctx ends.
+func loopWorkerMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("gwbench -loop-agents", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "", "directory holding the keys (sshtest.GenKeys)")
+	first := fs.Int("first", 0, "index of the first agent")
+	n := fs.Int("n", 0, "number of agents")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *dir == "" || *n < 1 || *first < 0 || *first+*n > maxLoopAgents {
+		fmt.Fprintln(stderr, "gwbench -loop-agents: need -dir, -n >= 1 and agents within", maxLoopAgents)
+		return 2
+	}
+	hostKey, err := loadSigner(filepath.Join(*dir, "host_ed25519"))
+	if err != nil {
+		fmt.Fprintln(stderr, "gwbench -loop-agents:", err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i := *first; i < *first+*n; i++ {
+		l, err := net.Listen("tcp", net.JoinHostPort(loopAddr(i), strconv.Itoa(loopPort)))
+		if err != nil {
+			fmt.Fprintf(stderr, "gwbench -loop-agents: agent %d: %v\n", i, err)
+			cancel()
+			return 1
+		}
+		// NoCgroup: agents that share a cgroup parent race each other
+		// there (one's first-use Sweep can take the group another has
+		// just made; seen as ranks failing to start with ENOENT and
+		// hosts that never confirm their ranks' end), and the parent
+		// here is the machine's, shared with everyone's tests.
+		a := &agent.Agent{Name: "l" + strconv.Itoa(i), Version: "gwbench", Log: zap.NewNop(), NoCgroup: true}
+		srv := &sshd.Server{
+			Subsystem:      a.ServeLogin,
+			Log:            zap.NewNop(),
+			HostKey:        hostKey,
+			AuthorizedKeys: filepath.Join(*dir, "authorized_keys"),
+		}
+		wg.Go(func() { _ = srv.Serve(ctx, l) })
+	}
+	fmt.Fprintf(stdout, "ready %d\n", *n)
+	go func() { _, _ = io.Copy(io.Discard, stdin); cancel() }() // ends with stdin or with ctx
+	<-ctx.Done()
+	return 0
+}
+
+func loadSigner(path string) (ssh.Signer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := ssh.ParsePrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
