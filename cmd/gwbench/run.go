@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -40,6 +41,8 @@ type options struct {
 	verbose  bool
 	outBytes int64
 	hold     time.Duration
+	// scaleCounts replaces the scale scenario's agent counts (-scale-counts).
+	scaleCounts []int
 }
 
 var scenarios = []string{"memory", "launch", "output", "pmi", "failstop", "recover", "scale", "treepath", "slurm"}
@@ -54,6 +57,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.md, "md", "", "markdown file to rewrite (default BENCHMARKS.md for full runs, none for -quick; \"-\" for none)")
 	fs.IntVar(&o.runs, "runs", 0, "measured runs per launcher and case (default 7, 5 with -quick)")
 	fs.IntVar(&o.warmup, "warmup", 1, "warm-up runs per launcher and case, not counted")
+	scaleCounts := fs.String("scale-counts", "", "comma-separated agent counts for the scale scenario instead of its own (256,1024,4096,10000; -quick 64,256)")
 	only := fs.String("only", "", "comma-separated scenarios to run: "+strings.Join(scenarios, ","))
 	fs.StringVar(&o.binDir, "bin", "bin", "directory holding launcher and agent")
 	fs.StringVar(&o.profile, "profile", "", "also run the launcher in process under pprof and write CPU profiles to this directory")
@@ -95,6 +99,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 				return o, fmt.Errorf("-only: unknown scenario %q (want %s)", s, strings.Join(scenarios, ","))
 			}
 			o.only = append(o.only, s)
+		}
+	}
+	if *scaleCounts != "" {
+		for _, f := range strings.Split(*scaleCounts, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 20000 {
+				return o, fmt.Errorf("-scale-counts: %q is not a count from 1 to 20000", f)
+			}
+			o.scaleCounts = append(o.scaleCounts, n)
 		}
 	}
 	if o.runs < 1 || o.runs > 50 || o.warmup < 0 || o.warmup > 10 {

@@ -19,6 +19,9 @@ const scaleBarriers = 20
 
 // scaleCounts are the agent counts of the scale scenario.
 func (b *bench) scaleCounts() []int {
+	if b.o.scaleCounts != nil {
+		return b.o.scaleCounts
+	}
 	if b.o.quick {
 		return []int{64, 256}
 	}

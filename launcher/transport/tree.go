@@ -276,18 +276,21 @@ type node struct {
 	mu     sync.Mutex
 	l      *link
 	up     chan struct{} // closed when l or failed changes (then made anew)
-	failed bool          // an attempt to reach it failed
+	failed bool          // its last attempt failed for good (ErrPermanent)
 }
 
-// errRelayFailed: the relay's own dial failed; its children are dialed
-// directly.
+// errRelayFailed: the relay's own dial failed for good (authentication,
+// its host key, a name that does not resolve); its children are dialed
+// directly. A relay that is only slow or not up yet is waited for, with
+// the same start timeout and grace as any host: at thousands of hosts a
+// loaded relay must not send its whole subtree to the launcher.
 var errRelayFailed = errors.New("relay failed")
 
 // noteErr records the outcome of an attempt to reach the node.
 func (n *node) noteErr(err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.failed = err != nil
+	n.failed = errors.Is(err, ErrPermanent)
 	if n.failed {
 		n.changed()
 	}
