@@ -83,7 +83,7 @@ type Cgroup struct {
 // '_'), and locks it.
 func (p *CgroupParent) New(job string) (*Cgroup, error) {
 	var last error
-	for range 3 {
+	for range 5 {
 		dir := filepath.Join(p.dir, jobCgroupName(os.Getpid(), cgroupSeq.Add(1), job))
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			last = err
@@ -93,7 +93,16 @@ func (p *CgroupParent) New(job string) (*Cgroup, error) {
 		if err == nil {
 			err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 			if err == nil {
-				return &Cgroup{dir: dir, f: f}, nil
+				// Between the mkdir and the lock, another agent's Sweep
+				// can take the fresh group for a dead agent's, remove it
+				// and let go of the lock: the lock is then held on a
+				// removed directory. Once locked, the path can no longer
+				// be removed by a Sweep, so it still naming the same
+				// directory proves the group ours.
+				if same(f, dir) {
+					return &Cgroup{dir: dir, f: f}, nil
+				}
+				err = fmt.Errorf("%s was removed by another agent's sweep before it was locked", dir)
 			}
 			f.Close()
 		}
@@ -101,6 +110,16 @@ func (p *CgroupParent) New(job string) (*Cgroup, error) {
 		last = err
 	}
 	return nil, fmt.Errorf("make job cgroup under %s: %w", p.dir, last)
+}
+
+// same reports whether path still names the directory open as f.
+func same(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(path)
+	return err == nil && os.SameFile(a, b)
 }
 
 // Sweep removes the job groups under p whose agents died (no one holds

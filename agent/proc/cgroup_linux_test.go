@@ -3,12 +3,15 @@
 package proc
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -160,6 +163,54 @@ func TestCgroupSweep(t *testing.T) {
 	if _, err := os.Stat(live.Path()); err != nil {
 		t.Errorf("the live agent's group: %v", err)
 	}
+}
+
+// TestCgroupNewRacesSweep: agents sharing a parent group make job groups
+// while others sweep it: every group New returns is still there, locked,
+// and no Sweep removes it (as happened when a Sweep took a group between
+// its mkdir and its lock: ranks then failed to start in it, ENOENT).
+func TestCgroupNewRacesSweep(t *testing.T) {
+	parent := needCgroup(t)
+	const makers, rounds, sweepers = 6, 60, 3
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range sweepers {
+		wg.Go(func() {
+			for range 10000 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = parent.Sweep(time.Second)
+			}
+		})
+	}
+	var makersWG sync.WaitGroup
+	var failures atomic.Int64
+	for m := range makers {
+		makersWG.Go(func() {
+			for i := range rounds {
+				cg, err := parent.New(fmt.Sprintf("race-%d-%d", m, i))
+				if err != nil {
+					t.Errorf("New: %v", err)
+					failures.Add(1)
+					continue
+				}
+				if _, err := os.Stat(cg.Path()); err != nil {
+					t.Errorf("New returned %s, which is gone: %v", cg.Path(), err)
+					failures.Add(1)
+				}
+				if err := cg.Close(time.Second); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			}
+		})
+	}
+	makersWG.Wait()
+	close(stop)
+	wg.Wait()
+	t.Logf("%d makers x %d groups against %d sweepers: %d failures", makers, rounds, sweepers, failures.Load())
 }
 
 // TestCgroupReadOnly: where cgroup2 is mounted read-only, as containers
