@@ -37,14 +37,18 @@ static int req(int fd, const char *msg, const char *want)
 {
     char buf[1024];
     size_t n = 0, len = strlen(msg);
-    if (write(fd, msg, len) != (ssize_t)len)
+    if (write(fd, msg, len) != (ssize_t)len) {
+        fprintf(stderr, "treerank: %s: write: %s\n", want, strerror(errno));
         return -1;
+    }
     while (n == 0 || buf[n - 1] != '\n') {
         ssize_t r = read(fd, buf + n, sizeof buf - 1 - n);
         if (r < 0 && errno == EINTR)
             continue;
-        if (r <= 0 || n + r >= sizeof buf - 1)
+        if (r <= 0 || n + r >= sizeof buf - 1) {
+            fprintf(stderr, "treerank: %s: %s after %zu bytes\n", want, r == 0 ? "end of file" : r < 0 ? strerror(errno) : "reply too long", n);
             return -1;
+        }
         n += r;
     }
     buf[n] = 0;
