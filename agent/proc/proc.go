@@ -583,8 +583,12 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 	select {
 	case <-drained:
 	case <-time.After(2 * time.Second):
-		outR.Close()
-		errR.Close()
+		// Cut, but keep what the pipes already hold: a pump starved of
+		// CPU on a loaded node has not read the rank's last lines yet,
+		// and those were written before it ended. The deadline stops the
+		// pumps' waiting; each then takes what is buffered (pump).
+		_ = outR.SetReadDeadline(time.Now())
+		_ = errR.SetReadDeadline(time.Now())
 		<-drained
 	}
 	outR.Close()
@@ -633,12 +637,48 @@ func pump(r io.Reader, emit func([]byte)) {
 			}
 		}
 		if err != nil {
+			if f, ok := r.(*os.File); ok && errors.Is(err, os.ErrDeadlineExceeded) {
+				buf = drainBuffered(f, buf, emit)
+			}
 			if len(buf) > 0 {
 				emit(buf)
 			}
 			return
 		}
 	}
+}
+
+// maxFinalDrain bounds what a cut pipe gives after its deadline: what the
+// pipe buffer held (64 KiB by default), and not a writer that keeps on.
+const maxFinalDrain = 4 << 20
+
+// drainBuffered reads what f's pipe holds now, without waiting, after a
+// deadline cut its pump: whole lines go to emit, a last partial line is
+// returned with buf's.
+func drainBuffered(f *os.File, buf []byte, emit func([]byte)) []byte {
+	_ = f.SetReadDeadline(time.Time{})
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return buf
+	}
+	chunk := make([]byte, 64<<10)
+	for total := 0; total < maxFinalDrain; {
+		var n int
+		var rerr error
+		if err := rc.Read(func(fd uintptr) bool {
+			n, rerr = syscall.Read(int(fd), chunk)
+			return true // never wait: only what is there now
+		}); err != nil || rerr != nil || n <= 0 {
+			break
+		}
+		total += n
+		buf = append(buf, chunk[:n]...)
+		if i := lastNL(buf); i >= 0 {
+			emit(buf[:i+1])
+			buf = append(buf[:0:0], buf[i+1:]...)
+		}
+	}
+	return buf
 }
 
 func lastNL(b []byte) int {

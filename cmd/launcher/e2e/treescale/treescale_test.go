@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,8 +82,7 @@ const runLimit = 5 * time.Minute
 // so that a summary is the same whatever carried the lines.
 const lines = 100
 
-const script = `i=0; while [ $i -lt ` + "100" + ` ]; do echo "line $i of rank $RANK: 0123456789abcdefghijklmnopqrstuvwxyz"; i=$((i+1)); done
-echo "total images/sec: $((100 + RANK % 7)).25"`
+const script = `i=0; while [ $i -lt ` + "100" + ` ]; do echo "line $i of rank $RANK: 0123456789abcdefghijklmnopqrstuvwxyz"; i=$((i+1)); done; echo "total images/sec: $((100 + RANK % 7)).25"`
 
 // TestOutputThroughDeepTree: 1,024 hosts x 1 rank through a tree of width
 // 10 (3 levels: 10, 100, 914 hosts): every rank's 100 lines arrive, none
@@ -120,33 +120,39 @@ func TestOutputThroughDeepTree(t *testing.T) {
 		return stdout[:i+1], stdout[i+1+j+1:]
 	}
 	stdout, tree := run(width)
-	byRank := e2e.RankLines(stdout)
-	if len(byRank) != n {
-		t.Fatalf("output from %d ranks, want %d", len(byRank), n)
-	}
-	bad := 0
-	for r := range n {
-		ls := byRank[r]
-		if len(ls) != lines+1 {
-			t.Errorf("rank %d: %d lines, want %d", r, len(ls), lines+1)
-			bad++
-		}
-		for i, l := range ls[:min(len(ls), lines)] {
-			if want := fmt.Sprintf("line %d of rank %d: 0123456789abcdefghijklmnopqrstuvwxyz", i, r); l != want {
-				t.Errorf("rank %d line %d: %q, want %q", r, i, l, want)
-				bad++
-				break
-			}
-		}
-		if bad > 10 {
-			t.Fatal("too many ranks wrong")
-		}
-	}
-	_, flat := run("0")
+	checkLines(t, "tree", stdout, n)
+	stdout, flat := run("0")
+	checkLines(t, "flat", stdout, n)
 	if tree != flat {
 		t.Errorf("the summary through the tree differs from the flat launch's:\ntree:\n%s\nflat:\n%s", tree, flat)
 	}
 	t.Logf("%d ranks x %d lines through a tree of width 10 (depth 3): all in order; summary as flat:\n%s", n, lines, tree)
+}
+
+// checkLines checks that each of n ranks printed its numbered lines, in
+// order and whole, then its throughput line.
+func checkLines(t *testing.T, what, stdout string, n int) {
+	t.Helper()
+	byRank := e2e.RankLines(stdout)
+	if len(byRank) != n {
+		t.Errorf("%s: output from %d ranks, want %d", what, len(byRank), n)
+	}
+	bad := 0
+	for r := range n {
+		ls := byRank[r]
+		want := make([]string, 0, lines+1)
+		for i := range lines {
+			want = append(want, fmt.Sprintf("line %d of rank %d: 0123456789abcdefghijklmnopqrstuvwxyz", i, r))
+		}
+		want = append(want, fmt.Sprintf("total images/sec: %d.25", 100+r%7))
+		if !slices.Equal(ls, want) {
+			bad++
+			t.Errorf("%s: rank %d printed %d lines, not its %d in order (last: %q)", what, r, len(ls), len(want), ls[max(len(ls)-1, 0):])
+		}
+		if bad > 10 {
+			t.Fatalf("%s: more than 10 ranks wrong", what)
+		}
+	}
 }
 
 // dumpGoroutines writes every goroutine's stack (the launcher's and the
