@@ -286,6 +286,12 @@ type node struct {
 // loaded relay must not send its whole subtree to the launcher.
 var errRelayFailed = errors.New("relay failed")
 
+// relays reports whether the node has children in the tree.
+func (n *node) relays() bool {
+	w := n.t.width
+	return w > 0 && w*(n.i+1) < len(n.t.hosts)
+}
+
 // noteErr records the outcome of an attempt to reach the node.
 func (n *node) noteErr(err error) {
 	n.mu.Lock()
@@ -686,9 +692,13 @@ func (l *link) deliver(m wire.Msg) error {
 		}
 	case wire.KindFacts:
 		l.fonce.Do(func() {
-			var f wire.Facts
-			if m.Decode(&f) == nil {
-				l.addrs = factsAddrs(f)
+			// Only a relay's addresses are wanted (its certificate's
+			// source-address); a leaf's facts are the engine's alone.
+			if l.n.relays() {
+				var f wire.Facts
+				if m.Decode(&f) == nil {
+					l.addrs = factsAddrs(f)
+				}
 			}
 			close(l.facts)
 		})
