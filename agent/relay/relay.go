@@ -37,6 +37,7 @@ var (
 	KeepaliveInterval = 5 * time.Second
 	KeepaliveTimeout  = 15 * time.Second
 	StallTimeout      = 10 * time.Second
+	HeartbeatInterval = 5 * time.Second
 )
 
 // silentError is why a child that answered no keepalive was cut off.
@@ -137,6 +138,7 @@ type child struct {
 	why    error // why the relay closed it (nil: the child or the launcher did)
 
 	every, silence time.Duration // keepalive timing
+	beat           time.Duration // how often the relay pings it for the launcher
 }
 
 func (c *child) close(why error) {
@@ -197,6 +199,7 @@ func (r *Relay) Link(l wire.Link) error {
 		r.log.Debug("linked", zap.Int("host", l.Host), zap.String("name", l.Name), zap.String("addr", ans.Addr))
 		r.wg.Go(func() { r.write(c) })
 		r.wg.Go(func() { r.keepalive(c) })
+		r.wg.Go(func() { r.heartbeat(c) })
 		r.read(c)
 	})
 	return nil
@@ -263,6 +266,10 @@ func (r *Relay) dial(ctx context.Context, l wire.Link, signers []ssh.Signer) (*c
 	}
 	if l.KeepaliveTimeoutMS > 0 {
 		c.silence = time.Duration(l.KeepaliveTimeoutMS) * time.Millisecond
+	}
+	c.beat = HeartbeatInterval
+	if l.HeartbeatMS > 0 {
+		c.beat = time.Duration(l.HeartbeatMS) * time.Millisecond
 	}
 	return c, ans
 }
@@ -365,6 +372,23 @@ func (r *Relay) write(c *child) {
 		case <-c.more:
 		case <-c.quit:
 			return
+		}
+	}
+}
+
+// heartbeat pings the child for the launcher, which pings only the hosts
+// it holds itself: the child's watchdog (--launcher-timeout) hears from
+// its relay, whose own watchdog hears from the launcher (or from its
+// relay), so a silent launcher still stops every host's ranks.
+func (r *Relay) heartbeat(c *child) {
+	t := time.NewTicker(c.beat)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.quit:
+			return
+		case <-t.C:
+			_ = r.queue(c, wire.Msg{Kind: wire.KindPing})
 		}
 	}
 }

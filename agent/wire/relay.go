@@ -108,6 +108,11 @@ type Link struct {
 	// 15 s), so that a child goes silent as a flat host would.
 	KeepaliveMS        int64 `json:"keepalive_ms,omitempty"`
 	KeepaliveTimeoutMS int64 `json:"keepalive_timeout_ms,omitempty"`
+	// HeartbeatMS is how often the relay pings the child on the
+	// launcher's behalf (the launcher pings only the hosts it holds), so
+	// the child's --launcher-timeout watchdog hears from its relay; 0:
+	// 5 s.
+	HeartbeatMS int64 `json:"heartbeat_ms,omitempty"`
 	// HostKeyAlgorithms are the host key types to ask the child for, as
 	// the launcher would (the types its known_hosts holds for the host);
 	// none: the SSH library's default.
@@ -134,6 +139,9 @@ func (l Link) Validate() error {
 	}
 	if len(l.HostKeyAlgorithms) > 32 {
 		return errors.New("link: more than 32 host key algorithms")
+	}
+	if l.HeartbeatMS < 0 || l.HeartbeatMS > MaxLinkTimeout {
+		return fmt.Errorf("link: heartbeat %d ms outside [0, %d]", l.HeartbeatMS, MaxLinkTimeout)
 	}
 	if l.KeepaliveMS < 0 || l.KeepaliveMS > MaxLinkTimeout || l.KeepaliveTimeoutMS < 0 || l.KeepaliveTimeoutMS > MaxLinkTimeout {
 		return fmt.Errorf("link: keepalive %d ms / %d ms outside [0, %d]", l.KeepaliveMS, l.KeepaliveTimeoutMS, MaxLinkTimeout)

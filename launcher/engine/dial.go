@@ -546,5 +546,5 @@ func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, he
 	if p, ok := rwc.(transport.AgentPorter); ok {
 		port = p.AgentPort()
 	}
-	return &session{idx: i, host: h, conn: conn, addr: addr, peer: addrs[h.Name], port: port, facts: f, stopBeat: transport.Heartbeat(conn)}, nil
+	return &session{idx: i, host: h, conn: conn, addr: addr, peer: addrs[h.Name], port: port, facts: f, stopBeat: transport.Heartbeat(conn, rwc)}, nil
 }

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"io"
 	"sync"
 	"time"
 
@@ -26,8 +27,13 @@ const heartbeatInterval = 5 * time.Second
 
 // Heartbeat sends a Ping on c every heartbeatInterval until stopped or
 // the connection fails: the protocol's own sign of life, whatever the
-// transport under it.
-func Heartbeat(c *wire.Conn) (stop func()) {
+// transport under it. A host behind a relay of the agent tree (rwc its
+// stream, Relayed) gets its pings from its relay instead, at the same
+// interval: the launcher then sends k pings per interval, not N.
+func Heartbeat(c *wire.Conn, rwc io.ReadWriteCloser) (stop func()) {
+	if Relayed(rwc) {
+		return func() {}
+	}
 	return every(heartbeatInterval, func(<-chan struct{}) bool { return c.Send(wire.KindPing, nil) == nil })
 }
 

@@ -77,8 +77,11 @@ func TestHandshakeErrorWording(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), addr+": ssh handshake failed: ") || strings.Count(err.Error(), "handshake") != 1 || strings.Contains(err.Error(), "ssh: ") {
 		t.Errorf("peer hung up: %v", err)
 	}
-	if !errors.Is(err, io.EOF) {
-		t.Errorf("peer hung up: %v does not unwrap to io.EOF", err)
+	// The peer closes at once: the client's read sees the end (io.EOF),
+	// or a reset when its own version line reached a socket already
+	// closed (an idle machine is quick enough for that).
+	if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("peer hung up: %v does not unwrap to io.EOF or ECONNRESET", err)
 	}
 	for _, e := range []error{
 		&handshakeError{addr: "h:1", err: fmt.Errorf("ssh: handshake failed: %w", why)},

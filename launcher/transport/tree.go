@@ -203,7 +203,8 @@ func (t *Tree) dialLinked(ctx context.Context, n *node, relay *node, pl *link) (
 	}
 	wait := pl.expect(i)
 	link := wire.Link{Host: i, Name: h.Name, Addr: hc.Addr(), User: hc.User, TimeoutMS: timeout.Milliseconds(),
-		KeepaliveMS: KeepaliveInterval.Milliseconds(), KeepaliveTimeoutMS: KeepaliveTimeout.Milliseconds()}
+		KeepaliveMS: KeepaliveInterval.Milliseconds(), KeepaliveTimeoutMS: KeepaliveTimeout.Milliseconds(),
+		HeartbeatMS: heartbeatInterval.Milliseconds()}
 	if ra := literalAddr(hc); ra != nil {
 		link.HostKeyAlgorithms = t.base.hostKeyAlgorithms(t.base.knownHostsPath(hc), hc.Addr(), ra)
 	}
@@ -261,6 +262,13 @@ func literalAddr(hc hostConfig) net.Addr {
 		return nil
 	}
 	return net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, uint16(hc.Port)))
+}
+
+// Relayed reports whether rwc is the stream of a host reached through a
+// relay: its relay pings it (wire.Link.HeartbeatMS).
+func Relayed(rwc io.ReadWriteCloser) bool {
+	l, ok := rwc.(*link)
+	return ok && l.parent != nil
 }
 
 // relayWait is how long a host waits for its relay's session before its
