@@ -436,6 +436,11 @@ func TestParseErrors(t *testing.T) {
 		wantMsg   string // a substring of the message
 	}{
 		{"empty argv", nil, nil, true, "no program given"},
+		{"tree width with the ssh transport", []string{"--tree-width", "4", "--transport", "ssh", "-H", "a,b", "p"}, nil, true, "--tree-width 4: relays log in to their children's agents over SSH, and --transport ssh starts every agent itself"},
+		{"tree width with srun", []string{"--tree-width", "8", "--agent-path", "/usr/bin/agent", "p"}, alloc, true, "--transport slurm starts every agent itself"},
+		{"tree width negative", []string{"--tree-width", "-1", "p"}, nil, true, "want auto, 0 (flat) or a width from 1 to 4096"},
+		{"tree width too wide", []string{"--tree-width", "5000", "p"}, nil, true, "want auto, 0 (flat) or a width from 1 to 4096"},
+		{"tree width from the environment", []string{"p"}, map[string]string{"GANGWAY_TREE_WIDTH": "wide"}, true, `GANGWAY_TREE_WIDTH="wide"`},
 		{"negative gpus per host", []string{"--gpus-per-host", "-1", "p"}, nil, true, "--gpus-per-host -1: must not be negative"},
 		{"bad size", []string{"--health-min-tmp", "lots", "p"}, nil, true, `want a size such as 1G or 512M, got "lots"`},
 		{"negative size", []string{"--health-min-tmp", "-1G", "p"}, nil, true, "want a size"},
@@ -701,6 +706,35 @@ func TestDelegateToOpenMPI(t *testing.T) {
 		cfg, err := Parse([]string{"--mpi", mpi, "./hello"}, func(string) string { return "" }, nil)
 		if err != nil || cfg.Env.MPIAuto {
 			t.Errorf("--mpi %s: MPIAuto %v, %v", mpi, cfg.Env.MPIAuto, err)
+		}
+	}
+}
+
+// TestTreeWidth: --tree-width's default is auto, GANGWAY_TREE_WIDTH
+// gives another (not "given": a transport without relays stays flat
+// under it), and the flag wins over the variable.
+func TestTreeWidth(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		env   map[string]string
+		width int
+		given bool
+	}{
+		{[]string{"p"}, nil, transport.TreeAuto, false},
+		{[]string{"p"}, map[string]string{"GANGWAY_TREE_WIDTH": "4"}, 4, false},
+		{[]string{"p"}, map[string]string{"GANGWAY_TREE_WIDTH": "auto"}, transport.TreeAuto, false},
+		{[]string{"--tree-width", "0", "p"}, map[string]string{"GANGWAY_TREE_WIDTH": "4"}, 0, true},
+		{[]string{"--tree-width=1", "p"}, nil, 1, true},
+		{[]string{"--transport", "ssh", "-H", "a,b", "p"}, map[string]string{"GANGWAY_TREE_WIDTH": "2"}, 2, false},
+	} {
+		getenv, environ := fakeEnv(c.env)
+		cfg, err := Parse(c.args, getenv, environ)
+		if err != nil {
+			t.Errorf("Parse(%q, %v): %v", c.args, c.env, err)
+			continue
+		}
+		if cfg.Transport.TreeWidth != c.width || cfg.Transport.TreeWidthGiven != c.given {
+			t.Errorf("Parse(%q, %v): width %d given %v, want %d %v", c.args, c.env, cfg.Transport.TreeWidth, cfg.Transport.TreeWidthGiven, c.width, c.given)
 		}
 	}
 }
