@@ -61,6 +61,16 @@ func TreeParent(i, k int) int {
 	return i/k - 1
 }
 
+// treeChildren are host i's children in a tree of width k over n hosts:
+// hosts lo .. hi-1 (none when lo >= hi).
+func treeChildren(i, k, n int) (lo, hi int) {
+	if k <= 0 {
+		return 0, 0
+	}
+	lo = k * (i + 1)
+	return min(lo, n), min(lo+k, n)
+}
+
 // TreeDepth is the levels of a tree of width k over n hosts (1: flat).
 func TreeDepth(n, k int) int {
 	if k <= 0 {
@@ -122,18 +132,6 @@ func treeKey(h hostfile.Host) string { return h.Name + ":" + strconv.Itoa(h.Port
 // PeerName is as the base says.
 func (t *Tree) PeerName(h hostfile.Host) string { return t.base.PeerName(h) }
 
-// Relay is the name of host h's relay, "" when the launcher dials it.
-func (t *Tree) Relay(h hostfile.Host) string {
-	i, ok := t.index[treeKey(h)]
-	if !ok {
-		return ""
-	}
-	if p := TreeParent(i, t.width); p >= 0 {
-		return t.hosts[p].Name
-	}
-	return ""
-}
-
 // Dial opens h's session: the base's for a host of the first level, else
 // a link through its relay once the relay's own session is open.
 func (t *Tree) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
@@ -153,7 +151,11 @@ func (t *Tree) dial(ctx context.Context, n *node) (io.ReadWriteCloser, string, e
 	if p < 0 {
 		return t.dialDirect(ctx, n)
 	}
-	if hc, err := t.base.target(n.h); err == nil && len(hc.Jumps) > 0 {
+	hc, err := t.base.target(n.h)
+	if err != nil {
+		return nil, "", Permanent(err)
+	}
+	if len(hc.Jumps) > 0 {
 		// Reached through jump hosts: the relay, a node beside it, could
 		// not dial it; the launcher goes through the jumps itself.
 		return t.dialDirect(ctx, n)
@@ -169,7 +171,7 @@ func (t *Tree) dial(ctx context.Context, n *node) (io.ReadWriteCloser, string, e
 	if err != nil {
 		return nil, "", err
 	}
-	return t.dialLinked(ctx, n, relay, pl)
+	return t.dialLinked(ctx, n, hc, relay, pl)
 }
 
 // dialDirect reaches n by the base, as a host of the first level.
@@ -188,12 +190,8 @@ func (t *Tree) dialDirect(ctx context.Context, n *node) (io.ReadWriteCloser, str
 }
 
 // dialLinked reaches n through its relay's link pl.
-func (t *Tree) dialLinked(ctx context.Context, n *node, relay *node, pl *link) (io.ReadWriteCloser, string, error) {
+func (t *Tree) dialLinked(ctx context.Context, n *node, hc hostConfig, relay *node, pl *link) (io.ReadWriteCloser, string, error) {
 	i, h := n.i, n.h
-	hc, err := t.base.target(h)
-	if err != nil {
-		return nil, "", Permanent(err)
-	}
 	if err := pl.ensureKey(hc.User); err != nil {
 		return nil, "", Permanent(fmt.Errorf("relay %s: %w", relay.h.Name, err))
 	}
@@ -296,8 +294,8 @@ var errRelayFailed = errors.New("relay failed")
 
 // relays reports whether the node has children in the tree.
 func (n *node) relays() bool {
-	w := n.t.width
-	return w > 0 && w*(n.i+1) < len(n.t.hosts)
+	lo, hi := treeChildren(n.i, n.t.width, len(n.t.hosts))
+	return lo < hi
 }
 
 // noteErr records the outcome of an attempt to reach the node.
@@ -508,7 +506,7 @@ func (l *link) Close() error {
 		l.readers.Wait()
 		return err
 	}
-	l.parent.unlinkKid(l, nil)
+	l.parent.unlinkKid(l)
 	_ = l.parent.sendMsg(wire.KindUnlink, wire.Unlink{Host: l.n.i})
 	l.fail(io.EOF)
 	l.readers.Wait()
@@ -546,7 +544,7 @@ func (l *link) fail(err error) {
 	}
 }
 
-func (l *link) unlinkKid(k *link, _ error) {
+func (l *link) unlinkKid(k *link) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.kids[k.n.i] == k {
@@ -589,10 +587,8 @@ func (l *link) ensureKey(user string) error {
 	t := l.n.t
 	var signers []ssh.Signer
 	seen := map[string]bool{}
-	for j := range t.hosts {
-		if TreeParent(j, t.width) != l.n.i {
-			continue
-		}
+	lo, hi := treeChildren(l.n.i, t.width, len(t.hosts))
+	for j := lo; j < hi; j++ {
 		hc, err := t.base.target(t.hosts[j])
 		if err != nil {
 			continue

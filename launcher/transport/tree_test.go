@@ -43,6 +43,25 @@ func TestTreeShape(t *testing.T) {
 			t.Errorf("TreeWidth(%d, %d) = %d, want %d", c.w, c.n, w, c.want)
 		}
 	}
+	// treeChildren is TreeParent's inverse: every host in a node's range
+	// has it as parent, and the ranges cover every host but the first
+	// level once.
+	for _, k := range []int{1, 2, 3, 32} {
+		const n = 1000
+		covered := 0
+		for i := range n {
+			lo, hi := treeChildren(i, k, n)
+			for j := lo; j < hi; j++ {
+				if p := TreeParent(j, k); p != i {
+					t.Fatalf("width %d: %d in %d's children, but its parent is %d", k, j, i, p)
+				}
+			}
+			covered += max(hi-lo, 0)
+		}
+		if covered != n-min(k, n) {
+			t.Errorf("width %d: children cover %d hosts, want %d", k, covered, n-min(k, n))
+		}
+	}
 	// Every host's parent comes before it, so a host's relay is dialed
 	// first; every relay has at most k children.
 	for _, k := range []int{1, 2, 3, 32} {
