@@ -34,8 +34,8 @@ func TestTreeJob(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	if !strings.Contains(stderr, `"width": 2`) && !strings.Contains(stderr, "agent tree") {
-		t.Errorf("the launcher did not log its tree:\n%s", e2e.Tail(stderr, 40))
+	if !regexp.MustCompile(`agent tree.*"width": 2, "hosts": 7, "levels": 3`).MatchString(stderr) {
+		t.Errorf("the launcher did not log a tree of width 2 and 3 levels over 7 hosts:\n%s", e2e.Tail(stderr, 4000))
 	}
 	got := rankVars(t, stdout)
 	if len(got) != np {
@@ -51,11 +51,12 @@ func TestTreeJob(t *testing.T) {
 	}
 }
 
-// TestTreeOutputOrder: every rank of 7 hosts behind relays prints 2000
-// numbered lines; none is lost, mangled or out of order within its rank.
+// TestTreeOutputOrder: every rank of 7 hosts x 8 behind relays prints
+// 500 numbered lines; none is lost, mangled or out of order within its
+// rank.
 func TestTreeOutputOrder(t *testing.T) {
 	t.Parallel()
-	const hosts, per, n = 7, 2, 2000
+	const hosts, per, n = 7, perHost, 500
 	c := e2e.StartLocal(t, hosts)
 	np := hosts * per
 	script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do echo "line $i of rank $RANK: 0123456789abcdefghijklmnopqrstuvwxyz"; i=$((i+1)); done`, n)
@@ -129,14 +130,14 @@ func TestRelayKilled(t *testing.T) {
 	t.Logf("launcher stderr:\n%s", stderr)
 }
 
-// TestTreeBarrier: 7 hosts x 4 ranks through a tree of width 2: every
+// TestTreeBarrier: 7 hosts x 8 ranks through a tree of width 2: every
 // rank puts its key, enters a PMI barrier and finds every other rank's
 // key. The relays combine their subtrees' fences (the launcher logs one
 // fence per first-level relay, naming every host behind it) and the
 // release spreads down.
 func TestTreeBarrier(t *testing.T) {
 	t.Parallel()
-	const hosts, per = 7, 4
+	const hosts, per = 7, perHost
 	c := e2e.StartLocal(t, hosts)
 	np := hosts * per
 	release := filepath.Join(t.TempDir(), "release")
