@@ -303,12 +303,13 @@ func (r *Relay) read(c *child) {
 			break
 		}
 		if m.Kind == wire.KindFence || m.Kind == wire.KindFences {
-			if ferr := r.childFence(c, m); ferr != nil {
+			combined, ferr := r.childFence(c, m)
+			if ferr != nil {
 				c.close(ferr)
 				continue // read ends with the child's connection
 			}
-			if r.isStarted(c.host) {
-				continue // combined into this relay's Fences
+			if combined {
+				continue // into this relay's Fences
 			}
 		}
 		err = r.up.SendEnvelope(wire.KindRelayed, c.host, m.Kind, m.Payload)
@@ -510,29 +511,29 @@ func (r *Relay) OwnFence(seq int, puts map[string]string) (bool, error) {
 }
 
 // childFence takes a started child's Fence (or its own subtree's
-// Fences) into the barrier being gathered; an error is the child's
-// protocol violation. A child that was given no job passes its fence on
-// unchanged (the launcher judges it).
-func (r *Relay) childFence(c *child, m wire.Msg) error {
+// Fences) into the barrier being gathered (combined); an error is the
+// child's protocol violation. A child that was given no job passes its
+// fence on unchanged (not combined: the launcher judges it).
+func (r *Relay) childFence(c *child, m wire.Msg) (combined bool, err error) {
 	var f wire.Fences
 	if m.Kind == wire.KindFence {
 		var one wire.Fence
 		if err := m.Decode(&one); err != nil {
-			return err
+			return false, err
 		}
 		f = wire.Fences{Seq: one.Seq, Hosts: []int{c.host}, Puts: one.Puts}
 	} else if err := m.Decode(&f); err != nil {
-		return err
+		return false, err
 	}
 	r.mu.Lock()
 	if !r.started[c.host] {
 		r.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	b := &r.barrier
 	if _, dup := b.kids[c.host]; dup || f.Seq != b.seq {
 		r.mu.Unlock()
-		return fmt.Errorf("protocol violation of %s: fence %d while barrier %d gathers", c.name, f.Seq, b.seq)
+		return false, fmt.Errorf("protocol violation of %s: fence %d while barrier %d gathers", c.name, f.Seq, b.seq)
 	}
 	if b.kids == nil {
 		b.kids = map[int][]int{}
@@ -541,7 +542,7 @@ func (r *Relay) childFence(c *child, m wire.Msg) error {
 	b.merge(f.Puts)
 	flush := r.ready()
 	r.mu.Unlock()
-	return r.send(flush)
+	return true, r.send(flush)
 }
 
 func (b *gather) merge(puts map[string]string) {
@@ -585,12 +586,6 @@ func (r *Relay) send(f *wire.Fences) error {
 		return nil
 	}
 	return r.up.Send(wire.KindFences, f)
-}
-
-func (r *Relay) isStarted(host int) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.started[host]
 }
 
 // Unlink closes a child's session, or stops its dial.

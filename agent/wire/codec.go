@@ -56,9 +56,6 @@ func Encode(k Kind, v any) (Encoded, error) {
 	return Encoded{kind: k, payload: p}, nil
 }
 
-// Kind is e's kind.
-func (e Encoded) Kind() Kind { return e.kind }
-
 // Payload is e's encoded payload (shared: do not modify it).
 func (e Encoded) Payload() []byte { return e.payload }
 
