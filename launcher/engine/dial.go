@@ -59,7 +59,12 @@ func Dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 	// up by those, else by the name the hosts know each other by (the
 	// HostName behind an ssh config alias, Dialers.PeerName).
 	hello := func(i int, addrs map[string]string) wire.Hello {
-		p := rankenv.RoutePeers(rankenv.PeerNames(peers, addrs), i)
+		// Chosen by index, then named: PeerNames of the whole list per
+		// host was O(hosts^2) at ten thousand hosts.
+		p := rankenv.RoutePeers(peers, i)
+		for k := range p {
+			p[k] = rankenv.PeerName(p[k], addrs)
+		}
 		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: p, Health: req}
 	}
 	logHosts(d.Log, cfg.Place, hosts)

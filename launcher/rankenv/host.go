@@ -41,10 +41,15 @@ func peerNames(hosts []Host) []string {
 func PeerNames(names []string, addrs map[string]string) []string {
 	out := make([]string, len(names))
 	for i, n := range names {
-		out[i] = n
-		if a := addrs[n]; a != "" {
-			out[i] = a
-		}
+		out[i] = PeerName(n, addrs)
 	}
 	return out
+}
+
+// PeerName is one name of PeerNames.
+func PeerName(name string, addrs map[string]string) string {
+	if a := addrs[name]; a != "" {
+		return a
+	}
+	return name
 }

@@ -281,31 +281,33 @@ func (e *hostCertError) Unwrap() error { return e.Err }
 
 // readKnownHosts parses a known_hosts file as OpenSSH does: a line that
 // does not parse is skipped with a warning naming the file and the line,
-// and the others still count.
+// and the others still count. The callback it returns looks hosts up by
+// name (khIndex).
 func readKnownHosts(path string, log *zap.Logger) (ssh.HostKeyCallback, error) {
-	cb, err := knownhosts.New(path)
-	if err == nil || errors.Is(err, os.ErrNotExist) {
-		return cb, err
-	}
-	b, rerr := os.ReadFile(path)
-	if rerr != nil {
+	b, err := os.ReadFile(path)
+	if err != nil {
 		return nil, err
 	}
 	lines := strings.Split(string(b), "\n")
+	_, err = knownhosts.New(path)
 	// Drop one bad line at a time (knownhosts names the first), for at
 	// most as many rounds as there are lines.
 	for range lines {
+		if err == nil {
+			break
+		}
 		n, ok := badLine(err)
 		if !ok || n < 1 || n > len(lines) {
 			return nil, err
 		}
 		log.Warn("skipping a known_hosts line that does not parse", zap.String("file", path), zap.Int("line", n), zap.Error(err))
 		lines[n-1] = "# " + lines[n-1] // keeps the numbering of the rest
-		if cb, err = knownHostsFrom(lines); err == nil {
-			return cb, nil
-		}
+		_, err = knownHostsFrom(lines)
 	}
-	return nil, err
+	if err != nil {
+		return nil, err
+	}
+	return indexKnownHosts(path, lines)
 }
 
 // badLine finds N in knownhosts' "knownhosts: FILE:N: ..." parse errors.
