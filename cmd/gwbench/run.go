@@ -43,6 +43,9 @@ type options struct {
 	hold     time.Duration
 	// scaleCounts replaces the scale scenario's agent counts (-scale-counts).
 	scaleCounts []int
+	// scaleWidths are the scale scenario's --tree-width contenders
+	// (-scale-widths; default flat and 32).
+	scaleWidths []int
 }
 
 var scenarios = []string{"memory", "launch", "output", "pmi", "failstop", "recover", "scale", "treepath", "slurm"}
@@ -58,6 +61,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.runs, "runs", 0, "measured runs per launcher and case (default 7, 5 with -quick)")
 	fs.IntVar(&o.warmup, "warmup", 1, "warm-up runs per launcher and case, not counted")
 	scaleCounts := fs.String("scale-counts", "", "comma-separated agent counts for the scale scenario instead of its own (256,1024,4096,10000; -quick 64,256)")
+	scaleWidths := fs.String("scale-widths", "", "comma-separated --tree-width values the scale scenario runs (default 0,32: flat and tree)")
 	only := fs.String("only", "", "comma-separated scenarios to run: "+strings.Join(scenarios, ","))
 	fs.StringVar(&o.binDir, "bin", "bin", "directory holding launcher and agent")
 	fs.StringVar(&o.profile, "profile", "", "also run the launcher in process under pprof and write CPU profiles to this directory")
@@ -108,6 +112,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 				return o, fmt.Errorf("-scale-counts: %q is not a count from 1 to 20000", f)
 			}
 			o.scaleCounts = append(o.scaleCounts, n)
+		}
+	}
+	if *scaleWidths != "" {
+		for _, f := range strings.Split(*scaleWidths, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 0 || n == 1 || n > 1024 {
+				return o, fmt.Errorf("-scale-widths: %q is not 0 (flat) or a tree width from 2 to 1024", f)
+			}
+			o.scaleWidths = append(o.scaleWidths, n)
 		}
 	}
 	if o.runs < 1 || o.runs > 50 || o.warmup < 0 || o.warmup > 10 {

@@ -28,6 +28,14 @@ func (b *bench) scaleCounts() []int {
 	return []int{256, 1024, 4096, 10000}
 }
 
+// widths are the scale scenario's --tree-width contenders.
+func (b *bench) widths() []int {
+	if b.o.scaleWidths != nil {
+		return b.o.scaleWidths
+	}
+	return []int{0, scaleWidth}
+}
+
 // scaleCase names a scale case: "1024 agents, tree (--tree-width 32)".
 func scaleCase(n, width int) string {
 	if width == 0 {
@@ -59,7 +67,7 @@ func (b *bench) scale(ctx context.Context) error {
 	defer la.stop()
 	b.progress("scale: %d agents in %d worker processes on 127.0.%d-%d.x:%d in %v", len(la.addrs), len(la.workers), loopSubnet, loopSubnet+(len(la.addrs)-1)/250, loopPort, time.Since(t0).Round(time.Millisecond))
 	idle := b.idleRate(ctx, la)
-	b.config = append(b.config, ConfigLine{"scale", fmt.Sprintf("agents (sshd.Server + agent.Agent) in gwbench worker processes of at most %d agents each, on 127.0.190+.x:%d, every rank a child of its agent's worker; one rank per host: treerank (C, PMI-1 on PMI_FD: init, a barrier, %d timed barriers, prints RANK, WORLD_SIZE, PMI_RANK, its start time and its median barrier); launcher -hostfile (slots=1) --start-timeout 10m --tree-width 0 (flat) or %d (tree); every rank's RANK/WORLD_SIZE/PMI_RANK checked and a /proc sweep for the ranks' tag after each run; agents' idle CPU %.1f ms/s subtracted; runs above 1024 agents: at most 3, no warm-up", agentsPerWorker, loopPort, scaleBarriers, scaleWidth, idle)})
+	b.config = append(b.config, ConfigLine{"scale", fmt.Sprintf("agents (sshd.Server + agent.Agent) in gwbench worker processes of at most %d agents each, on 127.0.190+.x:%d, every rank a child of its agent's worker; one rank per host: treerank (C, PMI-1 on PMI_FD: init, a barrier, %d timed barriers, prints RANK, WORLD_SIZE, PMI_RANK, its start time and its median barrier); launcher -hostfile (slots=1) --start-timeout 10m --tree-width %s (0 flat); every rank's RANK/WORLD_SIZE/PMI_RANK checked and a /proc sweep for the ranks' tag after each run; agents' idle CPU %.1f ms/s subtracted; runs above 1024 agents: at most 3, no warm-up", agentsPerWorker, loopPort, scaleBarriers, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(b.widths())), " or "), "[]"), idle)})
 	for _, n := range counts {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -104,7 +112,7 @@ func (b *bench) scaleCount(ctx context.Context, la *loopAgents, rank string, n i
 	}
 	var cs []contender
 	var rows [][]*Result
-	for _, width := range []int{0, scaleWidth} {
+	for _, width := range b.widths() {
 		cas := scaleCase(n, width)
 		row := func(metric, unit, note string) *Result {
 			return &Result{Scenario: "scale", Case: cas, Metric: metric, Unit: unit, Launcher: lGangway, Kind: Info, Note: note}
