@@ -35,7 +35,8 @@ deps:
 # The second run puts every host of the end-to-end tests behind the one
 # before it (the agent tree as a chain): the same tests through relays.
 TREE_E2E = ./cmd/launcher/ ./cmd/launcher/e2e/ ./cmd/launcher/e2e/nettest/ \
-	./cmd/launcher/e2e/hostnet/ ./cmd/launcher/e2e/pod/ ./cmd/launcher/e2e/firstnodes/
+	./cmd/launcher/e2e/hostnet/ ./cmd/launcher/e2e/pod/ ./cmd/launcher/e2e/firstnodes/ \
+	./cmd/launcher/e2e/slurm/
 
 test: deps build lint
 	$(GO) test -race -timeout 25m ./...

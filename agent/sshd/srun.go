@@ -18,11 +18,13 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/jobcert"
 )
 
 // The srun mode (`agent --srun`): the launcher's srun step starts one agent
 // per node of a Slurm allocation. Such an agent trusts exactly one key, the
-// launcher's one-time key from its environment (wire.SrunKeyEnv); listens
+// launcher's one-time key from its environment (wire.SrunKeyEnv), and the
+// job certificates that key signed for relays of the agent tree; listens
 // on an ephemeral port with an ephemeral host key that never touches the
 // disk; prints one wire.SrunReady line on its stdout (srun carries it to
 // the launcher); serves exactly one launcher session; and exits. Slurm
@@ -143,9 +145,34 @@ func reportIP(launchIP string) (net.IP, error) {
 	return nil, errors.New("no address to report: no route to the launcher (SLURM_LAUNCH_NODE_IPADDR) and no global unicast address")
 }
 
+// srunJobCert checks a relay's job certificate (jobcert) at an agent
+// started by srun: a relay agent of the same step logging in on the
+// launcher's behalf. The step's one-time key must have signed it; it
+// must be what a job certificate is (jobcert.Check: the principal,
+// validity, force-command the gangway subsystem, source-address allowing
+// the client, which x/crypto checks too). Such an agent serves nothing
+// but the one gangway session, so the certificate opens no more than the
+// launcher's key does.
+func srunJobCert(c ssh.ConnMetadata, cert *ssh.Certificate, launcher []byte) (*ssh.Permissions, error) {
+	checker := ssh.CertChecker{
+		IsUserAuthority: func(k ssh.PublicKey) bool {
+			return subtle.ConstantTimeCompare(k.Marshal(), launcher) == 1
+		},
+		SupportedCriticalOptions: []string{"force-command", "source-address"},
+	}
+	perms, err := checker.Authenticate(c, cert)
+	if err != nil {
+		return nil, fmt.Errorf("job certificate: %w", err)
+	}
+	if err := jobcert.Check(cert, c.User(), c.RemoteAddr(), time.Now()); err != nil {
+		return nil, fmt.Errorf("job certificate: %w", err)
+	}
+	return &ssh.Permissions{CriticalOptions: perms.CriticalOptions}, nil
+}
+
 // ServeSrun serves the one launcher session of an agent started by srun:
 // it accepts SSH connections on o.Listener, authenticated by o.Launcher's
-// key only, and the first connection to open the gangway subsystem gets
+// key or a relay's job certificate it signed (srunJobCert), and the first connection to open the gangway subsystem gets
 // the session. It returns when that session ends (its error, nil when the
 // launcher closed it), when no session started within o.Wait
 // (ErrNoLauncher), or when ctx ends before a session started. Once the
@@ -161,6 +188,9 @@ func ServeSrun(ctx context.Context, o SrunOptions) error {
 	want := o.Launcher.Marshal()
 	cfg := &ssh.ServerConfig{
 		PublicKeyCallback: func(c ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
+			if cert, ok := k.(*ssh.Certificate); ok && jobcert.Is(cert) {
+				return srunJobCert(c, cert, want)
+			}
 			if subtle.ConstantTimeCompare(k.Marshal(), want) == 1 {
 				return &ssh.Permissions{}, nil
 			}

@@ -2,6 +2,7 @@ package sshd_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"net"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/gangway-hpc/gangway/agent/agenttest"
 	"github.com/gangway-hpc/gangway/agent/sshd"
 	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/jobcert"
 )
 
 // srunAgent is one agent in srun mode, served in this process on
@@ -312,5 +314,76 @@ func TestSrunReadyLineRoute(t *testing.T) {
 	}
 	if r.Addr != "127.0.0.1:"+port && r.Addr != "127.0.0.5:"+port {
 		t.Errorf("address %q, want the loopback route's source with port %s", r.Addr, port)
+	}
+}
+
+// TestSrunJobCert: an agent started by srun takes a relay's job
+// certificate signed by the step's one-time key (the agent tree under
+// Slurm), from a source it allows, and gets the gangway session; a job
+// certificate another key signed, one for another source, and a plain
+// certificate of the launcher's key are refused.
+func TestSrunJobCert(t *testing.T) {
+	t.Parallel()
+	s := startSrun(t, t.Context(), time.Minute)
+	other, _ := sshd.NewEphemeralHostKey()
+	spec := func(sources ...string) jobcert.Spec {
+		return jobcert.Spec{User: "root", JobID: "j1", Relay: "cn0", Sources: sources, Lifetime: time.Hour, Now: time.Now()}
+	}
+	certSigner := func(by ssh.Signer, sp jobcert.Spec) ssh.Signer {
+		t.Helper()
+		b, err := jobcert.New(rand.Reader, []ssh.Signer{by}, sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss, err := b.Signers()
+		if err != nil || len(ss) != 1 {
+			t.Fatalf("signers %v, %v", ss, err)
+		}
+		return ss[0]
+	}
+	for _, tc := range []struct {
+		name   string
+		signer ssh.Signer
+	}{
+		{"signed by another key", certSigner(other, spec("127.0.0.1"))},
+		{"for another source", certSigner(s.launcher, spec("198.18.0.1"))},
+	} {
+		if c, err := s.dial(tc.signer); err == nil {
+			c.Close()
+			t.Errorf("a job certificate %s logged in", tc.name)
+		}
+	}
+	plain := &ssh.Certificate{Key: other.PublicKey(), CertType: ssh.UserCert, ValidPrincipals: []string{"root"}, ValidBefore: ssh.CertTimeInfinity}
+	if err := plain.SignCert(rand.Reader, s.launcher); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := ssh.NewCertSigner(plain, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.dial(ps); err == nil {
+		c.Close()
+		t.Error("a certificate of the launcher's key that is no job certificate logged in")
+	}
+
+	c, err := s.dial(certSigner(s.launcher, spec("127.0.0.1")))
+	if err != nil {
+		t.Fatalf("the relay's job certificate refused: %v", err)
+	}
+	defer c.Close()
+	ch, ok := subsystem(t, c)
+	if !ok {
+		t.Fatal("gangway subsystem refused to the relay's certificate")
+	}
+	conn := wire.NewConn(ch)
+	if err := conn.Send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "j1", Host: "cn1"}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := conn.Recv(); err != nil || m.Kind != wire.KindFacts {
+		t.Fatalf("after hello: %v %v", m.Kind, err)
+	}
+	conn.Close()
+	if err := s.result(t); err != nil {
+		t.Errorf("ServeSrun after the session: %v, want nil", err)
 	}
 }

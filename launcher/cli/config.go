@@ -362,8 +362,8 @@ func (c *Config) validate() error {
 		return bad("--transport %q: %v", c.in.transport, c.in.kindErr)
 	case c.Transport.Port < 1 || c.Transport.Port > 65535:
 		return bad("--port %d out of range", c.Transport.Port)
-	case c.Transport.TreeWidthGiven && c.Transport.TreeWidth > 0 && c.Transport.Kind != transport.Agent:
-		return bad("--tree-width %d: relays log in to their children's agents over SSH, and --transport %s starts every agent itself (give --tree-width 0 or auto)", c.Transport.TreeWidth, c.Transport.Kind)
+	case c.Transport.TreeWidthGiven && c.Transport.TreeWidth > 0 && c.Transport.Kind == transport.SSH:
+		return bad("--tree-width %d: relays log in to their children's agents, and --transport ssh starts every agent itself through the system ssh (give --tree-width 0 or auto, or --transport agent)", c.Transport.TreeWidth)
 	}
 	c.Env.PMI = c.in.mpi != "none"
 	c.Env.MPIAuto = c.in.mpi == "auto"

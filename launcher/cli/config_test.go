@@ -436,8 +436,7 @@ func TestParseErrors(t *testing.T) {
 		wantMsg   string // a substring of the message
 	}{
 		{"empty argv", nil, nil, true, "no program given"},
-		{"tree width with the ssh transport", []string{"--tree-width", "4", "--transport", "ssh", "-H", "a,b", "p"}, nil, true, "--tree-width 4: relays log in to their children's agents over SSH, and --transport ssh starts every agent itself"},
-		{"tree width with srun", []string{"--tree-width", "8", "--agent-path", "/usr/bin/agent", "p"}, alloc, true, "--transport slurm starts every agent itself"},
+		{"tree width with the ssh transport", []string{"--tree-width", "4", "--transport", "ssh", "-H", "a,b", "p"}, nil, true, "--tree-width 4: relays log in to their children's agents, and --transport ssh starts every agent itself through the system ssh"},
 		{"tree width negative", []string{"--tree-width", "-1", "p"}, nil, true, "want auto, 0 (flat) or a width from 1 to 4096"},
 		{"tree width too wide", []string{"--tree-width", "5000", "p"}, nil, true, "want auto, 0 (flat) or a width from 1 to 4096"},
 		{"tree width from the environment", []string{"p"}, map[string]string{"GANGWAY_TREE_WIDTH": "wide"}, true, `GANGWAY_TREE_WIDTH="wide"`},

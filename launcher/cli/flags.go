@@ -172,7 +172,7 @@ func registerTransport(fs *flag.FlagSet, t *transport.Options, in *flagInputs) {
 	t.UnreachableGrace = DefaultUnreachableGrace
 	fs.Var(durationSecs{&t.UnreachableGrace}, "unreachable-grace", "once every other host is ready, how long to wait for hosts refusing connections (seconds or duration; 0: the whole -start-timeout; default 10s, off when -start-timeout is given or under mpi-operator)")
 	t.TreeWidth = transport.TreeAuto
-	fs.Var(treeWidthFlag{&t.TreeWidth}, "tree-width", "agents relay for each other in a tree of width K: the launcher reaches K hosts, each of them K more... (auto: flat below 256 hosts, else 32; 0: flat; 1: a chain; default $GANGWAY_TREE_WIDTH, else auto; --transport agent only)")
+	fs.Var(treeWidthFlag{&t.TreeWidth}, "tree-width", "agents relay for each other in a tree of width K: the launcher reaches K hosts, each of them K more... (auto: flat below 256 hosts, else 32; 0: flat; 1: a chain; default $GANGWAY_TREE_WIDTH, else auto; --transport agent or slurm)")
 }
 
 // treeWidthFlag is --tree-width: auto, 0 (flat) or a width (1 chains the

@@ -257,7 +257,7 @@ Control:
                            K hosts, each of those K more, and so on (auto:
                            flat below 256 hosts, else 32; 0: flat; 1: a
                            chain, for tests); default $GANGWAY_TREE_WIDTH,
-                           else auto; --transport agent only
+                           else auto; --transport agent or slurm
   -dry-run                 print the placement and environments, start nothing
   -transport agent|ssh|slurm
                            agents on -port (default); 'agent --stdio'

@@ -118,7 +118,7 @@ func treeDialers(cfg cli.Config, d Deps, jobID string, hosts []hostfile.Host) (t
 		if !cfg.Transport.TreeWidthGiven {
 			return ds, nil, nil // another transport starts every agent itself
 		}
-		return ds, nil, fmt.Errorf("%w: --tree-width %d: relays reach their children's agents over SSH, which --transport %s does not use; give --tree-width 0", cli.ErrUsage, cfg.Transport.TreeWidth, cfg.Transport.Kind)
+		return ds, nil, fmt.Errorf("%w: --tree-width %d: relays log in to their children's agents, which --transport %s starts itself; give --tree-width 0", cli.ErrUsage, cfg.Transport.TreeWidth, cfg.Transport.Kind)
 	}
 	lifetime := cfg.Control.Timeout
 	if lifetime <= 0 {

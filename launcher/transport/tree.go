@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -89,7 +88,7 @@ func TreeDepth(n, k int) int {
 // attempt's hosts (a restart plans a new tree over the hosts it keeps)
 // and serves Dial for them; a host outside it is dialed by the base.
 type Tree struct {
-	base     *AgentDialer
+	base     treeBase
 	hosts    []hostfile.Host
 	index    map[string]int
 	width    int
@@ -101,10 +100,12 @@ type Tree struct {
 	refusedOnce sync.Once // the warning that a host refused a job certificate
 }
 
-// TreeBase reports whether d can be the base of a tree (the agent
-// transport: relays log in to agents over SSH as the launcher does).
+// TreeBase reports whether d can be the base of a tree: the agent
+// transport (relays log in to agents over SSH as the launcher does) and
+// the srun transport (relays log in to the agents of the step with a
+// certificate of the step's key).
 func TreeBase(d Dialer) bool {
-	_, ok := d.(*AgentDialer)
+	_, ok := d.(treeBase)
 	return ok
 }
 
@@ -112,9 +113,9 @@ func TreeBase(d Dialer) bool {
 // which must satisfy TreeBase. The certificates the relays get are valid
 // for lifetime (the job's --timeout, or a day).
 func NewTree(base Dialer, hosts []hostfile.Host, width int, jobID string, lifetime time.Duration, log *zap.Logger) (*Tree, error) {
-	ad, ok := base.(*AgentDialer)
+	ad, ok := base.(treeBase)
 	if !ok {
-		return nil, errors.New("--tree-width needs --transport agent: relays log in to their children's agents over SSH")
+		return nil, errors.New("--tree-width needs --transport agent or slurm: relays log in to their children's agents over SSH")
 	}
 	if TreeDepth(len(hosts), width) > wire.MaxTreeDepth {
 		return nil, fmt.Errorf("--tree-width %d makes a tree of %d levels over %d hosts; at most %d", width, TreeDepth(len(hosts), width), len(hosts), wire.MaxTreeDepth)
@@ -151,11 +152,11 @@ func (t *Tree) dial(ctx context.Context, n *node) (io.ReadWriteCloser, string, e
 	if p < 0 {
 		return t.dialDirect(ctx, n)
 	}
-	hc, err := t.base.target(n.h)
+	c, err := t.base.child(ctx, n.h)
 	if err != nil {
-		return nil, "", Permanent(err)
+		return nil, "", err
 	}
-	if len(hc.Jumps) > 0 {
+	if c.Direct {
 		// Reached through jump hosts: the relay, a node beside it, could
 		// not dial it; the launcher goes through the jumps itself.
 		return t.dialDirect(ctx, n)
@@ -171,7 +172,7 @@ func (t *Tree) dial(ctx context.Context, n *node) (io.ReadWriteCloser, string, e
 	if err != nil {
 		return nil, "", err
 	}
-	return t.dialLinked(ctx, n, hc, relay, pl)
+	return t.dialLinked(ctx, n, c, relay, pl)
 }
 
 // dialDirect reaches n by the base, as a host of the first level.
@@ -181,6 +182,9 @@ func (t *Tree) dialDirect(ctx context.Context, n *node) (io.ReadWriteCloser, str
 		return nil, "", err
 	}
 	l := newLink(n, nil)
+	if p, ok := rwc.(AgentPorter); ok {
+		l.port = p.AgentPort()
+	}
 	// Guarded: spread frames and the children's envelopes are written
 	// here by others than the host's own session.
 	l.raw = wire.NewConn(Guard(rwc))
@@ -190,9 +194,9 @@ func (t *Tree) dialDirect(ctx context.Context, n *node) (io.ReadWriteCloser, str
 }
 
 // dialLinked reaches n through its relay's link pl.
-func (t *Tree) dialLinked(ctx context.Context, n *node, hc hostConfig, relay *node, pl *link) (io.ReadWriteCloser, string, error) {
+func (t *Tree) dialLinked(ctx context.Context, n *node, c childTarget, relay *node, pl *link) (io.ReadWriteCloser, string, error) {
 	i, h := n.i, n.h
-	if err := pl.ensureKey(hc.User); err != nil {
+	if err := pl.ensureKey(c.User); err != nil {
 		return nil, "", Permanent(fmt.Errorf("relay %s: %w", relay.h.Name, err))
 	}
 	timeout := handshakeTimeout
@@ -200,12 +204,9 @@ func (t *Tree) dialLinked(ctx context.Context, n *node, hc hostConfig, relay *no
 		timeout = max(time.Until(dl), time.Millisecond)
 	}
 	wait := pl.expect(i)
-	link := wire.Link{Host: i, Name: h.Name, Addr: hc.Addr(), User: hc.User, TimeoutMS: timeout.Milliseconds(),
+	link := wire.Link{Host: i, Name: h.Name, Addr: c.Addr, User: c.User, TimeoutMS: timeout.Milliseconds(),
 		KeepaliveMS: KeepaliveInterval.Milliseconds(), KeepaliveTimeoutMS: KeepaliveTimeout.Milliseconds(),
-		HeartbeatMS: heartbeatInterval.Milliseconds()}
-	if ra := literalAddr(hc); ra != nil {
-		link.HostKeyAlgorithms = t.base.hostKeyAlgorithms(t.base.knownHostsPath(hc), hc.Addr(), ra)
-	}
+		HeartbeatMS: heartbeatInterval.Milliseconds(), HostKeyAlgorithms: c.HostKeyAlgorithms}
 	if err := pl.sendMsg(wire.KindLink, link); err != nil {
 		pl.unexpect(i)
 		return nil, "", fmt.Errorf("through relay %s: %w", relay.h.Name, err)
@@ -234,32 +235,31 @@ func (t *Tree) dialLinked(ctx context.Context, n *node, hc hostConfig, relay *no
 			})
 			return t.dialDirect(ctx, n)
 		case a.Dial != "":
-			return nil, "", dialError(hc.Addr(), a.Dial, a.DNSName, errors.New(a.Err))
+			return nil, "", dialError(c.Addr, a.Dial, a.DNSName, errors.New(a.Err))
 		}
 		return nil, "", fmt.Errorf("through relay %s: %s", relay.h.Name, a.Err)
 	}
-	c := ans.link
+	l := ans.link
+	l.port = c.AgentPort
 	key, err := ssh.ParsePublicKey(ans.linked.HostKey)
 	if err == nil {
-		ip, _ := netip.ParseAddr(ans.linked.Addr)
-		err = t.base.hostKeyCheck(hc)(hc.Addr(), net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, uint16(hc.Port))), key)
+		err = t.base.checkChild(c, ans.linked.Addr, key)
 	}
 	if err != nil {
-		c.Close()
-		return nil, "", Permanent(fmt.Errorf("%s: host key reached through relay %s: %w", hc.Addr(), relay.h.Name, err))
+		l.Close()
+		return nil, "", Permanent(fmt.Errorf("%s: host key reached through relay %s: %w", c.Addr, relay.h.Name, err))
 	}
-	n.setUp(c)
-	return c, ans.linked.Addr, nil
+	n.setUp(l)
+	return l, ans.linked.Addr, nil
 }
 
-// literalAddr is hc's address when its HostName is an IP literal (the
-// known_hosts lines of an address then match), else nil.
-func literalAddr(hc hostConfig) net.Addr {
-	ip, err := netip.ParseAddr(hc.HostName)
-	if err != nil {
-		return nil
+// PeerAddrs is the base's, where it learns every host's address first
+// (the srun transport), else none.
+func (t *Tree) PeerAddrs(ctx context.Context) (map[string]string, error) {
+	if pa, ok := t.base.(PeerAddresser); ok {
+		return pa.PeerAddrs(ctx)
 	}
-	return net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, uint16(hc.Port)))
+	return nil, nil
 }
 
 // Relayed reports whether rwc is the stream of a host reached through a
@@ -397,6 +397,7 @@ type link struct {
 	facts chan struct{} // closed once the agent's facts went by
 	fonce sync.Once
 	addrs []string // the agent's addresses, from its facts
+	port  int      // the agent's own port where the transport knows it (AgentPorter), else 0
 
 	mu      sync.Mutex
 	kids    map[int]*link
@@ -589,11 +590,7 @@ func (l *link) ensureKey(user string) error {
 	seen := map[string]bool{}
 	lo, hi := treeChildren(l.n.i, t.width, len(t.hosts))
 	for j := lo; j < hi; j++ {
-		hc, err := t.base.target(t.hosts[j])
-		if err != nil {
-			continue
-		}
-		ss, err := t.base.signers(hc)
+		ss, err := t.base.certSigners(t.hosts[j])
 		if err != nil {
 			return err
 		}
@@ -862,3 +859,7 @@ func (q *inQueue) close(err error) {
 	}
 	q.cond.Broadcast()
 }
+
+// AgentPort is the port the link's agent listens on, where the transport
+// knows it (an agent started by srun), else 0: the preflight probes it.
+func (l *link) AgentPort() int { return l.port }
