@@ -98,6 +98,7 @@ type Tree struct {
 	nodes    []*node
 
 	refusedOnce sync.Once // the warning that a host refused a job certificate
+	jumpOnce    sync.Once // the warning that a relay could not reach a host behind jump hosts
 }
 
 // TreeBase reports whether d can be the base of a tree: the agent
@@ -155,11 +156,6 @@ func (t *Tree) dial(ctx context.Context, n *node) (io.ReadWriteCloser, string, e
 	c, err := t.base.child(ctx, n.h)
 	if err != nil {
 		return nil, "", err
-	}
-	if c.Direct {
-		// Reached through jump hosts: the relay, a node beside it, could
-		// not dial it; the launcher goes through the jumps itself.
-		return t.dialDirect(ctx, n)
 	}
 	relay := t.nodes[p]
 	pl, err := relay.waitReady(ctx, relayWait)
@@ -232,6 +228,15 @@ func (t *Tree) dialLinked(ctx context.Context, n *node, c childTarget, relay *no
 			// trusts a CA only): the launcher reaches it itself.
 			t.refusedOnce.Do(func() {
 				t.log.Warn("a host refused the relay's job certificate; the launcher reaches such hosts itself", zap.String("host", h.Name), zap.String("relay", relay.h.Name), zap.String("why", a.Err))
+			})
+			return t.dialDirect(ctx, n)
+		case a.Dial != "" && c.Jumped:
+			// Behind jump hosts for the launcher, and not reachable
+			// from the relay either (a name only the bastion resolves,
+			// a network only it routes): the launcher goes through the
+			// jumps itself.
+			t.jumpOnce.Do(func() {
+				t.log.Warn("a relay could not reach a host the launcher reaches through its jump hosts; the launcher reaches such hosts itself", zap.String("host", h.Name), zap.String("relay", relay.h.Name), zap.String("why", a.Err))
 			})
 			return t.dialDirect(ctx, n)
 		case a.Dial != "":

@@ -40,8 +40,10 @@ type childTarget struct {
 	Addr string // host:port the relay dials
 	User string
 	Port int
-	// Direct: only the launcher can reach the host (jump hosts).
-	Direct bool
+	// Jumped: the launcher reaches the host through jump hosts
+	// (ProxyJump); a relay, a node of the cluster, dials it directly,
+	// and the launcher goes through the jumps itself if that fails.
+	Jumped bool
 	// HostKeyAlgorithms the relay asks for (nil: its defaults).
 	HostKeyAlgorithms []string
 	// AgentPort is the agent's own port when the transport knows it
@@ -62,7 +64,7 @@ func (d *AgentDialer) child(_ context.Context, h hostfile.Host) (childTarget, er
 	if err != nil {
 		return childTarget{}, Permanent(err)
 	}
-	c := childTarget{Addr: hc.Addr(), User: hc.User, Port: hc.Port, Direct: len(hc.Jumps) > 0, hc: hc}
+	c := childTarget{Addr: hc.Addr(), User: hc.User, Port: hc.Port, Jumped: len(hc.Jumps) > 0, hc: hc}
 	if ra := literalAddr(hc); ra != nil {
 		c.HostKeyAlgorithms = d.hostKeyAlgorithms(d.knownHostsPath(hc), hc.Addr(), ra)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -152,11 +153,11 @@ Host *
 
 	// job runs 8 ranks on each of a and b; wantLogins are the logins it
 	// makes on each jump host: one for both hosts behind it.
-	job := func(t *testing.T, a, b string, wantLogins [2]int) {
+	job := func(t *testing.T, a, b string, wantLogins [2]int, extra ...string) (stderr string) {
 		before := logins()
 		tag := newTag(t)
-		l := run(t, env, launcherBin, "-H", a+":8,"+b+":8", "-np", "16", "-l",
-			"-x", tagEnv+"="+tag, "-x", helperEnv+"=rendezvous", "-x", "GORACE=atexit_sleep_ms=0", self)
+		args := append([]string{"-H", a + ":8," + b + ":8", "-np", "16", "-l"}, extra...)
+		l := run(t, env, launcherBin, append(args, "-x", tagEnv+"="+tag, "-x", helperEnv+"=rendezvous", "-x", "GORACE=atexit_sleep_ms=0", self)...)
 		if l.code != 0 {
 			t.Fatalf("launcher: %v", l)
 		}
@@ -182,9 +183,44 @@ Host *
 			waitNetnsOnly(t, hosts[i].NS, 10*time.Second, agents[i].Pid)
 		}
 		t.Logf("16 ranks on %s,%s: launcher ran %v; no rank left (checked in %v)", a, b, l.took.Round(time.Millisecond), left.Round(time.Millisecond))
+		return l.stderr.String()
 	}
 	t.Run("OneJump", func(t *testing.T) { job(t, "node1", "node2", [2]int{1, 0}) })
 	t.Run("TwoJumps", func(t *testing.T) { job(t, "deep1", "deep2", [2]int{1, 1}) })
+	// In an agent tree only the launcher needs the jumps: node1's agent
+	// relays for node2 and reaches it directly (the nodes reach each
+	// other), with a job certificate; the jump host sees node1's login
+	// alone.
+	t.Run("Relayed", func(t *testing.T) {
+		certLogins := func() int { return strings.Count(agents[3].Output(), "job-certificate") }
+		before := certLogins()
+		job(t, "node1", "node2", [2]int{1, 0}, "--tree-width", "1")
+		if certLogins() == before {
+			t.Errorf("node2's agent logged no job-certificate login: it was not reached through node1's relay\n%s", e2e.Tail(agents[3].Output(), 3000))
+		}
+	})
+	// A relay that cannot reach its child's agent (node1's connections to
+	// node2's agent port are routed nowhere here, by a policy rule, as a
+	// site firewall would drop them; the ranks still reach each other)
+	// hands it back: the launcher reaches node2 through the jump itself,
+	// and says so once.
+	t.Run("RelayCannotReach", func(t *testing.T) {
+		ip := func(args ...string) {
+			t.Helper()
+			if out, err := exec.CommandContext(t.Context(), "ip", append([]string{"-n", hosts[2].NS}, args...)...).CombinedOutput(); err != nil {
+				t.Fatalf("ip %s in %s: %v\n%s", strings.Join(args, " "), hosts[2].NS, err, out)
+			}
+		}
+		port := strconv.Itoa(agentPort)
+		ip("route", "add", "unreachable", hosts[3].Addr+"/32", "table", "122")
+		ip("rule", "add", "ipproto", "tcp", "dport", port, "table", "122")
+		defer ip("rule", "del", "ipproto", "tcp", "dport", port, "table", "122")
+		// The preflight probes the agents' port, which this rule drops.
+		stderr := job(t, "node1", "node2", [2]int{1, 0}, "--tree-width", "1", "--preflight=false")
+		if !strings.Contains(stderr, "a relay could not reach a host the launcher reaches through its jump hosts") {
+			t.Errorf("no warning that node2 was reached through the jump:\n%s", stderr)
+		}
+	})
 
 	fails := func(t *testing.T, host string, want ...string) {
 		l := run(t, env, launcherBin, "--start-timeout", "60s", "-H", host+":1", "true")
