@@ -171,6 +171,11 @@ func TestParse(t *testing.T) {
 			c.Place.Hosts, c.Place.Source, c.Transport.Kind = dgx, HostsSlurm, transport.Slurm
 			c.Transport.AgentPath = "/opt/gangway/bin/agent"
 		}},
+		{"inside an allocation: relays of srun's agents", []string{"--tree-width", "8"}, alloc, func(c *Config) {
+			c.Place.Hosts, c.Place.Source, c.Transport.Kind = dgx, HostsSlurm, transport.Slurm
+			c.Transport.AgentPath = "/opt/gangway/bin/agent"
+			c.Transport.TreeWidth, c.Transport.TreeWidthGiven = 8, true
+		}},
 		{"inside an allocation: --agent-path wins", []string{"--agent-path", "agent"}, alloc, func(c *Config) {
 			c.Place.Hosts, c.Place.Source, c.Transport.Kind = dgx, HostsSlurm, transport.Slurm
 		}},
