@@ -22,6 +22,7 @@ import (
 
 	"github.com/gangway-hpc/gangway/agent"
 	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/facts"
 	"github.com/gangway-hpc/gangway/agent/sshd"
 )
 
@@ -222,7 +223,14 @@ func loopWorkerMain(ctx context.Context, args []string, stdin io.Reader, stdout,
 		// just made; seen as ranks failing to start with ENOENT and
 		// hosts that never confirm their ranks' end), and the parent
 		// here is the machine's, shared with everyone's tests.
-		a := &agent.Agent{Name: "l" + strconv.Itoa(i), Version: "gwbench", Log: zap.NewNop(), NoCgroup: true}
+		//
+		// No nvidia-smi: these agents stand for nodes with GPUs of their
+		// own, and thousands of them asking one machine's driver at once
+		// (a lent GPU machine) each waited out nvidia-smi's 20 s bound
+		// and failed the gpu-driver health check. Their GPU checks say
+		// "not checked", as on a host without nvidia-smi.
+		a := &agent.Agent{Name: "l" + strconv.Itoa(i), Version: "gwbench", Log: zap.NewNop(), NoCgroup: true,
+			Facts: facts.Options{NvidiaSMI: noNvidiaSMI}}
 		srv := &sshd.Server{
 			Subsystem:      a.ServeLogin,
 			Log:            zap.NewNop(),
@@ -235,6 +243,11 @@ func loopWorkerMain(ctx context.Context, args []string, stdin io.Reader, stdout,
 	go func() { _, _ = io.Copy(io.Discard, stdin); cancel() }() // ends with stdin or with ctx
 	<-ctx.Done()
 	return 0
+}
+
+// noNvidiaSMI is a loop agent's nvidia-smi: not installed.
+func noNvidiaSMI(context.Context, ...string) ([]byte, error) {
+	return nil, &exec.Error{Name: "nvidia-smi", Err: exec.ErrNotFound}
 }
 
 func loadSigner(path string) (ssh.Signer, error) {
