@@ -433,6 +433,9 @@ func (f sessionFencer) FenceAsync(seq int, puts map[string]string, done func(map
 		err = s.conn.Send(wire.KindFence, wire.Fence{Seq: seq, Puts: puts})
 	}
 	if err != nil {
+		// The local ranks' barrier fails (PMI-1 ranks see their
+		// connection close): the agent's log says why.
+		s.log.Warn("barrier failed", zap.Int("seq", seq), zap.Error(err))
 		s.fmu.Lock()
 		d := s.fences[seq]
 		delete(s.fences, seq)

@@ -279,3 +279,28 @@ func TestEnv(t *testing.T) {
 		t.Error("second RankFD for rank 4 succeeded")
 	}
 }
+
+// TestBarrierLongAfterLastReply: a barrier that completes longer than
+// the write timeout after the rank's previous reply (the first barrier of
+// thousands of hosts; MPI_Finalize's after hours of work) still releases
+// the rank: the deadline of an earlier reply is not left on the socket
+// to fail the release's write. PMI-1 (barrier_out) and PMI-2 (fence),
+// the release written from the completing host's goroutine as the
+// agent's session does.
+func TestBarrierLongAfterLastReply(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	coord := newCoordinator(2)
+	job := Job{KVSName: "kvs_late", Size: 2, Mapping: wire.ProcessMapping([]int{0, 1}), Limits: Limits{WriteTimeout: timeout}}
+	a := newTestServer(t, job, []int{0}, coord.asyncHost(0), Events{})
+	b := newTestServer(t, job, []int{1}, coord.asyncHost(1), Events{})
+	r0, r1 := fdClient(t, a, 0), fdClient(t, b, 1)
+	r0.call("cmd=init pmi_version=1 pmi_subversion=1", "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0")
+	pmi2Init(r1, "1")
+	r1.expectFrame("cmd=fullinit-response;pmi-version=2;pmi-subversion=0;rank=1;size=2;appnum=0;debugged=FALSE;pmiverbose=FALSE;rc=0;")
+	time.Sleep(3 * timeout) // every deadline of those replies has passed
+	r0.send("cmd=barrier_in")
+	time.Sleep(3 * timeout)
+	r1.send2("cmd=kvs-fence;")
+	r1.expectFrame("cmd=kvs-fence-response;rc=0;")
+	r0.expect("cmd=barrier_out")
+}
