@@ -292,7 +292,8 @@ Control:
                            Host aliases and patterns, HostName, Port, User,
                            IdentityFile, IdentitiesOnly, ProxyJump,
                            ConnectTimeout, StrictHostKeyChecking,
-                           UserKnownHostsFile; Match blocks are ignored;
+                           UserKnownHostsFile, ServerAliveInterval,
+                           ServerAliveCountMax; Match blocks are ignored;
                            precedence: user@host:port in -H or a hostfile,
                            then flags, then the config, then defaults
   -known-hosts FILE        default ~/.ssh/known_hosts; @cert-authority

@@ -244,7 +244,11 @@ func (d *AgentDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCl
 	if err != nil {
 		return nil, "", err
 	}
-	cc, err := openSubsystem(conn, chans, reqs)
+	ka := defaultKeepalive()
+	if hc, err := d.target(h); err == nil {
+		ka = keepaliveFor(hc)
+	}
+	cc, err := openSubsystem(conn, chans, reqs, ka)
 	if errors.Is(err, errNoSubsystem) {
 		from := ""
 		if hc, err := d.target(h); err == nil && h.Port == 0 && !d.cfg.PortGiven && hc.Port != d.cfg.Port {

@@ -13,11 +13,37 @@ import (
 // Keepalive timing: an agent that stops answering (host hung, agent
 // stopped, network cut without a reset) is declared lost after
 // KeepaliveTimeout without a reply to a keepalive sent every
-// KeepaliveInterval. Tests shorten them.
+// KeepaliveInterval. Tests shorten them. A host's ssh configuration
+// changes them as ssh's ServerAliveInterval and ServerAliveCountMax do
+// (keepaliveFor).
 var (
 	KeepaliveInterval = 5 * time.Second
 	KeepaliveTimeout  = 15 * time.Second
 )
+
+// keepalive is one host's keepalive timing.
+type keepalive struct {
+	Interval, Timeout time.Duration
+}
+
+// defaultKeepalive is the launcher's own timing.
+func defaultKeepalive() keepalive { return keepalive{KeepaliveInterval, KeepaliveTimeout} }
+
+// keepaliveFor is the timing of a host whose configuration gives
+// ServerAliveInterval (seconds; 0 or unset: the launcher's own 5 s) and
+// ServerAliveCountMax (unanswered keepalives before the host is lost;
+// ssh's default 3): a cluster whose nodes stall under load past 15 s
+// without being lost says so there, as it would for ssh.
+func keepaliveFor(h hostConfig) keepalive {
+	if h.ServerAliveInterval <= 0 {
+		return defaultKeepalive()
+	}
+	n := h.ServerAliveCountMax
+	if n <= 0 {
+		n = 3
+	}
+	return keepalive{h.ServerAliveInterval, h.ServerAliveInterval * time.Duration(n)}
+}
 
 // heartbeatInterval is how often the launcher tells each agent it is
 // alive (Heartbeat); an agent that hears nothing for its
@@ -41,7 +67,12 @@ func Heartbeat(c *wire.Conn, rwc io.ReadWriteCloser) (stop func()) {
 // calling silent (which may be nil); the returned function stops it and
 // waits for its goroutines.
 func Keepalive(c ssh.Conn, silent func()) (stop func()) {
-	return every(KeepaliveInterval, func(quit <-chan struct{}) bool {
+	return keepaliveEvery(c, defaultKeepalive(), silent)
+}
+
+// keepaliveEvery is Keepalive with k's timing.
+func keepaliveEvery(c ssh.Conn, k keepalive, silent func()) (stop func()) {
+	return every(k.Interval, func(quit <-chan struct{}) bool {
 		reply := make(chan error, 1)
 		var req sync.WaitGroup
 		req.Go(func() {
@@ -51,7 +82,7 @@ func Keepalive(c ssh.Conn, silent func()) (stop func()) {
 		select {
 		case err := <-reply:
 			return err == nil
-		case <-time.After(KeepaliveTimeout):
+		case <-time.After(k.Timeout):
 			if silent != nil {
 				silent()
 			}

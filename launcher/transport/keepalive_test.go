@@ -43,3 +43,25 @@ func TestEvery(t *testing.T) {
 	stop()
 	stop()
 }
+
+// TestKeepaliveFor: ssh's ServerAliveInterval and ServerAliveCountMax
+// set a host's keepalive timing, with ssh's count of 3 when only the
+// interval is given; unset or 0, the launcher's own timing.
+func TestKeepaliveFor(t *testing.T) {
+	def := keepalive{KeepaliveInterval, KeepaliveTimeout}
+	for _, tc := range []struct {
+		interval time.Duration
+		count    int
+		want     keepalive
+	}{
+		{0, 0, def},
+		{0, 9, def},
+		{10 * time.Second, 0, keepalive{10 * time.Second, 30 * time.Second}},
+		{10 * time.Second, 9, keepalive{10 * time.Second, 90 * time.Second}},
+		{time.Second, 1, keepalive{time.Second, time.Second}},
+	} {
+		if got := keepaliveFor(hostConfig{ServerAliveInterval: tc.interval, ServerAliveCountMax: tc.count}); got != tc.want {
+			t.Errorf("ServerAliveInterval %v, ServerAliveCountMax %d: %+v, want %+v", tc.interval, tc.count, got, tc.want)
+		}
+	}
+}

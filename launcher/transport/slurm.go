@@ -342,7 +342,7 @@ func (d *srunDialer) dialAgent(ctx context.Context, r wire.SrunReady) (*srunConn
 	if err != nil {
 		return nil, err
 	}
-	conn, err := openSubsystem(cc, chans, reqs)
+	conn, err := openSubsystem(cc, chans, reqs, defaultKeepalive())
 	if errors.Is(err, errNoSubsystem) {
 		return nil, Permanent(fmt.Errorf("the agent on %s refused the gangway session (it serves one)", r.Node))
 	}

@@ -170,6 +170,10 @@ type hostConfig struct {
 	// not set).
 	StrictHostKeyChecking string
 	UserKnownHostsFile    string // the first file named, expanded; "" when not set
+	// ServerAliveInterval and ServerAliveCountMax: the keepalives'
+	// timing (keepaliveFor); 0 when not set.
+	ServerAliveInterval time.Duration
+	ServerAliveCountMax int
 }
 
 // Addr is host:port to dial.
@@ -236,6 +240,20 @@ func (c *sshConfig) resolve(name string, d hostDefaults) (hostConfig, error) {
 			return h, fmt.Errorf("ssh config: ConnectTimeout %q for %s: want seconds", v, name)
 		}
 		h.ConnectTimeout = time.Duration(n) * time.Second
+	}
+	if v := c.get(alias, "ServerAliveInterval"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 3600 {
+			return h, fmt.Errorf("ssh config: ServerAliveInterval %q for %s: want seconds from 0 to 3600", v, name)
+		}
+		h.ServerAliveInterval = time.Duration(n) * time.Second
+	}
+	if v := c.get(alias, "ServerAliveCountMax"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return h, fmt.Errorf("ssh config: ServerAliveCountMax %q for %s: want a count from 1 to 1000", v, name)
+		}
+		h.ServerAliveCountMax = n
 	}
 	h.StrictHostKeyChecking = strings.ToLower(c.get(alias, "StrictHostKeyChecking"))
 	if f := strings.Fields(c.get(alias, "UserKnownHostsFile")); len(f) > 0 {

@@ -62,6 +62,7 @@ Host strict
     UserKnownHostsFile ~/kh /other
     ConnectTimeout 7
     IdentitiesOnly yes
+    ServerAliveCountMax 6
 Match host node1
     User mallory
 Host *
@@ -81,7 +82,7 @@ func TestResolveSSHConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "config:28: Match blocks are not supported") {
+	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "config:29: Match blocks are not supported") {
 		t.Errorf("warnings %q, want one for the Match line", c.Warnings)
 	}
 	agent := hostDefaults{DefUser: "me", DefPort: 22122}
@@ -124,8 +125,9 @@ func TestResolveSSHConfig(t *testing.T) {
 		{"host key options", "strict", agent, hostConfig{
 			Alias: "strict", HostName: "strict", Port: 2222, User: "everyone",
 			IdentityFiles: []string{"/etc/ssh/id_all"}, IdentitiesOnly: true, ConnectTimeout: 7 * time.Second,
-			StrictHostKeyChecking: "accept-new", UserKnownHostsFile: filepath.Join(home, "kh")}},
+			StrictHostKeyChecking: "accept-new", UserKnownHostsFile: filepath.Join(home, "kh"), ServerAliveCountMax: 6}},
 	} {
+		tc.want.ServerAliveInterval = 30 * time.Second // Host * gives it to every host
 		got, err := c.resolve(tc.alias, tc.d)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
@@ -191,6 +193,7 @@ func TestLoadSSHConfigFlag(t *testing.T) {
 func TestResolveBadValues(t *testing.T) {
 	for _, cfg := range []string{
 		"Host a\n Port 0\n", "Host a\n Port ssh\n", "Host a\n ConnectTimeout soon\n",
+		"Host a\n ServerAliveInterval 5s\n", "Host a\n ServerAliveInterval -1\n", "Host a\n ServerAliveCountMax 0\n",
 		"Host a\n ProxyJump j:99999\n", "Host a\n ProxyJump @j\n", "Host a\n ProxyJump j,,k\n",
 	} {
 		home := writeSSHConfig(t, cfg, "")

@@ -34,7 +34,7 @@ var errNoSubsystem = errors.New("subsystem request refused")
 // per connection is a thousand stacks. It closes conn on failure; the
 // error says whether opening the channel failed or the subsystem was
 // refused (errNoSubsystem).
-func openSubsystem(conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) (*chanConn, error) {
+func openSubsystem(conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, ka keepalive) (*chanConn, error) {
 	inc := make(chan (<-chan *ssh.Request), 1)
 	refused := make(chan struct{})
 	go func() {
@@ -58,8 +58,8 @@ func openSubsystem(conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.
 		<-refused
 		return nil, err
 	}
-	cc := &chanConn{Channel: ch, client: conn, refused: refused}
-	cc.stopKeepalive = Keepalive(conn, cc.silent)
+	cc := &chanConn{Channel: ch, client: conn, refused: refused, silence: ka.Timeout}
+	cc.stopKeepalive = keepaliveEvery(conn, ka, cc.silent)
 	return cc, nil
 }
 
@@ -226,6 +226,7 @@ type chanConn struct {
 	stopKeepalive func()
 	refused       <-chan struct{} // closed when refuseIncoming has returned; nil: none runs
 	wasSilent     atomic.Bool
+	silence       time.Duration // the keepalives' bound
 }
 
 // errSilent is why a session ends when its agent stopped answering
@@ -247,7 +248,7 @@ func (c *chanConn) silent() { c.wasSilent.Store(true) }
 func (c *chanConn) Read(b []byte) (int, error) {
 	n, err := c.Channel.Read(b)
 	if err != nil && c.wasSilent.Load() {
-		err = SilentError{After: KeepaliveTimeout}
+		err = SilentError{After: c.silence}
 	}
 	return n, err
 }

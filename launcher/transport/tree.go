@@ -201,7 +201,7 @@ func (t *Tree) dialLinked(ctx context.Context, n *node, c childTarget, relay *no
 	}
 	wait := pl.expect(i)
 	link := wire.Link{Host: i, Name: h.Name, Addr: c.Addr, User: c.User, TimeoutMS: timeout.Milliseconds(),
-		KeepaliveMS: KeepaliveInterval.Milliseconds(), KeepaliveTimeoutMS: KeepaliveTimeout.Milliseconds(),
+		KeepaliveMS: c.Keepalive.Interval.Milliseconds(), KeepaliveTimeoutMS: c.Keepalive.Timeout.Milliseconds(),
 		HeartbeatMS: heartbeatInterval.Milliseconds(), HostKeyAlgorithms: c.HostKeyAlgorithms}
 	if err := pl.sendMsg(wire.KindLink, link); err != nil {
 		pl.unexpect(i)

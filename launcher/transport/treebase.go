@@ -49,6 +49,10 @@ type childTarget struct {
 	// AgentPort is the agent's own port when the transport knows it
 	// apart from the host's (srun: an ephemeral port), else 0.
 	AgentPort int
+	// Keepalive is the relay's keepalive timing for the child, as the
+	// launcher's would be (the host's ServerAliveInterval and
+	// ServerAliveCountMax).
+	Keepalive keepalive
 
 	hc  hostConfig    // the agent transport's
 	key ssh.PublicKey // the srun transport's: the host key of the readiness line
@@ -64,7 +68,7 @@ func (d *AgentDialer) child(_ context.Context, h hostfile.Host) (childTarget, er
 	if err != nil {
 		return childTarget{}, Permanent(err)
 	}
-	c := childTarget{Addr: hc.Addr(), User: hc.User, Port: hc.Port, Jumped: len(hc.Jumps) > 0, hc: hc}
+	c := childTarget{Addr: hc.Addr(), User: hc.User, Port: hc.Port, Jumped: len(hc.Jumps) > 0, Keepalive: keepaliveFor(hc), hc: hc}
 	if ra := literalAddr(hc); ra != nil {
 		c.HostKeyAlgorithms = d.hostKeyAlgorithms(d.knownHostsPath(hc), hc.Addr(), ra)
 	}
@@ -121,7 +125,7 @@ func (d *srunDialer) child(ctx context.Context, h hostfile.Host) (childTarget, e
 		return childTarget{}, Permanent(fmt.Errorf("the readiness line of %s: address %q: %w", r.Node, r.Addr, err))
 	}
 	port, _ := strconv.Atoi(ps)
-	return childTarget{Addr: r.Addr, User: d.user, Port: port, AgentPort: port, HostKeyAlgorithms: []string{key.Type()}, key: key}, nil
+	return childTarget{Addr: r.Addr, User: d.user, Port: port, AgentPort: port, HostKeyAlgorithms: []string{key.Type()}, Keepalive: defaultKeepalive(), key: key}, nil
 }
 
 func (d *srunDialer) checkChild(c childTarget, _ string, key ssh.PublicKey) error {

@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,4 +61,46 @@ func TestAgentStopped(t *testing.T) {
 		t.Errorf("processes of the job left running:%s", describe(left))
 	}
 	t.Logf("stopped agent detected after %v (keepalive every %v, timeout %v)", detect.Round(time.Millisecond), transport.KeepaliveInterval, transport.KeepaliveTimeout)
+}
+
+// TestAgentStoppedServerAlive: the keepalive timing comes from the ssh
+// configuration as for ssh (-F here: ServerAliveInterval 1,
+// ServerAliveCountMax 2, a user's setting for nodes that stall under
+// load, or that must be found sooner): a stopped agent is lost after 2 s
+// without an answer and the launcher says so, whether it holds the host
+// or a relay of the agent tree does (make test's second run).
+func TestAgentStoppedServerAlive(t *testing.T) {
+	_, agentBin := e2e.BuildBinaries(t)
+	c := e2e.StartProcs(t, 2, agentBin)
+	cfg := filepath.Join(t.TempDir(), "ssh_config")
+	if err := os.WriteFile(cfg, []byte("Host *\n    ServerAliveInterval 1\n    ServerAliveCountMax 2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mark := newMark(t)
+	killMarked(t, mark)
+	np := 2 * perHost
+	l := c.StartLauncher(t, childRanks(np, c.HostList(perHost), mark, "--kill-grace", "5s", "-F", cfg)...)
+	ranks, children := startedWithChildren(t, l.Stdout, l.Stderr, np)
+	host1 := treesOf(t, ranks, children, span(0, perHost)...)
+	stopped := c.Procs[1].Pid()
+	if err := syscall.Kill(stopped, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(stopped, syscall.SIGCONT) })
+	if code := l.Wait(t); code != diagnose.ExitLost {
+		t.Errorf("exit code %d, want %d (agent lost)", code, diagnose.ExitLost)
+	}
+	stderr := l.Stderr.String()
+	if !strings.Contains(stderr, "lost the agent on "+c.Hosts[1].Addr) || !strings.Contains(stderr, "no answer to SSH keepalives for 2s") {
+		t.Errorf("stderr does not say the agent on %s gave no answer to SSH keepalives for 2s:\n%s", c.Hosts[1].Addr, stderr)
+	}
+	if left := proctest.WaitGone(e2e.Deadline, host1...); len(left) > 0 {
+		t.Errorf("host 1's ranks still running: %v", left)
+	}
+	if err := syscall.Kill(stopped, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if left := waitUnmarked(mark, e2e.Deadline); len(left) > 0 {
+		t.Errorf("processes of the job left running:%s", describe(left))
+	}
 }

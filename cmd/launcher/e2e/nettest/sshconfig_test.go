@@ -19,8 +19,8 @@ import (
 
 // TestSSHConfigProxyJump: agents that only jump hosts can reach, found
 // through a user's ~/.ssh/config as users write it (Host aliases,
-// HostName, User, IdentityFile, ProxyJump, a Host * block with options
-// the launcher ignores). Host 0 and host 1 run a stock OpenSSH sshd
+// HostName, User, IdentityFile, ProxyJump, a Host * block with
+// keepalives the launcher applies and options it ignores). Host 0 and host 1 run a stock OpenSSH sshd
 // (port 22, their own config and host key); hosts 2 and 3 run agents.
 // The root namespace (where the launcher runs) cannot reach hosts 1-3:
 // their route back to it is unreachable. So:
