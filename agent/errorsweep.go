@@ -59,6 +59,27 @@ func staleErrorDir(name string, alive func(pid int, start uint64) bool) bool {
 // runsSince reports whether pid runs and started at start.
 func runsSince(pid int, start uint64) bool { return startTime(pid) == start }
 
+// onceEach is alive asked once per process: the directories of one
+// agent's jobs name the same process, and an in-process farm of agents
+// (gwbench's thousands) left thousands of one process's, each read from
+// /proc by every agent's sweep.
+func onceEach(alive func(pid int, start uint64) bool) func(pid int, start uint64) bool {
+	type proc struct {
+		pid   int
+		start uint64
+	}
+	known := map[proc]bool{}
+	return func(pid int, start uint64) bool {
+		p := proc{pid, start}
+		v, ok := known[p]
+		if !ok {
+			v = alive(pid, start)
+			known[p] = v
+		}
+		return v
+	}
+}
+
 // sweepErrorDirs removes, once per agent, the error-file directories of
 // agents that are gone: directories this agent's user owns (never a link,
 // never another user's) in errorFileBase.
@@ -69,9 +90,10 @@ func (a *Agent) sweepErrorDirs(log *zap.Logger) {
 		if err != nil {
 			return
 		}
+		alive := onceEach(runsSince)
 		var removed []string
 		for _, e := range ents {
-			if !e.IsDir() || !staleErrorDir(e.Name(), runsSince) {
+			if !e.IsDir() || !staleErrorDir(e.Name(), alive) {
 				continue
 			}
 			path := filepath.Join(base, e.Name())

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,5 +75,29 @@ func TestErrorDirsOfDeadAgentsGo(t *testing.T) {
 	}
 	if _, err := os.Stat(others); os.Geteuid() == 0 && err != nil {
 		t.Errorf("another user's %s: %v", others, err)
+	}
+}
+
+// TestSweepAsksOncePerProcess: a sweep over many directories of few
+// agent processes reads each process's liveness once.
+func TestSweepAsksOncePerProcess(t *testing.T) {
+	calls := map[string]int{}
+	alive := onceEach(func(pid int, start uint64) bool {
+		calls[fmt.Sprint(pid, ".", start)]++
+		return pid == 100
+	})
+	stale := 0
+	for j := range 1000 {
+		for _, id := range []string{"100.5", "200.5", "200.6"} {
+			if staleErrorDir(fmt.Sprintf("gangway-%s-job%d-errors-%d", id, j, j), alive) {
+				stale++
+			}
+		}
+	}
+	if stale != 2000 {
+		t.Errorf("%d stale directories, want 2000", stale)
+	}
+	if len(calls) != 3 || calls["100.5"] != 1 || calls["200.5"] != 1 || calls["200.6"] != 1 {
+		t.Errorf("liveness asked %v, want once per process", calls)
 	}
 }
