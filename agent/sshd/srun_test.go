@@ -208,21 +208,7 @@ func TestSrunStartupCaps(t *testing.T) {
 		return err == nil
 	})
 	defer c.Close()
-	ch, ok := subsystem(t, c)
-	if !ok {
-		t.Fatal("gangway subsystem refused")
-	}
-	conn := wire.NewConn(ch)
-	if err := conn.Send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "j1", Host: "cn1"}); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := conn.Recv(); err != nil || m.Kind != wire.KindFacts {
-		t.Fatalf("after hello: %v %v", m.Kind, err)
-	}
-	conn.Close()
-	if err := s.result(t); err != nil {
-		t.Errorf("ServeSrun after the launcher closed: %v, want nil", err)
-	}
+	s.oneSession(t, c)
 
 	ctx, cancel := context.WithCancel(t.Context())
 	quick := startSrunLimited(t, ctx, time.Minute, sshd.StartupLimits{VersionTimeout: 200 * time.Millisecond})
@@ -371,9 +357,16 @@ func TestSrunJobCert(t *testing.T) {
 		t.Fatalf("the relay's job certificate refused: %v", err)
 	}
 	defer c.Close()
+	s.oneSession(t, c)
+}
+
+// oneSession opens the gangway session on c, says Hello, gets the facts,
+// closes it, and checks that ServeSrun then returns nil.
+func (s *srunAgent) oneSession(t *testing.T, c *ssh.Client) {
+	t.Helper()
 	ch, ok := subsystem(t, c)
 	if !ok {
-		t.Fatal("gangway subsystem refused to the relay's certificate")
+		t.Fatal("gangway subsystem refused")
 	}
 	conn := wire.NewConn(ch)
 	if err := conn.Send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "j1", Host: "cn1"}); err != nil {
