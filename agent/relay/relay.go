@@ -351,16 +351,20 @@ func (r *Relay) read(c *child) {
 }
 
 // write sends the child what the launcher sent it, in order; a write
-// that makes no progress for StallTimeout cuts the child off.
+// that makes no progress for StallTimeout, or for the child's keepalive
+// bound when the launcher gave a longer one (a host allowed to stall that
+// long before it is lost may not read for that long either), cuts the
+// child off.
 func (r *Relay) write(c *child) {
+	bound := max(StallTimeout, c.silence)
 	for {
 		c.qmu.Lock()
 		batch := c.queued
 		c.queued, c.qbytes = nil, 0
 		c.qmu.Unlock()
 		for _, m := range batch {
-			t := time.AfterFunc(StallTimeout, func() {
-				c.close(fmt.Errorf("%s stopped reading what its relay sends (a write made no progress for %v)", c.name, StallTimeout))
+			t := time.AfterFunc(bound, func() {
+				c.close(fmt.Errorf("%s stopped reading what its relay sends (a write made no progress for %v)", c.name, bound))
 			})
 			err := c.conn.SendMsg(m)
 			t.Stop()

@@ -245,6 +245,8 @@ func (e SilentError) Unwrap() error { return errSilent }
 
 func (c *chanConn) silent() { c.wasSilent.Store(true) }
 
+func (c *chanConn) stallBound() time.Duration { return c.silence }
+
 func (c *chanConn) Read(b []byte) (int, error) {
 	n, err := c.Channel.Read(b)
 	if err != nil && c.wasSilent.Load() {

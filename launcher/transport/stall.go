@@ -45,8 +45,20 @@ type stallGuard struct {
 }
 
 // Guard is rwc cut off when a write to it makes no progress for
-// StallTimeout: every session's stream goes through one.
-func Guard(rwc io.ReadWriteCloser) io.ReadWriteCloser { return newStallGuard(rwc, StallTimeout) }
+// StallTimeout, or for the host's keepalive bound when that is longer
+// (its ServerAliveInterval x ServerAliveCountMax: a host allowed to stall
+// that long before it is lost may not read for that long either): every
+// session's stream goes through one.
+func Guard(rwc io.ReadWriteCloser) io.ReadWriteCloser {
+	after := StallTimeout
+	if b, ok := rwc.(stallBounder); ok {
+		after = max(after, b.stallBound())
+	}
+	return newStallGuard(rwc, after)
+}
+
+// stallBounder is a stream that knows its host's keepalive bound.
+type stallBounder interface{ stallBound() time.Duration }
 
 func newStallGuard(rwc io.ReadWriteCloser, after time.Duration) *stallGuard {
 	return &stallGuard{ReadWriteCloser: rwc, after: after}

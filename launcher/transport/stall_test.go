@@ -51,3 +51,32 @@ func TestStallGuard(t *testing.T) {
 		}
 	})
 }
+
+// boundedPipe is a stream that knows its host's keepalive bound.
+type boundedPipe struct {
+	io.ReadWriteCloser
+	bound time.Duration
+}
+
+func (b boundedPipe) stallBound() time.Duration { return b.bound }
+
+// TestGuardBound: a session's stall bound is StallTimeout, or its host's
+// keepalive bound when that is longer (ServerAliveInterval x
+// ServerAliveCountMax).
+func TestGuardBound(t *testing.T) {
+	a, _ := net.Pipe()
+	defer a.Close()
+	for _, tc := range []struct {
+		rwc  io.ReadWriteCloser
+		want time.Duration
+	}{
+		{a, StallTimeout},
+		{boundedPipe{a, time.Second}, StallTimeout},
+		{boundedPipe{a, 90 * time.Second}, 90 * time.Second},
+		{&chanConn{silence: 45 * time.Second}, 45 * time.Second},
+	} {
+		if got := Guard(tc.rwc).(*stallGuard).after; got != tc.want {
+			t.Errorf("Guard(%T with bound) after %v, want %v", tc.rwc, got, tc.want)
+		}
+	}
+}

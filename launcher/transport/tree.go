@@ -181,6 +181,9 @@ func (t *Tree) dialDirect(ctx context.Context, n *node) (io.ReadWriteCloser, str
 	if p, ok := rwc.(AgentPorter); ok {
 		l.port = p.AgentPort()
 	}
+	if b, ok := rwc.(stallBounder); ok {
+		l.bound = b.stallBound()
+	}
 	// Guarded: spread frames and the children's envelopes are written
 	// here by others than the host's own session.
 	l.raw = wire.NewConn(Guard(rwc))
@@ -245,7 +248,7 @@ func (t *Tree) dialLinked(ctx context.Context, n *node, c childTarget, relay *no
 		return nil, "", fmt.Errorf("through relay %s: %s", relay.h.Name, a.Err)
 	}
 	l := ans.link
-	l.port = c.AgentPort
+	l.port, l.bound = c.AgentPort, c.Keepalive.Timeout
 	key, err := ssh.ParsePublicKey(ans.linked.HostKey)
 	if err == nil {
 		err = t.base.checkChild(c, ans.linked.Addr, key)
@@ -401,8 +404,9 @@ type link struct {
 	wbuf  []byte
 	facts chan struct{} // closed once the agent's facts went by
 	fonce sync.Once
-	addrs []string // the agent's addresses, from its facts
-	port  int      // the agent's own port where the transport knows it (AgentPorter), else 0
+	addrs []string      // the agent's addresses, from its facts
+	port  int           // the agent's own port where the transport knows it (AgentPorter), else 0
+	bound time.Duration // the host's keepalive bound (stallBound), 0 when not known
 
 	mu      sync.Mutex
 	kids    map[int]*link
@@ -868,3 +872,5 @@ func (q *inQueue) close(err error) {
 // AgentPort is the port the link's agent listens on, where the transport
 // knows it (an agent started by srun), else 0: the preflight probes it.
 func (l *link) AgentPort() int { return l.port }
+
+func (l *link) stallBound() time.Duration { return l.bound }
