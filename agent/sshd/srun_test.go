@@ -245,17 +245,7 @@ func TestSrunSignalGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ch, ok := subsystem(t, c)
-	if !ok {
-		t.Fatal("gangway subsystem refused")
-	}
-	conn := wire.NewConn(ch)
-	if err := conn.Send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "j1", Host: "cn1"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Recv(); err != nil {
-		t.Fatal(err)
-	}
+	conn := hello(t, c)
 	t0 := time.Now()
 	cancel()
 	_ = s.result(t)
@@ -360,9 +350,8 @@ func TestSrunJobCert(t *testing.T) {
 	s.oneSession(t, c)
 }
 
-// oneSession opens the gangway session on c, says Hello, gets the facts,
-// closes it, and checks that ServeSrun then returns nil.
-func (s *srunAgent) oneSession(t *testing.T, c *ssh.Client) {
+// hello opens the gangway session on c, says Hello and gets the facts.
+func hello(t *testing.T, c *ssh.Client) *wire.Conn {
 	t.Helper()
 	ch, ok := subsystem(t, c)
 	if !ok {
@@ -375,7 +364,14 @@ func (s *srunAgent) oneSession(t *testing.T, c *ssh.Client) {
 	if m, err := conn.Recv(); err != nil || m.Kind != wire.KindFacts {
 		t.Fatalf("after hello: %v %v", m.Kind, err)
 	}
-	conn.Close()
+	return conn
+}
+
+// oneSession is hello on c, then the session closed: ServeSrun must then
+// return nil.
+func (s *srunAgent) oneSession(t *testing.T, c *ssh.Client) {
+	t.Helper()
+	hello(t, c).Close()
 	if err := s.result(t); err != nil {
 		t.Errorf("ServeSrun after the session: %v, want nil", err)
 	}
