@@ -49,6 +49,8 @@ type AgentDialer struct {
 	keysMu                 sync.Mutex
 	keys                   map[string][]ssh.Signer // IdentityFile's, by path; nil: unusable
 	jumps                  jumpPool
+	targetsMu              sync.Mutex
+	targets                map[targetKey]hostConfig // target's answers
 }
 
 var _ Dialer = (*AgentDialer)(nil)
@@ -286,12 +288,40 @@ func (d *AgentDialer) PeerName(h hostfile.Host) string {
 
 // target is h's configuration: its own user and port, then -p, then the
 // ssh configuration, then the launcher's defaults (--port, this user).
+// It is resolved once per host and kept: a launch asks for it several
+// times per host (its dial, its keepalives, its peers' name for it, its
+// relay's certificate), and each lookup walks every Host block of the
+// configuration.
 func (d *AgentDialer) target(h hostfile.Host) (hostConfig, error) {
+	key := targetKey{h.Name, h.User, h.Port}
+	d.targetsMu.Lock()
+	hc, ok := d.targets[key]
+	d.targetsMu.Unlock()
+	if ok {
+		return hc, nil
+	}
 	flagPort := 0
 	if d.cfg.PortGiven {
 		flagPort = d.cfg.Port
 	}
-	return d.sshCfg.resolve(h.Name, hostDefaults{User: h.User, Port: h.Port, FlagPort: flagPort, DefUser: d.user, DefPort: d.cfg.Port})
+	hc, err := d.sshCfg.resolve(h.Name, hostDefaults{User: h.User, Port: h.Port, FlagPort: flagPort, DefUser: d.user, DefPort: d.cfg.Port})
+	if err != nil {
+		return hc, err
+	}
+	d.targetsMu.Lock()
+	if d.targets == nil {
+		d.targets = map[targetKey]hostConfig{}
+	}
+	d.targets[key] = hc
+	d.targetsMu.Unlock()
+	return hc, nil
+}
+
+// targetKey is what target's answer depends on besides the fixed
+// configuration and flags.
+type targetKey struct {
+	name, user string
+	port       int
 }
 
 // handshake opens an authenticated SSH connection to h's agent, through
