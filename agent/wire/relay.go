@@ -37,6 +37,11 @@ const MaxLinks = 4096
 // MaxLinkTimeout bounds how long a relay tries one child.
 const MaxLinkTimeout = 2 * 60 * 1000 // milliseconds
 
+// MaxKeepalive bounds a link's keepalive interval and timeout: a host's
+// ssh configuration may let it stall for minutes (ServerAliveInterval x
+// ServerAliveCountMax), not for ever.
+const MaxKeepalive = 60 * 60 * 1000 // milliseconds
+
 // RelayKey gives a relay what it logs in to its children with: a key made
 // for this relay and this job, and the certificates the user's keys made
 // of it (internal/jobcert's Bundle), valid only from this relay's
@@ -143,8 +148,8 @@ func (l Link) Validate() error {
 	if l.HeartbeatMS < 0 || l.HeartbeatMS > MaxLinkTimeout {
 		return fmt.Errorf("link: heartbeat %d ms outside [0, %d]", l.HeartbeatMS, MaxLinkTimeout)
 	}
-	if l.KeepaliveMS < 0 || l.KeepaliveMS > MaxLinkTimeout || l.KeepaliveTimeoutMS < 0 || l.KeepaliveTimeoutMS > MaxLinkTimeout {
-		return fmt.Errorf("link: keepalive %d ms / %d ms outside [0, %d]", l.KeepaliveMS, l.KeepaliveTimeoutMS, MaxLinkTimeout)
+	if l.KeepaliveMS < 0 || l.KeepaliveMS > MaxKeepalive || l.KeepaliveTimeoutMS < 0 || l.KeepaliveTimeoutMS > MaxKeepalive {
+		return fmt.Errorf("link: keepalive %d ms / %d ms outside [0, %d]", l.KeepaliveMS, l.KeepaliveTimeoutMS, MaxKeepalive)
 	}
 	return nil
 }

@@ -93,16 +93,25 @@ func TestLinkValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	// A host's ssh configuration may allow minutes of silence
+	// (ServerAliveInterval 60, ServerAliveCountMax 3: 180 s).
+	slow := ok
+	slow.KeepaliveMS, slow.KeepaliveTimeoutMS = 60000, 180000
+	if err := slow.Validate(); err != nil {
+		t.Errorf("keepalive 60 s / 180 s: %v", err)
+	}
 	bad := map[string]func(*Link){
-		"negative host": func(l *Link) { l.Host = -1 },
-		"no port":       func(l *Link) { l.Addr = "198.18.0.3" },
-		"port zero":     func(l *Link) { l.Addr = "h:0" },
-		"port text":     func(l *Link) { l.Addr = "h:ssh" },
-		"empty host":    func(l *Link) { l.Addr = ":22" },
-		"no user":       func(l *Link) { l.User = "" },
-		"long name":     func(l *Link) { l.Name = strings.Repeat("x", MaxNameLen+1) },
-		"no timeout":    func(l *Link) { l.TimeoutMS = 0 },
-		"long timeout":  func(l *Link) { l.TimeoutMS = MaxLinkTimeout + 1 },
+		"negative host":      func(l *Link) { l.Host = -1 },
+		"no port":            func(l *Link) { l.Addr = "198.18.0.3" },
+		"port zero":          func(l *Link) { l.Addr = "h:0" },
+		"port text":          func(l *Link) { l.Addr = "h:ssh" },
+		"empty host":         func(l *Link) { l.Addr = ":22" },
+		"no user":            func(l *Link) { l.User = "" },
+		"long name":          func(l *Link) { l.Name = strings.Repeat("x", MaxNameLen+1) },
+		"no timeout":         func(l *Link) { l.TimeoutMS = 0 },
+		"long timeout":       func(l *Link) { l.TimeoutMS = MaxLinkTimeout + 1 },
+		"long silence":       func(l *Link) { l.KeepaliveTimeoutMS = MaxKeepalive + 1 },
+		"negative keepalive": func(l *Link) { l.KeepaliveMS = -1 },
 	}
 	for name, f := range bad {
 		l := ok

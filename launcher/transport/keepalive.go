@@ -42,8 +42,12 @@ func keepaliveFor(h hostConfig) keepalive {
 	if n <= 0 {
 		n = 3
 	}
-	return keepalive{h.ServerAliveInterval, h.ServerAliveInterval * time.Duration(n)}
+	return keepalive{h.ServerAliveInterval, min(h.ServerAliveInterval*time.Duration(n), maxKeepalive)}
 }
+
+// maxKeepalive is the longest a host may stay silent before it is lost,
+// whatever its configuration says (a link carries at most this).
+const maxKeepalive = wire.MaxKeepalive * time.Millisecond
 
 // heartbeatInterval is how often the launcher tells each agent it is
 // alive (Heartbeat); an agent that hears nothing for its

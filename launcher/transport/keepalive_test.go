@@ -59,6 +59,8 @@ func TestKeepaliveFor(t *testing.T) {
 		{10 * time.Second, 0, keepalive{10 * time.Second, 30 * time.Second}},
 		{10 * time.Second, 9, keepalive{10 * time.Second, 90 * time.Second}},
 		{time.Second, 1, keepalive{time.Second, time.Second}},
+		{time.Minute, 3, keepalive{time.Minute, 3 * time.Minute}},
+		{time.Hour, 1000, keepalive{time.Hour, time.Hour}}, // at most an hour of silence
 	} {
 		if got := keepaliveFor(hostConfig{ServerAliveInterval: tc.interval, ServerAliveCountMax: tc.count}); got != tc.want {
 			t.Errorf("ServerAliveInterval %v, ServerAliveCountMax %d: %+v, want %+v", tc.interval, tc.count, got, tc.want)
