@@ -41,12 +41,12 @@ func TestHangDiagnosis(t *testing.T) {
 	// collecting garbage, faulthandler has no frame to show for it.
 	var named bool
 	for _, l := range strings.Split(errOut, "\n") {
-		if strings.HasPrefix(l, "launcher: odd one out: rank 2 on "+c.hosts[1].Addr+": ") && strings.Contains(l, "hang.py\", line 13 in <module>") {
+		if strings.HasPrefix(l, "launcher: odd one out: rank 2 on "+c.hosts[1].Addr+": ") && strings.Contains(l, "hang.py\", line 29 in <module>") {
 			named = true
 		}
 	}
 	if !named {
-		t.Errorf("the report does not name rank 2 in its sleep (hang.py line 13)")
+		t.Errorf("the report does not name rank 2 in its sleep (hang.py line 29)")
 	}
 	if strings.Contains(errOut, "also failed") {
 		t.Errorf("ranks the stack collection ended are listed as failures")
