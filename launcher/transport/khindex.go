@@ -47,7 +47,7 @@ func indexKnownHosts(path string, lines []string) (ssh.HostKeyCallback, error) {
 		}
 	}
 	var err error
-	if ix.rest, err = knownHostsFrom(rest); err != nil {
+	if ix.rest, err = knownHostsFrom(path, rest); err != nil {
 		return nil, err
 	}
 	return ix.check, nil

@@ -5,7 +5,6 @@ package transport
 // new host keys recorded with --accept-new-host-keys.
 
 import (
-	"bufio"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -68,8 +67,7 @@ func (d *AgentDialer) knownHostsFile(path string) *khFile {
 // load returns the parsed file; the caller holds khMu.
 func (kf *khFile) load(log *zap.Logger) (ssh.HostKeyCallback, error) {
 	if kf.kh == nil && kf.err == nil {
-		kf.kh, kf.err = readKnownHosts(kf.path, log)
-		kf.caLines = caLineNumbers(kf.path)
+		kf.kh, kf.caLines, kf.err = loadKnownHosts(kf.path, log)
 	}
 	return kf.kh, kf.err
 }
@@ -246,22 +244,15 @@ func keyFormat(algo string) string {
 	return algo
 }
 
-// caLineNumbers returns the numbers of path's @cert-authority lines.
-func caLineNumbers(path string) map[int]bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	lines := map[int]bool{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		if strings.HasPrefix(strings.TrimSpace(sc.Text()), "@cert-authority") {
-			lines[n] = true
+// caLineNumbers returns the numbers of the @cert-authority lines.
+func caLineNumbers(lines []string) map[int]bool {
+	ca := map[int]bool{}
+	for i, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "@cert-authority") {
+			ca[i+1] = true
 		}
 	}
-	return lines
+	return ca
 }
 
 // hostCertError is a host certificate the launcher does not trust.
@@ -284,30 +275,32 @@ func (e *hostCertError) Unwrap() error { return e.Err }
 // and the others still count. The callback it returns looks hosts up by
 // name (khIndex).
 func readKnownHosts(path string, log *zap.Logger) (ssh.HostKeyCallback, error) {
+	cb, _, err := loadKnownHosts(path, log)
+	return cb, err
+}
+
+// loadKnownHosts reads path once: readKnownHosts' callback, and the
+// numbers of its @cert-authority lines.
+func loadKnownHosts(path string, log *zap.Logger) (ssh.HostKeyCallback, map[int]bool, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lines := strings.Split(string(b), "\n")
-	_, err = knownhosts.New(path)
 	// Drop one bad line at a time (knownhosts names the first), for at
 	// most as many rounds as there are lines.
-	for range lines {
+	for round := 0; ; round++ {
+		cb, err := indexKnownHosts(path, lines)
 		if err == nil {
-			break
+			return cb, caLineNumbers(lines), nil
 		}
 		n, ok := badLine(err)
-		if !ok || n < 1 || n > len(lines) {
-			return nil, err
+		if !ok || n < 1 || n > len(lines) || round == len(lines) {
+			return nil, nil, err
 		}
 		log.Warn("skipping a known_hosts line that does not parse", zap.String("file", path), zap.Int("line", n), zap.Error(err))
 		lines[n-1] = "# " + lines[n-1] // keeps the numbering of the rest
-		_, err = knownHostsFrom(lines)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return indexKnownHosts(path, lines)
 }
 
 // badLine finds N in knownhosts' "knownhosts: FILE:N: ..." parse errors.
@@ -328,8 +321,9 @@ func badLine(err error) (int, bool) {
 }
 
 // knownHostsFrom builds a callback from lines through a private
-// temporary file (knownhosts reads files only).
-func knownHostsFrom(lines []string) (ssh.HostKeyCallback, error) {
+// temporary file (knownhosts reads files only); its errors name the file
+// the lines came from, name.
+func knownHostsFrom(name string, lines []string) (ssh.HostKeyCallback, error) {
 	f, err := os.CreateTemp("", "gangway-known-hosts-*")
 	if err != nil {
 		return nil, err
@@ -342,5 +336,9 @@ func knownHostsFrom(lines []string) (ssh.HostKeyCallback, error) {
 	if err != nil {
 		return nil, err
 	}
-	return knownhosts.New(f.Name())
+	cb, err := knownhosts.New(f.Name())
+	if err != nil {
+		return nil, errors.New(strings.ReplaceAll(err.Error(), f.Name(), name))
+	}
+	return cb, nil
 }

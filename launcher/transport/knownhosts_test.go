@@ -64,6 +64,9 @@ func TestKnownHostsBadLine(t *testing.T) {
 	for _, e := range logs.All() {
 		if e.ContextMap()["file"] == path {
 			lines = append(lines, e.ContextMap()["line"].(int64))
+			if msg, _ := e.ContextMap()["error"].(string); !strings.Contains(msg, path) {
+				t.Errorf("warning's error %q does not name %s", msg, path)
+			}
 		}
 	}
 	if len(lines) != 2 || lines[0] != 3 || lines[1] != 4 {
@@ -86,11 +89,10 @@ func TestHostKeyAlgorithms(t *testing.T) {
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cb, err := readKnownHosts(path, zap.NewNop())
+	cb, caLines, err := loadKnownHosts(path, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	caLines := caLineNumbers(path)
 	addr := &net.TCPAddr{IP: net.IPv4(198, 18, 0, 1), Port: 22122}
 	isCert := func(algos []string) []bool {
 		out := make([]bool, len(algos))
