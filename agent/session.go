@@ -196,9 +196,7 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 			return err
 		}
 		if r := s.relay.Load(); r != nil {
-			if err := r.Spread(m); err != nil {
-				return err
-			}
+			r.Spread(m)
 		}
 		return s.handle(ctx, inner)
 	case wire.KindRelayKey:

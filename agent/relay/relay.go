@@ -137,8 +137,8 @@ type child struct {
 	once   sync.Once
 	why    error // why the relay closed it (nil: the child or the launcher did)
 
-	every, silence time.Duration // keepalive timing
-	beat           time.Duration // how often the relay pings it for the launcher
+	interval, silence time.Duration // keepalive timing
+	beat              time.Duration // how often the relay pings it for the launcher
 }
 
 func (c *child) close(why error) {
@@ -260,9 +260,9 @@ func (r *Relay) dial(ctx context.Context, l wire.Link, signers []ssh.Signer) (*c
 	}
 	ans.HostKey = hostKey.Marshal()
 	c := &child{host: l.Host, name: l.Name, client: client, conn: wire.NewConn(ch), more: make(chan struct{}, 1), quit: make(chan struct{}),
-		every: KeepaliveInterval, silence: KeepaliveTimeout}
+		interval: KeepaliveInterval, silence: KeepaliveTimeout}
 	if l.KeepaliveMS > 0 {
-		c.every = time.Duration(l.KeepaliveMS) * time.Millisecond
+		c.interval = time.Duration(l.KeepaliveMS) * time.Millisecond
 	}
 	if l.KeepaliveTimeoutMS > 0 {
 		c.silence = time.Duration(l.KeepaliveTimeoutMS) * time.Millisecond
@@ -386,14 +386,25 @@ func (r *Relay) write(c *child) {
 // its relay, whose own watchdog hears from the launcher (or from its
 // relay), so a silent launcher still stops every host's ranks.
 func (r *Relay) heartbeat(c *child) {
-	t := time.NewTicker(c.beat)
+	c.every(c.beat, func() bool {
+		r.queue(c, wire.Msg{Kind: wire.KindPing})
+		return true
+	})
+}
+
+// every calls tick every d until the child is closed or tick returns
+// false.
+func (c *child) every(d time.Duration, tick func() bool) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-c.quit:
 			return
 		case <-t.C:
-			_ = r.queue(c, wire.Msg{Kind: wire.KindPing})
+			if !tick() {
+				return
+			}
 		}
 	}
 }
@@ -401,14 +412,7 @@ func (r *Relay) heartbeat(c *child) {
 // keepalive closes a child that stops answering SSH keepalives, as the
 // launcher does with the agents it holds.
 func (r *Relay) keepalive(c *child) {
-	t := time.NewTicker(c.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.quit:
-			return
-		case <-t.C:
-		}
+	c.every(c.interval, func() bool {
 		reply := make(chan error, 1)
 		go func() {
 			_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
@@ -416,18 +420,14 @@ func (r *Relay) keepalive(c *child) {
 		}()
 		select {
 		case err := <-reply:
-			if err != nil {
-				return // the connection is gone; read says so
-			}
+			return err == nil // else the connection is gone; read says so
 		case <-time.After(c.silence):
 			c.close(silentError{c.silence})
-			<-reply
-			return
 		case <-c.quit:
-			<-reply
-			return
 		}
-	}
+		<-reply
+		return false
+	})
 }
 
 // Forward passes an envelope from the launcher on to its child. A frame
@@ -446,12 +446,13 @@ func (r *Relay) Forward(m wire.Msg) error {
 	if c == nil {
 		return nil
 	}
-	return r.queue(c, inner)
+	r.queue(c, inner)
+	return nil
 }
 
 // queue hands m to c's writer without waiting; a child with more than
 // maxQueued bytes waiting is cut off.
-func (r *Relay) queue(c *child, m wire.Msg) error {
+func (r *Relay) queue(c *child, m wire.Msg) {
 	c.qmu.Lock()
 	c.queued = append(c.queued, m)
 	c.qbytes += len(m.Payload)
@@ -459,18 +460,17 @@ func (r *Relay) queue(c *child, m wire.Msg) error {
 	c.qmu.Unlock()
 	if over {
 		c.close(fmt.Errorf("%s stopped reading what its relay sends (%d MiB waiting)", c.name, maxQueued>>20))
-		return nil
+		return
 	}
 	select {
 	case c.more <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 // Spread passes a spread frame on to every child (each passes it on to
 // its own), for the session to act on itself too.
-func (r *Relay) Spread(m wire.Msg) error {
+func (r *Relay) Spread(m wire.Msg) {
 	r.mu.Lock()
 	kids := make([]*child, 0, len(r.kids))
 	for _, c := range r.kids {
@@ -478,11 +478,8 @@ func (r *Relay) Spread(m wire.Msg) error {
 	}
 	r.mu.Unlock()
 	for _, c := range kids {
-		if err := r.queue(c, m); err != nil {
-			return err
-		}
+		r.queue(c, m)
 	}
-	return nil
 }
 
 // OwnJob says whether this host's own session runs ranks, whose fences
