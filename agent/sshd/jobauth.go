@@ -29,21 +29,14 @@ func (s *Server) authorizeJobCert(c ssh.ConnMetadata, cert *ssh.Certificate, a *
 		return nil, nil, errors.New("job certificate: " + why)
 	}
 	var source, why string
-	checker := ssh.CertChecker{
-		IsUserAuthority: func(k ssh.PublicKey) bool {
-			source, why = s.jobSigner(c, a, k)
-			return why == ""
-		},
-		SupportedCriticalOptions: []string{"force-command", "source-address"},
-	}
-	perms, err := checker.Authenticate(c, cert)
+	perms, err := checkJobCert(c, cert, func(k ssh.PublicKey) bool {
+		source, why = s.jobSigner(c, a, k)
+		return why == ""
+	})
 	if why != "" {
 		return refuse(why)
 	}
 	if err != nil {
-		return refuse(strings.TrimPrefix(err.Error(), "ssh: "))
-	}
-	if err := jobcert.Check(cert, c.User(), c.RemoteAddr(), time.Now()); err != nil {
 		return refuse(err.Error())
 	}
 	li := &loginInfo{
@@ -51,10 +44,26 @@ func (s *Server) authorizeJobCert(c ssh.ConnMetadata, cert *ssh.Certificate, a *
 		keyID: cert.KeyId, serial: cert.Serial, ca: ssh.FingerprintSHA256(cert.SignatureKey),
 		jobID: jobcert.JobID(cert), relay: jobcert.Relay(cert), jobOnly: true, noPTY: true,
 	}
-	// The critical options stay in the permissions: x/crypto enforces
-	// source-address on them too. force-command is not loginInfo's: it
-	// names no command, jobOnly is what it means.
-	return li, &ssh.Permissions{CriticalOptions: perms.CriticalOptions}, nil
+	return li, perms, nil
+}
+
+// checkJobCert checks cert as a job certificate signed by a key that
+// authority accepts: its signature, validity and critical options
+// (x/crypto's CertChecker, which enforces source-address), then what a
+// job certificate must be (jobcert.Check). The critical options stay in
+// the permissions, for x/crypto to enforce source-address on them too;
+// force-command names no command, the gangway subsystem alone is what it
+// means. Both the agent's server and an agent started by srun use it.
+func checkJobCert(c ssh.ConnMetadata, cert *ssh.Certificate, authority func(ssh.PublicKey) bool) (*ssh.Permissions, error) {
+	checker := ssh.CertChecker{IsUserAuthority: authority, SupportedCriticalOptions: []string{"force-command", "source-address"}}
+	perms, err := checker.Authenticate(c, cert)
+	if err != nil {
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "ssh: "))
+	}
+	if err := jobcert.Check(cert, c.User(), c.RemoteAddr(), time.Now()); err != nil {
+		return nil, err
+	}
+	return &ssh.Permissions{CriticalOptions: perms.CriticalOptions}, nil
 }
 
 // jobSigner finds the authorized_keys file whose line for k lets k sign

@@ -154,20 +154,13 @@ func reportIP(launchIP string) (net.IP, error) {
 // but the one gangway session, so the certificate opens no more than the
 // launcher's key does.
 func srunJobCert(c ssh.ConnMetadata, cert *ssh.Certificate, launcher []byte) (*ssh.Permissions, error) {
-	checker := ssh.CertChecker{
-		IsUserAuthority: func(k ssh.PublicKey) bool {
-			return subtle.ConstantTimeCompare(k.Marshal(), launcher) == 1
-		},
-		SupportedCriticalOptions: []string{"force-command", "source-address"},
-	}
-	perms, err := checker.Authenticate(c, cert)
+	perms, err := checkJobCert(c, cert, func(k ssh.PublicKey) bool {
+		return subtle.ConstantTimeCompare(k.Marshal(), launcher) == 1
+	})
 	if err != nil {
 		return nil, fmt.Errorf("job certificate: %w", err)
 	}
-	if err := jobcert.Check(cert, c.User(), c.RemoteAddr(), time.Now()); err != nil {
-		return nil, fmt.Errorf("job certificate: %w", err)
-	}
-	return &ssh.Permissions{CriticalOptions: perms.CriticalOptions}, nil
+	return perms, nil
 }
 
 // ServeSrun serves the one launcher session of an agent started by srun:
