@@ -105,28 +105,34 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			o.only = append(o.only, s)
 		}
 	}
-	if *scaleCounts != "" {
-		for _, f := range strings.Split(*scaleCounts, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 || n > 20000 {
-				return o, fmt.Errorf("-scale-counts: %q is not a count from 1 to 20000", f)
-			}
-			o.scaleCounts = append(o.scaleCounts, n)
-		}
+	var err error
+	if o.scaleCounts, err = intList("-scale-counts", *scaleCounts, func(n int) bool { return n >= 1 && n <= 20000 }, "a count from 1 to 20000"); err != nil {
+		return o, err
 	}
-	if *scaleWidths != "" {
-		for _, f := range strings.Split(*scaleWidths, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 0 || n == 1 || n > 1024 {
-				return o, fmt.Errorf("-scale-widths: %q is not 0 (flat) or a tree width from 2 to 1024", f)
-			}
-			o.scaleWidths = append(o.scaleWidths, n)
-		}
+	if o.scaleWidths, err = intList("-scale-widths", *scaleWidths, func(n int) bool { return n == 0 || n >= 2 && n <= 1024 }, "0 (flat) or a tree width from 2 to 1024"); err != nil {
+		return o, err
 	}
 	if o.runs < 1 || o.runs > 50 || o.warmup < 0 || o.warmup > 10 {
 		return o, errors.New("-runs must be 1..50 and -warmup 0..10")
 	}
 	return o, nil
+}
+
+// intList parses flag's comma-separated integers, each one ok accepts
+// (want says which); nil when s is empty.
+func intList(flag, s string, ok func(int) bool, want string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || !ok(n) {
+			return nil, fmt.Errorf("%s: %q is not %s", flag, f, want)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func (o options) want(s string) bool { return len(o.only) == 0 || slices.Contains(o.only, s) }
