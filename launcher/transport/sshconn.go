@@ -58,7 +58,7 @@ func openSubsystem(conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.
 		<-refused
 		return nil, err
 	}
-	cc := &chanConn{Channel: ch, client: conn, refused: refused, silence: ka.Timeout}
+	cc := &chanConn{Channel: ch, client: conn, refused: refused, silence: ka.Timeout, interval: ka.Interval}
 	cc.stopKeepalive = keepaliveEvery(conn, ka, cc.silent)
 	return cc, nil
 }
@@ -227,6 +227,7 @@ type chanConn struct {
 	refused       <-chan struct{} // closed when refuseIncoming has returned; nil: none runs
 	wasSilent     atomic.Bool
 	silence       time.Duration // the keepalives' bound
+	interval      time.Duration // the keepalives' interval
 }
 
 // errSilent is why a session ends when its agent stopped answering
@@ -245,7 +246,11 @@ func (e SilentError) Unwrap() error { return errSilent }
 
 func (c *chanConn) silent() { c.wasSilent.Store(true) }
 
-func (c *chanConn) stallBound() time.Duration { return c.silence }
+// stallBound is the most the keepalives can take to find the host silent
+// (the next keepalive within interval, its answer awaited for silence)
+// and one interval more: a host whose link is dead is both silent and
+// not reading, and the keepalives, which say so, must be first to cut it.
+func (c *chanConn) stallBound() time.Duration { return c.silence + 2*c.interval }
 
 func (c *chanConn) Read(b []byte) (int, error) {
 	n, err := c.Channel.Read(b)

@@ -45,10 +45,12 @@ type stallGuard struct {
 }
 
 // Guard is rwc cut off when a write to it makes no progress for
-// StallTimeout, or for the host's keepalive bound when that is longer
-// (its ServerAliveInterval x ServerAliveCountMax: a host allowed to stall
-// that long before it is lost may not read for that long either): every
-// session's stream goes through one.
+// StallTimeout, or, when longer, for the stream's stall bound: for an SSH
+// session, what its keepalives take at most to find the host silent and
+// one interval more (a host allowed to stall that long before it is lost
+// may not read for that long either, and a dead link must be reported as
+// the silence it is, not as a stalled write). Every session's stream
+// goes through one.
 func Guard(rwc io.ReadWriteCloser) io.ReadWriteCloser {
 	after := StallTimeout
 	if b, ok := rwc.(stallBounder); ok {

@@ -60,9 +60,10 @@ type boundedPipe struct {
 
 func (b boundedPipe) stallBound() time.Duration { return b.bound }
 
-// TestGuardBound: a session's stall bound is StallTimeout, or its host's
-// keepalive bound when that is longer (ServerAliveInterval x
-// ServerAliveCountMax).
+// TestGuardBound: a session's stall bound is StallTimeout, or, when
+// longer, its stream's bound: for an SSH session, the keepalives' bound
+// (ServerAliveInterval x ServerAliveCountMax) and two intervals, past the
+// most the keepalives take to find the host silent.
 func TestGuardBound(t *testing.T) {
 	a, _ := net.Pipe()
 	defer a.Close()
@@ -73,7 +74,8 @@ func TestGuardBound(t *testing.T) {
 		{a, StallTimeout},
 		{boundedPipe{a, time.Second}, StallTimeout},
 		{boundedPipe{a, 90 * time.Second}, 90 * time.Second},
-		{&chanConn{silence: 45 * time.Second}, 45 * time.Second},
+		{&chanConn{silence: 45 * time.Second, interval: 15 * time.Second}, 75 * time.Second},
+		{&chanConn{silence: 15 * time.Second, interval: 5 * time.Second}, 25 * time.Second},
 	} {
 		if got := Guard(tc.rwc).(*stallGuard).after; got != tc.want {
 			t.Errorf("Guard(%T with bound) after %v, want %v", tc.rwc, got, tc.want)
