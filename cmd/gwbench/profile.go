@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +11,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,8 +23,10 @@ import (
 // profiles runs the launcher in this process (launcher.Main, as
 // cmd/launcher does) under the CPU profiler and writes one profile per
 // case to o.profile: 20 launches on 16 namespace hosts, one output run,
-// and one launch on 1024 loopback agents (which run in this process too,
-// so that profile shows the agents' side as well).
+// and one launch on the largest -scale-counts of loopback agents (1024
+// at most by default; the agents run in gwbench's worker processes, so
+// the profile is the launcher's) at each of -scale-widths, with a heap
+// profile taken at the launch's highest heap in use.
 func (b *bench) profiles(ctx context.Context) error {
 	dir, err := filepath.Abs(b.o.profile)
 	if err != nil {
@@ -54,7 +59,10 @@ func (b *bench) profiles(ctx context.Context) error {
 		}
 	}
 	counts := b.scaleCounts()
-	n := min(counts[len(counts)-1], 1024)
+	n := counts[len(counts)-1]
+	if b.o.scaleCounts == nil {
+		n = min(n, 1024)
+	}
 	la, err := startLoopAgents(ctx, n, filepath.Join(b.dir, "loop-profile"))
 	if err != nil {
 		return err
@@ -64,8 +72,17 @@ func (b *bench) profiles(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := b.profileRuns(ctx, filepath.Join(dir, fmt.Sprintf("scale%d.pprof", n)), 1, append(la.args(hf), "/bin/true"), io.Discard); err != nil {
-		return err
+	for _, width := range b.widths() {
+		name := fmt.Sprintf("scale%d-w%d", n, width)
+		args := append(la.args(hf), "--tree-width", strconv.Itoa(width), "--start-timeout", "10m", "/bin/true")
+		peak := watchHeap(filepath.Join(dir, name+"-heap.pprof"))
+		err := b.profileRuns(ctx, filepath.Join(dir, name+".pprof"), 1, args, io.Discard)
+		if perr := peak(); err == nil {
+			err = perr
+		}
+		if err != nil {
+			return err
+		}
 	}
 	// Where the bytes were allocated, over every profiled run (and
 	// gwbench's own work): go tool pprof -sample_index=alloc_space.
@@ -75,6 +92,51 @@ func (b *bench) profiles(ctx context.Context) error {
 	}
 	defer f.Close()
 	return pprof.Lookup("allocs").WriteTo(f, 0)
+}
+
+// watchHeap writes the heap profile (go tool pprof -sample_index=inuse_space)
+// taken at the highest heap in use seen while it runs, sampled every 100
+// ms, to path, and the goroutine profile at the most goroutines seen
+// beside it (-goroutine.pprof for -heap.pprof); the returned function stops it and writes the file.
+func watchHeap(path string) (stop func() error) {
+	quit := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		var best, gor []byte
+		var high uint64
+		gmax := 0
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if g := runtime.NumGoroutine(); g > gmax {
+				gmax = g
+				var buf bytes.Buffer
+				if err := pprof.Lookup("goroutine").WriteTo(&buf, 0); err == nil {
+					gor = buf.Bytes()
+				}
+			}
+			if ms.HeapInuse > high {
+				high = ms.HeapInuse
+				var buf bytes.Buffer
+				if err := pprof.Lookup("heap").WriteTo(&buf, 0); err == nil {
+					best = buf.Bytes()
+				}
+			}
+			select {
+			case <-t.C:
+				continue
+			case <-quit:
+			}
+			done <- errors.Join(os.WriteFile(path, best, 0o644), os.WriteFile(strings.TrimSuffix(path, "heap.pprof")+"goroutine.pprof", gor, 0o644))
+			return
+		}
+	}()
+	return func() error {
+		close(quit)
+		return <-done
+	}
 }
 
 // profileRuns runs launcher.Main runs times with args under the CPU
