@@ -12,7 +12,8 @@ import (
 // Recv must be called from one goroutine.
 type Conn struct {
 	rwc io.ReadWriteCloser
-	r   *reader
+	r   *reader   // nil on a MsgStream
+	ms  MsgStream // rwc, when it carries whole messages
 
 	mu  sync.Mutex // serialises writes so frames never interleave
 	hdr [5]byte
@@ -20,9 +21,26 @@ type Conn struct {
 	rerr error // a framing violation: every later Recv returns it
 }
 
-// NewConn wraps a stream (an SSH channel, stdin/stdout, a socket).
+// NewConn wraps a stream (an SSH channel, stdin/stdout, a socket). On a
+// MsgStream it frames nothing: messages go and come whole.
 func NewConn(rwc io.ReadWriteCloser) *Conn {
+	if ms, ok := rwc.(MsgStream); ok {
+		return &Conn{rwc: rwc, ms: ms}
+	}
 	return &Conn{rwc: rwc, r: newReader(rwc)}
+}
+
+// MsgStream is a stream that carries whole messages within the process
+// (the launcher's session with a host behind a relay of the agent tree,
+// whose frames arrive in its relay's envelopes): a Conn on one hands them
+// over as they are, with no read buffer of its own and no framing into
+// bytes and back. SendMsg may use m.Payload only until it returns;
+// RecvMsg's message belongs to the caller (Release included). The limits
+// of Recv and Send hold as on any stream.
+type MsgStream interface {
+	io.ReadWriteCloser
+	SendMsg(m Msg) error
+	RecvMsg() (Msg, error)
 }
 
 // Close closes the underlying stream.
@@ -84,6 +102,9 @@ func (c *Conn) write(k Kind, sub, p []byte) error {
 	if err := checkFrame(k, int64(n)); err != nil {
 		return err
 	}
+	if c.ms != nil {
+		return c.writeMsg(k, sub, p)
+	}
 	// One Write per frame where it is cheap to build: the frame is
 	// copied into one pooled buffer, so an SSH channel sends it in as few
 	// packets as its size needs (each Write is at least one packet, each
@@ -115,6 +136,24 @@ func (c *Conn) write(k Kind, sub, p []byte) error {
 		}
 	}
 	_, err := c.rwc.Write(p)
+	return err
+}
+
+// writeMsg hands a MsgStream one message, sub and p joined in a pooled
+// buffer when there is a sub-header.
+func (c *Conn) writeMsg(k Kind, sub, p []byte) error {
+	if len(sub) == 0 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.ms.SendMsg(Msg{Kind: k, Payload: p})
+	}
+	bp := getBuf(len(sub) + len(p))
+	buf := append(append(*bp, sub...), p...)
+	c.mu.Lock()
+	err := c.ms.SendMsg(Msg{Kind: k, Payload: buf})
+	c.mu.Unlock()
+	*bp = buf
+	putBuf(bp)
 	return err
 }
 
@@ -176,6 +215,9 @@ func (c *Conn) Recv() (Msg, error) {
 	if c.rerr != nil {
 		return Msg{}, c.rerr
 	}
+	if c.ms != nil {
+		return c.recvMsg()
+	}
 	var h [5]byte
 	if _, err := io.ReadFull(c.r, h[:]); err != nil {
 		return Msg{}, err
@@ -201,6 +243,21 @@ func (c *Conn) Recv() (Msg, error) {
 		return Msg{}, fmt.Errorf("wire: short %s frame (%d of %d bytes): %w", k, len(p), n, err)
 	}
 	return Msg{Kind: k, Payload: p}, nil
+}
+
+// recvMsg is Recv on a MsgStream, with its checks.
+func (c *Conn) recvMsg() (Msg, error) {
+	m, err := c.ms.RecvMsg()
+	if err != nil {
+		return Msg{}, err
+	}
+	if err := checkFrame(m.Kind, int64(len(m.Payload))); err != nil {
+		m.Release()
+		c.rerr = err
+		_ = c.Send(KindError, Error{Msg: err.Error()})
+		return Msg{}, err
+	}
+	return m, nil
 }
 
 // firstChunk is the most a reader allocates for a payload before its

@@ -50,8 +50,13 @@ type stallGuard struct {
 // one interval more (a host allowed to stall that long before it is lost
 // may not read for that long either, and a dead link must be reported as
 // the silence it is, not as a stalled write). Every session's stream
-// goes through one.
+// goes through one, once: a session of the agent tree (a link) is
+// returned as it is, since what it writes goes out on a guarded stream
+// (its own, or its relay's).
 func Guard(rwc io.ReadWriteCloser) io.ReadWriteCloser {
+	if l, ok := rwc.(*link); ok {
+		return l
+	}
 	after := StallTimeout
 	if b, ok := rwc.(stallBounder); ok {
 		after = max(after, b.stallBound())

@@ -181,9 +181,6 @@ func (t *Tree) dialDirect(ctx context.Context, n *node) (io.ReadWriteCloser, str
 	if p, ok := rwc.(AgentPorter); ok {
 		l.port = p.AgentPort()
 	}
-	if b, ok := rwc.(stallBounder); ok {
-		l.bound = b.stallBound()
-	}
 	// Guarded: spread frames and the children's envelopes are written
 	// here by others than the host's own session.
 	l.raw = wire.NewConn(Guard(rwc))
@@ -248,7 +245,7 @@ func (t *Tree) dialLinked(ctx context.Context, n *node, c childTarget, relay *no
 		return nil, "", fmt.Errorf("through relay %s: %s", relay.h.Name, a.Err)
 	}
 	l := ans.link
-	l.port, l.bound = c.AgentPort, c.Keepalive.Timeout
+	l.port = c.AgentPort
 	key, err := ssh.ParsePublicKey(ans.linked.HostKey)
 	if err == nil {
 		err = t.base.checkChild(c, ans.linked.Addr, key)
@@ -398,15 +395,14 @@ type link struct {
 	parent *link
 	raw    *wire.Conn // first level only
 
-	in inQueue // frames for the engine, whole, header and payload
+	in inQueue // messages for the engine
 
 	wmu   sync.Mutex // serialises Write's frame assembly
 	wbuf  []byte
 	facts chan struct{} // closed once the agent's facts went by
 	fonce sync.Once
-	addrs []string      // the agent's addresses, from its facts
-	port  int           // the agent's own port where the transport knows it (AgentPorter), else 0
-	bound time.Duration // the host's keepalive bound (stallBound), 0 when not known
+	addrs []string // the agent's addresses, from its facts
+	port  int      // the agent's own port where the transport knows it (AgentPorter), else 0
 
 	mu      sync.Mutex
 	kids    map[int]*link
@@ -500,6 +496,20 @@ func (l *link) Write(p []byte) (int, error) {
 
 // Read gives the engine the agent's frames.
 func (l *link) Read(p []byte) (int, error) { return l.in.read(p) }
+
+// RecvMsg is the next message from the link's agent (wire.MsgStream): the
+// engine's Conn reads whole messages, never bytes.
+func (l *link) RecvMsg() (wire.Msg, error) { return l.in.recv() }
+
+// SendMsg sends one message to the link's agent (wire.MsgStream).
+func (l *link) SendMsg(m wire.Msg) error {
+	select {
+	case <-l.dead:
+		return l.cause()
+	default:
+	}
+	return l.send(m.Kind, m.Payload)
+}
 
 // Close ends the link: a first-level host's stream closes (its agent
 // closes its children), a linked host is unlinked at its relay.
@@ -713,8 +723,7 @@ func (l *link) deliver(m wire.Msg) error {
 			close(l.facts)
 		})
 	}
-	l.in.push(m.Kind, m.Payload)
-	m.Release()
+	l.in.push(m)
 	return nil
 }
 
@@ -811,52 +820,77 @@ func factsAddrs(f wire.Facts) []string {
 	return addrs
 }
 
-// inQueue holds whole frames for the engine's reads; a push waits while
-// more than inQueueMax bytes are unread (the relay's stream then waits
-// too, as a flat session's would).
+// inQueue holds the messages for the engine, whole, in order; a push
+// waits while more than inQueueMax bytes are unread (the relay's stream
+// then waits too, as a direct session's would). The engine's Conn takes
+// them as they are (wire.MsgStream); a byte reader gets them framed.
 type inQueue struct {
-	mu   sync.Mutex
-	cond *sync.Cond
-	buf  []byte
-	r    int
-	err  error
+	mu    sync.Mutex
+	cond  *sync.Cond
+	msgs  []wire.Msg // msgs[head:] are unread
+	head  int
+	bytes int // payload bytes unread
+	err   error
+	part  []byte // read: the rest of a frame handed out in part
 }
 
 const inQueueMax = 16 << 20
 
 func (q *inQueue) init() { q.cond = sync.NewCond(&q.mu) }
 
-func (q *inQueue) push(k wire.Kind, p []byte) {
+// push queues m, whose payload (and pooled buffer) the queue owns from
+// now on.
+func (q *inQueue) push(m wire.Msg) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(q.buf)-q.r > inQueueMax && q.err == nil {
+	for q.bytes > inQueueMax && q.err == nil {
 		q.cond.Wait()
 	}
 	if q.err != nil {
+		m.Release()
 		return
 	}
-	if q.r == len(q.buf) {
-		q.buf, q.r = q.buf[:0], 0
-	}
-	q.buf = wire.AppendFrame(q.buf, k, p)
+	q.msgs = append(q.msgs, m)
+	q.bytes += len(m.Payload)
 	q.cond.Broadcast()
 }
 
-func (q *inQueue) read(p []byte) (int, error) {
+// recv takes the next message, waiting for one; once the queue is closed
+// and drained, its error.
+func (q *inQueue) recv() (wire.Msg, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.r == len(q.buf) && q.err == nil {
+	for q.head == len(q.msgs) && q.err == nil {
 		q.cond.Wait()
 	}
-	if q.r == len(q.buf) {
-		return 0, q.err
+	if q.head == len(q.msgs) {
+		return wire.Msg{}, q.err
 	}
-	n := copy(p, q.buf[q.r:])
-	q.r += n
-	if q.r == len(q.buf) {
-		q.buf, q.r = q.buf[:0], 0
+	m := q.msgs[q.head]
+	q.msgs[q.head] = wire.Msg{}
+	q.head++
+	if q.head == len(q.msgs) {
+		// Drained: a host's queue holds nothing between messages (most
+		// hosts' queues are idle most of the job).
+		q.msgs, q.head = nil, 0
 	}
+	q.bytes -= len(m.Payload)
 	q.cond.Broadcast()
+	return m, nil
+}
+
+// read hands out the queue's messages as frames, for a reader of bytes.
+func (q *inQueue) read(p []byte) (int, error) {
+	if len(q.part) == 0 {
+		m, err := q.recv()
+		if err != nil {
+			return 0, err
+		}
+		q.part = wire.AppendFrame(nil, m.Kind, m.Payload)
+		m.Release()
+	}
+	n := copy(p, q.part)
+	q.part = q.part[n:]
 	return n, nil
 }
 
@@ -864,7 +898,7 @@ func (q *inQueue) close(err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.err == nil {
-		q.err = err
+		q.err = err // after what is queued: a host's last words are read
 	}
 	q.cond.Broadcast()
 }
@@ -872,5 +906,3 @@ func (q *inQueue) close(err error) {
 // AgentPort is the port the link's agent listens on, where the transport
 // knows it (an agent started by srun), else 0: the preflight probes it.
 func (l *link) AgentPort() int { return l.port }
-
-func (l *link) stallBound() time.Duration { return l.bound }

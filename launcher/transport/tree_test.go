@@ -209,3 +209,40 @@ type pipeConn struct {
 func (p pipeConn) Read(b []byte) (int, error)  { return p.r.Read(b) }
 func (p pipeConn) Write(b []byte) (int, error) { return p.w.Write(b) }
 func (p pipeConn) Close() error                { return nil }
+
+// TestInQueue: a linked host's messages reach the engine whole and in
+// order, as messages (RecvMsg) or as frames (Read, in any piece sizes);
+// the link's end comes after what was queued before it; a drained queue
+// holds nothing.
+func TestInQueue(t *testing.T) {
+	var q inQueue
+	q.init()
+	q.push(wire.Msg{Kind: wire.KindFacts, Payload: []byte(`{"version":5}`)})
+	q.push(wire.Msg{Kind: wire.KindPing})
+	m, err := q.recv()
+	if err != nil || m.Kind != wire.KindFacts || string(m.Payload) != `{"version":5}` {
+		t.Fatalf("recv: %v %q %v", m.Kind, m.Payload, err)
+	}
+	q.push(wire.Msg{Kind: wire.KindDone, Payload: []byte(`{}`)})
+	q.close(io.ErrUnexpectedEOF)
+	q.push(wire.Msg{Kind: wire.KindPing}) // after the end: dropped
+	var got []byte
+	buf := make([]byte, 3)
+	for {
+		n, err := q.read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			if err != io.ErrUnexpectedEOF {
+				t.Fatalf("read's end: %v", err)
+			}
+			break
+		}
+	}
+	want := wire.AppendFrame(wire.AppendFrame(nil, wire.KindPing, nil), wire.KindDone, []byte(`{}`))
+	if !bytes.Equal(got, want) {
+		t.Errorf("read %x, want %x", got, want)
+	}
+	if q.msgs != nil || q.bytes != 0 {
+		t.Errorf("drained queue holds %d messages, %d bytes", len(q.msgs), q.bytes)
+	}
+}
