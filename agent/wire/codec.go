@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -245,12 +246,49 @@ func (c *Conn) Recv() (Msg, error) {
 	return Msg{Kind: k, Payload: p}, nil
 }
 
+// MsgPoller is a MsgStream that can be asked for a message without
+// waiting (PollMsg: ok false and no error when none waits), so that a
+// reader told that messages wait can drain it instead of a goroutine
+// blocking on it for the life of the session.
+type MsgPoller interface {
+	MsgStream
+	PollMsg() (m Msg, ok bool, err error)
+}
+
+// ErrNoPoll is Poll's error on a Conn whose stream is not a MsgPoller.
+var ErrNoPoll = errors.New("wire: the stream cannot be polled")
+
+// Poll is Recv without the wait, on a Conn over a MsgPoller: ok is false
+// (and err nil) when no message waits. From the Recv goroutine only:
+// Recv and Poll are one reader.
+func (c *Conn) Poll() (Msg, bool, error) {
+	if c.rerr != nil {
+		return Msg{}, false, c.rerr
+	}
+	p, ok := c.ms.(MsgPoller)
+	if !ok {
+		return Msg{}, false, ErrNoPoll
+	}
+	m, ok, err := p.PollMsg()
+	if err != nil || !ok {
+		return Msg{}, false, err
+	}
+	m, err = c.checkMsg(m)
+	return m, err == nil, err
+}
+
 // recvMsg is Recv on a MsgStream, with its checks.
 func (c *Conn) recvMsg() (Msg, error) {
 	m, err := c.ms.RecvMsg()
 	if err != nil {
 		return Msg{}, err
 	}
+	return c.checkMsg(m)
+}
+
+// checkMsg holds a message from a MsgStream to its kind's limit, as Recv
+// does a frame.
+func (c *Conn) checkMsg(m Msg) (Msg, error) {
 	if err := checkFrame(m.Kind, int64(len(m.Payload))); err != nil {
 		m.Release()
 		c.rerr = err

@@ -21,6 +21,41 @@ func (p *msgPipe) SendMsg(m Msg) error {
 	p.sent = append(p.sent, Msg{Kind: m.Kind, Payload: append([]byte(nil), m.Payload...)})
 	return nil
 }
+
+// msgPoller is a msgPipe that can be polled.
+type msgPoller struct{ msgPipe }
+
+func (p *msgPoller) PollMsg() (Msg, bool, error) {
+	if len(p.in) == 0 {
+		return Msg{}, false, nil
+	}
+	m, err := p.RecvMsg()
+	return m, err == nil, err
+}
+
+// TestConnPoll: Poll takes what waits without waiting, with Recv's
+// limits; a stream that cannot be polled says so.
+func TestConnPoll(t *testing.T) {
+	if _, _, err := NewConn(&msgPipe{}).Poll(); !errors.Is(err, ErrNoPoll) {
+		t.Errorf("Poll of a message stream without PollMsg: %v, want ErrNoPoll", err)
+	}
+	p := &msgPoller{msgPipe{in: []Msg{{Kind: KindPing}, {Kind: KindStart, Payload: make([]byte, Limit(KindStart)+1)}}}}
+	c := NewConn(p)
+	if m, ok, err := c.Poll(); !ok || err != nil || m.Kind != KindPing {
+		t.Fatalf("Poll: %v %v %v", m.Kind, ok, err)
+	}
+	var fe *FrameError
+	if _, ok, err := c.Poll(); ok || !errors.As(err, &fe) {
+		t.Fatalf("Poll of an over-long start: %v %v, want a FrameError", ok, err)
+	}
+	if _, ok, err := c.Poll(); ok || !errors.As(err, &fe) {
+		t.Errorf("Poll after a framing violation: %v %v, want it again", ok, err)
+	}
+	if _, ok, err := NewConn(&msgPoller{}).Poll(); ok || err != nil {
+		t.Errorf("Poll with nothing waiting: %v %v", ok, err)
+	}
+}
+
 func (p *msgPipe) RecvMsg() (Msg, error) {
 	if len(p.in) == 0 {
 		return Msg{}, io.EOF

@@ -77,9 +77,12 @@ func (b *bench) profiles(ctx context.Context) error {
 		args := append(la.args(hf), "--tree-width", strconv.Itoa(width), "--start-timeout", "10m", "/bin/true")
 		peak := watchHeap(filepath.Join(dir, name+"-heap.pprof"))
 		err := b.profileRuns(ctx, filepath.Join(dir, name+".pprof"), 1, args, io.Discard)
-		if perr := peak(); err == nil {
+		sum, perr := peak()
+		if err == nil {
 			err = perr
 		}
+		b.progress("profile %s: %s", name, sum)
+		b.extra["profile "+name] = sum
 		if err != nil {
 			return err
 		}
@@ -97,13 +100,16 @@ func (b *bench) profiles(ctx context.Context) error {
 // watchHeap writes the heap profile (go tool pprof -sample_index=inuse_space)
 // taken at the highest heap in use seen while it runs, sampled every 100
 // ms, to path, and the goroutine profile at the most goroutines seen
-// beside it (-goroutine.pprof for -heap.pprof); the returned function stops it and writes the file.
-func watchHeap(path string) (stop func() error) {
+// beside it (-goroutine.pprof for -heap.pprof); the returned function
+// stops it, writes the files and says the peaks of heap, stacks and
+// goroutines.
+func watchHeap(path string) (stop func() (string, error)) {
 	quit := make(chan struct{})
 	done := make(chan error, 1)
+	var summary string
 	go func() {
 		var best, gor []byte
-		var high uint64
+		var high, stacks uint64
 		gmax := 0
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
@@ -117,6 +123,7 @@ func watchHeap(path string) (stop func() error) {
 					gor = buf.Bytes()
 				}
 			}
+			stacks = max(stacks, ms.StackInuse)
 			if ms.HeapInuse > high {
 				high = ms.HeapInuse
 				var buf bytes.Buffer
@@ -129,13 +136,15 @@ func watchHeap(path string) (stop func() error) {
 				continue
 			case <-quit:
 			}
+			summary = fmt.Sprintf("peak heap in use %.1f MiB, peak stacks %.1f MiB, at most %d goroutines (sampled every 100 ms)", float64(high)/(1<<20), float64(stacks)/(1<<20), gmax)
 			done <- errors.Join(os.WriteFile(path, best, 0o644), os.WriteFile(strings.TrimSuffix(path, "heap.pprof")+"goroutine.pprof", gor, 0o644))
 			return
 		}
 	}()
-	return func() error {
+	return func() (string, error) {
 		close(quit)
-		return <-done
+		err := <-done
+		return summary, err
 	}
 }
 

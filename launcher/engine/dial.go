@@ -551,5 +551,9 @@ func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, he
 	if p, ok := rwc.(transport.AgentPorter); ok {
 		port = p.AgentPort()
 	}
-	return &session{idx: i, host: h, conn: conn, addr: addr, peer: addrs[h.Name], port: port, facts: f, stopBeat: transport.Heartbeat(conn, rwc)}, nil
+	s := &session{idx: i, host: h, conn: conn, addr: addr, peer: addrs[h.Name], port: port, facts: f, stopBeat: transport.Heartbeat(conn, rwc)}
+	if n, ok := rwc.(transport.Notifier); ok {
+		s.notify = n
+	}
+	return s, nil
 }

@@ -42,10 +42,13 @@ type job struct {
 	selftest *bench.Selftest // the attempt's fabric self-test, when it ran
 	spares   int             // hosts standing by (Layout.Spares): slow hosts can be left out for them
 
-	events   chan any      // from the readers: ev* values and evMsg
-	stdinAck chan struct{} // from the readers
-	quit     chan struct{} // closed by close: readers stop sending
-	readers  sync.WaitGroup
+	events   chan any       // from the readers: ev* values and evMsg
+	stdinAck chan struct{}  // from the readers
+	quit     chan struct{}  // closed by close: readers stop sending
+	readers  sync.WaitGroup // blocking readers and drains
+	rmu      sync.Mutex     // guards closing against readers.Go
+	closing  bool           // close waits for the readers: none may start
+	scratch  sync.Pool      // drains' scratch
 	tickers  []*time.Ticker // the run loop's, stopped by close
 
 	quiet   map[int]time.Time // each rank's last output when the last dump began
@@ -97,8 +100,13 @@ func newJob(bctx context.Context, cfg cli.Config, d Deps, id string, attempt int
 		stderr = d.Stdout
 	}
 	j.out = newConsole(cfg.Out, len(c.ranks), d.Stdout, stderr, func(r int) string { return names[j.st.hostOf[r]] }, obs)
+	j.scratch.New = func() any { return new(scratch) }
 	for _, s := range c.sessions {
 		s.readDone = make(chan struct{})
+		if s.notify != nil {
+			s.notify.Notify(func() { j.ready(s) })
+			continue
+		}
 		j.readers.Go(func() {
 			defer close(s.readDone)
 			j.read(s)
@@ -122,63 +130,116 @@ func (j *job) close() {
 	for _, s := range j.sessions {
 		s.close()
 	}
+	j.rmu.Lock()
+	j.closing = true // no drain starts from here on
+	j.rmu.Unlock()
 	j.readers.Wait()
 }
 
 // read pumps one host's messages: output goes straight to the console
 // from here (so one slow host never delays another's control messages),
-// everything else to the job as an event.
+// everything else to the job as an event. A session of the agent tree
+// has no read goroutine of its own: ready drains it when messages wait.
 func (j *job) read(s *session) {
 	var sc scratch
 	for {
 		m, err := s.conn.Recv()
-		if err != nil {
-			j.send(evLost{host: s.idx, err: err})
+		if !j.handle(s, &sc, m, err) {
 			return
 		}
-		switch m.Kind {
-		case wire.KindStdinAck:
-			select {
-			case j.stdinAck <- struct{}{}:
-			default:
-			}
-			continue
-		case wire.KindOutput:
-			rank, st, data, err := m.Output()
-			if err == nil && j.st.owns(s.idx, rank) {
-				j.out.write(&sc, rank, st, data)
-				m.Release() // the console keeps nothing of data
-				continue
-			}
-			what := fmt.Sprintf("output for rank %d, which it does not run", rank)
-			if err != nil {
-				what = fmt.Sprintf("a bad output frame (%v)", err)
-			}
-			j.send(evViolation{host: s.idx, what: what})
-			return
+	}
+}
+
+// handle is one message from s, or the end of its session (err); false
+// when s is to be read no more.
+func (j *job) handle(s *session, sc *scratch, m wire.Msg, err error) bool {
+	if err != nil {
+		j.send(evLost{host: s.idx, err: err})
+		return false
+	}
+	switch m.Kind {
+	case wire.KindStdinAck:
+		select {
+		case j.stdinAck <- struct{}{}:
+		default:
 		}
-		ev, err := decode(s.idx, m)
+		return true
+	case wire.KindOutput:
+		rank, st, data, err := m.Output()
+		if err == nil && j.st.owns(s.idx, rank) {
+			j.out.write(sc, rank, st, data)
+			m.Release() // the console keeps nothing of data
+			return true
+		}
+		what := fmt.Sprintf("output for rank %d, which it does not run", rank)
 		if err != nil {
-			j.log.Warn("bad message from agent", zap.String("host", s.host.Name), zap.Stringer("kind", m.Kind), zap.Error(err))
-			continue
+			what = fmt.Sprintf("a bad output frame (%v)", err)
 		}
-		if fs, ok := ev.(evFences); ok {
-			j.log.Debug("subtree fence", zap.String("relay", s.host.Name), zap.Int("seq", fs.f.Seq), zap.Int("hosts", len(fs.f.Hosts)))
-			// The tree's indices (the transport checked that each is
-			// behind this relay) to the job's.
-			for i, h := range fs.f.Hosts {
-				idx, ok := j.byTree[h]
-				if !ok {
-					j.send(evViolation{host: s.idx, what: fmt.Sprintf("a fence for host %d, not a host of this job", h)})
-					return
-				}
-				fs.f.Hosts[i] = idx
+		j.send(evViolation{host: s.idx, what: what})
+		return false
+	}
+	ev, err := decode(s.idx, m)
+	if err != nil {
+		j.log.Warn("bad message from agent", zap.String("host", s.host.Name), zap.Stringer("kind", m.Kind), zap.Error(err))
+		return true
+	}
+	if fs, ok := ev.(evFences); ok {
+		j.log.Debug("subtree fence", zap.String("relay", s.host.Name), zap.Int("seq", fs.f.Seq), zap.Int("hosts", len(fs.f.Hosts)))
+		// The tree's indices (the transport checked that each is
+		// behind this relay) to the job's.
+		for i, h := range fs.f.Hosts {
+			idx, ok := j.byTree[h]
+			if !ok {
+				j.send(evViolation{host: s.idx, what: fmt.Sprintf("a fence for host %d, not a host of this job", h)})
+				return false
+			}
+			fs.f.Hosts[i] = idx
+		}
+	}
+	if e, ok := ev.(evAgentError); ok {
+		s.said.Store(&e.msg) // for a send that fails after it (sendFailed)
+	}
+	return j.send(ev) && m.Kind != wire.KindDone
+}
+
+// ready is a notifying session's word that messages wait (or that it
+// ended): a drain starts unless one runs, or the session is read no more,
+// or the job is closing.
+func (j *job) ready(s *session) {
+	s.pending.Store(true)
+	if s.readOver.Load() || !s.draining.CompareAndSwap(false, true) {
+		return
+	}
+	j.rmu.Lock()
+	defer j.rmu.Unlock()
+	if j.closing {
+		s.draining.Store(false)
+		return
+	}
+	j.readers.Go(func() { j.drain(s) })
+}
+
+// drain handles what waits on s, in order, and returns when nothing does.
+// At most one runs per session (draining); a message that arrives as it
+// ends (pending) has it go round again, or a new drain start.
+func (j *job) drain(s *session) {
+	sc := j.scratch.Get().(*scratch)
+	defer j.scratch.Put(sc)
+	for {
+		s.pending.Store(false)
+		for {
+			m, ok, err := s.conn.Poll()
+			if !ok && err == nil {
+				break
+			}
+			if !j.handle(s, sc, m, err) {
+				s.readOver.Store(true)
+				close(s.readDone)
+				return
 			}
 		}
-		if e, ok := ev.(evAgentError); ok {
-			s.said.Store(&e.msg) // for a send that fails after it (sendFailed)
-		}
-		if !j.send(ev) || m.Kind == wire.KindDone {
+		s.draining.Store(false)
+		if !s.pending.Load() || !s.draining.CompareAndSwap(false, true) {
 			return
 		}
 	}

@@ -27,6 +27,15 @@ type session struct {
 	// readDone closes when the reader has returned.
 	said     atomic.Pointer[string]
 	readDone chan struct{}
+
+	// A session of the agent tree (notify not nil) is read by drains
+	// started when messages wait (job.ready): draining while one runs,
+	// pending when messages arrived since its last look, readOver once
+	// the session is read no more.
+	notify   transport.Notifier
+	draining atomic.Bool
+	pending  atomic.Bool
+	readOver atomic.Bool
 }
 
 // sendFailed is the error of a send to s that failed with err: the

@@ -274,6 +274,15 @@ func Relayed(rwc io.ReadWriteCloser) bool {
 	return ok && l.parent != nil
 }
 
+// Notifier is a session whose agent's messages wait in the launcher until
+// read (every session of the agent tree): Notify has ready called when
+// some wait and when the session ends, so that the engine needs no
+// goroutine per host blocked on it. ready must not block; the stream is
+// a wire.MsgPoller to drain.
+type Notifier interface {
+	Notify(ready func())
+}
+
 // relayWait is how long a host waits for its relay's session before its
 // dial fails (and is tried again): the launcher's status line then names
 // the host and why.
@@ -500,6 +509,14 @@ func (l *link) Read(p []byte) (int, error) { return l.in.read(p) }
 // RecvMsg is the next message from the link's agent (wire.MsgStream): the
 // engine's Conn reads whole messages, never bytes.
 func (l *link) RecvMsg() (wire.Msg, error) { return l.in.recv() }
+
+// PollMsg is the next message from the link's agent if one waits
+// (wire.MsgPoller).
+func (l *link) PollMsg() (wire.Msg, bool, error) { return l.in.poll() }
+
+// Notify has ready called whenever a message from the link's agent
+// waits, and when the link ends (Notifier).
+func (l *link) Notify(ready func()) { l.in.notify(ready) }
 
 // SendMsg sends one message to the link's agent (wire.MsgStream).
 func (l *link) SendMsg(m wire.Msg) error {
@@ -832,6 +849,7 @@ type inQueue struct {
 	bytes int // payload bytes unread
 	err   error
 	part  []byte // read: the rest of a frame handed out in part
+	ready func() // Notify's, called after each push and at the end
 }
 
 const inQueueMax = 16 << 20
@@ -839,20 +857,63 @@ const inQueueMax = 16 << 20
 func (q *inQueue) init() { q.cond = sync.NewCond(&q.mu) }
 
 // push queues m, whose payload (and pooled buffer) the queue owns from
-// now on.
+// now on, and tells Notify's function.
 func (q *inQueue) push(m wire.Msg) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	for q.bytes > inQueueMax && q.err == nil {
 		q.cond.Wait()
 	}
 	if q.err != nil {
+		q.mu.Unlock()
 		m.Release()
 		return
 	}
 	q.msgs = append(q.msgs, m)
 	q.bytes += len(m.Payload)
 	q.cond.Broadcast()
+	ready := q.ready
+	q.mu.Unlock()
+	if ready != nil {
+		ready()
+	}
+}
+
+// notify has ready called now if a message waits or the queue ended, and
+// after each later push and at the end.
+func (q *inQueue) notify(ready func()) {
+	q.mu.Lock()
+	q.ready = ready
+	now := q.head < len(q.msgs) || q.err != nil
+	q.mu.Unlock()
+	if now {
+		ready()
+	}
+}
+
+// poll takes the next message if one waits (ok), else says nothing waits
+// (ok false, err nil), else, once ended and drained, the end's error.
+func (q *inQueue) poll() (m wire.Msg, ok bool, err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.head == len(q.msgs) {
+		return wire.Msg{}, false, q.err
+	}
+	return q.take(), true, nil
+}
+
+// take removes the head message; q.mu held, one waiting.
+func (q *inQueue) take() wire.Msg {
+	m := q.msgs[q.head]
+	q.msgs[q.head] = wire.Msg{}
+	q.head++
+	if q.head == len(q.msgs) {
+		// Drained: a host's queue holds nothing between messages (most
+		// hosts' queues are idle most of the job).
+		q.msgs, q.head = nil, 0
+	}
+	q.bytes -= len(m.Payload)
+	q.cond.Broadcast()
+	return m
 }
 
 // recv takes the next message, waiting for one; once the queue is closed
@@ -866,17 +927,7 @@ func (q *inQueue) recv() (wire.Msg, error) {
 	if q.head == len(q.msgs) {
 		return wire.Msg{}, q.err
 	}
-	m := q.msgs[q.head]
-	q.msgs[q.head] = wire.Msg{}
-	q.head++
-	if q.head == len(q.msgs) {
-		// Drained: a host's queue holds nothing between messages (most
-		// hosts' queues are idle most of the job).
-		q.msgs, q.head = nil, 0
-	}
-	q.bytes -= len(m.Payload)
-	q.cond.Broadcast()
-	return m, nil
+	return q.take(), nil
 }
 
 // read hands out the queue's messages as frames, for a reader of bytes.
@@ -896,11 +947,15 @@ func (q *inQueue) read(p []byte) (int, error) {
 
 func (q *inQueue) close(err error) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.err == nil {
 		q.err = err // after what is queued: a host's last words are read
 	}
 	q.cond.Broadcast()
+	ready := q.ready
+	q.mu.Unlock()
+	if ready != nil {
+		ready()
+	}
 }
 
 // AgentPort is the port the link's agent listens on, where the transport

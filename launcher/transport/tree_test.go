@@ -246,3 +246,34 @@ func TestInQueue(t *testing.T) {
 		t.Errorf("drained queue holds %d messages, %d bytes", len(q.msgs), q.bytes)
 	}
 }
+
+// TestInQueueNotify: Notify's function hears of messages already waiting,
+// of each push and of the end; poll takes what waits without waiting, and
+// says nothing waits, then the end once drained.
+func TestInQueueNotify(t *testing.T) {
+	var q inQueue
+	q.init()
+	q.push(wire.Msg{Kind: wire.KindPing})
+	calls := 0
+	q.notify(func() { calls++ })
+	if calls != 1 {
+		t.Fatalf("notify with a message waiting: %d calls, want 1", calls)
+	}
+	if m, ok, err := q.poll(); !ok || err != nil || m.Kind != wire.KindPing {
+		t.Fatalf("poll: %v %v %v", m.Kind, ok, err)
+	}
+	if _, ok, err := q.poll(); ok || err != nil {
+		t.Fatalf("poll of an empty queue: %v %v", ok, err)
+	}
+	q.push(wire.Msg{Kind: wire.KindDone})
+	q.close(io.EOF)
+	if calls != 3 {
+		t.Fatalf("after a push and the end: %d calls, want 3", calls)
+	}
+	if m, ok, err := q.poll(); !ok || err != nil || m.Kind != wire.KindDone {
+		t.Fatalf("poll before the end: %v %v %v", m.Kind, ok, err)
+	}
+	if _, ok, err := q.poll(); ok || err != io.EOF {
+		t.Fatalf("poll after the end: %v %v, want io.EOF", ok, err)
+	}
+}

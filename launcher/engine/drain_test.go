@@ -1,0 +1,198 @@
+package engine
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/gangway-hpc/gangway/agent/wire"
+)
+
+// notifyingStream is what the agent tree's links are to the engine: a
+// message queue that says when messages wait (transport.Notifier) and is
+// polled (wire.MsgPoller), fed here by a producer goroutine.
+type notifyingStream struct {
+	mu    sync.Mutex
+	msgs  []wire.Msg
+	err   error
+	ready func()
+
+	// late, when set, is called on each poll that finds nothing waiting,
+	// as the poll returns: messages arriving just as a drain ends.
+	late func()
+}
+
+func (q *notifyingStream) Read([]byte) (int, error)  { return 0, io.ErrNoProgress }
+func (q *notifyingStream) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
+func (q *notifyingStream) Close() error              { return nil }
+func (q *notifyingStream) SendMsg(wire.Msg) error    { return nil }
+func (q *notifyingStream) RecvMsg() (wire.Msg, error) {
+	panic("a notifying session was read by a blocking reader")
+}
+
+func (q *notifyingStream) PollMsg() (wire.Msg, bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.msgs) == 0 {
+		if late := q.late; late != nil && q.err == nil {
+			q.mu.Unlock()
+			late()
+			q.mu.Lock()
+		}
+		return wire.Msg{}, false, q.err
+	}
+	m := q.msgs[0]
+	q.msgs = q.msgs[1:]
+	return m, true, nil
+}
+
+func (q *notifyingStream) Notify(ready func()) {
+	q.mu.Lock()
+	q.ready = ready
+	now := len(q.msgs) > 0 || q.err != nil
+	q.mu.Unlock()
+	if now {
+		ready()
+	}
+}
+
+func (q *notifyingStream) push(m wire.Msg, err error) {
+	q.mu.Lock()
+	if err != nil {
+		q.err = err
+	} else {
+		q.msgs = append(q.msgs, m)
+	}
+	ready := q.ready
+	q.mu.Unlock()
+	if ready != nil {
+		ready()
+	}
+}
+
+// TestDrainOrder: sessions of the agent tree have no reader goroutine of
+// their own; drains started as messages arrive hand every message of each
+// host to the job, in the host's order, and its end last, however the
+// arrivals race the drains' ends; once the job closes, no drain runs.
+func TestDrainOrder(t *testing.T) {
+	const hosts, perHost = 8, 3000
+	j := &job{log: zap.NewNop(), events: make(chan any, 1), quit: make(chan struct{})}
+	j.scratch.New = func() any { return new(scratch) }
+	streams := make([]*notifyingStream, hosts)
+	for i := range hosts {
+		streams[i] = &notifyingStream{}
+		s := &session{idx: i, conn: wire.NewConn(streams[i]), readDone: make(chan struct{}), notify: streams[i]}
+		j.sessions = append(j.sessions, s)
+		if i%2 == 0 {
+			// Half have messages waiting before the job reads them.
+			streams[i].push(exitMsg(t, 0), nil)
+		}
+		s.notify.Notify(func() { j.ready(s) })
+	}
+	var producers sync.WaitGroup
+	for i, q := range streams {
+		producers.Go(func() {
+			first := 0
+			if i%2 == 0 {
+				first = 1
+			}
+			for r := first; r < perHost; r++ {
+				q.push(exitMsg(t, r), nil)
+			}
+			q.push(wire.Msg{}, io.EOF)
+		})
+	}
+	next := make([]int, hosts)
+	lost := 0
+	for lost < hosts {
+		var ev any
+		select {
+		case ev = <-j.events:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no event for 20 s: messages left unread (hosts at %v of %d)", next, perHost)
+		}
+		switch ev := ev.(type) {
+		case evExit:
+			if ev.x.Rank != next[ev.host] {
+				t.Fatalf("host %d: rank %d's exit came where %d's was due", ev.host, ev.x.Rank, next[ev.host])
+			}
+			next[ev.host]++
+		case evLost:
+			if next[ev.host] != perHost {
+				t.Fatalf("host %d lost after %d of its %d messages", ev.host, next[ev.host], perHost)
+			}
+			lost++
+		default:
+			t.Fatalf("unexpected event %#v", ev)
+		}
+	}
+	producers.Wait()
+	for _, s := range j.sessions {
+		<-s.readDone
+	}
+	close(j.quit)
+	j.rmu.Lock()
+	j.closing = true
+	j.rmu.Unlock()
+	j.readers.Wait()
+	// A word after the close starts nothing.
+	s := &session{idx: 0, conn: wire.NewConn(&notifyingStream{}), readDone: make(chan struct{})}
+	j.ready(s)
+	if s.draining.Load() {
+		t.Error("a drain was started after the job closed")
+	}
+}
+
+// TestDrainLateArrival: a message that arrives as a drain ends (after
+// its last poll found nothing, before it stands down) is still read.
+func TestDrainLateArrival(t *testing.T) {
+	const n = 100
+	j := &job{log: zap.NewNop(), events: make(chan any, 1), quit: make(chan struct{})}
+	j.scratch.New = func() any { return new(scratch) }
+	q := &notifyingStream{}
+	sent := 0
+	q.late = func() {
+		// The drain's own goroutine, between its empty poll and its end.
+		sent++
+		if sent < n {
+			q.push(exitMsg(t, sent), nil)
+		} else {
+			q.push(wire.Msg{}, io.EOF)
+		}
+	}
+	q.push(exitMsg(t, 0), nil)
+	s := &session{idx: 0, conn: wire.NewConn(q), readDone: make(chan struct{}), notify: q}
+	s.notify.Notify(func() { j.ready(s) })
+	for want := 0; ; want++ {
+		var ev any
+		select {
+		case ev = <-j.events:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no event for 10 s after %d exits: a late message was left unread", want)
+		}
+		if _, ok := ev.(evLost); ok {
+			if want != n {
+				t.Fatalf("lost after %d exits, want %d", want, n)
+			}
+			break
+		}
+		if x, ok := ev.(evExit); !ok || x.x.Rank != want {
+			t.Fatalf("event %#v, want rank %d's exit", ev, want)
+		}
+	}
+	<-s.readDone
+	close(j.quit)
+	j.readers.Wait()
+}
+
+func exitMsg(t *testing.T, rank int) wire.Msg {
+	p, err := json.Marshal(wire.Exit{Rank: rank})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wire.Msg{Kind: wire.KindExit, Payload: p}
+}
