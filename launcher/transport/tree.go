@@ -134,6 +134,28 @@ func treeKey(h hostfile.Host) string { return h.Name + ":" + strconv.Itoa(h.Port
 // PeerName is as the base says.
 func (t *Tree) PeerName(h hostfile.Host) string { return t.base.PeerName(h) }
 
+// DialsAfter is a Dialer whose dial of a host waits for another host's
+// session (the agent tree: a host's relay): the engine starts h's dial
+// once that host's first attempt has ended, so that thousands of dials
+// do not each hold a goroutine waiting for their relays.
+type DialsAfter interface {
+	DialAfter(h hostfile.Host) (relay hostfile.Host, ok bool)
+}
+
+// DialAfter is h's relay, whose session h's dial waits for; ok false for
+// a host of the first level or not of the tree.
+func (t *Tree) DialAfter(h hostfile.Host) (hostfile.Host, bool) {
+	i, ok := t.index[treeKey(h)]
+	if !ok {
+		return hostfile.Host{}, false
+	}
+	p := TreeParent(i, t.width)
+	if p < 0 {
+		return hostfile.Host{}, false
+	}
+	return t.hosts[p], true
+}
+
 // Dial opens h's session: the base's for a host of the first level, else
 // a link through its relay once the relay's own session is open.
 func (t *Tree) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
