@@ -3,7 +3,6 @@ package sshd
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -182,7 +181,7 @@ func (s *Server) authorizeCert(c ssh.ConnMetadata, cert *ssh.Certificate, a *acc
 		return refuse(strings.TrimPrefix(err.Error(), "ssh: "))
 	}
 	if sa, ok := cert.CriticalOptions["source-address"]; ok {
-		if err := sourceAllowed(c.RemoteAddr(), sa); err != nil {
+		if err := jobcert.SourceAllows(sa, c.RemoteAddr()); err != nil {
 			return refuse(err.Error())
 		}
 	}
@@ -197,33 +196,6 @@ func (s *Server) authorizeCert(c ssh.ConnMetadata, cert *ssh.Certificate, a *acc
 	// The critical options stay in the permissions: x/crypto enforces
 	// source-address on them too.
 	return li, &ssh.Permissions{CriticalOptions: perms.CriticalOptions}, nil
-}
-
-// sourceAllowed checks a certificate's source-address option, a comma-
-// separated list of addresses and CIDR blocks, against the client's
-// address.
-func sourceAllowed(remote net.Addr, list string) error {
-	ta, ok := remote.(*net.TCPAddr)
-	if !ok {
-		return fmt.Errorf("source-address: cannot check a %s address", remote.Network())
-	}
-	for _, s := range strings.Split(list, ",") {
-		s = strings.TrimSpace(s)
-		if ip := net.ParseIP(s); ip != nil {
-			if ip.Equal(ta.IP) {
-				return nil
-			}
-			continue
-		}
-		_, n, err := net.ParseCIDR(s)
-		if err != nil {
-			return fmt.Errorf("source-address: bad entry %q", textx.Clip(s))
-		}
-		if n.Contains(ta.IP) {
-			return nil
-		}
-	}
-	return fmt.Errorf("source-address %s does not allow %s", textx.Clip(list), ta.IP)
 }
 
 // refused logs a refused login, rate-limited.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gangway-hpc/gangway/agent/account"
+	"github.com/gangway-hpc/gangway/internal/jobcert"
 )
 
 func TestGlobMatch(t *testing.T) {
@@ -107,6 +108,10 @@ func TestParsePermitRootLogin(t *testing.T) {
 	}
 }
 
+// TestSourceAllowed: a certificate's source-address is checked as
+// OpenSSH's sshd checks it: a list with a bad entry (a space, a name)
+// allows nobody, even an address an earlier entry matches (ssh-keygen
+// writes no such list).
 func TestSourceAllowed(t *testing.T) {
 	addr := &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 5555}
 	for _, tc := range []struct {
@@ -115,12 +120,14 @@ func TestSourceAllowed(t *testing.T) {
 	}{
 		{"10.0.0.0/8", true},
 		{"192.168.0.0/16,10.1.2.3", true},
-		{"192.168.0.0/16, 10.1.2.0/24", true},
+		{"192.168.0.0/16,10.1.2.0/24", true},
+		{"192.168.0.0/16, 10.1.2.0/24", false},
+		{"10.1.2.0/24,not-an-address", false},
 		{"10.1.2.4", false},
 		{"192.168.0.0/16", false},
 		{"not-an-address", false},
 	} {
-		if err := sourceAllowed(addr, tc.list); (err == nil) != tc.ok {
+		if err := jobcert.SourceAllows(tc.list, addr); (err == nil) != tc.ok {
 			t.Errorf("source-address %q for %v: %v, want allowed %v", tc.list, addr.IP, err, tc.ok)
 		}
 	}

@@ -277,13 +277,15 @@ func Check(cert *ssh.Certificate, user string, remote net.Addr, now time.Time) e
 	if sa == "" {
 		return errors.New("no source-address")
 	}
-	return sourceAllows(sa, remote)
+	return SourceAllows(sa, remote)
 }
 
-// sourceAllows checks a source-address list (IPs and CIDR blocks,
-// comma-separated, no spaces, as OpenSSH writes them) against the
-// client's address. A bad entry refuses the whole list, as in OpenSSH.
-func sourceAllows(list string, remote net.Addr) error {
+// SourceAllows checks a certificate's source-address list (IPs and CIDR
+// blocks, comma-separated, no spaces, as ssh-keygen writes them) against
+// the client's address, as OpenSSH's sshd does: a bad entry refuses the
+// whole list, wherever it stands. The agent's check of every
+// certificate, job certificates or a site CA's, is this one.
+func SourceAllows(list string, remote net.Addr) error {
 	ta, ok := remote.(*net.TCPAddr)
 	if !ok || ta == nil {
 		return fmt.Errorf("source-address: cannot check a client address %v", remote)
