@@ -23,6 +23,11 @@ func TestMain(m *testing.M) {
 		os.Exit(code)
 	}
 	proctest.HelperMain()
+	// This process starts ranks as the agent does: first what cmd/agent's
+	// main does, so that a run under nohup (SIGHUP ignored, which survives
+	// exec) still gives the direct ranks default signals, as the agent's.
+	CloseOnExecInherited()
+	DefaultSignalsForChildren()
 	os.Exit(m.Run())
 }
 
