@@ -46,6 +46,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(launcherEnv) == "1" {
 		os.Exit(run(os.Args[1:], launcherSignals())) // main's own wiring
 	}
+	e2e.DefaultSignals()
 	os.Exit(m.Run())
 }
 

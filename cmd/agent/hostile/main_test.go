@@ -29,6 +29,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	e2e.DefaultSignals()
 	code := m.Run()
 	e2e.RemoveBinaries()
 	os.Exit(code)

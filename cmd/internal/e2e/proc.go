@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gangway-hpc/gangway/agent/agenttest"
+	"github.com/gangway-hpc/gangway/agent/proc"
 	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
@@ -201,3 +202,14 @@ func RemoveBinaries() {
 		os.RemoveAll(build.dir)
 	}
 }
+
+// DefaultSignals makes the programs this test process starts (launchers,
+// agents, ranks) begin with default signal dispositions, as a user's
+// terminal shell starts them, even when the suite itself runs under nohup
+// or as `make test &` from a script: their ignored SIGHUP or SIGINT
+// would survive exec, and a launcher honours an inherited SIG_IGN (nohup
+// means it), so a test of what SIGHUP does would test nohup instead. A
+// TestMain calls it before m.Run, after its helper modes, which keep what
+// they inherited. Tests of a careless parent set their ignores
+// themselves (DirtyEnv).
+func DefaultSignals() { proc.DefaultSignalsForChildren() }

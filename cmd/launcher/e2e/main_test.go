@@ -26,6 +26,7 @@ func TestMain(m *testing.M) {
 	}
 	proctest.HelperMain()
 	e2e.HelperMain() // an isolated rank, or a careless parent of a launcher
+	e2e.DefaultSignals()
 	code := m.Run()
 	e2e.RemoveBinaries()
 	os.Exit(code)

@@ -47,6 +47,7 @@ const jobTimeout = 120 * time.Second
 const agentPort = 22122
 
 func TestMain(m *testing.M) {
+	e2e.DefaultSignals()
 	code := m.Run()
 	e2e.RemoveBinaries()
 	os.Exit(code)

@@ -83,6 +83,7 @@ func TestMain(m *testing.M) {
 	// from here (all as root, but keep it plain).
 	_ = os.Chmod(dir, 0o755)
 	binDir = dir
+	e2e.DefaultSignals()
 	code := m.Run()
 	e2e.RemoveBinaries()
 	os.RemoveAll(dir)

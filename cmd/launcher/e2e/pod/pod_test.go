@@ -35,6 +35,7 @@ import (
 const agentPort = 22122
 
 func TestMain(m *testing.M) {
+	e2e.DefaultSignals()
 	code := m.Run()
 	e2e.RemoveBinaries()
 	os.Exit(code)

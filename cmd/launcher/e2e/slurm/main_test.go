@@ -61,6 +61,7 @@ func TestMain(m *testing.M) {
 	}
 	_ = os.Chmod(dir, 0o755)
 	binDir = dir
+	e2e.DefaultSignals()
 	code := m.Run()
 	if err := shared.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "slurm bed:", err)
