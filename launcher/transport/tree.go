@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -428,8 +427,6 @@ type link struct {
 
 	in inQueue // messages for the engine
 
-	wmu   sync.Mutex // serialises Write's frame assembly
-	wbuf  []byte
 	facts chan struct{} // closed once the agent's facts went by
 	fonce sync.Once
 	addrs []string // the agent's addresses, from its facts
@@ -491,42 +488,16 @@ func (l *link) sendMsg(k wire.Kind, v any) error {
 	return l.send(k, e.Payload())
 }
 
-// Write takes the engine's frames (a frame may come in pieces) and sends
-// each whole.
-func (l *link) Write(p []byte) (int, error) {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	select {
-	case <-l.dead:
-		return 0, l.cause()
-	default:
-	}
-	b := p
-	if len(l.wbuf) > 0 {
-		l.wbuf = append(l.wbuf, p...)
-		b = l.wbuf
-	}
-	for len(b) >= 5 {
-		n := int(binary.BigEndian.Uint32(b[1:5]))
-		if len(b) < 5+n {
-			break
-		}
-		if err := l.send(wire.Kind(b[0]), b[5:5+n]); err != nil {
-			l.wbuf = nil
-			return 0, err
-		}
-		b = b[5+n:]
-	}
-	if len(b) == 0 {
-		l.wbuf = l.wbuf[:0]
-	} else {
-		l.wbuf = append(l.wbuf[:0:0], b...)
-	}
-	return len(p), nil
-}
+// errNotBytes is a link's answer to a read or write of bytes: it
+// carries whole messages only (wire.MsgStream), which the engine's Conn
+// uses.
+var errNotBytes = errors.New("a link of the agent tree carries messages, not bytes: read and write it through wire.NewConn")
 
-// Read gives the engine the agent's frames.
-func (l *link) Read(p []byte) (int, error) { return l.in.read(p) }
+// Write is refused: see errNotBytes.
+func (l *link) Write([]byte) (int, error) { return 0, errNotBytes }
+
+// Read is refused: see errNotBytes.
+func (l *link) Read([]byte) (int, error) { return 0, errNotBytes }
 
 // RecvMsg is the next message from the link's agent (wire.MsgStream): the
 // engine's Conn reads whole messages, never bytes.
@@ -862,7 +833,7 @@ func factsAddrs(f wire.Facts) []string {
 // inQueue holds the messages for the engine, whole, in order; a push
 // waits while more than inQueueMax bytes are unread (the relay's stream
 // then waits too, as a direct session's would). The engine's Conn takes
-// them as they are (wire.MsgStream); a byte reader gets them framed.
+// them as they are (wire.MsgStream).
 type inQueue struct {
 	mu    sync.Mutex
 	cond  *sync.Cond
@@ -870,7 +841,6 @@ type inQueue struct {
 	head  int
 	bytes int // payload bytes unread
 	err   error
-	part  []byte // read: the rest of a frame handed out in part
 	ready func() // Notify's, called after each push and at the end
 }
 
@@ -950,21 +920,6 @@ func (q *inQueue) recv() (wire.Msg, error) {
 		return wire.Msg{}, q.err
 	}
 	return q.take(), nil
-}
-
-// read hands out the queue's messages as frames, for a reader of bytes.
-func (q *inQueue) read(p []byte) (int, error) {
-	if len(q.part) == 0 {
-		m, err := q.recv()
-		if err != nil {
-			return 0, err
-		}
-		q.part = wire.AppendFrame(nil, m.Kind, m.Payload)
-		m.Release()
-	}
-	n := copy(p, q.part)
-	q.part = q.part[n:]
-	return n, nil
 }
 
 func (q *inQueue) close(err error) {

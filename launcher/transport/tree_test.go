@@ -101,34 +101,31 @@ func testTree(t *testing.T) (root, mid, leaf *link, agent *wire.Conn) {
 	return root, mid, leaf, agent
 }
 
-// TestLinkWritesEnvelopes: frames the engine writes to a host two levels
-// down, in pieces of any size, leave as envelopes inside envelopes, each
-// frame whole.
+// TestLinkWritesEnvelopes: messages the engine sends to a host two
+// levels down leave as envelopes inside envelopes, each whole (a 70,000-
+// byte stdin frame too); the link takes no bytes, only messages.
 func TestLinkWritesEnvelopes(t *testing.T) {
 	_, _, leaf, agent := testTree(t)
 	var frames bytes.Buffer
 	w := wire.NewConn(pipeConn{bytes.NewReader(nil), &frames})
-	_ = w.Send(wire.KindHello, wire.Hello{Version: wire.Version, Host: "c"})
-	_ = w.SendStdin(3, bytes.Repeat([]byte("x"), 70000))
-	_ = w.Send(wire.KindPing, nil)
-	all := frames.Bytes()
-	go func() {
-		for b := all; len(b) > 0; {
-			n := min(len(b), 7777)
-			if _, err := leaf.Write(b[:n]); err != nil {
-				t.Error(err)
-				return
-			}
-			b = b[n:]
-		}
-	}()
-	r := wire.NewConn(pipeConn{bytes.NewReader(all), io.Discard})
+	lc := wire.NewConn(leaf)
+	send := func(c *wire.Conn) {
+		_ = c.Send(wire.KindHello, wire.Hello{Version: wire.Version, Host: "c"})
+		_ = c.SendStdin(3, bytes.Repeat([]byte("x"), 70000))
+		_ = c.Send(wire.KindPing, nil)
+	}
+	send(w) // what the agent should get, framed
+	go send(lc)
+	if _, err := leaf.Write([]byte{byte(wire.KindPing), 0, 0, 0, 0}); err == nil {
+		t.Error("a link took bytes")
+	}
+	r := wire.NewConn(pipeConn{&frames, io.Discard})
 	for range 3 {
-		want, _ := r.Recv()
 		m, err := agent.Recv()
 		if err != nil {
 			t.Fatal(err)
 		}
+		want, _ := r.Recv()
 		host, in, err := m.Envelope()
 		if err != nil || m.Kind != wire.KindRelay || host != 1 || in.Kind != wire.KindRelay {
 			t.Fatalf("outer: %s host %d inner %s err %v", m.Kind, host, in.Kind, err)
@@ -211,9 +208,8 @@ func (p pipeConn) Write(b []byte) (int, error) { return p.w.Write(b) }
 func (p pipeConn) Close() error                { return nil }
 
 // TestInQueue: a linked host's messages reach the engine whole and in
-// order, as messages (RecvMsg) or as frames (Read, in any piece sizes);
-// the link's end comes after what was queued before it; a drained queue
-// holds nothing.
+// order; the link's end comes after what was queued before it, and
+// nothing is queued after it; a drained queue holds nothing.
 func TestInQueue(t *testing.T) {
 	var q inQueue
 	q.init()
@@ -226,21 +222,19 @@ func TestInQueue(t *testing.T) {
 	q.push(wire.Msg{Kind: wire.KindDone, Payload: []byte(`{}`)})
 	q.close(io.ErrUnexpectedEOF)
 	q.push(wire.Msg{Kind: wire.KindPing}) // after the end: dropped
-	var got []byte
-	buf := make([]byte, 3)
+	var got []wire.Kind
 	for {
-		n, err := q.read(buf)
-		got = append(got, buf[:n]...)
+		m, err := q.recv()
 		if err != nil {
 			if err != io.ErrUnexpectedEOF {
-				t.Fatalf("read's end: %v", err)
+				t.Fatalf("recv's end: %v", err)
 			}
 			break
 		}
+		got = append(got, m.Kind)
 	}
-	want := wire.AppendFrame(wire.AppendFrame(nil, wire.KindPing, nil), wire.KindDone, []byte(`{}`))
-	if !bytes.Equal(got, want) {
-		t.Errorf("read %x, want %x", got, want)
+	if want := []wire.Kind{wire.KindPing, wire.KindDone}; !slices.Equal(got, want) {
+		t.Errorf("received %v, want %v", got, want)
 	}
 	if q.msgs != nil || q.bytes != 0 {
 		t.Errorf("drained queue holds %d messages, %d bytes", len(q.msgs), q.bytes)
