@@ -81,7 +81,6 @@ func (q *notifyingStream) push(m wire.Msg, err error) {
 func TestDrainOrder(t *testing.T) {
 	const hosts, perHost = 8, 3000
 	j := &job{log: zap.NewNop(), events: make(chan any, 1), quit: make(chan struct{})}
-	j.scratch.New = func() any { return new(scratch) }
 	streams := make([]*notifyingStream, hosts)
 	for i := range hosts {
 		streams[i] = &notifyingStream{}
@@ -152,7 +151,6 @@ func TestDrainOrder(t *testing.T) {
 func TestDrainLateArrival(t *testing.T) {
 	const n = 100
 	j := &job{log: zap.NewNop(), events: make(chan any, 1), quit: make(chan struct{})}
-	j.scratch.New = func() any { return new(scratch) }
 	q := &notifyingStream{}
 	sent := 0
 	q.late = func() {

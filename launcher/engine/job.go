@@ -48,7 +48,6 @@ type job struct {
 	readers  sync.WaitGroup // blocking readers and drains
 	rmu      sync.Mutex     // guards closing against readers.Go
 	closing  bool           // close waits for the readers: none may start
-	scratch  sync.Pool      // drains' scratch
 	tickers  []*time.Ticker // the run loop's, stopped by close
 
 	quiet   map[int]time.Time // each rank's last output when the last dump began
@@ -100,7 +99,6 @@ func newJob(bctx context.Context, cfg cli.Config, d Deps, id string, attempt int
 		stderr = d.Stdout
 	}
 	j.out = newConsole(cfg.Out, len(c.ranks), d.Stdout, stderr, func(r int) string { return names[j.st.hostOf[r]] }, obs)
-	j.scratch.New = func() any { return new(scratch) }
 	for _, s := range c.sessions {
 		s.readDone = make(chan struct{})
 		if s.notify != nil {
@@ -219,12 +217,15 @@ func (j *job) ready(s *session) {
 	j.readers.Go(func() { j.drain(s) })
 }
 
+// drainScratch holds the drains' output scratch between bursts.
+var drainScratch = sync.Pool{New: func() any { return new(scratch) }}
+
 // drain handles what waits on s, in order, and returns when nothing does.
 // At most one runs per session (draining); a message that arrives as it
 // ends (pending) has it go round again, or a new drain start.
 func (j *job) drain(s *session) {
-	sc := j.scratch.Get().(*scratch)
-	defer j.scratch.Put(sc)
+	sc := drainScratch.Get().(*scratch)
+	defer drainScratch.Put(sc)
 	for {
 		s.pending.Store(false)
 		for {
