@@ -353,9 +353,9 @@ func (r *Relay) read(c *child) {
 // write sends the child what the launcher sent it, in order; a write
 // that makes no progress for StallTimeout, or for longer than the
 // keepalives take to find the child silent when that is longer, cuts the
-// child off (stallBound).
+// child off (wire.StallBound).
 func (r *Relay) write(c *child) {
-	bound := stallBound(c.interval, c.silence)
+	bound := wire.StallBound(StallTimeout, c.interval, c.silence)
 	for {
 		c.qmu.Lock()
 		batch := c.queued
@@ -406,18 +406,6 @@ func (c *child) every(d time.Duration, tick func() bool) {
 			}
 		}
 	}
-}
-
-// stallBound is how long a write to a child with this keepalive timing
-// may make no progress: StallTimeout, or, when longer, the most the
-// keepalives can take to find a silent child (the next keepalive is sent
-// within interval, its answer awaited for silence) and one interval
-// more. A host allowed to stall that long before it is lost may not read
-// for that long either; and a child whose link is dead is both silent
-// and not reading: the keepalives, which say what happened, must be
-// first to cut it.
-func stallBound(interval, silence time.Duration) time.Duration {
-	return max(StallTimeout, silence+2*interval)
 }
 
 // keepalive closes a child that stops answering SSH keepalives, as the

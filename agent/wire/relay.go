@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 )
 
 // The agent tree. With --tree-width the launcher holds sessions to the
@@ -41,6 +42,19 @@ const MaxLinkTimeout = 2 * 60 * 1000 // milliseconds
 // ssh configuration may let it stall for minutes (ServerAliveInterval x
 // ServerAliveCountMax), not for ever.
 const MaxKeepalive = 60 * 60 * 1000 // milliseconds
+
+// StallBound is how long a write to a host may make no progress before
+// the host is cut off as not reading, where its keepalives go every
+// interval and give up after silence: floor, or, when longer, the most
+// the keepalives can take to find the host silent (the next keepalive
+// within interval, its answer awaited for silence) and one interval
+// more. A host allowed to stall that long before it is lost may not read
+// for that long either; and a host behind a dead link neither answers
+// nor reads: the keepalives, which say what happened, must be first to
+// cut it. The launcher bounds its sessions so and a relay its children.
+func StallBound(floor, interval, silence time.Duration) time.Duration {
+	return max(floor, silence+2*interval)
+}
 
 // RelayKey gives a relay what it logs in to its children with: a key made
 // for this relay and this job, and the certificates the user's keys made

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestEnvelopeRoundTrip: what SendEnvelope writes, Recv and Envelope
@@ -188,4 +189,24 @@ func FuzzSpread(f *testing.F) {
 			t.Fatalf("opened %s of %d bytes", m.Kind, len(m.Payload))
 		}
 	})
+}
+
+// TestStallBound: a write may stall for the floor, or past the most the
+// keepalives take to find the host silent, so that a host behind a dead
+// link is cut as silent, not as a stalled reader.
+func TestStallBound(t *testing.T) {
+	const floor = 10 * time.Second
+	for _, tc := range []struct{ interval, silence, want time.Duration }{
+		{time.Second, 2 * time.Second, floor},
+		{5 * time.Second, 15 * time.Second, 25 * time.Second},
+		{10 * time.Second, 90 * time.Second, 110 * time.Second},
+	} {
+		got := StallBound(floor, tc.interval, tc.silence)
+		if got != tc.want {
+			t.Errorf("StallBound(%v, %v, %v) = %v, want %v", floor, tc.interval, tc.silence, got, tc.want)
+		}
+		if worst := tc.interval + tc.silence; got <= worst {
+			t.Errorf("StallBound(%v, %v, %v) = %v, not past the keepalives' worst case %v", floor, tc.interval, tc.silence, got, worst)
+		}
+	}
 }

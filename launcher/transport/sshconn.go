@@ -246,11 +246,11 @@ func (e SilentError) Unwrap() error { return errSilent }
 
 func (c *chanConn) silent() { c.wasSilent.Store(true) }
 
-// stallBound is the most the keepalives can take to find the host silent
-// (the next keepalive within interval, its answer awaited for silence)
-// and one interval more: a host whose link is dead is both silent and
-// not reading, and the keepalives, which say so, must be first to cut it.
-func (c *chanConn) stallBound() time.Duration { return c.silence + 2*c.interval }
+// stallBound is past what the keepalives can take to find the host
+// silent (wire.StallBound).
+func (c *chanConn) stallBound() time.Duration {
+	return wire.StallBound(StallTimeout, c.interval, c.silence)
+}
 
 func (c *chanConn) Read(b []byte) (int, error) {
 	n, err := c.Channel.Read(b)
