@@ -16,8 +16,16 @@ type Conn struct {
 	r   *reader   // nil on a MsgStream
 	ms  MsgStream // rwc, when it carries whole messages
 
-	mu  sync.Mutex // serialises writes so frames never interleave
+	mu  sync.Mutex // serialises a MsgStream's messages
 	hdr [5]byte
+
+	// Frames sent while another sender's Write is under way are gathered
+	// and go out together in the next one (group commit): one SSH packet,
+	// one encryption and one TCP send for a burst of frames from many
+	// senders (a relay forwarding its children's frames, the launcher's
+	// dials through one relay) where each frame was one. Every sender
+	// still returns once its frame is written, or its Write failed.
+	g gather
 
 	rerr error // a framing violation: every later Recv returns it
 }
@@ -106,38 +114,24 @@ func (c *Conn) write(k Kind, sub, p []byte) error {
 	if c.ms != nil {
 		return c.writeMsg(k, sub, p)
 	}
-	// One Write per frame where it is cheap to build: the frame is
-	// copied into one pooled buffer, so an SSH channel sends it in as few
-	// packets as its size needs (each Write is at least one packet, each
-	// packet one encryption and one TCP send) and nothing is allocated
-	// per frame. Only frames of very long lines are written in pieces.
 	if 5+n <= pooledMax {
-		bp := getBuf(5 + n)
-		buf := append(*bp, byte(k), 0, 0, 0, 0)
-		binary.BigEndian.PutUint32(buf[1:], uint32(n))
-		buf = append(buf, sub...)
-		buf = append(buf, p...)
-		c.mu.Lock()
-		_, err := c.rwc.Write(buf)
-		c.mu.Unlock()
-		*bp = buf
-		putBuf(bp)
-		return err
+		return c.g.frame(c.rwc, k, sub, p)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.hdr[0] = byte(k)
-	binary.BigEndian.PutUint32(c.hdr[1:], uint32(n))
-	if _, err := c.rwc.Write(c.hdr[:]); err != nil {
-		return err
-	}
-	if len(sub) > 0 {
-		if _, err := c.rwc.Write(sub); err != nil {
+	// Only frames of very long lines are written in pieces, alone.
+	return c.g.alone(func() error {
+		c.hdr[0] = byte(k)
+		binary.BigEndian.PutUint32(c.hdr[1:], uint32(n))
+		if _, err := c.rwc.Write(c.hdr[:]); err != nil {
 			return err
 		}
-	}
-	_, err := c.rwc.Write(p)
-	return err
+		if len(sub) > 0 {
+			if _, err := c.rwc.Write(sub); err != nil {
+				return err
+			}
+		}
+		_, err := c.rwc.Write(p)
+		return err
+	}, c.rwc)
 }
 
 // writeMsg hands a MsgStream one message, sub and p joined in a pooled
