@@ -200,20 +200,31 @@ func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hos
 	defer w.stop()
 	var wg sync.WaitGroup
 	roots, after := dialOrder(hosts, ds)
+	// dial runs host i's dial in a goroutine of wg, which the caller
+	// has added to.
 	var dial func(i int)
 	dial = func(i int) {
 		h := hosts[i]
 		d := ds.For(h)
-		wg.Go(func() {
+		go func() {
+			defer wg.Done()
 			start := time.Now()
 			// The hosts behind this one start once its first attempt has
 			// ended: ready, they find it so; failed, they try its
-			// replacement or wait for it as they would have.
+			// replacement or wait for it as they would have. Where the
+			// transport can, it starts their logins first, and their
+			// dials once the relay has an answer (transport.Prelinker):
+			// until then they hold nothing here.
 			var once sync.Once
 			first := func() {
 				once.Do(func() {
 					for _, k := range after[i] {
-						dial(k)
+						wg.Add(1)
+						if p, ok := ds.For(hosts[k]).(transport.Prelinker); ok {
+							p.Prelink(ctx, hosts[k], func() { dial(k) })
+						} else {
+							dial(k)
+						}
 					}
 				})
 			}
@@ -227,9 +238,10 @@ func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hos
 			} else if err := w.err(i); errors.Is(err, transport.ErrPermanent) {
 				failed(err)
 			}
-		})
+		}()
 	}
 	for _, i := range roots {
+		wg.Add(1)
 		dial(i)
 	}
 	w.report(status, syncx.Done(wg.Wait)) // returns when every dial has ended

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,5 +75,66 @@ func TestDialOrder(t *testing.T) {
 		if d.began[h.Name] == 0 {
 			t.Errorf("%s was never tried", h.Name)
 		}
+	}
+}
+
+// prelinkDialer is a chainDialer whose transport starts each relayed
+// host's login ahead of its dial (transport.Prelinker) and says it is in
+// late, after the relay's attempt and any other host's.
+type prelinkDialer struct {
+	*chainDialer
+	pmu      sync.Mutex
+	readied  map[string]bool
+	tooEarly []string // dialed before their ready
+	timers   sync.WaitGroup
+}
+
+func (d *prelinkDialer) Prelink(ctx context.Context, h hostfile.Host, ready func()) {
+	d.timers.Go(func() {
+		time.Sleep(30 * time.Millisecond) // after the others' dials have ended
+		d.pmu.Lock()
+		d.readied[h.Name] = true
+		d.pmu.Unlock()
+		ready()
+	})
+}
+
+func (d *prelinkDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+	d.pmu.Lock()
+	if _, relayed := d.relay[h.Name]; relayed && !d.readied[h.Name] {
+		d.tooEarly = append(d.tooEarly, h.Name)
+	}
+	d.pmu.Unlock()
+	return d.chainDialer.Dial(ctx, h)
+}
+
+// TestDialPrelink: where the transport starts a relayed host's login
+// ahead of its dial, the dial starts only once the transport says it is
+// ready, and the launch waits for it even when every other dial has
+// ended by then: every host is still tried and named.
+func TestDialPrelink(t *testing.T) {
+	hosts := []hostfile.Host{{Name: "r0"}, {Name: "a"}, {Name: "b"}, {Name: "c"}}
+	d := &prelinkDialer{chainDialer: &chainDialer{
+		relay: map[string]string{"a": "r0", "b": "r0", "c": "a"},
+		began: map[string]int{}, ended: map[string]int{},
+	}, readied: map[string]bool{}}
+	hello := func(int, map[string]string) wire.Hello { return wire.Hello{} }
+	_, err := dialAll(context.Background(), zap.NewNop(), nil, hosts, transport.Dialers{Remote: d}, hello, dialWait{timeout: 500 * time.Millisecond})
+	if err == nil {
+		t.Fatal("dialAll reached hosts that refuse every attempt")
+	}
+	d.mu.Lock()
+	for _, h := range hosts {
+		if d.began[h.Name] == 0 {
+			t.Errorf("%s was never tried before the launch gave up", h.Name)
+		}
+		if !strings.Contains(err.Error(), h.Name+":") {
+			t.Errorf("the failure does not name %s: %v", h.Name, err)
+		}
+	}
+	d.mu.Unlock()
+	d.timers.Wait()
+	if len(d.tooEarly) > 0 {
+		t.Errorf("dialed before the transport said they were ready: %v", d.tooEarly)
 	}
 }

@@ -2,11 +2,14 @@ package transport
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -269,5 +272,73 @@ func TestInQueueNotify(t *testing.T) {
 	}
 	if _, ok, err := q.poll(); ok || err != io.EOF {
 		t.Fatalf("poll after the end: %v %v, want io.EOF", ok, err)
+	}
+}
+
+// TestLinkedWakes: a relay's answer to a link sent ahead of the host's
+// dial wakes whoever waits for it (Prelink's ready) once the answer is
+// in the channel the dial takes it from; the loss of the relay does the
+// same with the relay named.
+func TestLinkedWakes(t *testing.T) {
+	root, _, _, _ := testTree(t)
+	tr := root.n.t
+	tr.nodes = append(tr.nodes, &node{t: tr, i: 3, h: hostfile.Host{Name: "d"}, up: make(chan struct{})})
+	// d is not a's child in this chain: a's answer for it is refused, and
+	// still wakes its waiter.
+	woke := make(chan linkAnswer, 1)
+	var w waiter
+	w = waiter{ch: make(chan linkAnswer, 1), then: func() { woke <- <-w.ch }}
+	root.expect(3, w)
+	root.linked(wire.Linked{Host: 3})
+	if a := <-woke; a.err == nil || !errors.Is(a.err, ErrPermanent) {
+		t.Errorf("answer for a host that is not the relay's child: %+v, want a permanent error", a)
+	}
+	w = waiter{ch: make(chan linkAnswer, 1), then: func() { woke <- <-w.ch }}
+	root.expect(1, w)
+	root.fail(io.EOF)
+	var cut *CutOffError
+	if a := <-woke; !errors.As(a.err, &cut) || cut.Relay != "a" || !errors.Is(a.err, ErrUnreachable) {
+		t.Errorf("answer once the relay is lost: %v, want unreachable, cut off by a", a.err)
+	}
+	// Registered after the loss: answered at once.
+	w = waiter{ch: make(chan linkAnswer, 1), then: func() { woke <- <-w.ch }}
+	root.expect(2, w)
+	if a := <-woke; !errors.As(a.err, &cut) {
+		t.Errorf("answer registered after the loss: %v, want cut off", a.err)
+	}
+}
+
+// TestPrelinkFire: ready runs once, on the first of the answer, the
+// launch's end and the timer, and never after the others.
+func TestPrelinkFire(t *testing.T) {
+	for _, first := range []string{"answer", "ctx", "timer", "before arm"} {
+		t.Run(first, func(t *testing.T) {
+			var n atomic.Int32
+			done := make(chan struct{}, 4)
+			f := &prelinkFire{ready: func() { n.Add(1); done <- struct{}{} }}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			d := time.Hour
+			if first == "timer" {
+				d = time.Millisecond
+			}
+			if first == "before arm" {
+				f.fire()
+			}
+			f.arm(ctx, d)
+			switch first {
+			case "answer":
+				f.fire()
+			case "ctx":
+				cancel()
+			}
+			<-done
+			f.fire()
+			cancel()
+			time.Sleep(20 * time.Millisecond) // time for a second call, if any
+			if got := n.Load(); got != 1 {
+				t.Errorf("ready ran %d times, want 1", got)
+			}
+		})
 	}
 }
