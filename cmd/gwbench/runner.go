@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ type cmdSpec struct {
 	capture bool     // keep the last 1 MiB of stdout in outcome.Stdout
 	hwm     bool     // poll the process's VmHWM (outcome.HWM)
 	exitOK  bool     // a non-zero exit status is no error (outcome.Code has it)
+	errMax  int      // how much of stderr's end outcome.Stderr keeps; 0: 8 KiB
 	timeout time.Duration
 	// watch, when set, is called with the process's pid once it has
 	// started; runTimed calls what it returns once the process is gone.
@@ -39,7 +41,7 @@ type outcome struct {
 	// it, and gwbench (with 1024 in-process agents) is far larger than
 	// the launcher.
 	Stdout string // with cmdSpec.capture: the last 1 MiB of stdout
-	Stderr string // the last 8 KiB of stderr
+	Stderr string // the end of stderr (cmdSpec.errMax)
 	Err    error  // could not run, timed out, or exit code not 0
 }
 
@@ -68,7 +70,7 @@ func runTimed(ctx context.Context, s cmdSpec) outcome {
 		defer null.Close()
 		cmd.Stdout = null
 	}
-	errTail := testbed.Tail{Max: 8 << 10}
+	errTail := testbed.Tail{Max: cmp.Or(s.errMax, 8<<10)}
 	cmd.Stderr = &errTail
 	t0 := time.Now()
 	err := cmd.Start()

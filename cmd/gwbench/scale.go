@@ -216,11 +216,21 @@ func leftovers(kv string) (int, error) {
 }
 
 // runTreeRanks is runTimed, with what failed ranks said on stderr
-// ("treerank: ...") added to a failure.
+// ("treerank: ...") added to a failure, and the launcher's stderr (its
+// last 4 MiB) kept in a file the failure names: a run of thousands of
+// hosts that fails costs minutes, and its first error is rarely in the
+// last lines.
 func runTreeRanks(ctx context.Context, s cmdSpec) outcome {
+	s.errMax = 4 << 20
 	o := runTimed(ctx, s)
 	if o.Err == nil {
 		return o
+	}
+	if f, err := os.CreateTemp("", "gwbench-scale-failed-*.stderr"); err == nil {
+		_, werr := f.WriteString(o.Stderr)
+		if cerr := f.Close(); werr == nil && cerr == nil {
+			o.Err = fmt.Errorf("%w; the launcher's stderr is in %s", o.Err, f.Name())
+		}
 	}
 	var said []string
 	for line := range strings.Lines(o.Stderr) {
