@@ -21,10 +21,36 @@ import (
 // StartJob to every host and its Ready. No rank runs before all of that
 // succeeded everywhere.
 func (j *job) prepare(ctx context.Context) error {
+	a, err := j.plan()
+	if err != nil {
+		return err
+	}
+	envs, err := a.Envs()
+	if err != nil {
+		return err
+	}
+	if err := j.dropCaches(ctx); err != nil {
+		return err
+	}
+	if err := j.preflight(ctx, a.Choices, a.Addrs); err != nil {
+		return err
+	}
+	if err := j.runSelftest(ctx, a.Addrs); err != nil {
+		return err
+	}
+	return j.start(ctx, a.Shared, envs)
+}
+
+// plan is the attempt's network, GPU and job choices, made from the
+// hosts' facts, and its warnings; it then drops every fact the rest of
+// the start does not read (factsForStart), before the environments are
+// built: at thousands of hosts the decoded facts and the environments,
+// held at once, were the launcher's peak heap.
+func (j *job) plan() (rankenv.Attempt, error) {
 	hosts := views(j.sessions)
 	a, err := rankenv.Prepare(j.cfg, j.ranks, hosts, j.id, j.attempt, j.log)
 	if err != nil {
-		return err
+		return a, err
 	}
 	if j.attempt == 0 {
 		for _, w := range rankenv.NCCLWarnings(j.cfg.Env.Vars, hosts) {
@@ -34,16 +60,17 @@ func (j *job) prepare(ctx context.Context) error {
 			j.out.say("warning: " + w)
 		}
 	}
-	if err := j.dropCaches(ctx); err != nil {
-		return err
+	for _, s := range j.sessions {
+		s.facts = factsForStart(s.facts)
 	}
-	if err := j.preflight(ctx, a.Choices); err != nil {
-		return err
-	}
-	if err := j.runSelftest(ctx, a.Choices); err != nil {
-		return err
-	}
-	return j.start(ctx, a.Shared, a.Envs)
+	return a, nil
+}
+
+// factsForStart is what the rest of a start reads of a host's facts:
+// its names and agent (labels, messages), the preflight's probe port and
+// the self-test's protocol.
+func factsForStart(f wire.Facts) wire.Facts {
+	return wire.Facts{Version: f.Version, Agent: f.Agent, Name: f.Name, Hostname: f.Hostname, ProbePort: f.ProbePort, Selftest: f.Selftest}
 }
 
 // forgetFacts drops what the hosts' facts said once the job is prepared:
@@ -139,7 +166,7 @@ var errPreflight = errors.New("preflight failed")
 // agent on its chosen address (all pairs up to 32 hosts, a ring beyond or
 // with --transport ssh),
 // so a broken link fails the job before any rank starts.
-func (j *job) preflight(ctx context.Context, choices []*nccl.Choice) error {
+func (j *job) preflight(ctx context.Context, choices []*nccl.Choice, addrs []string) error {
 	n := len(j.sessions)
 	if n < 2 || !j.cfg.Network.Preflight {
 		return nil
@@ -148,14 +175,15 @@ func (j *job) preflight(ctx context.Context, choices []*nccl.Choice) error {
 	cheap := true // every target is an agent's listener, not sshd
 	for i, s := range j.sessions {
 		// The host's address on its data interface, chosen as for
-		// MASTER_ADDR: the address the launcher reached it on when that
-		// lies on the interface (an agent may listen on that address
-		// only, as loopback agents on 127.0.0.2 do), else the interface's.
-		// An agent started for this job (--transport ssh) offers a probe
-		// port of its own; an older one gets sshd's port dialled.
+		// MASTER_ADDR (rankenv.DataAddr): the address the launcher
+		// reached it on when that lies on the interface (an agent may
+		// listen on that address only, as loopback agents on 127.0.0.2
+		// do), else the interface's. An agent started for this job
+		// (--transport ssh) offers a probe port of its own; an older one
+		// gets sshd's port dialled.
 		port, sshd := probePort(j.cfg.Transport, s)
 		cheap = cheap && !sshd
-		target[i] = net.JoinHostPort(rankenv.DataAddr(s.view(), choices[i]), strconv.Itoa(port))
+		target[i] = net.JoinHostPort(addrs[i], strconv.Itoa(port))
 	}
 	probes := make([][]int, n) // host -> peers it dials
 	// A probe of sshd's port makes the peer's sshd fork (and re-execute)

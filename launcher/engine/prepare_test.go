@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/gangway-hpc/gangway/agent/wire"
 	"github.com/gangway-hpc/gangway/hostfile"
 	"github.com/gangway-hpc/gangway/launcher/cli"
 	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // TestUniverseSize: -usize as PMI tells it, Hydra's meanings: a number is
@@ -51,5 +53,22 @@ func TestForgetFacts(t *testing.T) {
 	}
 	if s.facts.NICs != nil || s.facts.Routes != nil || s.facts.GPUs != nil || s.facts.GPUTopo != nil || s.facts.Hostname != "node1.example" {
 		t.Errorf("facts after forgetFacts: %+v", s.facts)
+	}
+}
+
+// TestFactsForStart: once the attempt is planned a session keeps what
+// the rest of the start reads (the agent's identity, the preflight's
+// probe port, the self-test's protocol) and drops the rest.
+func TestFactsForStart(t *testing.T) {
+	f := wire.Facts{Version: wire.Version, Agent: "v1", Name: "node1", Hostname: "node1.example", ProbePort: 40123, Selftest: wire.SelftestVersion,
+		CPUs: 64, NICs: []wire.NIC{{Name: "eth0"}}, Routes: []wire.Route{{Peer: "10.0.0.2"}}, GPUs: []wire.GPU{{Index: 0}}, DiscoveryErrs: []string{"x"}}
+	got := factsForStart(f)
+	want := wire.Facts{Version: wire.Version, Agent: "v1", Name: "node1", Hostname: "node1.example", ProbePort: 40123, Selftest: wire.SelftestVersion}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("factsForStart: %+v, want %+v", got, want)
+	}
+	s := &session{host: hostfile.Host{Name: "10.0.0.1"}, facts: got}
+	if port, _ := probePort(transport.Options{}, s); port != 40123 {
+		t.Errorf("probe port after the facts were dropped: %d, want 40123", port)
 	}
 }

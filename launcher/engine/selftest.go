@@ -12,9 +12,7 @@ import (
 
 	"github.com/gangway-hpc/gangway/agent/wire"
 	"github.com/gangway-hpc/gangway/launcher/cli"
-	"github.com/gangway-hpc/gangway/launcher/rankenv"
 	"github.com/gangway-hpc/gangway/launcher/selftest"
-	"github.com/gangway-hpc/gangway/nccl"
 )
 
 // Bounds of each direction of each pair of the fabric self-test: it
@@ -56,7 +54,7 @@ func (e *SelftestError) Error() string {
 // the ranks will use, each host in one stream at a time; the launcher
 // prints each pair's bandwidth, the median and the slow hosts, and with
 // strict stops the job when a host is slow.
-func (j *job) runSelftest(ctx context.Context, choices []*nccl.Choice) error {
+func (j *job) runSelftest(ctx context.Context, addrs []string) error {
 	mode, n := j.cfg.Network.Selftest, len(j.sessions)
 	if mode == cli.SelftestOff {
 		return nil
@@ -93,7 +91,7 @@ func (j *job) runSelftest(ctx context.Context, choices []*nccl.Choice) error {
 		if r.Err != "" || r.Port < 1 || r.Port > 65535 {
 			return &hostError{Host: s.host.Name, Err: fmt.Errorf("selftest sink: port %d: %s", r.Port, r.Err)}
 		}
-		addr, err := literalIP(ctx, rankenv.DataAddr(s.view(), choices[i]))
+		addr, err := literalIP(ctx, addrs[i])
 		if err != nil {
 			return &hostError{Host: s.host.Name, Err: fmt.Errorf("selftest: %w", err)}
 		}

@@ -61,13 +61,13 @@ func CheckSizes(cfg cli.Config) error {
 // over the protocol's limit (wire.MaxJobControl): the shared (forwarded)
 // environment once, and every local rank's argv and own environment. The
 // message names the host, its ranks and the largest variables.
-func checkStart(argv []string, ranks []plan.Rank, hosts []Host, shared []string, envs [][]string) error {
+func checkStart(argv []string, ranks []plan.Rank, names []string, shared []string, envs [][]string) error {
 	sharedLen := 0
 	for _, kv := range shared {
 		sharedLen += jsonLen(kv) + 3
 	}
-	per := make([]int, len(hosts))
-	first := make([]int, len(hosts))
+	per := make([]int, len(names))
+	first := make([]int, len(names))
 	for i := range first {
 		first[i] = -1
 	}
@@ -121,7 +121,7 @@ func checkStart(argv []string, ranks []plan.Rank, hosts []Host, shared []string,
 			}
 		}
 		return fmt.Errorf("host %s: the job's start message would be %s, over the protocol's %s limit: %s of the launcher's environment, and %d ranks with %s of their own environment and arguments each; the largest variables: %s (shorten or drop them; -genvnone or -genvlist leave the launcher's environment home)",
-			hosts[h].Name, size(n), size(wire.MaxJobControl), size(sharedLen), locals, size((n-sharedLen)/max(locals, 1)), strings.Join(big, ", "))
+			names[h], size(n), size(wire.MaxJobControl), size(sharedLen), locals, size((n-sharedLen)/max(locals, 1)), strings.Join(big, ", "))
 	}
 	return nil
 }

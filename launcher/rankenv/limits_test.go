@@ -56,7 +56,7 @@ func manyVars(n int) []string {
 // one that fits passes. The launcher's forwarded environment travels
 // once per host, so a big one fits however many ranks a host runs.
 func TestCheckStart(t *testing.T) {
-	hosts := []Host{{Host: hostfile.Host{Name: "a"}}, {Host: hostfile.Host{Name: "b"}}}
+	hosts := []string{"a", "b"}
 	placed := func(perHost int) []plan.Rank {
 		var ranks []plan.Rank
 		for r := range 2 * perHost {

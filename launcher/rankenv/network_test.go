@@ -6,9 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
+
 	"github.com/gangway-hpc/gangway/agent/wire"
 	"github.com/gangway-hpc/gangway/hostfile"
 	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/plan"
 )
 
 func TestRoutePeers(t *testing.T) {
@@ -89,5 +92,73 @@ func TestChooseNetworksByAddress(t *testing.T) {
 	}
 	if _, err := ChooseNetworks(cli.Network{}, hosts); err == nil || !strings.Contains(err.Error(), "no route to peer cn2") {
 		t.Errorf("by name: %v, want no route to peer cn2", err)
+	}
+}
+
+// TestEnvsWithoutFacts: an Attempt builds every rank's environment from
+// what Prepare took from the facts: with the hosts' facts dropped after
+// Prepare (as the engine does, to free them before the environments are
+// built), the environments are those built with the facts held, network
+// choice included; a start message over the limit is still refused.
+func TestEnvsWithoutFacts(t *testing.T) {
+	build := func(drop bool, argv ...string) ([][]string, error) {
+		hosts := []Host{
+			{Host: hostfile.Host{Name: "cn1"}, Reached: "198.18.51.2", Peer: "198.18.51.2"},
+			{Host: hostfile.Host{Name: "cn2"}, Reached: "198.18.51.3", Peer: "198.18.51.3"},
+		}
+		for i := range hosts {
+			other := hosts[1-i].Reached
+			hosts[i].Facts = wire.Facts{
+				FreePort: 29511,
+				NICs: []wire.NIC{
+					{Name: "lo", Index: 1, Type: "loopback", Up: true, Addrs: []string{"127.0.0.1/8"}},
+					// The address the launcher reached it on is the
+					// interface's second: the data address is still it.
+					{Name: "enp1s0f0", Index: 2, Type: "device", Up: true, Addrs: []string{"198.18.51.10" + strconv.Itoa(i) + "/24", hosts[i].Reached + "/24"}},
+				},
+				Routes: []wire.Route{{Peer: other, Addr: other, Iface: "enp1s0f0"}},
+			}
+		}
+		ranks := []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}
+		cfg, err := cli.Parse(append([]string{"-np", "4", "-H", "cn1:2,cn2:2"}, argv...), func(string) string { return "" }, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := Prepare(cfg, ranks, hosts, "j1", 0, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for i, h := range hosts {
+			want = append(want, DataAddr(h, a.Choices[i]))
+		}
+		if drop {
+			for i := range hosts {
+				hosts[i].Facts = wire.Facts{}
+			}
+		}
+		if !slices.Equal(a.Addrs, want) || !slices.Equal(want, []string{"198.18.51.2", "198.18.51.3"}) {
+			t.Errorf("data addresses %q, want %q (where the launcher reached them)", a.Addrs, want)
+		}
+		return a.Envs()
+	}
+	held, err := build(false, "python3", "train.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped, err := build(true, "python3", "train.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(held, dropped, slices.Equal) {
+		t.Errorf("built after the facts were dropped:\n%q\nwith them held:\n%q", dropped, held)
+	}
+	for _, want := range []string{"NCCL_SOCKET_IFNAME==enp1s0f0", "MASTER_ADDR=198.18.51.2", "MASTER_PORT=29511"} {
+		if !slices.Contains(dropped[3], want) {
+			t.Errorf("rank 3's environment lacks %s: %q", want, dropped[3])
+		}
+	}
+	if _, err := build(true, "python3", strings.Repeat("x", wire.MaxJobControl)); err == nil || !strings.Contains(err.Error(), "start message") {
+		t.Errorf("an argument over the start message's limit: %v, want refused", err)
 	}
 }

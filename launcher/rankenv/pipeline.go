@@ -12,26 +12,49 @@ import (
 	"github.com/gangway-hpc/gangway/nccl"
 )
 
-// Attempt is what the pipeline made for one attempt of a job: every
-// host's data network and every rank's environment, built once and read
-// by the preflight and StartJob.
+// Attempt is what the pipeline made for one attempt of a job from the
+// hosts' facts: every host's data network, the job's shared values and
+// what every rank's environment is built from (Envs), read by the
+// preflight and StartJob. It holds nothing of the facts themselves, so
+// that the caller may drop them before the environments are built: at
+// thousands of hosts each host's decoded facts and each rank's
+// environment, held at once, were the launcher's peak heap.
 type Attempt struct {
 	Choices []*nccl.Choice // by host; nil: the libraries' own choice
 	// Shared is what every rank gets of the launcher's own environment
 	// (Forwarded), sorted KEY=VALUE: StartJob.Env, sent once per host.
 	Shared []string
-	// Envs are, by rank, each sorted KEY=VALUE, the rest of its
-	// environment (RankSpec.Env): what wins over Shared.
-	Envs [][]string
+	// Addrs are, by host, its data address (DataAddr: MASTER_ADDR's
+	// choice for it), where the preflight and the self-test reach it.
+	Addrs []string
+
+	argv  []string
+	ranks []plan.Rank
+	names []string // the hosts' names, for checkStart's message
+	b     *Builder
+}
+
+// Envs are, by rank, each sorted KEY=VALUE, the rest of its environment
+// (RankSpec.Env): what wins over Shared. A start message over the
+// protocol's limit (checkStart) is refused here, before anything is
+// sent.
+func (a Attempt) Envs() ([][]string, error) {
+	envs := make([][]string, len(a.ranks))
+	for _, r := range a.ranks {
+		envs[r.Rank] = a.b.Own(r)
+	}
+	if err := checkStart(a.argv, a.ranks, a.names, a.Shared, envs); err != nil {
+		return nil, err
+	}
+	return envs, nil
 }
 
 // Prepare runs the pipeline for an attempt whose hosts are reached (in
 // the layout's order, ranks placed on them): each host's data network
 // (logged at -v), each rank's GPUs (written into ranks, read again by
-// StartJob), the job's shared values (newJobEnv) and every rank's
-// environment; a variable execve cannot pass (CheckSizes) or a start
-// message over the protocol's limit (checkStart) is refused here, before
-// anything is sent.
+// StartJob), the job's shared values (newJobEnv) and what every rank's
+// environment is built from (Attempt.Envs); a variable execve cannot
+// pass (CheckSizes) is refused here, before anything is sent.
 func Prepare(cfg cli.Config, ranks []plan.Rank, hosts []Host, id string, attempt int, log *zap.Logger) (Attempt, error) {
 	if err := CheckSizes(cfg); err != nil {
 		return Attempt{}, err
@@ -59,15 +82,12 @@ func Prepare(cfg cli.Config, ranks []plan.Rank, hosts []Host, id string, attempt
 		master = "127.0.0.1"
 	}
 	j := newJobEnv(cfg, id, attempt, master, r0.Facts.FreePort)
-	b := newBuilder(ranks, he, j)
-	envs := make([][]string, len(ranks))
-	for _, r := range ranks {
-		envs[r.Rank] = b.Own(r)
+	names := make([]string, len(hosts))
+	addrs := make([]string, len(hosts))
+	for i, h := range hosts {
+		names[i], addrs[i] = h.Name, he[i].Addr
 	}
-	if err := checkStart(cfg.Argv, ranks, hosts, j.Forward, envs); err != nil {
-		return Attempt{}, err
-	}
-	return Attempt{Choices: choices, Shared: j.Forward, Envs: envs}, nil
+	return Attempt{Choices: choices, Shared: j.Forward, Addrs: addrs, argv: cfg.Argv, ranks: ranks, names: names, b: newBuilder(ranks, he, j)}, nil
 }
 
 // DryRun is a dry run's environments, from the layout alone: no facts, so
