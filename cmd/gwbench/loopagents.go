@@ -172,13 +172,14 @@ func (la *loopAgents) cpu() time.Duration {
 	return time.Duration(self) * clockTick
 }
 
-// hostfile writes an Open MPI hostfile of the first n agents, one slot each.
-func (la *loopAgents) hostfile(n int) (string, error) {
+// hostfile writes an Open MPI hostfile of the first n agents, slots
+// each.
+func (la *loopAgents) hostfile(n, slots int) (string, error) {
 	var s strings.Builder
 	for _, a := range la.addrs[:n] {
-		fmt.Fprintf(&s, "%s slots=1\n", a)
+		fmt.Fprintf(&s, "%s slots=%d\n", a, slots)
 	}
-	path := filepath.Join(la.keys.Dir, fmt.Sprintf("hosts-%d", n))
+	path := filepath.Join(la.keys.Dir, fmt.Sprintf("hosts-%dx%d", n, slots))
 	return path, os.WriteFile(path, []byte(s.String()), 0o644)
 }
 

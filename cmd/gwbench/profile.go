@@ -68,7 +68,7 @@ func (b *bench) profiles(ctx context.Context) error {
 		return err
 	}
 	defer la.stop()
-	hf, err := la.hostfile(n)
+	hf, err := la.hostfile(n, b.o.scaleRanks)
 	if err != nil {
 		return err
 	}

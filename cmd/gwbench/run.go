@@ -46,6 +46,9 @@ type options struct {
 	// scaleWidths are the scale scenario's --tree-width contenders
 	// (-scale-widths; default flat and 32).
 	scaleWidths []int
+	// scaleRanks are the ranks per agent of the scale scenario
+	// (-scale-ranks; default 1).
+	scaleRanks int
 }
 
 var scenarios = []string{"memory", "launch", "output", "pmi", "failstop", "recover", "scale", "treepath", "slurm"}
@@ -61,6 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.runs, "runs", 0, "measured runs per launcher and case (default 7, 5 with -quick)")
 	fs.IntVar(&o.warmup, "warmup", 1, "warm-up runs per launcher and case, not counted")
 	scaleCounts := fs.String("scale-counts", "", "comma-separated agent counts for the scale scenario instead of its own (256,1024,4096,10000; -quick 64,256)")
+	fs.IntVar(&o.scaleRanks, "scale-ranks", 1, "ranks per agent in the scale scenario (1 to 16; 8 is a DGX host's shape)")
 	scaleWidths := fs.String("scale-widths", "", "comma-separated --tree-width values the scale scenario runs (default 0,32: flat and tree)")
 	only := fs.String("only", "", "comma-separated scenarios to run: "+strings.Join(scenarios, ","))
 	fs.StringVar(&o.binDir, "bin", "bin", "directory holding launcher and agent")
@@ -111,6 +115,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.scaleWidths, err = intList("-scale-widths", *scaleWidths, func(n int) bool { return n == 0 || n >= 2 && n <= 1024 }, "0 (flat) or a tree width from 2 to 1024"); err != nil {
 		return o, err
+	}
+	if o.scaleRanks < 1 || o.scaleRanks > 16 {
+		return o, errors.New("-scale-ranks must be 1..16")
 	}
 	if o.runs < 1 || o.runs > 50 || o.warmup < 0 || o.warmup > 10 {
 		return o, errors.New("-runs must be 1..50 and -warmup 0..10")

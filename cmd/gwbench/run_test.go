@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -31,5 +32,37 @@ func TestScaleFlags(t *testing.T) {
 		case tc.err == "" && (!slices.Equal(o.scaleCounts, tc.counts) || !slices.Equal(o.scaleWidths, tc.widths)):
 			t.Errorf("%q: counts %v widths %v, want %v %v", tc.args, o.scaleCounts, o.scaleWidths, tc.counts, tc.widths)
 		}
+	}
+}
+
+// TestScaleRanks: -scale-ranks takes 1 to 16 ranks per agent; a case of
+// more than one names them, one rank keeps the name the targets read.
+func TestScaleRanks(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+		err  string
+	}{
+		{nil, 1, ""},
+		{[]string{"-scale-ranks", "8"}, 8, ""},
+		{[]string{"-scale-ranks", "0"}, 0, "-scale-ranks must be 1..16"},
+		{[]string{"-scale-ranks", "17"}, 0, "-scale-ranks must be 1..16"},
+	} {
+		o, err := parseFlags(tc.args, io.Discard)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("%q: %v, want %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || o.scaleRanks != tc.want {
+			t.Errorf("%q: %d, %v; want %d", tc.args, o.scaleRanks, err, tc.want)
+		}
+	}
+	if got, want := scaleRanksCase(1024, 8, 32), "1024 agents x 8 ranks, tree (--tree-width 32)"; got != want {
+		t.Errorf("case: %q, want %q", got, want)
+	}
+	if got := scaleRanksCase(1024, 1, 0); got != scaleCase(1024, 0) {
+		t.Errorf("one rank per agent: %q, want %q", got, scaleCase(1024, 0))
 	}
 }

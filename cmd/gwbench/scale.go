@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // scaleWidth is the tree contender's --tree-width (auto's width).
@@ -45,11 +47,23 @@ func scaleCase(n, width int) string {
 	return fmt.Sprintf("%d agents, tree (--tree-width %d)", n, width)
 }
 
+// scaleRanksCase names a scale case of k ranks per agent: "1024 agents x
+// 8 ranks, tree (--tree-width 32)"; one rank is scaleCase's name.
+func scaleRanksCase(n, k, width int) string {
+	if k == 1 {
+		return scaleCase(n, width)
+	}
+	c := scaleCase(n, width)
+	i := strings.Index(c, ",")
+	return fmt.Sprintf("%s x %d ranks%s", c[:i], k, c[i:])
+}
+
 // scaleTag is in every rank's environment (-x), for the sweep after
 // each run that must find none of them left.
 const scaleTag = "GWBENCH_SCALE"
 
-// scale is scenario 4: a job of one treerank per agent on 256 to 10,000
+// scale is scenario 4: a job of one treerank per agent (-scale-ranks k:
+// k per agent) on 256 to 10,000
 // agents on loopback addresses, flat and through the agent tree,
 // interleaved per count; per run the time until every rank has started,
 // the launcher's wall, CPU, peak RSS and TCP connections, a PMI barrier
@@ -68,7 +82,7 @@ func (b *bench) scale(ctx context.Context) error {
 	defer la.stop()
 	b.progress("scale: %d agents in %d worker processes on 127.0.%d-%d.x:%d in %v", len(la.addrs), len(la.workers), loopSubnet, loopSubnet+(len(la.addrs)-1)/250, loopPort, time.Since(t0).Round(time.Millisecond))
 	idle := b.idleRate(ctx, la)
-	b.config = append(b.config, ConfigLine{"scale", fmt.Sprintf("agents (sshd.Server + agent.Agent) in gwbench worker processes of at most %d agents each, on 127.0.190+.x:%d, every rank a child of its agent's worker, no nvidia-smi for them (GPU health not checked); one rank per host: treerank (C, PMI-1 on PMI_FD: init, a barrier, %d timed barriers, prints RANK, WORLD_SIZE, PMI_RANK, its start time and its median barrier); launcher -hostfile (slots=1) --start-timeout 10m --tree-width %s (0 flat); every rank's RANK/WORLD_SIZE/PMI_RANK checked and a /proc sweep for the ranks' tag after each run; agents' idle CPU %.1f ms/s subtracted; runs above 1024 agents: at most 3, no warm-up", agentsPerWorker, loopPort, scaleBarriers, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(b.widths())), " or "), "[]"), idle)})
+	b.config = append(b.config, ConfigLine{"scale", fmt.Sprintf("agents (sshd.Server + agent.Agent) in gwbench worker processes of at most %d agents each, on 127.0.190+.x:%d, every rank a child of its agent's worker, no nvidia-smi for them (GPU health not checked); %s per host: treerank (C, PMI-1 on PMI_FD: init, a barrier, %d timed barriers, prints RANK, WORLD_SIZE, PMI_RANK, its start time and its median barrier); launcher -hostfile (slots=%d) --start-timeout 10m --tree-width %s (0 flat); every rank's RANK/WORLD_SIZE/PMI_RANK checked and a /proc sweep for the ranks' tag after each run; agents' idle CPU %.1f ms/s subtracted; runs above 1024 agents: at most 3, no warm-up", agentsPerWorker, loopPort, textx.Count(b.o.scaleRanks, "rank"), scaleBarriers, b.o.scaleRanks, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(b.widths())), " or "), "[]"), idle)})
 	for _, n := range counts {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -93,7 +107,8 @@ func (b *bench) idleRate(ctx context.Context, la *loopAgents) float64 {
 
 // scaleCount runs the flat and the tree contender at n agents.
 func (b *bench) scaleCount(ctx context.Context, la *loopAgents, rank string, n int, idle float64) error {
-	hf, err := la.hostfile(n)
+	k := b.o.scaleRanks
+	hf, err := la.hostfile(n, k)
 	if err != nil {
 		return err
 	}
@@ -129,7 +144,7 @@ func (b *bench) scaleCount(ctx context.Context, la *loopAgents, rank string, n i
 	var cs []contender
 	var rows [][]*Result
 	for _, width := range b.widths() {
-		cas := scaleCase(n, width)
+		cas := scaleRanksCase(n, k, width)
 		row := func(metric, unit, note string) *Result {
 			return &Result{Scenario: "scale", Case: cas, Metric: metric, Unit: unit, Launcher: lGangway, Kind: Info, Note: note}
 		}
@@ -161,7 +176,7 @@ func (b *bench) scaleCount(ctx context.Context, la *loopAgents, rank string, n i
 				return func() { peakConns, peakSockets, connErr = w.end() }
 			},
 			value: func(o outcome) (float64, error) {
-				tr, err := parseTreeRun(o.Stdout, n)
+				tr, err := parseTreeRun(o.Stdout, n*k)
 				switch left, lerr := leftovers(scaleTag + "=1"); {
 				case lerr != nil:
 					err = errors.Join(err, lerr)

@@ -160,7 +160,7 @@ func (b *bench) treeHops(ctx context.Context, la *loopAgents, rank string) {
 		var cs []contender
 		var extra [][]*Result
 		for _, h := range g {
-			hf, err := la.hostfile(h.hosts)
+			hf, err := la.hostfile(h.hosts, 1)
 			if err != nil {
 				b.skip("treepath: %v", err)
 				return
