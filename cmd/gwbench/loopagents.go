@@ -39,10 +39,13 @@ type loopAgents struct {
 	keys    sshtest.Keys
 	kh      string
 	workers []*loopWorker
+	per     int // agents per worker
 }
 
 // agentsPerWorker keeps a worker's descriptors under 10,000 with every
-// agent a relay and running a rank.
+// agent a relay and running a rank; agents running k ranks each get
+// agentsPerWorker/k to a worker (at 8 ranks, 1250 agents' ranks alone
+// held 40,000 descriptors and failed to start: "too many open files").
 const agentsPerWorker = 1250
 
 type loopWorker struct {
@@ -59,7 +62,7 @@ const maxLoopAgents = 50 * 250
 
 // startLoopAgents starts n agents in worker processes and waits until
 // each listens. stop ends them, with every session and rank.
-func startLoopAgents(ctx context.Context, n int, dir string) (*loopAgents, error) {
+func startLoopAgents(ctx context.Context, n, ranks int, dir string) (*loopAgents, error) {
 	if n > maxLoopAgents {
 		return nil, fmt.Errorf("%d loopback agents: at most %d", n, maxLoopAgents)
 	}
@@ -74,15 +77,15 @@ func startLoopAgents(ctx context.Context, n int, dir string) (*loopAgents, error
 	if err != nil {
 		return nil, fmt.Errorf("find own executable (the agents' worker): %w", err)
 	}
-	la := &loopAgents{keys: keys}
+	la := &loopAgents{keys: keys, per: max(1, agentsPerWorker/max(1, ranks))}
 	for i := range n {
 		la.addrs = append(la.addrs, loopAddr(i))
 	}
 	if la.kh, err = keys.WriteKnownHosts(la.addrs, loopPort); err != nil {
 		return nil, err
 	}
-	for first := 0; first < n; first += agentsPerWorker {
-		w, err := startLoopWorker(ctx, self, dir, first, min(agentsPerWorker, n-first))
+	for first := 0; first < n; first += la.per {
+		w, err := startLoopWorker(ctx, self, dir, first, min(la.per, n-first))
 		if err != nil {
 			la.stop()
 			return nil, err

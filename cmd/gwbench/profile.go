@@ -63,7 +63,7 @@ func (b *bench) profiles(ctx context.Context) error {
 	if b.o.scaleCounts == nil {
 		n = min(n, 1024)
 	}
-	la, err := startLoopAgents(ctx, n, filepath.Join(b.dir, "loop-profile"))
+	la, err := startLoopAgents(ctx, n, b.o.scaleRanks, filepath.Join(b.dir, "loop-profile"))
 	if err != nil {
 		return err
 	}

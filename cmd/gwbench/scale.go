@@ -75,14 +75,14 @@ func (b *bench) scale(ctx context.Context) error {
 	}
 	counts := b.scaleCounts()
 	t0 := time.Now()
-	la, err := startLoopAgents(ctx, counts[len(counts)-1], filepath.Join(b.dir, "loop"))
+	la, err := startLoopAgents(ctx, counts[len(counts)-1], b.o.scaleRanks, filepath.Join(b.dir, "loop"))
 	if err != nil {
 		return err
 	}
 	defer la.stop()
 	b.progress("scale: %d agents in %d worker processes on 127.0.%d-%d.x:%d in %v", len(la.addrs), len(la.workers), loopSubnet, loopSubnet+(len(la.addrs)-1)/250, loopPort, time.Since(t0).Round(time.Millisecond))
 	idle := b.idleRate(ctx, la)
-	b.config = append(b.config, ConfigLine{"scale", fmt.Sprintf("agents (sshd.Server + agent.Agent) in gwbench worker processes of at most %d agents each, on 127.0.190+.x:%d, every rank a child of its agent's worker, no nvidia-smi for them (GPU health not checked); %s per host: treerank (C, PMI-1 on PMI_FD: init, a barrier, %d timed barriers, prints RANK, WORLD_SIZE, PMI_RANK, its start time and its median barrier); launcher -hostfile (slots=%d) --start-timeout 10m --tree-width %s (0 flat); every rank's RANK/WORLD_SIZE/PMI_RANK checked and a /proc sweep for the ranks' tag after each run; agents' idle CPU %.1f ms/s subtracted; runs above 1024 agents: at most 3, no warm-up", agentsPerWorker, loopPort, textx.Count(b.o.scaleRanks, "rank"), scaleBarriers, b.o.scaleRanks, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(b.widths())), " or "), "[]"), idle)})
+	b.config = append(b.config, ConfigLine{"scale", fmt.Sprintf("agents (sshd.Server + agent.Agent) in gwbench worker processes of at most %d agents each, on 127.0.190+.x:%d, every rank a child of its agent's worker, no nvidia-smi for them (GPU health not checked); %s per host: treerank (C, PMI-1 on PMI_FD: init, a barrier, %d timed barriers, prints RANK, WORLD_SIZE, PMI_RANK, its start time and its median barrier); launcher -hostfile (slots=%d) --start-timeout 10m --tree-width %s (0 flat); every rank's RANK/WORLD_SIZE/PMI_RANK checked and a /proc sweep for the ranks' tag after each run; agents' idle CPU %.1f ms/s subtracted; runs above 1024 agents: at most 3, no warm-up", la.per, loopPort, textx.Count(b.o.scaleRanks, "rank"), scaleBarriers, b.o.scaleRanks, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(b.widths())), " or "), "[]"), idle)})
 	for _, n := range counts {
 		if ctx.Err() != nil {
 			return ctx.Err()

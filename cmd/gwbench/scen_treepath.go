@@ -32,7 +32,7 @@ func (b *bench) treepath(ctx context.Context) error {
 		return err
 	}
 	const hosts = 32
-	la, err := startLoopAgents(ctx, hosts, filepath.Join(b.dir, "treepath"))
+	la, err := startLoopAgents(ctx, hosts, 1, filepath.Join(b.dir, "treepath"))
 	if err != nil {
 		return err
 	}
