@@ -207,7 +207,6 @@ func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hos
 		h := hosts[i]
 		d := ds.For(h)
 		go func() {
-			defer wg.Done()
 			start := time.Now()
 			// The hosts behind this one start once its first attempt has
 			// ended: ready, they find it so; failed, they try its
@@ -228,16 +227,24 @@ func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hos
 					}
 				})
 			}
-			defer first()
-			sessions[i] = dialRetry(ctx, giveUp, d, i, h, hello, func(i int, err error) {
+			// The dial ends in done, in this goroutine or, where it
+			// waits for the host's facts, in the one its stream starts
+			// once they are in (retry.later).
+			done := func(s *session) {
+				defer wg.Done()
+				defer first()
+				sessions[i] = s
+				if s != nil {
+					log.Info("connected", zap.String("host", h.Name), zap.String("addr", s.addr), zap.Duration("took", time.Since(start).Round(time.Millisecond)))
+				} else if err := w.err(i); errors.Is(err, transport.ErrPermanent) {
+					failed(err)
+				}
+			}
+			r := &retry{ctx: ctx, giveUp: giveUp, d: d, i: i, h: h, hello: hello, done: done, note: func(i int, err error) {
 				w.note(i, err)
 				first()
-			})
-			if s := sessions[i]; s != nil {
-				log.Info("connected", zap.String("host", h.Name), zap.String("addr", s.addr), zap.Duration("took", time.Since(start).Round(time.Millisecond)))
-			} else if err := w.err(i); errors.Is(err, transport.ErrPermanent) {
-				failed(err)
-			}
+			}}
+			r.run()
 		}()
 	}
 	for _, i := range roots {
@@ -320,38 +327,82 @@ func (e errUnreachableGrace) Error() string {
 // another host failed for good.
 const permanentGrace = 2 * time.Second
 
-// dialRetry dials one host until it answers, a permanent error, ctx ends
+// retry dials one host until it answers, a permanent error, ctx ends
 // or giveUp closes (after a failed attempt); note hears every failed
-// attempt (nil once connected).
-func dialRetry(ctx context.Context, giveUp <-chan struct{}, d transport.Dialer, i int, h hostfile.Host, hello helloFunc, note func(i int, err error)) *session {
-	backoff := 50 * time.Millisecond
+// attempt (nil once connected), done the end (the session, or nil).
+// Where the host's stream says when messages wait (a host of the agent
+// tree), an attempt holds no goroutine while the host builds its facts:
+// the goroutine that sent the Hello ends, and the stream starts another
+// once the facts are in (at 10,000 hosts such waits were most of the
+// launch's goroutines and their stacks at its peak).
+type retry struct {
+	ctx     context.Context
+	giveUp  <-chan struct{}
+	d       transport.Dialer
+	i       int
+	h       hostfile.Host
+	hello   helloFunc
+	note    func(i int, err error)
+	done    func(*session)
+	backoff time.Duration
+}
+
+// run makes attempts until one waits for its facts or the dial ends.
+func (r *retry) run() {
 	for {
-		s, err := dialOne(ctx, d, i, h, hello)
-		if err != nil && ctx.Err() != nil {
-			// The attempt was cut short: by another host's permanent
-			// failure (nothing to say about this one), or by the start
-			// timeout (keep the last full attempt's error, if any).
-			if !errors.Is(context.Cause(ctx), transport.ErrPermanent) {
-				note(i, cutShort{err})
-			}
-			return nil
+		s, err := dialOne(r.ctx, r.d, r.i, r.h, r.hello, r.later)
+		if s == nil && err == nil {
+			return // waiting for the facts: later goes on
 		}
-		note(i, err)
-		if err == nil {
-			return s
+		if !r.outcome(s, err) {
+			return
 		}
-		if errors.Is(err, transport.ErrPermanent) || d == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-giveUp:
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 2*time.Second)
 	}
+}
+
+// later is an attempt's end once its facts came (or its stream ended).
+func (r *retry) later(s *session, err error) {
+	if r.outcome(s, err) {
+		r.run()
+	}
+}
+
+// outcome takes an attempt's end and reports whether to try again
+// (after the backoff, which it waits); when not, done has run.
+func (r *retry) outcome(s *session, err error) bool {
+	if err != nil && r.ctx.Err() != nil {
+		// The attempt was cut short: by another host's permanent
+		// failure (nothing to say about this one), or by the start
+		// timeout (keep the last full attempt's error, if any).
+		if !errors.Is(context.Cause(r.ctx), transport.ErrPermanent) {
+			r.note(r.i, cutShort{err})
+		}
+		r.done(nil)
+		return false
+	}
+	r.note(r.i, err)
+	if err == nil {
+		r.done(s)
+		return false
+	}
+	if errors.Is(err, transport.ErrPermanent) || r.d == nil {
+		r.done(nil)
+		return false
+	}
+	if r.backoff == 0 {
+		r.backoff = 50 * time.Millisecond
+	}
+	select {
+	case <-r.ctx.Done():
+		r.done(nil)
+		return false
+	case <-r.giveUp:
+		r.done(nil)
+		return false
+	case <-time.After(r.backoff):
+	}
+	r.backoff = min(r.backoff*2, 2*time.Second)
+	return true
 }
 
 // waiting tracks the hosts reached, those not reached yet, and why; it
@@ -548,8 +599,12 @@ type helloFunc func(i int, addrs map[string]string) wire.Hello
 
 // dialOne opens one session: transport, Hello, Facts. With a transport
 // that knows every host's address first (transport.PeerAddresser), the
-// Hello waits for them and names the peers by address.
-func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, hello helloFunc) (*session, error) {
+// Hello waits for them and names the peers by address. Where the stream
+// says when messages wait (transport.Notifier) and later is not nil, it
+// does not wait for the facts: it returns nil, nil, and later gets the
+// session or the error, in a goroutine of its own, once they are in or
+// the stream has ended.
+func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, hello helloFunc, later func(*session, error)) (*session, error) {
 	if d == nil {
 		return nil, transport.Permanent(errors.New("no transport for this host"))
 	}
@@ -566,12 +621,29 @@ func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, he
 	}
 	conn := wire.NewConn(transport.Guard(rwc))
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
 	hi := hello(i, addrs)
 	if err := conn.Send(wire.KindHello, hi); err != nil {
+		stop()
 		conn.Close()
 		return nil, fmt.Errorf("send hello: %w", err)
 	}
+	facts := func() (*session, error) {
+		defer stop()
+		return takeFacts(conn, rwc, i, h, addr, addrs, hi)
+	}
+	if n, ok := rwc.(transport.Notifier); ok && later != nil {
+		var once sync.Once
+		n.Notify(func() {
+			once.Do(func() { go func() { later(facts()) }() })
+		})
+		return nil, nil
+	}
+	return facts()
+}
+
+// takeFacts reads the agent's answer to the Hello hi and makes the
+// session.
+func takeFacts(conn *wire.Conn, rwc io.ReadWriteCloser, i int, h hostfile.Host, addr string, addrs map[string]string, hi wire.Hello) (*session, error) {
 	m, err := conn.Recv()
 	if err != nil {
 		conn.Close()
