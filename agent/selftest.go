@@ -220,9 +220,13 @@ func (s *session) selftest(ctx context.Context, st wire.Selftest) error {
 	s.stopSend = cancel
 	s.smu.Unlock()
 	s.waiters.Go(func() {
-		defer s.sending.Unlock()
-		defer cancel()
-		_ = s.conn.Send(wire.KindSelftestResult, selftestSend(sctx, st))
+		res := selftestSend(sctx, st)
+		cancel()
+		// Over before its result leaves: the launcher's next step
+		// follows the result at once, and may ask this host to send
+		// again.
+		s.sending.Unlock()
+		_ = s.conn.Send(wire.KindSelftestResult, res)
 	})
 	return nil
 }

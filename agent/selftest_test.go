@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
@@ -134,4 +136,30 @@ func TestSelftestSendCancelled(t *testing.T) {
 		t.Fatalf("cancelled send: %+v after %v", res, took)
 	}
 	t.Logf("cancelled send ended after %v: %s", took.Round(time.Millisecond), res.Err)
+}
+
+// TestSelftestSendsBackToBack: a host asked to send again as soon as its
+// last send's result is in takes the new send: its send is over before
+// the result leaves (the launcher's next step follows the result at
+// once, and was refused with "a send is already running" when the
+// result left first).
+func TestSelftestSendsBackToBack(t *testing.T) {
+	c := serve(t, &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)})
+	c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "st", Host: "h0"})
+	c.recv(wire.KindFacts, &wire.Facts{})
+	c.send(wire.KindSelftest, wire.Selftest{Op: wire.SelftestListen, Token: testToken})
+	var l wire.SelftestResult
+	c.recv(wire.KindSelftestResult, &l)
+	if l.Err != "" || l.Port == 0 {
+		t.Fatalf("listen: %+v", l)
+	}
+	target := net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Port))
+	for i := range 50 {
+		c.send(wire.KindSelftest, wire.Selftest{Op: wire.SelftestSend, Token: testToken, Target: target, Bytes: 64 << 10, Within: time.Second})
+		var r wire.SelftestResult
+		c.recv(wire.KindSelftestResult, &r)
+		if r.Err != "" {
+			t.Fatalf("send %d, right after the last one's result: %s", i, r.Err)
+		}
+	}
 }
