@@ -66,23 +66,14 @@ func (j *job) plan() (rankenv.Attempt, error) {
 	return a, nil
 }
 
-// factsForStart is what the rest of a start reads of a host's facts:
-// its names and agent (labels, messages), the preflight's probe port and
-// the self-test's protocol.
+// factsForStart is what the rest of a start, and the job after it,
+// reads of a host's facts: its names and agent (labels, messages), the
+// preflight's probe port and the self-test's protocol. A job holds its
+// sessions for as long as it runs, and at a thousand hosts their decoded
+// facts (NICs, routes, GPU topology) were several MB that the GC's
+// headroom doubled.
 func factsForStart(f wire.Facts) wire.Facts {
 	return wire.Facts{Version: f.Version, Agent: f.Agent, Name: f.Name, Hostname: f.Hostname, ProbePort: f.ProbePort, Selftest: f.Selftest}
-}
-
-// forgetFacts drops what the hosts' facts said once the job is prepared:
-// the network choice, GPU assignment and environments are made, and from
-// here on only the agent's name is read (label). A job holds its sessions
-// for as long as it runs, and at a thousand hosts their decoded facts
-// (NICs, routes, GPU topology) were several MB that the GC's headroom
-// doubled.
-func (j *job) forgetFacts() {
-	for _, s := range j.sessions {
-		s.facts = wire.Facts{Version: s.facts.Version, Agent: s.facts.Agent, Name: s.facts.Name, Hostname: s.facts.Hostname}
-	}
 }
 
 // start sends every host its ranks, the environment they share and each

@@ -41,18 +41,17 @@ func rk(rank, host, local, localSize, node int) plan.Rank {
 	return plan.Rank{Rank: rank, Host: host, LocalRank: local, LocalSize: localSize, NodeRank: node}
 }
 
-// TestForgetFacts: once a job is prepared its sessions keep the agent's
+// TestForgetFacts: once a job is planned its sessions keep the agent's
 // identity (label still names it) and drop the rest of the facts.
 func TestForgetFacts(t *testing.T) {
 	s := &session{host: hostfile.Host{Name: "10.0.0.1"}, facts: wire.Facts{Version: wire.Version, Name: "node1", Hostname: "node1.example",
 		NICs: []wire.NIC{{Name: "eth0"}}, Routes: []wire.Route{{Peer: "10.0.0.2"}}, GPUs: []wire.GPU{{Index: 0}}, GPUTopo: &wire.Topo{Link: [][]string{{"X"}}}}}
-	j := &job{sessions: []*session{s}}
-	j.forgetFacts()
+	s.facts = factsForStart(s.facts)
 	if got := label(s); got != "10.0.0.1 (node1)" {
-		t.Errorf("label after forgetFacts: %q", got)
+		t.Errorf("label after the facts were dropped: %q", got)
 	}
 	if s.facts.NICs != nil || s.facts.Routes != nil || s.facts.GPUs != nil || s.facts.GPUTopo != nil || s.facts.Hostname != "node1.example" {
-		t.Errorf("facts after forgetFacts: %+v", s.facts)
+		t.Errorf("facts after they were dropped: %+v", s.facts)
 	}
 }
 

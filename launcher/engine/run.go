@@ -264,7 +264,6 @@ func (r *runner) run(ctx, bctx context.Context, cancel context.CancelCauseFunc, 
 	if err := r.job.prepare(ctx); err != nil {
 		return err
 	}
-	r.job.forgetFacts()
 	r.phase = phaseRun
 	r.job.run(ctx, cancel, sigs)
 	return nil
