@@ -36,7 +36,9 @@ func NewConn(rwc io.ReadWriteCloser) *Conn {
 	if ms, ok := rwc.(MsgStream); ok {
 		return &Conn{rwc: rwc, ms: ms}
 	}
-	return &Conn{rwc: rwc, r: newReader(rwc)}
+	c := &Conn{rwc: rwc, r: newReader(rwc)}
+	c.g.cond.L = &c.g.mu
+	return c
 }
 
 // MsgStream is a stream that carries whole messages within the process

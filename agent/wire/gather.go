@@ -19,7 +19,7 @@ import (
 // into a pooled buffer and written. Senders that meet share one Write.
 type gather struct {
 	mu      sync.Mutex
-	cond    sync.Cond // wakes senders when a batch is written
+	cond    sync.Cond // on mu (NewConn): wakes senders when a batch is written
 	pend    *[]byte   // the batch being gathered (pooled); nil when empty
 	writing bool      // a Write is under way
 	next    uint64    // the number of the batch pend goes out in
@@ -32,9 +32,6 @@ type gather struct {
 // once the batch is written.
 func (g *gather) frame(w io.Writer, k Kind, sub, p []byte) error {
 	g.mu.Lock()
-	if g.cond.L == nil {
-		g.cond.L = &g.mu
-	}
 	if g.err != nil {
 		err := g.err
 		g.mu.Unlock()
@@ -105,9 +102,6 @@ func (g *gather) result(b uint64) error {
 // before it is written and with no other Write under way.
 func (g *gather) alone(write func() error, w io.Writer) error {
 	g.mu.Lock()
-	if g.cond.L == nil {
-		g.cond.L = &g.mu
-	}
 	for g.writing || g.pend != nil {
 		if g.writing {
 			g.cond.Wait()
