@@ -59,20 +59,7 @@ func TestRoutePeers(t *testing.T) {
 // routes by those addresses; told by name, a name the agent could not
 // resolve is the failure users saw before.
 func TestChooseNetworksByAddress(t *testing.T) {
-	hosts := []Host{
-		{Host: hostfile.Host{Name: "cn1"}, Reached: "198.18.51.2", Peer: "198.18.51.2"},
-		{Host: hostfile.Host{Name: "cn2"}, Reached: "198.18.51.3", Peer: "198.18.51.3"},
-	}
-	for i := range hosts {
-		other := hosts[1-i].Reached
-		hosts[i].Facts = wire.Facts{
-			NICs: []wire.NIC{
-				{Name: "lo", Index: 1, Type: "loopback", Up: true, Addrs: []string{"127.0.0.1/8"}},
-				{Name: "eth0", Index: 2, Type: "device", Up: true, Addrs: []string{hosts[i].Reached + "/24"}},
-			},
-			Routes: []wire.Route{{Peer: other, Addr: other, Iface: "eth0"}},
-		}
-	}
+	hosts := hostPair("eth0", func(_ int, reached string) []string { return []string{reached + "/24"} })
 	if got := PeerNames([]string{"cn1", "cn2", "cn3"}, map[string]string{"cn1": "198.18.51.2", "cn2": "198.18.51.3"}); !slices.Equal(got, []string{"198.18.51.2", "198.18.51.3", "cn3"}) {
 		t.Errorf("PeerNames: %v", got)
 	}
@@ -95,6 +82,27 @@ func TestChooseNetworksByAddress(t *testing.T) {
 	}
 }
 
+// hostPair is two hosts, cn1 and cn2, told of each other by address,
+// each with loopback and iface (its addresses from addrs, given the one
+// the launcher reached it on) and a route to the other through iface.
+func hostPair(iface string, addrs func(i int, reached string) []string) []Host {
+	hosts := []Host{
+		{Host: hostfile.Host{Name: "cn1"}, Reached: "198.18.51.2", Peer: "198.18.51.2"},
+		{Host: hostfile.Host{Name: "cn2"}, Reached: "198.18.51.3", Peer: "198.18.51.3"},
+	}
+	for i := range hosts {
+		other := hosts[1-i].Reached
+		hosts[i].Facts = wire.Facts{
+			NICs: []wire.NIC{
+				{Name: "lo", Index: 1, Type: "loopback", Up: true, Addrs: []string{"127.0.0.1/8"}},
+				{Name: iface, Index: 2, Type: "device", Up: true, Addrs: addrs(i, hosts[i].Reached)},
+			},
+			Routes: []wire.Route{{Peer: other, Addr: other, Iface: iface}},
+		}
+	}
+	return hosts
+}
+
 // TestEnvsWithoutFacts: an Attempt builds every rank's environment from
 // what Prepare took from the facts: with the hosts' facts dropped after
 // Prepare (as the engine does, to free them before the environments are
@@ -102,25 +110,19 @@ func TestChooseNetworksByAddress(t *testing.T) {
 // choice included; a start message over the limit is still refused.
 func TestEnvsWithoutFacts(t *testing.T) {
 	build := func(drop bool, argv ...string) ([][]string, error) {
-		hosts := []Host{
-			{Host: hostfile.Host{Name: "cn1"}, Reached: "198.18.51.2", Peer: "198.18.51.2"},
-			{Host: hostfile.Host{Name: "cn2"}, Reached: "198.18.51.3", Peer: "198.18.51.3"},
-		}
+		// The address the launcher reached a host on is its
+		// interface's second: the data address is still it.
+		hosts := hostPair("enp1s0f0", func(i int, reached string) []string {
+			return []string{"198.18.51.10" + strconv.Itoa(i) + "/24", reached + "/24"}
+		})
 		for i := range hosts {
-			other := hosts[1-i].Reached
-			hosts[i].Facts = wire.Facts{
-				FreePort: 29511,
-				NICs: []wire.NIC{
-					{Name: "lo", Index: 1, Type: "loopback", Up: true, Addrs: []string{"127.0.0.1/8"}},
-					// The address the launcher reached it on is the
-					// interface's second: the data address is still it.
-					{Name: "enp1s0f0", Index: 2, Type: "device", Up: true, Addrs: []string{"198.18.51.10" + strconv.Itoa(i) + "/24", hosts[i].Reached + "/24"}},
-				},
-				Routes: []wire.Route{{Peer: other, Addr: other, Iface: "enp1s0f0"}},
-			}
+			hosts[i].Facts.FreePort = 29511
 		}
-		ranks := []plan.Rank{rk(0, 0, 0, 2, 0), rk(1, 0, 1, 2, 0), rk(2, 1, 0, 2, 1), rk(3, 1, 1, 2, 1)}
-		cfg, err := cli.Parse(append([]string{"-np", "4", "-H", "cn1:2,cn2:2"}, argv...), func(string) string { return "" }, nil)
+		var ranks []plan.Rank // eight a host, as on a DGX
+		for r := range 16 {
+			ranks = append(ranks, rk(r, r/8, r%8, 8, r/8))
+		}
+		cfg, err := cli.Parse(append([]string{"-np", "16", "-H", "cn1:8,cn2:8"}, argv...), func(string) string { return "" }, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,8 +156,8 @@ func TestEnvsWithoutFacts(t *testing.T) {
 		t.Errorf("built after the facts were dropped:\n%q\nwith them held:\n%q", dropped, held)
 	}
 	for _, want := range []string{"NCCL_SOCKET_IFNAME==enp1s0f0", "MASTER_ADDR=198.18.51.2", "MASTER_PORT=29511"} {
-		if !slices.Contains(dropped[3], want) {
-			t.Errorf("rank 3's environment lacks %s: %q", want, dropped[3])
+		if !slices.Contains(dropped[15], want) {
+			t.Errorf("rank 15's environment lacks %s: %q", want, dropped[15])
 		}
 	}
 	if _, err := build(true, "python3", strings.Repeat("x", wire.MaxJobControl)); err == nil || !strings.Contains(err.Error(), "start message") {
