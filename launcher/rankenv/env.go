@@ -73,6 +73,13 @@ func userWins(user map[string]string, key string) bool {
 
 // Builder holds what every rank's environment is computed from, so that
 // a dry run can print a million ranks' environments one at a time.
+//
+// What is the same for every rank (the job's values, -mca, -x, the
+// forwarded environment) and for every rank of a host (its name, its
+// network variables) is merged once, into job and host; a rank's own
+// environment is then its few identity variables merged with those two
+// (vars), not a map of forty built per rank: at 10,000 hosts x 8 ranks
+// the launcher builds 80,000 environments.
 type Builder struct {
 	hosts     []hostEnv
 	j         jobEnv
@@ -82,6 +89,37 @@ type Builder struct {
 	crossSize []int   // local rank -> hosts that have it
 	// tfCluster is TF_CONFIG up to the task's index, shared by every rank.
 	tfCluster string
+	// job is what every rank gets, without (own) and with (all) the
+	// forwarded environment; host what every rank of each host gets.
+	// Each is sorted by name, one entry per name.
+	jobOwn, jobAll []entry
+	host           [][]entry
+}
+
+// entry is one variable of a step of Vars, with its KEY=VALUE made once
+// and its precedence: where two steps set a name, the higher prec wins.
+type entry struct {
+	Var
+	kv   string
+	prec int
+}
+
+// The steps of Vars, in precedence order; an entry's prec is its step
+// times stepSpan plus its place within the step (later wins).
+const (
+	stepForwarded = iota + 1
+	stepLauncher
+	stepCUDA
+	stepNet
+	stepMCA
+	stepUser
+	stepTF
+	stepSpan = 1 << 24
+)
+
+func newEntry(k, v, src string, prec int) entry {
+	kv := k + "=" + v
+	return entry{Var: Var{kv[:len(k)], kv[len(k)+1:], src}, kv: kv, prec: prec}
 }
 
 // newBuilder prepares the environments of ranks, placed on hosts.
@@ -106,7 +144,76 @@ func newBuilder(ranks []plan.Rank, hosts []hostEnv, j jobEnv) *Builder {
 	if j.TFPort > 0 {
 		b.tfCluster = tfCluster(ranks, hosts, j.TFPort)
 	}
+	b.jobOwn = b.jobEntries(false)
+	b.jobAll = b.jobEntries(true)
+	b.host = make([][]entry, len(hosts))
+	for i, h := range hosts {
+		e := []entry{
+			newEntry("HOROVOD_HOSTNAME", h.Name, SrcLauncher, stepLauncher*stepSpan),
+			newEntry("GANGWAY_HOST", h.Name, SrcLauncher, stepLauncher*stepSpan),
+		}
+		for k, kv := range h.Net {
+			key, v, _ := strings.Cut(kv, "=")
+			e = append(e, entry{Var: Var{key, v, SrcNCCL}, kv: kv, prec: stepNet*stepSpan + k})
+		}
+		b.host[i] = settle(e)
+	}
 	return b
+}
+
+// jobEntries are the steps of Vars that are the same for every rank:
+// the forwarded environment (when forwarded), the job's launcher values,
+// -mca and -x.
+func (b *Builder) jobEntries(forwarded bool) []entry {
+	j, size := b.j, itoa(b.size)
+	var e []entry
+	if forwarded {
+		for k, kv := range j.Forward {
+			key, v, _ := strings.Cut(kv, "=")
+			e = append(e, entry{Var: Var{key, v, SrcForwarded}, kv: kv, prec: stepForwarded*stepSpan + k})
+		}
+	}
+	for _, kv := range [][2]string{
+		{"WORLD_SIZE", size}, {"GROUP_WORLD_SIZE", itoa(b.groups)},
+		{"ROLE_WORLD_SIZE", size}, {"ROLE_NAME", "default"},
+		{"MASTER_ADDR", j.MasterAddr}, {"MASTER_PORT", itoa(j.MasterPort)},
+		{"OMPI_COMM_WORLD_SIZE", size}, {"PMI_SIZE", size}, {"HOROVOD_SIZE", size},
+		{"GANGWAY_JOB_ID", j.JobID},
+		{"PYTHONUNBUFFERED", "1"},
+		{"PYTHONFAULTHANDLER", "1"}, // Python ranks print their stacks on SIGABRT (hang diagnosis)
+		{"TORCHELASTIC_RUN_ID", j.RunID},
+		{"TORCHELASTIC_RESTART_COUNT", itoa(j.Restart)},
+		{"TORCHELASTIC_MAX_RESTARTS", itoa(j.MaxRestarts)},
+	} {
+		e = append(e, newEntry(kv[0], kv[1], SrcLauncher, stepLauncher*stepSpan))
+	}
+	for k, kv := range j.MCA {
+		key, v, _ := strings.Cut(kv, "=")
+		e = append(e, entry{Var: Var{key, v, SrcMCA}, kv: kv, prec: stepMCA*stepSpan + k})
+	}
+	for k, v := range j.Vars {
+		if userWins(j.Vars, k) {
+			e = append(e, newEntry(k, v, cmp.Or(j.Sources[k], cli.SrcX), stepUser*stepSpan))
+		}
+	}
+	return settle(e)
+}
+
+// settle sorts entries by name and keeps, of each name, the entry of
+// highest precedence (the later of equals).
+func settle(e []entry) []entry {
+	slices.SortStableFunc(e, func(a, b entry) int { return strings.Compare(a.Key, b.Key) })
+	out := e[:0]
+	for _, x := range e {
+		if n := len(out); n > 0 && out[n-1].Key == x.Key {
+			if x.prec >= out[n-1].prec {
+				out[n-1] = x
+			}
+			continue
+		}
+		out = append(out, x)
+	}
+	return slices.Clip(out)
 }
 
 // tfCluster is the part of TF_CONFIG every rank shares, as Kubeflow's
@@ -145,11 +252,8 @@ type Var struct {
 
 // Rank is one rank's environment, sorted.
 func (b *Builder) Rank(r plan.Rank) []string {
-	vars := b.Vars(r)
-	env := make([]string, len(vars))
-	for i, v := range vars {
-		env[i] = v.Key + "=" + v.Value
-	}
+	env := make([]string, 0, len(b.jobAll)+len(b.host[r.Host])+20)
+	b.vars(r, true, func(e *entry) { env = append(env, e.kv) })
 	return env
 }
 
@@ -157,11 +261,8 @@ func (b *Builder) Rank(r plan.Rank) []string {
 // launcher's (Forwarded, which travels once per host as StartJob.Env):
 // RankSpec.Env, sorted. Rank is Own over Forwarded.
 func (b *Builder) Own(r plan.Rank) []string {
-	vars := b.vars(r, false)
-	env := make([]string, len(vars))
-	for i, v := range vars {
-		env[i] = v.Key + "=" + v.Value
-	}
+	env := make([]string, 0, len(b.jobOwn)+len(b.host[r.Host])+20)
+	b.vars(r, false, func(e *entry) { env = append(env, e.kv) })
 	return env
 }
 
@@ -174,72 +275,81 @@ func (b *Builder) Own(r plan.Rank) []string {
 //  4. -mca as OMPI_MCA_*;
 //  5. -x, -genv and --env-file, except the identity keys (userWins);
 //  6. TF_CONFIG from --tf-config.
-func (b *Builder) Vars(r plan.Rank) []Var { return b.vars(r, true) }
+func (b *Builder) Vars(r plan.Rank) []Var {
+	out := make([]Var, 0, len(b.jobAll)+len(b.host[r.Host])+20)
+	b.vars(r, true, func(e *entry) { out = append(out, e.Var) })
+	return out
+}
 
 // vars is Vars, with step 1 (the forwarded environment) or without
-// (Own: a big forwarded environment is not walked once per rank).
-func (b *Builder) vars(r plan.Rank, forwarded bool) []Var {
-	h, j, size := b.hosts[r.Host], b.j, b.size
-	m := make(map[string]Var, 40)
-	set := func(k, v, src string) { m[k] = Var{k, v, src} }
+// (Own: a big forwarded environment is not walked once per rank), each
+// variable given to emit in name order: the job's and the host's entries
+// merged with the rank's own.
+func (b *Builder) vars(r plan.Rank, forwarded bool, emit func(*entry)) {
+	job := b.jobOwn
 	if forwarded {
-		for _, kv := range j.Forward {
-			k, v, _ := strings.Cut(kv, "=")
-			set(k, v, SrcForwarded)
-		}
+		job = b.jobAll
 	}
-	for k, v := range map[string]string{
-		"RANK": itoa(r.Rank), "WORLD_SIZE": itoa(size),
-		"LOCAL_RANK": itoa(r.LocalRank), "LOCAL_WORLD_SIZE": itoa(r.LocalSize),
-		"GROUP_RANK": itoa(r.NodeRank), "GROUP_WORLD_SIZE": itoa(b.groups),
-		"ROLE_RANK": itoa(r.Rank), "ROLE_WORLD_SIZE": itoa(size), "ROLE_NAME": "default",
-		"MASTER_ADDR": j.MasterAddr, "MASTER_PORT": itoa(j.MasterPort),
-		"OMPI_COMM_WORLD_RANK": itoa(r.Rank), "OMPI_COMM_WORLD_SIZE": itoa(size),
-		"OMPI_COMM_WORLD_LOCAL_RANK": itoa(r.LocalRank), "OMPI_COMM_WORLD_LOCAL_SIZE": itoa(r.LocalSize),
-		"OMPI_COMM_WORLD_NODE_RANK": itoa(r.LocalRank),
-		"PMI_RANK":                  itoa(r.Rank), "PMI_SIZE": itoa(size),
-		"MPI_LOCALRANKID": itoa(r.LocalRank), "MPI_LOCALNRANKS": itoa(r.LocalSize),
-		"HOROVOD_RANK": itoa(r.Rank), "HOROVOD_SIZE": itoa(size),
-		"HOROVOD_LOCAL_RANK": itoa(r.LocalRank), "HOROVOD_LOCAL_SIZE": itoa(r.LocalSize),
-		"HOROVOD_CROSS_RANK": itoa(b.cross[r.Host][r.LocalRank]),
-		"HOROVOD_CROSS_SIZE": itoa(b.crossSize[r.LocalRank]),
-		"HOROVOD_HOSTNAME":   h.Name,
-		"GANGWAY_JOB_ID":     j.JobID, "GANGWAY_HOST": h.Name,
-		"PYTHONUNBUFFERED":           "1",
-		"PYTHONFAULTHANDLER":         "1", // Python ranks print their stacks on SIGABRT (hang diagnosis)
-		"TORCHELASTIC_RUN_ID":        j.RunID,
-		"TORCHELASTIC_RESTART_COUNT": itoa(j.Restart),
-		"TORCHELASTIC_MAX_RESTARTS":  itoa(j.MaxRestarts),
-	} {
-		set(k, v, SrcLauncher)
-	}
+	// The rank's own names, written in name order (merge needs them
+	// sorted; sorting them per rank was half of the work).
+	l := stepLauncher * stepSpan
+	rank := make([]entry, 0, 20)
 	if r.GPUs != nil {
-		set("CUDA_VISIBLE_DEVICES", nccl.CUDAVisibleDevices(r.GPUs), SrcLauncher)
-		set("CUDA_DEVICE_ORDER", "PCI_BUS_ID", SrcLauncher)
+		rank = append(rank,
+			newEntry("CUDA_DEVICE_ORDER", "PCI_BUS_ID", SrcLauncher, stepCUDA*stepSpan),
+			newEntry("CUDA_VISIBLE_DEVICES", nccl.CUDAVisibleDevices(r.GPUs), SrcLauncher, stepCUDA*stepSpan))
 	}
-	for _, kv := range h.Net {
-		k, v, _ := strings.Cut(kv, "=")
-		set(k, v, SrcNCCL)
-	}
-	for _, kv := range j.MCA {
-		k, v, _ := strings.Cut(kv, "=")
-		set(k, v, SrcMCA)
-	}
-	for k, v := range j.Vars {
-		if userWins(j.Vars, k) {
-			set(k, v, cmp.Or(j.Sources[k], cli.SrcX))
-		}
-	}
+	rank = append(rank,
+		newEntry("GROUP_RANK", itoa(r.NodeRank), SrcLauncher, l),
+		newEntry("HOROVOD_CROSS_RANK", itoa(b.cross[r.Host][r.LocalRank]), SrcLauncher, l),
+		newEntry("HOROVOD_CROSS_SIZE", itoa(b.crossSize[r.LocalRank]), SrcLauncher, l),
+		newEntry("HOROVOD_LOCAL_RANK", itoa(r.LocalRank), SrcLauncher, l),
+		newEntry("HOROVOD_LOCAL_SIZE", itoa(r.LocalSize), SrcLauncher, l),
+		newEntry("HOROVOD_RANK", itoa(r.Rank), SrcLauncher, l),
+		newEntry("LOCAL_RANK", itoa(r.LocalRank), SrcLauncher, l),
+		newEntry("LOCAL_WORLD_SIZE", itoa(r.LocalSize), SrcLauncher, l),
+		newEntry("MPI_LOCALNRANKS", itoa(r.LocalSize), SrcLauncher, l),
+		newEntry("MPI_LOCALRANKID", itoa(r.LocalRank), SrcLauncher, l),
+		newEntry("OMPI_COMM_WORLD_LOCAL_RANK", itoa(r.LocalRank), SrcLauncher, l),
+		newEntry("OMPI_COMM_WORLD_LOCAL_SIZE", itoa(r.LocalSize), SrcLauncher, l),
+		newEntry("OMPI_COMM_WORLD_NODE_RANK", itoa(r.LocalRank), SrcLauncher, l),
+		newEntry("OMPI_COMM_WORLD_RANK", itoa(r.Rank), SrcLauncher, l),
+		newEntry("PMI_RANK", itoa(r.Rank), SrcLauncher, l),
+		newEntry("RANK", itoa(r.Rank), SrcLauncher, l),
+		newEntry("ROLE_RANK", itoa(r.Rank), SrcLauncher, l),
+	)
 	if b.tfCluster != "" {
 		// --tf-config wins over -x TF_CONFIG: it asked for this one.
-		set("TF_CONFIG", b.tfCluster+itoa(r.Rank)+`},"environment":"cloud"}`, SrcTFConfig)
+		rank = append(rank, newEntry("TF_CONFIG", b.tfCluster+itoa(r.Rank)+`},"environment":"cloud"}`, SrcTFConfig, stepTF*stepSpan))
 	}
-	out := make([]Var, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
+	merge(emit, [3][]entry{job, b.host[r.Host], rank})
+}
+
+// merge gives emit, in name order, the entry of highest precedence for
+// each name in lists (each sorted by name, one entry per name).
+func merge(emit func(*entry), lists [3][]entry) {
+	var at [3]int
+	for {
+		var best *entry
+		for i, l := range lists {
+			if at[i] == len(l) {
+				continue
+			}
+			e := &l[at[i]]
+			if best == nil || e.Key < best.Key || (e.Key == best.Key && e.prec > best.prec) {
+				best = e
+			}
+		}
+		if best == nil {
+			return
+		}
+		for i, l := range lists {
+			if at[i] < len(l) && l[at[i]].Key == best.Key {
+				at[i]++
+			}
+		}
+		emit(best)
 	}
-	slices.SortFunc(out, func(a, b Var) int { return strings.Compare(a.Key, b.Key) })
-	return out
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
