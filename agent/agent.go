@@ -32,6 +32,7 @@ import (
 	"github.com/gangway-hpc/gangway/agent/facts"
 	"github.com/gangway-hpc/gangway/agent/pmi"
 	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/netchoice"
 	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
@@ -255,8 +256,25 @@ func (a *Agent) hello(ctx context.Context, conn *wire.Conn, login account.Login)
 		hl := a.checkHealth(ctx, h, f, login)
 		f.Health = &hl
 	}
+	if h.Net != nil {
+		f.Net, f.Routes = chooseNet(f, h), nil
+	}
 	f.FreePort = freePort()
 	return h, f, conn.Send(wire.KindFacts, f)
+}
+
+// chooseNet is this host's own choice of its data interface, asked for
+// by hello.Net: the launcher's rule (netchoice.Choose) over this host's
+// facts and its routes to the peers the launcher named, so that a large
+// launch's launcher neither receives nor works through every host's
+// routes. A host with no usable interface answers why, in the words the
+// launcher would have used.
+func chooseNet(f wire.Facts, hello wire.Hello) *wire.NetChoice {
+	c, err := netchoice.Choose(f.HostNet(hello.Host, hello.Peers), hello.Net.Force...)
+	if err != nil {
+		return &wire.NetChoice{Err: err.Error()}
+	}
+	return &wire.NetChoice{Ifaces: c.Ifaces, Addr: c.Addr, HCAs: c.HCAs, Forced: c.Forced}
 }
 
 func (a *Agent) track(job string, d int) {

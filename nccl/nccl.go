@@ -1,6 +1,6 @@
 // Package nccl makes the launcher's NCCL decisions as pure functions of
 // host facts: which network interface and address each host uses
-// (ChooseInterface), which InfiniBand ports, the environment that pins them
+// (ChooseInterface, from internal/netchoice), which InfiniBand ports, the environment that pins them
 // (Env), which GPUs a host's ranks get (ChooseGPUs), and whether the NCCL
 // variables a user set make sense on the hosts (Check, which reads the
 // list syntax NCCL_SOCKET_IFNAME and NCCL_IB_HCA share as NCCL does).

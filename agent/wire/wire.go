@@ -13,7 +13,11 @@
 // or with Error when the protocol versions differ.
 package wire
 
-import "time"
+import (
+	"time"
+
+	"github.com/gangway-hpc/gangway/internal/netchoice"
+)
 
 // Version is the protocol version. Both sides refuse a peer whose Hello or
 // Facts carries another number, with a message naming both versions.
@@ -126,6 +130,33 @@ type Hello struct {
 	// Health asks the agent to check its host before this attempt; nil
 	// asks for no checks (--no-health-check).
 	Health *HealthRequest `json:"health,omitempty"`
+	// Net asks the agent to choose its host's data interface itself, from
+	// its routes to Peers (Facts.HostNet, netchoice.Choose), and to answer
+	// with the choice in Facts.Net instead of the routes in Facts.Routes:
+	// a launch of thousands of hosts then neither receives nor works
+	// through every host's routes. Nil: report the routes (--inspect shows
+	// them; an older launcher chooses itself).
+	Net *NetRequest `json:"net,omitempty"`
+}
+
+// NetRequest is Hello.Net.
+type NetRequest struct {
+	// Force is --network-interface: use these interfaces, once checked
+	// to exist, be up and have an address.
+	Force []string `json:"force,omitempty"`
+}
+
+// NetChoice is a host's own choice of its data interface (Facts.Net):
+// netchoice.Choice, or why there is none.
+type NetChoice struct {
+	Ifaces []string `json:"ifaces,omitempty"` // NCCL_SOCKET_IFNAME, best first
+	Addr   string   `json:"addr,omitempty"`   // an address on Ifaces[0]
+	HCAs   []string `json:"hcas,omitempty"`   // ACTIVE IB/RoCE ports as "mlx5_0:1"
+	Forced bool     `json:"forced,omitempty"` // Ifaces are NetRequest.Force
+	// Err says why no interface could be chosen (netchoice.Choose's
+	// error, naming the host and the peers it has no route to); the
+	// launcher fails the attempt with it.
+	Err string `json:"err,omitempty"`
 }
 
 // Facts describes the agent's host. Discovery fills what it can; empty
@@ -169,6 +200,26 @@ type Facts struct {
 	// Health is the host's answer to Hello.Health, checked for this
 	// attempt; nil when none was asked for.
 	Health *Health `json:"health,omitempty"`
+	// Net is the host's choice of its data interface, when Hello.Net
+	// asked for it (Routes is then empty); nil otherwise.
+	Net *NetChoice `json:"net,omitempty"`
+}
+
+// HostNet is what the interface choice reads of f: its interfaces,
+// routes and InfiniBand ports, for the host the launcher calls host,
+// whose peers (as the host was told them) are peers.
+func (f Facts) HostNet(host string, peers []string) netchoice.HostNet {
+	h := netchoice.HostNet{Host: host, Peers: peers, NICs: make([]netchoice.NIC, 0, len(f.NICs)), Routes: make([]netchoice.Route, 0, len(f.Routes))}
+	for _, n := range f.NICs {
+		h.NICs = append(h.NICs, netchoice.NIC{Name: n.Name, Index: n.Index, Type: n.Type, Up: n.Up, SpeedMbps: n.SpeedMbps, Addrs: n.Addrs})
+	}
+	for _, r := range f.Routes {
+		h.Routes = append(h.Routes, netchoice.Route{Peer: r.Peer, Addr: r.Addr, Iface: r.Iface, Err: r.Err})
+	}
+	for _, c := range f.HCAs {
+		h.HCAs = append(h.HCAs, netchoice.HCA{Name: c.Name, Port: c.Port, State: c.State, LinkLayer: c.LinkLayer})
+	}
+	return h
 }
 
 // Route is how a host reaches one address of a peer: the kernel's answer

@@ -47,7 +47,22 @@ func (c *Cluster) Close() {
 // layout from their facts (the local host's slots; for a job whose slots
 // come from the facts, the plan). Plan errors are usage errors.
 func Dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.Layout) (*Cluster, error) {
+	return dial(ctx, cfg, d, jobID, l, false)
+}
+
+// dial is Dial; with chooseAtHosts (a launch's attempt, not --inspect,
+// which shows the routes) every host of a multi-host job, or of one
+// with --network-interface, is asked to choose its own data interface
+// (wire.Hello.Net) and answers with the choice instead of its routes.
+func dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.Layout, chooseAtHosts bool) (*Cluster, error) {
 	hosts := l.Hosts
+	var net *wire.NetRequest
+	if chooseAtHosts && (len(hosts) > 1 || cfg.Network.Interface != "") {
+		net = &wire.NetRequest{}
+		if cfg.Network.Interface != "" {
+			net.Force = strings.Split(cfg.Network.Interface, ",")
+		}
+	}
 	names := make([]string, len(hosts))
 	peers := make([]string, len(hosts)) // as the hosts know each other
 	for i, h := range hosts {
@@ -65,7 +80,7 @@ func Dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 		for k := range p {
 			p[k] = rankenv.PeerName(p[k], addrs)
 		}
-		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: p, Health: req}
+		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: p, Health: req, Net: net}
 	}
 	logHosts(d.Log, cfg.Place, hosts)
 	wait := dialWait{timeout: cfg.Transport.StartTimeout, grace: cfg.Transport.UnreachableGrace}

@@ -239,7 +239,7 @@ func (r *runner) record(cause error, code int) bench.Attempt {
 // run goes through the phases; it returns a set-up error, or nil once the
 // job ran (its ending is then the context's cause).
 func (r *runner) run(ctx, bctx context.Context, cancel context.CancelCauseFunc, sigs <-chan any) error {
-	c, err := Dial(ctx, r.cfg, r.d, r.id, r.layout)
+	c, err := dial(ctx, r.cfg, r.d, r.id, r.layout, true)
 	if err != nil {
 		return err
 	}

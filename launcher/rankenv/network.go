@@ -12,21 +12,6 @@ import (
 	"github.com/gangway-hpc/gangway/nccl"
 )
 
-// hostNet converts one host's facts for the nccl decisions.
-func hostNet(s Host, peers []string) nccl.HostNet {
-	h := nccl.HostNet{Host: s.Name, Peers: peers}
-	for _, n := range s.Facts.NICs {
-		h.NICs = append(h.NICs, nccl.NIC{Name: n.Name, Index: n.Index, Type: n.Type, Up: n.Up, SpeedMbps: n.SpeedMbps, Addrs: n.Addrs})
-	}
-	for _, r := range s.Facts.Routes {
-		h.Routes = append(h.Routes, nccl.Route{Peer: r.Peer, Addr: r.Addr, Iface: r.Iface, Err: r.Err})
-	}
-	for _, c := range s.Facts.HCAs {
-		h.HCAs = append(h.HCAs, nccl.HCA{Name: c.Name, Port: c.Port, State: c.State, LinkLayer: c.LinkLayer})
-	}
-	return h
-}
-
 // ChooseNetworks picks every host's data interface. Single-host jobs keep
 // NCCL's and Gloo's own defaults (all their traffic is local) unless
 // --network-interface forces one. The result is indexed like hosts; a nil
@@ -43,7 +28,16 @@ func ChooseNetworks(n cli.Network, hosts []Host) ([]*nccl.Choice, error) {
 	names := peerNames(hosts)
 	var errs []error
 	for i, s := range hosts {
-		c, err := nccl.ChooseInterface(hostNet(s, RoutePeers(names, i)), force...)
+		if n := s.Facts.Net; n != nil {
+			// The host chose (wire.Hello.Net asked it to).
+			if n.Err != "" {
+				errs = append(errs, fmt.Errorf("%s", n.Err))
+				continue
+			}
+			out[i] = &nccl.Choice{Host: s.Name, Ifaces: n.Ifaces, Addr: n.Addr, HCAs: n.HCAs, Forced: n.Forced}
+			continue
+		}
+		c, err := nccl.ChooseInterface(s.Facts.HostNet(s.Name, RoutePeers(names, i)), force...)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -56,6 +50,10 @@ func ChooseNetworks(n cli.Network, hosts []Host) ([]*nccl.Choice, error) {
 	return out, nil
 }
 
+// ChosenAtHost is how -v's network line says that the host chose its
+// data interface itself, from its own routes (wire.Hello.Net).
+const ChosenAtHost = "the host, from its routes to the other hosts"
+
 // logNetworks says at -v each host's network choice (NCCL_SOCKET_IFNAME
 // and the rest), or that a single-host job keeps the libraries' defaults.
 func logNetworks(log *zap.Logger, hosts []Host, choices []*nccl.Choice) {
@@ -65,8 +63,11 @@ func logNetworks(log *zap.Logger, hosts []Host, choices []*nccl.Choice) {
 			continue
 		}
 		how := "routes to the other hosts"
-		if c.Forced {
+		switch {
+		case c.Forced:
 			how = "--network-interface"
+		case hosts[i].Facts.Net != nil:
+			how = ChosenAtHost
 		}
 		log.Info("network", zap.String("host", c.Host), zap.String("NCCL_SOCKET_IFNAME", strings.Join(c.Ifaces, ",")),
 			zap.String("addr", c.Addr), zap.Strings("NCCL_IB_HCA", c.HCAs), zap.String("chosen by", how))

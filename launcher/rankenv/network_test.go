@@ -164,3 +164,28 @@ func TestEnvsWithoutFacts(t *testing.T) {
 		t.Errorf("an argument over the start message's limit: %v, want refused", err)
 	}
 }
+
+// TestChooseNetworksAtHosts: a host that chose its own interface
+// (wire.Facts.Net, asked by Hello.Net) is taken at its word, routes or
+// none; its failure fails the choice in its words; a host that sent
+// routes instead (an older agent) is chosen for here, beside it.
+func TestChooseNetworksAtHosts(t *testing.T) {
+	hosts := hostPair("eth0", func(_ int, reached string) []string { return []string{reached + "/24"} })
+	hosts[0].Facts.Routes = nil
+	hosts[0].Facts.Net = &wire.NetChoice{Ifaces: []string{"ib0", "eth0"}, Addr: "198.18.77.1", HCAs: []string{"mlx5_0:1"}}
+	choices, err := ChooseNetworks(cli.Network{}, hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := choices[0]; c == nil || c.Host != hosts[0].Name || !slices.Equal(c.Ifaces, []string{"ib0", "eth0"}) || c.Addr != "198.18.77.1" || !slices.Equal(c.HCAs, []string{"mlx5_0:1"}) {
+		t.Errorf("host 0 (chose itself): %+v", c)
+	}
+	if c := choices[1]; c == nil || !slices.Equal(c.Ifaces, []string{"eth0"}) {
+		t.Errorf("host 1 (sent routes): %+v, want eth0", c)
+	}
+	hosts[0].Facts.Net = &wire.NetChoice{Err: "host cn1: no usable network interface: no route to peer 198.18.51.3 (no addresses)"}
+	_, err = ChooseNetworks(cli.Network{}, hosts)
+	if err == nil || !strings.Contains(err.Error(), "network interface choice: host cn1: no usable network interface: no route to peer 198.18.51.3") {
+		t.Errorf("a host's own failure: %v", err)
+	}
+}

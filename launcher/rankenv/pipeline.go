@@ -109,7 +109,7 @@ func DryRun(cfg cli.Config, l Layout) *Builder {
 func CheckNCCL(vars map[string]string, hosts []Host) []nccl.Problem {
 	nets := make([]nccl.HostNet, len(hosts))
 	for i, h := range hosts {
-		nets[i] = hostNet(h, nil)
+		nets[i] = h.Facts.HostNet(h.Name, nil)
 	}
 	return nccl.Check(vars, nets)
 }

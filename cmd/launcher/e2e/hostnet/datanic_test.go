@@ -13,6 +13,7 @@ import (
 	"github.com/gangway-hpc/gangway/agent/wire"
 	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 	"github.com/gangway-hpc/gangway/launcher"
+	"github.com/gangway-hpc/gangway/launcher/rankenv"
 )
 
 // TestDataNIC: two hosts whose data NICs are named differently and whose
@@ -26,11 +27,16 @@ func TestDataNIC(t *testing.T) {
 	h0, h1 := c.hosts[0], c.hosts[1]
 
 	t.Run("Env", func(t *testing.T) {
-		args := append(c.conn(c.hostList(2)), "-l", "-np", "4",
+		args := append(c.conn(c.hostList(2)), "-l", "-np", "4", "-v",
 			"sh", "-c", `echo "$NCCL_SOCKET_IFNAME $GLOO_SOCKET_IFNAME $HOROVOD_GLOO_IFACE $MASTER_ADDR"`)
 		l := runLauncher(t, args...)
 		if l.code != 0 {
 			t.Fatalf("launcher: %v", l)
+		}
+		// Each host chose its data NIC itself (wire.Hello.Net): -v says so
+		// for both, and the choice is the one the ranks print below.
+		if n := strings.Count(l.stderr.String(), rankenv.ChosenAtHost); n != 2 {
+			t.Errorf("-v says %d hosts chose their own interface, want 2:\n%s", n, l.stderr.String())
 		}
 		lines := e2e.RankLines(l.stdout.String())
 		for r := range 4 {

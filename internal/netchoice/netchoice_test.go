@@ -1,4 +1,4 @@
-package nccl
+package netchoice
 
 import (
 	"errors"
@@ -23,7 +23,7 @@ var (
 
 func down(n NIC) NIC { n.Up = false; return n }
 
-func TestChooseInterface(t *testing.T) {
+func TestChoose(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		h      HostNet
@@ -114,7 +114,7 @@ func TestChooseInterface(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := ChooseInterface(tc.h, tc.force...)
+			c, err := Choose(tc.h, tc.force...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,7 +173,7 @@ func TestChooseInterfaceErrors(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ChooseInterface(tc.h, tc.force...)
+			_, err := Choose(tc.h, tc.force...)
 			if err == nil || err.Error() != tc.err {
 				t.Fatalf("err = %v\nwant %s", err, tc.err)
 			}
@@ -193,7 +193,7 @@ func TestChoiceHCAs(t *testing.T) {
 		{Name: "mlx5_0", Port: 1, State: "ACTIVE", LinkLayer: "InfiniBand"},
 		{Name: "mlx5_3", Port: 1, State: "INIT", LinkLayer: "InfiniBand"},
 	}}
-	c, err := ChooseInterface(h)
+	c, err := Choose(h)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,80 @@
+package agent_test
+
+import (
+	"net"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/gangway-hpc/gangway/agent"
+	"github.com/gangway-hpc/gangway/agent/wire"
+)
+
+// helloFacts drives ServeSession with hello and returns the facts the
+// agent answered with.
+func helloFacts(t *testing.T, hello wire.Hello) wire.Facts {
+	t.Helper()
+	a := &agent.Agent{Name: "n", Log: zaptest.NewLogger(t)}
+	ours, theirs := net.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- a.ServeSession(t.Context(), theirs) }()
+	conn := wire.NewConn(ours)
+	sent := make(chan error, 1)
+	go func() { sent <- conn.Send(wire.KindHello, hello) }()
+	m, err := conn.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	var f wire.Facts
+	if m.Kind != wire.KindFacts {
+		t.Fatalf("agent answered %s, want facts", m.Kind)
+	}
+	if err := m.Decode(&f); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	<-done
+	return f
+}
+
+// TestHelloNetChoice: asked to (Hello.Net), an agent chooses its own data
+// interface from its routes to the peers it was told of, and answers
+// with the choice instead of the routes; --network-interface's names are
+// checked there; without Net it reports the routes, as before.
+func TestHelloNetChoice(t *testing.T) {
+	t.Parallel()
+	peers := []string{"127.0.0.2", "127.0.0.3"}
+	base := wire.Hello{Version: wire.Version, JobID: "netchoice", Host: "n", Peers: peers}
+
+	f := helloFacts(t, base)
+	if f.Net != nil || len(f.Routes) != len(peers) {
+		t.Errorf("without Net: net %+v, %d routes, want none and %d", f.Net, len(f.Routes), len(peers))
+	}
+
+	asked := base
+	asked.Net = &wire.NetRequest{}
+	f = helloFacts(t, asked)
+	if len(f.Routes) != 0 || f.Net == nil {
+		t.Fatalf("with Net: net %+v, routes %+v; want a choice and no routes", f.Net, f.Routes)
+	}
+	// Loopback peers are reached through lo alone, so lo it is.
+	if !slices.Equal(f.Net.Ifaces, []string{"lo"}) || f.Net.Addr != "127.0.0.1" || f.Net.Err != "" || f.Net.Forced {
+		t.Errorf("with Net: %+v, want lo at 127.0.0.1", f.Net)
+	}
+
+	forced := base
+	forced.Net = &wire.NetRequest{Force: []string{"gwnosuch0"}}
+	f = helloFacts(t, forced)
+	if f.Net == nil || !strings.Contains(f.Net.Err, "host n: --network-interface gwnosuch0: no usable network interface: no such interface") {
+		t.Errorf("forced to a missing interface: %+v", f.Net)
+	}
+	forced.Net = &wire.NetRequest{Force: []string{"lo"}}
+	if f = helloFacts(t, forced); f.Net == nil || !f.Net.Forced || !slices.Equal(f.Net.Ifaces, []string{"lo"}) {
+		t.Errorf("forced to lo: %+v", f.Net)
+	}
+}
