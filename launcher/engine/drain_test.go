@@ -114,7 +114,7 @@ func TestDrainOrder(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatalf("no event for 20 s: messages left unread (hosts at %v of %d)", next, perHost)
 		}
-		switch ev := ev.(type) {
+		switch ev := j.cook(ev).(type) { // as the job takes them
 		case evExit:
 			if ev.x.Rank != next[ev.host] {
 				t.Fatalf("host %d: rank %d's exit came where %d's was due", ev.host, ev.x.Rank, next[ev.host])
@@ -172,6 +172,7 @@ func TestDrainLateArrival(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("no event for 10 s after %d exits: a late message was left unread", want)
 		}
+		ev = j.cook(ev) // as the job takes them
 		if _, ok := ev.(evLost); ok {
 			if want != n {
 				t.Fatalf("lost after %d exits, want %d", want, n)
