@@ -29,7 +29,8 @@ type session struct {
 	errorRoot  string         // the job's directory of error files, once made (os.DevNull: could not be)
 	errorDir   string         // where the ranks' error files are: errorRoot or a directory of the ranks' user in it
 	errorFiles map[int]string // rank -> TORCHELASTIC_ERROR_FILE
-	dumping    sync.Mutex     // held while a dump runs
+	dumpBusy   atomic.Bool    // a dump is collecting: one asked meanwhile is answered at once, empty
+	dumping    sync.Mutex     // held by a dump until its answer is sent: Done waits for it
 	a          *Agent
 	login      account.Login
 	heard      func() // every message from the launcher feeds the watchdog
@@ -254,14 +255,18 @@ func decode[T any](m wire.Msg) (T, error) {
 // gdb takes seconds: off the loop, so Stop still works meanwhile. The
 // dump holds dumping until its answer is sent, and Done waits for it,
 // so that the stacks reach the launcher first. The launcher asks for
-// one dump at a time; one asked while another runs is answered at once,
-// empty. The dump ends, answering with what it has, before the launcher
-// stops waiting (d.Within), or when it stops the job (Stop), or when
-// the session ends.
+// one dump at a time; one asked while another collects (dumpBusy) is
+// answered at once, empty. A dump is no longer busy once its stacks are
+// collected, before its answer goes: the launcher may ask the next as
+// soon as it has the answer, and that one waits here only for the
+// answer's send to end. The dump ends, answering with what it has,
+// before the launcher stops waiting (d.Within), or when it stops the job
+// (Stop), or when the session ends.
 func (s *session) startDump(ctx context.Context, d wire.Dump) error {
-	if !s.dumping.TryLock() {
+	if !s.dumpBusy.CompareAndSwap(false, true) {
 		return s.conn.Send(wire.KindDumped, wire.Dumped{})
 	}
+	s.dumping.Lock()
 	dctx, cancel := context.WithTimeout(ctx, dumpBudget(d.Within))
 	s.mu.Lock()
 	s.endDump = cancel
@@ -269,7 +274,9 @@ func (s *session) startDump(ctx context.Context, d wire.Dump) error {
 	s.waiters.Go(func() {
 		defer s.dumping.Unlock()
 		defer cancel()
-		_ = s.conn.Send(wire.KindDumped, s.dump(dctx, d))
+		out := s.dump(dctx, d)
+		s.dumpBusy.Store(false)
+		_ = s.conn.Send(wire.KindDumped, out)
 	})
 	return nil
 }

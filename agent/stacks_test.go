@@ -259,3 +259,25 @@ func TestFitStacks(t *testing.T) {
 		t.Errorf("a text that fits was changed: %q", small[0])
 	}
 }
+
+// TestDumpsBackToBack: a dump asked for right after the last one's answer
+// (the launcher asks one at a time: a SIGUSR1, then a hang) is collected,
+// not refused as overlapping the last, whose answer was on its way; Done
+// still comes after the stacks of a dump that runs when the job ends.
+func TestDumpsBackToBack(t *testing.T) {
+	c := serve(t, &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)})
+	c.startJob(wire.StartJob{JobID: "dumps", Ranks: []wire.RankSpec{{Rank: 0, Argv: []string{"/bin/sleep", "600"}}}})
+	c.recv(wire.KindStarted, nil)
+	for i := range 200 {
+		// Within a few milliseconds: each dump answers at once with its
+		// time up, before gdb has anything.
+		c.send(wire.KindDump, wire.Dump{Within: 2 * time.Millisecond})
+		d := recvDumped(t, c)
+		if _, ok := d.Stacks[0]; !ok {
+			t.Fatalf("dump %d, right after the last one's answer: %+v, want rank 0's stacks (it was refused as overlapping)", i, d)
+		}
+	}
+	c.send(wire.KindStop, wire.Stop{Grace: time.Second})
+	for m := c.next(); m.Kind != wire.KindDone; m = c.next() {
+	}
+}
