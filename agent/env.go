@@ -25,9 +25,11 @@ import (
 //     sets the variable itself, or no file could be made;
 //  4. shared, the job's StartJob.Env: what the launcher forwards of its
 //     own environment (never HOME, USER, LOGNAME, SHELL unless the user
-//     listed them: those stay the login's);
-//  5. the rank's RankSpec.Env: its identity (RANK, PMI_RANK, ...), the
-//     job's and the host's variables, -x;
+//     listed them: those stay the login's) under what it gives every
+//     rank alike (the job's variables, -mca, -x);
+//  5. the rank's RankSpec.Env: its identity (RANK, PMI_RANK, ...), its
+//     GPUs, the host's name and network variables, where they win over
+//     the shared ones;
 //  6. pmiEnv, PMI_FD when the agent serves the job's PMI
 //     (pmi.Server.Env).
 //

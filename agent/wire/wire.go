@@ -290,9 +290,11 @@ type StartJob struct {
 	Ranks []RankSpec `json:"ranks"`
 	// Env is what every rank of the job gets below its own RankSpec.Env,
 	// sorted KEY=VALUE: the launcher's environment less host-specific
-	// names (forwarded, as Hydra does), sent once per host rather than
-	// once per rank (it is most of a rank's environment, and a big one
-	// times a host's ranks would fill the frame).
+	// names (forwarded, as Hydra does) under what the launcher gives
+	// every rank alike (the job's sizes and rendezvous, -mca, -x), sent
+	// once per host rather than once per rank (it is most of a rank's
+	// environment, and a big one times a host's ranks would fill the
+	// frame).
 	Env       []string      `json:"env,omitempty"`
 	KillGrace time.Duration `json:"kill_grace"`
 	// StdinRank is the global rank that receives the launcher's stdin, or -1.
@@ -310,9 +312,9 @@ type RankSpec struct {
 	Rank      int      `json:"rank"`
 	LocalRank int      `json:"local_rank"`
 	Argv      []string `json:"argv"`
-	// Env is what the launcher sets for this rank, sorted KEY=VALUE: its
-	// identity (RANK, PMI_RANK, ...), the job's and the host's variables,
-	// -x. The agent starts the rank from its own environment with, on
+	// Env is what the launcher sets for this rank beyond StartJob.Env,
+	// sorted KEY=VALUE: its identity (RANK, PMI_RANK, ...), its GPUs, the
+	// host's name and network variables. The agent starts the rank from its own environment with, on
 	// top, the identity of the SSH login it runs as (HOME, LOGNAME, SHELL,
 	// USER), TORCHELASTIC_ERROR_FILE (a file of the rank's own) and
 	// StartJob.Env; Env overrides all of those; PMI_FD, when the agent

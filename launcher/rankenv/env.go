@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gangway-hpc/gangway/launcher/cli"
 	"github.com/gangway-hpc/gangway/launcher/plan"
@@ -89,19 +90,21 @@ type Builder struct {
 	crossSize []int   // local rank -> hosts that have it
 	// tfCluster is TF_CONFIG up to the task's index, shared by every rank.
 	tfCluster string
-	// job is what every rank gets, without (own) and with (all) the
-	// forwarded environment; host what every rank of each host gets.
-	// Each is sorted by name, one entry per name.
-	jobOwn, jobAll []entry
-	host           [][]entry
+	// job is what every rank gets alike (the forwarded environment
+	// included), host what every rank of each host gets. Each is sorted
+	// by name, one entry per name.
+	job  []entry
+	host [][]entry
 }
 
 // entry is one variable of a step of Vars, with its KEY=VALUE made once
-// and its precedence: where two steps set a name, the higher prec wins.
+// and its precedence: where two steps set a name, the higher prec wins;
+// shared says it is one every rank gets alike (Builder.job).
 type entry struct {
 	Var
-	kv   string
-	prec int
+	kv     string
+	prec   int
+	shared bool
 }
 
 // The steps of Vars, in precedence order; an entry's prec is its step
@@ -144,8 +147,7 @@ func newBuilder(ranks []plan.Rank, hosts []hostEnv, j jobEnv) *Builder {
 	if j.TFPort > 0 {
 		b.tfCluster = tfCluster(ranks, hosts, j.TFPort)
 	}
-	b.jobOwn = b.jobEntries(false)
-	b.jobAll = b.jobEntries(true)
+	b.job = b.jobEntries()
 	b.host = make([][]entry, len(hosts))
 	for i, h := range hosts {
 		e := []entry{
@@ -162,16 +164,13 @@ func newBuilder(ranks []plan.Rank, hosts []hostEnv, j jobEnv) *Builder {
 }
 
 // jobEntries are the steps of Vars that are the same for every rank:
-// the forwarded environment (when forwarded), the job's launcher values,
-// -mca and -x.
-func (b *Builder) jobEntries(forwarded bool) []entry {
+// the forwarded environment, the job's launcher values, -mca and -x.
+func (b *Builder) jobEntries() []entry {
 	j, size := b.j, itoa(b.size)
 	var e []entry
-	if forwarded {
-		for k, kv := range j.Forward {
-			key, v, _ := strings.Cut(kv, "=")
-			e = append(e, entry{Var: Var{key, v, SrcForwarded}, kv: kv, prec: stepForwarded*stepSpan + k})
-		}
+	for k, kv := range j.Forward {
+		key, v, _ := strings.Cut(kv, "=")
+		e = append(e, entry{Var: Var{key, v, SrcForwarded}, kv: kv, prec: stepForwarded*stepSpan + k})
 	}
 	for _, kv := range [][2]string{
 		{"WORLD_SIZE", size}, {"GROUP_WORLD_SIZE", itoa(b.groups)},
@@ -195,6 +194,9 @@ func (b *Builder) jobEntries(forwarded bool) []entry {
 		if userWins(j.Vars, k) {
 			e = append(e, newEntry(k, v, cmp.Or(j.Sources[k], cli.SrcX), stepUser*stepSpan))
 		}
+	}
+	for i := range e {
+		e[i].shared = true
 	}
 	return settle(e)
 }
@@ -252,17 +254,35 @@ type Var struct {
 
 // Rank is one rank's environment, sorted.
 func (b *Builder) Rank(r plan.Rank) []string {
-	env := make([]string, 0, len(b.jobAll)+len(b.host[r.Host])+20)
-	b.vars(r, true, func(e *entry) { env = append(env, e.kv) })
+	env := make([]string, 0, len(b.job)+len(b.host[r.Host])+20)
+	b.vars(r, func(e *entry) { env = append(env, e.kv) })
 	return env
 }
 
-// Own is one rank's environment less what it gets unchanged from the
-// launcher's (Forwarded, which travels once per host as StartJob.Env):
-// RankSpec.Env, sorted. Rank is Own over Forwarded.
+// Shared is what every rank gets alike, sorted KEY=VALUE: the forwarded
+// environment, the job's values (WORLD_SIZE, MASTER_ADDR...), -mca and
+// -x, each name once, as the steps of Vars settle it. It travels once per
+// host (StartJob.Env), below each rank's Own: at eight ranks a host it is
+// most of a start message.
+func (b *Builder) Shared() []string {
+	out := make([]string, len(b.job))
+	for i, e := range b.job {
+		out[i] = e.kv
+	}
+	return out
+}
+
+// Own is what one rank gets beyond Shared, sorted KEY=VALUE: its
+// identity, its host's name and network variables, where they win over
+// Shared's (RankSpec.Env, which the agent puts over StartJob.Env). Rank
+// is Own over Shared.
 func (b *Builder) Own(r plan.Rank) []string {
-	env := make([]string, 0, len(b.jobOwn)+len(b.host[r.Host])+20)
-	b.vars(r, false, func(e *entry) { env = append(env, e.kv) })
+	env := make([]string, 0, len(b.host[r.Host])+20)
+	b.vars(r, func(e *entry) {
+		if !e.shared {
+			env = append(env, e.kv)
+		}
+	})
 	return env
 }
 
@@ -276,24 +296,20 @@ func (b *Builder) Own(r plan.Rank) []string {
 //  5. -x, -genv and --env-file, except the identity keys (userWins);
 //  6. TF_CONFIG from --tf-config.
 func (b *Builder) Vars(r plan.Rank) []Var {
-	out := make([]Var, 0, len(b.jobAll)+len(b.host[r.Host])+20)
-	b.vars(r, true, func(e *entry) { out = append(out, e.Var) })
+	out := make([]Var, 0, len(b.job)+len(b.host[r.Host])+20)
+	b.vars(r, func(e *entry) { out = append(out, e.Var) })
 	return out
 }
 
-// vars is Vars, with step 1 (the forwarded environment) or without
-// (Own: a big forwarded environment is not walked once per rank), each
-// variable given to emit in name order: the job's and the host's entries
-// merged with the rank's own.
-func (b *Builder) vars(r plan.Rank, forwarded bool, emit func(*entry)) {
-	job := b.jobOwn
-	if forwarded {
-		job = b.jobAll
-	}
+// vars is Vars, each variable given to emit in name order: the job's and
+// the host's entries merged with the rank's own.
+func (b *Builder) vars(r plan.Rank, emit func(*entry)) {
 	// The rank's own names, written in name order (merge needs them
 	// sorted; sorting them per rank was half of the work).
 	l := stepLauncher * stepSpan
-	rank := make([]entry, 0, 20)
+	buf := rankEntries.Get().(*[]entry)
+	defer rankEntries.Put(buf)
+	rank := (*buf)[:0]
 	if r.GPUs != nil {
 		rank = append(rank,
 			newEntry("CUDA_DEVICE_ORDER", "PCI_BUS_ID", SrcLauncher, stepCUDA*stepSpan),
@@ -322,8 +338,14 @@ func (b *Builder) vars(r plan.Rank, forwarded bool, emit func(*entry)) {
 		// --tf-config wins over -x TF_CONFIG: it asked for this one.
 		rank = append(rank, newEntry("TF_CONFIG", b.tfCluster+itoa(r.Rank)+`},"environment":"cloud"}`, SrcTFConfig, stepTF*stepSpan))
 	}
-	merge(emit, [3][]entry{job, b.host[r.Host], rank})
+	merge(emit, [3][]entry{b.job, b.host[r.Host], rank})
+	*buf = rank
 }
+
+// rankEntries holds vars' scratch lists of a rank's own entries (emit
+// copies what it keeps): one list per rank was most of the launcher's
+// allocations while it built eight ranks a host's environments.
+var rankEntries = sync.Pool{New: func() any { b := make([]entry, 0, 20); return &b }}
 
 // merge gives emit, in name order, the entry of highest precedence for
 // each name in lists (each sorted by name, one entry per name).

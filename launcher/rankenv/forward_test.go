@@ -170,8 +170,9 @@ func writeEnvFile(t *testing.T, text string) string {
 }
 
 // TestOwnOverShared: a rank's environment is its own variables over the
-// shared forwarded ones (what the agent merges), and Own leaves out
-// exactly what it gets unchanged from the shared list.
+// shared ones (the forwarded environment and what every rank gets
+// alike: what the agent merges), and Own leaves out what it gets from
+// the shared list: the forwarded variables, -x's, the job's.
 func TestOwnOverShared(t *testing.T) {
 	cfg, err := cli.Parse([]string{"-x", "NCCL_DEBUG=INFO", "prog"}, func(string) string { return "" },
 		[]string{"PATH=/u/bin", "NCCL_DEBUG=WARN", "RANK=7", "A=1"})
@@ -182,7 +183,7 @@ func TestOwnOverShared(t *testing.T) {
 	j := newJobEnv(cfg, "j", 0, "a", 0)
 	b := newBuilder(ranks, []hostEnv{{Name: "a"}}, j)
 	merged := map[string]string{}
-	for _, kv := range append(slices.Clone(j.Forward), b.Own(ranks[0])...) {
+	for _, kv := range append(b.Shared(), b.Own(ranks[0])...) {
 		k, v, _ := strings.Cut(kv, "=")
 		merged[k] = v
 	}
@@ -197,7 +198,7 @@ func TestOwnOverShared(t *testing.T) {
 		}
 	}
 	for _, kv := range b.Own(ranks[0]) {
-		if kv == "PATH=/u/bin" || kv == "A=1" {
+		if k, _, _ := strings.Cut(kv, "="); kv == "PATH=/u/bin" || kv == "A=1" || k == "NCCL_DEBUG" || k == "WORLD_SIZE" {
 			t.Errorf("Own carries the shared %s", kv)
 		}
 	}

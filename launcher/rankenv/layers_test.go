@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gangway-hpc/gangway/internal/environ"
 	"github.com/gangway-hpc/gangway/launcher/cli"
 	"github.com/gangway-hpc/gangway/launcher/plan"
 	"github.com/gangway-hpc/gangway/nccl"
@@ -83,7 +84,8 @@ func varsReference(b *Builder, r plan.Rank, forwarded bool) []Var {
 }
 
 // TestVarsMatchReference compares the layered Builder with varsReference
-// over random jobs whose steps set the same names: -x over the forwarded
+// (Vars; and Shared under Own, as the agent puts them together) over
+// random jobs whose steps set the same names: -x over the forwarded
 // environment, the launcher's and the network's names; -mca and the
 // network steps repeating a name (the later wins); -x of identity names
 // (refused); GPUs and --tf-config; hosts of 1 to 8 ranks.
@@ -146,16 +148,36 @@ func TestVarsMatchReference(t *testing.T) {
 			if got := b.Vars(r); !reflect.DeepEqual(got, want) {
 				t.Fatalf("round %d rank %d: Vars\n got %v\nwant %v", round, r.Rank, got, want)
 			}
-			own := varsReference(b, r, false)
-			wantOwn := make([]string, len(own))
-			for i, v := range own {
-				wantOwn[i] = v.Key + "=" + v.Value
+			// What the agent makes of StartJob.Env and RankSpec.Env
+			// (environ.Merge, the latter winning) is the whole list.
+			wantAll := make([]string, len(want))
+			for i, v := range want {
+				wantAll[i] = v.Key + "=" + v.Value
 			}
-			if got := b.Own(r); !reflect.DeepEqual(got, wantOwn) {
-				t.Fatalf("round %d rank %d: Own\n got %q\nwant %q", round, r.Rank, got, wantOwn)
+			shared, own := b.Shared(), b.Own(r)
+			if got := environ.Merge(shared, own); !reflect.DeepEqual(got, wantAll) {
+				t.Fatalf("round %d rank %d: Shared under Own\n got %q\nwant %q\nshared %q\nown %q", round, r.Rank, got, wantAll, shared, own)
+			}
+			// Own carries only the rank's and its host's own names.
+			for _, kv := range own {
+				k, _, _ := strings.Cut(kv, "=")
+				if !ownNames[k] && !slices.ContainsFunc(hosts[r.Host].Net, func(n string) bool { return strings.HasPrefix(n, k+"=") }) {
+					t.Fatalf("round %d rank %d: Own has %s, not a rank's or its host's own", round, r.Rank, kv)
+				}
 			}
 		}
 	}
+}
+
+// ownNames are the names a rank or its host gets other than from its
+// network (Net): its identity, GPUs, host name and TF_CONFIG.
+var ownNames = map[string]bool{
+	"CUDA_DEVICE_ORDER": true, "CUDA_VISIBLE_DEVICES": true, "GROUP_RANK": true, "HOROVOD_CROSS_RANK": true,
+	"HOROVOD_CROSS_SIZE": true, "HOROVOD_LOCAL_RANK": true, "HOROVOD_LOCAL_SIZE": true, "HOROVOD_RANK": true,
+	"LOCAL_RANK": true, "LOCAL_WORLD_SIZE": true, "MPI_LOCALNRANKS": true, "MPI_LOCALRANKID": true,
+	"OMPI_COMM_WORLD_LOCAL_RANK": true, "OMPI_COMM_WORLD_LOCAL_SIZE": true, "OMPI_COMM_WORLD_NODE_RANK": true,
+	"OMPI_COMM_WORLD_RANK": true, "PMI_RANK": true, "RANK": true, "ROLE_RANK": true, "TF_CONFIG": true,
+	"HOROVOD_HOSTNAME": true, "GANGWAY_HOST": true,
 }
 
 // BenchmarkOwn is one rank's environment of an 8-rank host with GPUs, as

@@ -120,7 +120,7 @@ func checkStart(argv []string, ranks []plan.Rank, names []string, shared []strin
 				big = append(big, fmt.Sprintf("%s (%s)", c.key, size(c.each)))
 			}
 		}
-		return fmt.Errorf("host %s: the job's start message would be %s, over the protocol's %s limit: %s of the launcher's environment, and %d ranks with %s of their own environment and arguments each; the largest variables: %s (shorten or drop them; -genvnone or -genvlist leave the launcher's environment home)",
+		return fmt.Errorf("host %s: the job's start message would be %s, over the protocol's %s limit: %s of environment every rank shares (the launcher's, -x, the job's), and %d ranks with %s of their own environment and arguments each; the largest variables: %s (shorten or drop them; -genvnone or -genvlist leave the launcher's environment home)",
 			names[h], size(n), size(wire.MaxJobControl), size(sharedLen), locals, size((n-sharedLen)/max(locals, 1)), strings.Join(big, ", "))
 	}
 	return nil

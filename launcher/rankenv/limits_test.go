@@ -84,7 +84,7 @@ func TestCheckStart(t *testing.T) {
 	}
 	err := checkStart([]string{"prog"}, placed(8), hosts, big, own(16, many...))
 	if err == nil || !strings.HasPrefix(err.Error(), "host a: the job's start message would be ") ||
-		!strings.Contains(err.Error(), "over the protocol's 16.0 MiB limit: 261.7 KiB of the launcher's environment, and 8 ranks with ") ||
+		!strings.Contains(err.Error(), "over the protocol's 16.0 MiB limit: 261.7 KiB of environment every rank shares (the launcher's, -x, the job's), and 8 ranks with ") ||
 		!strings.Contains(err.Error(), "the largest variables: H10 (8 × 128.0 KiB), H11") {
 		t.Errorf("got %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gangway-hpc/gangway/agent/wire"
 	"github.com/gangway-hpc/gangway/hostfile"
+	"github.com/gangway-hpc/gangway/internal/environ"
 	"github.com/gangway-hpc/gangway/launcher/cli"
 	"github.com/gangway-hpc/gangway/launcher/plan"
 )
@@ -142,7 +143,11 @@ func TestEnvsWithoutFacts(t *testing.T) {
 		if !slices.Equal(a.Addrs, want) || !slices.Equal(want, []string{"198.18.51.2", "198.18.51.3"}) {
 			t.Errorf("data addresses %q, want %q (where the launcher reached them)", a.Addrs, want)
 		}
-		return a.Envs()
+		envs, err := a.Envs()
+		for r := range envs {
+			envs[r] = environ.Merge(a.Shared, envs[r]) // as the agent puts them together
+		}
+		return envs, err
 	}
 	held, err := build(false, "python3", "train.py")
 	if err != nil {

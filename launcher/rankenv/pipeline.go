@@ -21,8 +21,9 @@ import (
 // environment, held at once, were the launcher's peak heap.
 type Attempt struct {
 	Choices []*nccl.Choice // by host; nil: the libraries' own choice
-	// Shared is what every rank gets of the launcher's own environment
-	// (Forwarded), sorted KEY=VALUE: StartJob.Env, sent once per host.
+	// Shared is what every rank gets alike (Builder.Shared: the
+	// forwarded environment, the job's values, -mca, -x), sorted
+	// KEY=VALUE: StartJob.Env, sent once per host.
 	Shared []string
 	// Addrs are, by host, its data address (DataAddr: MASTER_ADDR's
 	// choice for it), where the preflight and the self-test reach it.
@@ -35,7 +36,7 @@ type Attempt struct {
 }
 
 // Envs are, by rank, each sorted KEY=VALUE, the rest of its environment
-// (RankSpec.Env): what wins over Shared. A start message over the
+// (RankSpec.Env, Builder.Own): what wins over Shared. A start message over the
 // protocol's limit (checkStart) is refused here, before anything is
 // sent.
 func (a Attempt) Envs() ([][]string, error) {
@@ -87,7 +88,8 @@ func Prepare(cfg cli.Config, ranks []plan.Rank, hosts []Host, id string, attempt
 	for i, h := range hosts {
 		names[i], addrs[i] = h.Name, he[i].Addr
 	}
-	return Attempt{Choices: choices, Shared: j.Forward, Addrs: addrs, argv: cfg.Argv, ranks: ranks, names: names, b: newBuilder(ranks, he, j)}, nil
+	b := newBuilder(ranks, he, j)
+	return Attempt{Choices: choices, Shared: b.Shared(), Addrs: addrs, argv: cfg.Argv, ranks: ranks, names: names, b: b}, nil
 }
 
 // DryRun is a dry run's environments, from the layout alone: no facts, so
