@@ -91,10 +91,11 @@ type Builder struct {
 	// tfCluster is TF_CONFIG up to the task's index, shared by every rank.
 	tfCluster string
 	// job is what every rank gets alike (the forwarded environment
-	// included), host what every rank of each host gets. Each is sorted
-	// by name, one entry per name.
-	job  []entry
-	host [][]entry
+	// included), jobOwn the same without the forwarded environment, host
+	// what every rank of each host gets. Each is sorted by name, one
+	// entry per name.
+	job, jobOwn []entry
+	host        [][]entry
 }
 
 // entry is one variable of a step of Vars, with its KEY=VALUE made once
@@ -147,7 +148,7 @@ func newBuilder(ranks []plan.Rank, hosts []hostEnv, j jobEnv) *Builder {
 	if j.TFPort > 0 {
 		b.tfCluster = tfCluster(ranks, hosts, j.TFPort)
 	}
-	b.job = b.jobEntries()
+	b.job, b.jobOwn = b.jobEntries(true), b.jobEntries(false)
 	b.host = make([][]entry, len(hosts))
 	for i, h := range hosts {
 		e := []entry{
@@ -164,13 +165,16 @@ func newBuilder(ranks []plan.Rank, hosts []hostEnv, j jobEnv) *Builder {
 }
 
 // jobEntries are the steps of Vars that are the same for every rank:
-// the forwarded environment, the job's launcher values, -mca and -x.
-func (b *Builder) jobEntries() []entry {
+// the forwarded environment (when forwarded), the job's launcher values,
+// -mca and -x.
+func (b *Builder) jobEntries(forwarded bool) []entry {
 	j, size := b.j, itoa(b.size)
 	var e []entry
-	for k, kv := range j.Forward {
-		key, v, _ := strings.Cut(kv, "=")
-		e = append(e, entry{Var: Var{key, v, SrcForwarded}, kv: kv, prec: stepForwarded*stepSpan + k})
+	if forwarded {
+		for k, kv := range j.Forward {
+			key, v, _ := strings.Cut(kv, "=")
+			e = append(e, entry{Var: Var{key, v, SrcForwarded}, kv: kv, prec: stepForwarded*stepSpan + k})
+		}
 	}
 	for _, kv := range [][2]string{
 		{"WORLD_SIZE", size}, {"GROUP_WORLD_SIZE", itoa(b.groups)},
@@ -255,7 +259,7 @@ type Var struct {
 // Rank is one rank's environment, sorted.
 func (b *Builder) Rank(r plan.Rank) []string {
 	env := make([]string, 0, len(b.job)+len(b.host[r.Host])+20)
-	b.vars(r, func(e *entry) { env = append(env, e.kv) })
+	b.vars(r, b.job, func(e *entry) { env = append(env, e.kv) })
 	return env
 }
 
@@ -276,9 +280,13 @@ func (b *Builder) Shared() []string {
 // identity, its host's name and network variables, where they win over
 // Shared's (RankSpec.Env, which the agent puts over StartJob.Env). Rank
 // is Own over Shared.
+//
+// The forwarded environment is the lowest step, so it never wins over a
+// rank's or host's own entry: Own merges without it (a big forwarded
+// environment is not walked once per rank).
 func (b *Builder) Own(r plan.Rank) []string {
 	env := make([]string, 0, len(b.host[r.Host])+20)
-	b.vars(r, func(e *entry) {
+	b.vars(r, b.jobOwn, func(e *entry) {
 		if !e.shared {
 			env = append(env, e.kv)
 		}
@@ -297,13 +305,14 @@ func (b *Builder) Own(r plan.Rank) []string {
 //  6. TF_CONFIG from --tf-config.
 func (b *Builder) Vars(r plan.Rank) []Var {
 	out := make([]Var, 0, len(b.job)+len(b.host[r.Host])+20)
-	b.vars(r, func(e *entry) { out = append(out, e.Var) })
+	b.vars(r, b.job, func(e *entry) { out = append(out, e.Var) })
 	return out
 }
 
-// vars is Vars, each variable given to emit in name order: the job's and
-// the host's entries merged with the rank's own.
-func (b *Builder) vars(r plan.Rank, emit func(*entry)) {
+// vars is Vars, each variable given to emit in name order: job (the
+// job's entries, with or without the forwarded ones) and the host's
+// entries merged with the rank's own.
+func (b *Builder) vars(r plan.Rank, job []entry, emit func(*entry)) {
 	// The rank's own names, written in name order (merge needs them
 	// sorted; sorting them per rank was half of the work).
 	l := stepLauncher * stepSpan
@@ -338,7 +347,7 @@ func (b *Builder) vars(r plan.Rank, emit func(*entry)) {
 		// --tf-config wins over -x TF_CONFIG: it asked for this one.
 		rank = append(rank, newEntry("TF_CONFIG", b.tfCluster+itoa(r.Rank)+`},"environment":"cloud"}`, SrcTFConfig, stepTF*stepSpan))
 	}
-	merge(emit, [3][]entry{b.job, b.host[r.Host], rank})
+	merge(emit, [3][]entry{job, b.host[r.Host], rank})
 	*buf = rank
 }
 

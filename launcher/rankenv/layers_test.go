@@ -181,7 +181,8 @@ var ownNames = map[string]bool{
 }
 
 // BenchmarkOwn is one rank's environment of an 8-rank host with GPUs, as
-// the launcher builds 80,000 of them for 10,000 DGX hosts.
+// the launcher builds 80,000 of them for 10,000 DGX hosts, under a
+// user's shell environment of 100 forwarded variables.
 func BenchmarkOwn(b *testing.B) {
 	hosts := []hostEnv{{Name: "gpu0001", Net: []string{"NCCL_SOCKET_IFNAME=enp90s0f0", "NCCL_IB_HCA=mlx5_0,mlx5_1"}}, {Name: "gpu0002"}}
 	var ranks []plan.Rank
@@ -190,8 +191,12 @@ func BenchmarkOwn(b *testing.B) {
 			ranks = append(ranks, plan.Rank{Rank: len(ranks), Host: h, LocalRank: l, LocalSize: 8, NodeRank: h, GPUs: []int{l}})
 		}
 	}
+	var forward []string
+	for i := range 100 {
+		forward = append(forward, fmt.Sprintf("USER_VAR_%03d=/home/user/.local/share/%d", i, i))
+	}
 	j := jobEnv{JobID: "j", MasterAddr: "10.0.0.1", MasterPort: 29500, MCA: []string{"OMPI_MCA_btl=^openib"},
-		Vars: map[string]string{"NCCL_DEBUG": "WARN"}, RunID: "run"}
+		Vars: map[string]string{"NCCL_DEBUG": "WARN"}, RunID: "run", Forward: forward}
 	bl := newBuilder(ranks, hosts, j)
 	b.ReportAllocs()
 	for i := range b.N {
