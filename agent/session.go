@@ -29,6 +29,8 @@ type session struct {
 	errorRoot  string         // the job's directory of error files, once made (os.DevNull: could not be)
 	errorDir   string         // where the ranks' error files are: errorRoot or a directory of the ranks' user in it
 	errorFiles map[int]string // rank -> TORCHELASTIC_ERROR_FILE
+	batchExits bool           // the launcher takes exits that waited together as one frame (Hello.BatchExits)
+	exits      exitBatch      // exits waiting while one is sent
 	dumpBusy   atomic.Bool    // a dump is collecting: one asked meanwhile is answered at once, empty
 	dumping    sync.Mutex     // held by a dump until its answer is sent: Done waits for it
 	a          *Agent

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -249,5 +250,60 @@ func TestErrorFilesGoWithTheJob(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Dir(path)); !os.IsNotExist(err) {
 		t.Errorf("the job's error-file directory %s is still there when the job is done: %v", filepath.Dir(path), err)
+	}
+}
+
+// TestExitsBatched: told Hello.BatchExits, an agent whose eight ranks end
+// together sends their exits in fewer frames than ranks (those that
+// waited while one was sent, as one array), each rank's exit once, all
+// before Done; not told, one frame per rank, as before.
+func TestExitsBatched(t *testing.T) {
+	for _, batch := range []bool{true, false} {
+		t.Run(fmt.Sprint("batch=", batch), func(t *testing.T) {
+			c := serve(t, &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)})
+			c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "exits", Host: "h0", BatchExits: batch})
+			c.recv(wire.KindFacts, nil)
+			j := wire.StartJob{JobID: "exits", StdinRank: -1, KillGrace: time.Second}
+			for r := range 8 {
+				j.Ranks = append(j.Ranks, wire.RankSpec{Rank: r, LocalRank: r, Argv: []string{"/bin/sh", "-c", "exit " + strconv.Itoa(r)},
+					Env: []string{"PATH=/usr/bin:/bin"}})
+			}
+			c.send(wire.KindStart, j)
+			c.recv(wire.KindReady, nil)
+			c.send(wire.KindGo, nil)
+			// Read nothing for a moment: every rank ends, the first
+			// exit's send waits on this end, the others queue behind it.
+			time.Sleep(500 * time.Millisecond)
+			codes := map[int]int{}
+			frames := 0
+			for m := c.next(); m.Kind != wire.KindDone; m = c.next() {
+				if m.Kind != wire.KindExit {
+					continue
+				}
+				xs, err := m.Exits()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !batch && len(xs) != 1 {
+					t.Fatalf("not told to batch, a frame of %d exits", len(xs))
+				}
+				frames++
+				for _, x := range xs {
+					if _, dup := codes[x.Rank]; dup {
+						t.Fatalf("rank %d's exit twice", x.Rank)
+					}
+					codes[x.Rank] = x.Code
+				}
+			}
+			for r := range 8 {
+				if code, ok := codes[r]; !ok || code != r {
+					t.Errorf("rank %d: exit %d (reported %v), want %d", r, code, ok, r)
+				}
+			}
+			t.Logf("8 exits in %d frames", frames)
+			if batch && frames >= 8 || !batch && frames != 8 {
+				t.Errorf("8 exits in %d frames (batching %v)", frames, batch)
+			}
+		})
 	}
 }

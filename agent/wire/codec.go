@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -331,6 +332,30 @@ func (m Msg) Decode(v any) error {
 		return fmt.Errorf("wire: decode %s: %w", m.Kind, err)
 	}
 	return nil
+}
+
+// Exits decodes an exit frame: one Exit, or the JSON array of several
+// that an agent told Hello.BatchExits sends for exits that waited
+// together.
+func (m Msg) Exits() ([]Exit, error) {
+	if m.Kind != KindExit {
+		return nil, fmt.Errorf("wire: %s frame is not an exit", m.Kind)
+	}
+	if p := bytes.TrimLeft(m.Payload, " \t\r\n"); len(p) > 0 && p[0] == '[' {
+		var xs []Exit
+		if err := m.Decode(&xs); err != nil {
+			return nil, err
+		}
+		if len(xs) == 0 {
+			return nil, fmt.Errorf("wire: decode %s: an empty batch", m.Kind)
+		}
+		return xs, nil
+	}
+	var x Exit
+	if err := m.Decode(&x); err != nil {
+		return nil, err
+	}
+	return []Exit{x}, nil
 }
 
 // Output splits an output frame: a rank, stdout or stderr, the bytes.

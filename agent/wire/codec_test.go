@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -278,5 +279,45 @@ func TestSendEncoded(t *testing.T) {
 	}
 	if _, err := Encode(KindFenceDone, func() {}); err == nil {
 		t.Error("Encode of a func succeeded")
+	}
+}
+
+// TestMsgExits: an exit frame holds one Exit, or (Hello.BatchExits) a
+// JSON array of several; anything else is an error, naming the frame.
+func TestMsgExits(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		kind    Kind
+		payload string
+		ranks   []int
+		err     string
+	}{
+		{"one", KindExit, `{"rank":3,"code":1}`, []int{3}, ""},
+		{"batch", KindExit, `[{"rank":0,"code":0},{"rank":7,"code":137,"signal":9}]`, []int{0, 7}, ""},
+		{"batch after spaces", KindExit, " \n[{\"rank\":2,\"code\":0}]", []int{2}, ""},
+		{"empty batch", KindExit, `[]`, nil, "an empty batch"},
+		{"not JSON", KindExit, `[{"rank":`, nil, "wire: decode exit"},
+		{"a number", KindExit, `5`, nil, "wire: decode exit"},
+		{"another kind", KindDone, `{"rank":1}`, nil, "is not an exit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			xs, err := Msg{Kind: tc.kind, Payload: []byte(tc.payload)}.Exits()
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ranks []int
+			for _, x := range xs {
+				ranks = append(ranks, x.Rank)
+			}
+			if !slices.Equal(ranks, tc.ranks) {
+				t.Errorf("ranks %v, want %v", ranks, tc.ranks)
+			}
+		})
 	}
 }

@@ -109,3 +109,19 @@ func FuzzDecodeOutputStdin(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMsgExits: an exit frame's payload, one Exit or a batch, never
+// panics and never yields an empty list without an error.
+func FuzzMsgExits(f *testing.F) {
+	f.Add([]byte(`{"rank":3,"code":1}`))
+	f.Add([]byte(`[{"rank":0,"code":0},{"rank":7,"code":137,"signal":9,"signal_name":"SIGKILL"}]`))
+	f.Add([]byte(`[]`))
+	f.Add([]byte(" \t["))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		xs, err := Msg{Kind: KindExit, Payload: payload}.Exits()
+		if err == nil && len(xs) == 0 {
+			t.Fatalf("%q: no exits and no error", payload)
+		}
+	})
+}

@@ -47,7 +47,7 @@ const (
 	KindStarted                        // A->L Started: pids of spawned ranks
 	KindOutput                         // A->L binary: rank output, whole lines
 	KindStdin                          // L->A binary: bytes for a rank's stdin; empty = EOF
-	KindExit                           // A->L Exit: one rank ended
+	KindExit                           // A->L Exit: one rank ended (or, told Hello.BatchExits, a JSON array of several: Msg.Exits)
 	KindSignal                         // L->A Signal: send a signal to every rank's group
 	KindStop                           // L->A Stop: SIGTERM every group, SIGKILL after grace
 	KindFence                          // A->L Fence: every local rank entered barrier Seq
@@ -137,7 +137,19 @@ type Hello struct {
 	// through every host's routes. Nil: report the routes (--inspect shows
 	// them; an older launcher chooses itself).
 	Net *NetRequest `json:"net,omitempty"`
+	// BatchExits says the launcher takes several ranks' exits in one
+	// exit frame: an agent whose ranks end together (eight of a DGX host
+	// at the job's end) sends the exits that waited while an exit frame
+	// was being sent as one JSON array of Exit (Msg.Exits), at most
+	// MaxExitBatch bytes of them, instead of one frame each. The first
+	// exit still goes at once. Older agents ignore it; relays pass exit
+	// frames on as they are.
+	BatchExits bool `json:"batch_exits,omitempty"`
 }
+
+// MaxExitBatch bounds the exits batched into one exit frame (their error
+// files included), well under the frame's MaxControl.
+const MaxExitBatch = MaxControl / 2
 
 // NetRequest is Hello.Net.
 type NetRequest struct {

@@ -303,9 +303,14 @@ func decode(host int, m wire.Msg) (any, error) {
 	var err error
 	switch m.Kind {
 	case wire.KindExit:
-		var ev evExit
-		ev.host, err = host, m.Decode(&ev.x)
-		return ev, err
+		xs, err := m.Exits()
+		if err != nil {
+			return nil, err
+		}
+		if len(xs) == 1 {
+			return evExit{host: host, x: xs[0]}, nil
+		}
+		return evExits{host: host, xs: xs}, nil
 	case wire.KindAbort:
 		var ev evAbort
 		ev.host, err = host, m.Decode(&ev.a)

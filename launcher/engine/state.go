@@ -26,6 +26,12 @@ type (
 		host int
 		x    wire.Exit
 	}
+	// evExits is several ranks' exits that waited together at their
+	// agent (wire.Hello.BatchExits): each as its own evExit, in order.
+	evExits struct {
+		host int
+		xs   []wire.Exit
+	}
 	evAbort struct {
 		host int
 		a    wire.Abort
@@ -166,6 +172,15 @@ func (st *state) apply(ev any) []action {
 	switch ev := ev.(type) {
 	case evExit:
 		return st.exit(ev.host, ev.x)
+	case evExits:
+		var acts []action
+		for _, x := range ev.xs {
+			acts = append(acts, st.exit(ev.host, x)...)
+			if st.done[ev.host] {
+				break // a violation ended the host: the rest is not heard
+			}
+		}
+		return acts
 	case evAbort:
 		if !st.owns(ev.host, ev.a.Rank) {
 			return st.violation(ev.host, fmt.Sprintf("an abort for rank %d, which it does not run", ev.a.Rank))
@@ -239,6 +254,8 @@ type action any
 func eventHost(ev any) (int, bool) {
 	switch ev := ev.(type) {
 	case evExit:
+		return ev.host, true
+	case evExits:
 		return ev.host, true
 	case evAbort:
 		return ev.host, true

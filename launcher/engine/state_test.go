@@ -622,3 +622,33 @@ func TestApplyNamesBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyExitBatch: exits that came in one frame (wire.Hello.BatchExits)
+// are taken as the same exits one by one: the same blame, failures and
+// stop; a batch whose exit is a violation ends its host there, and the
+// rest of the batch is not heard.
+func TestApplyExitBatch(t *testing.T) {
+	xs := []wire.Exit{{Rank: 2, Code: 0}, {Rank: 3, Code: 7}}
+	one, batch := twoHosts(), twoHosts()
+	a1 := runEvents(one, evExit{1, xs[0]}, evExit{1, xs[1]})
+	a2 := runEvents(batch, evExits{1, xs})
+	if !reflect.DeepEqual(one.failures, batch.failures) || !reflect.DeepEqual(one.exited, batch.exited) ||
+		count[actStop](a1) != count[actStop](a2) || fmt.Sprint(cause(a1)) != fmt.Sprint(cause(a2)) {
+		t.Errorf("batch: failures %v exited %v stops %d cause %v; one by one: %v %v %d %v",
+			batch.failures, batch.exited, count[actStop](a2), cause(a2), one.failures, one.exited, count[actStop](a1), cause(a1))
+	}
+	// Rank 0 runs on a, not b: b is lost at it, rank 3's exit unheard.
+	st := twoHosts()
+	runEvents(st, evExits{1, []wire.Exit{{Rank: 2}, {Rank: 0, Code: 1}, {Rank: 3, Code: 5}}})
+	if want := []string{"lost the agent on b: protocol violation: it sent an exit for rank 0, which it does not run"}; !reflect.DeepEqual(st.lost, want) {
+		t.Errorf("lost %q, want %q", st.lost, want)
+	}
+	if st.exited[0] {
+		t.Errorf("rank 0's exit was taken from b")
+	}
+	for _, f := range st.failures {
+		if f.Rank == 3 && f.ExitCode == 5 {
+			t.Errorf("rank 3's exit 5, after the violation in its batch, was taken: %v", st.failures)
+		}
+	}
+}
