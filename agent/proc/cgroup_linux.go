@@ -81,12 +81,23 @@ type Cgroup struct {
 // New makes a job's group under p, named for this process and job (any
 // characters of job other than letters, digits, '-', '_' and '.' become
 // '_'), and locks it.
+//
+// A mkdir the kernel answers EAGAIN (it does under heavy churn of
+// groups, other agents making and sweeping theirs) is tried again after
+// a pause that doubles from a millisecond, at most newAttempts times in
+// all (about a tenth of a second).
 func (p *CgroupParent) New(job string) (*Cgroup, error) {
 	var last error
-	for range 5 {
+	pause := time.Millisecond
+	for range newAttempts {
 		dir := filepath.Join(p.dir, jobCgroupName(os.Getpid(), cgroupSeq.Add(1), job))
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			last = err
+			if !errors.Is(err, syscall.EAGAIN) {
+				break
+			}
+			time.Sleep(pause)
+			pause = min(2*pause, 20*time.Millisecond)
 			continue
 		}
 		f, err := os.Open(dir)
@@ -111,6 +122,10 @@ func (p *CgroupParent) New(job string) (*Cgroup, error) {
 	}
 	return nil, fmt.Errorf("make job cgroup under %s: %w", p.dir, last)
 }
+
+// newAttempts bounds New's tries: each mkdir refused with EAGAIN, each
+// fresh group another agent's sweep took before it was locked.
+const newAttempts = 10
 
 // same reports whether path still names the directory open as f.
 func same(f *os.File, path string) bool {
