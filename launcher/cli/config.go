@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gangway-hpc/gangway/hostfile"
@@ -135,6 +136,15 @@ type Network struct {
 	// Selftest is --selftest: SelftestOff, SelftestReport or
 	// SelftestStrict.
 	Selftest string
+}
+
+// Forced is --network-interface's names, in order; nil for a choice per
+// host.
+func (n Network) Forced() []string {
+	if n.Interface == "" {
+		return nil
+	}
+	return strings.Split(n.Interface, ",")
 }
 
 // --selftest modes: off (default), report the fabric self-test's table

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -739,6 +740,16 @@ func TestTreeWidth(t *testing.T) {
 		}
 		if cfg.Transport.TreeWidth != c.width || cfg.Transport.TreeWidthGiven != c.given {
 			t.Errorf("Parse(%q, %v): width %d given %v, want %d %v", c.args, c.env, cfg.Transport.TreeWidth, cfg.Transport.TreeWidthGiven, c.width, c.given)
+		}
+	}
+}
+
+// TestNetworkForced: --network-interface's names, in order; none for a
+// choice per host.
+func TestNetworkForced(t *testing.T) {
+	for in, want := range map[string][]string{"": nil, "eth0": {"eth0"}, "ib0,enp1s0f0": {"ib0", "enp1s0f0"}} {
+		if got := (Network{Interface: in}).Forced(); !slices.Equal(got, want) || (want == nil) != (got == nil) {
+			t.Errorf("%q: %q, want %q", in, got, want)
 		}
 	}
 }

@@ -57,11 +57,8 @@ func Dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 func dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.Layout, chooseAtHosts bool) (*Cluster, error) {
 	hosts := l.Hosts
 	var net *wire.NetRequest
-	if chooseAtHosts && (len(hosts) > 1 || cfg.Network.Interface != "") {
-		net = &wire.NetRequest{}
-		if cfg.Network.Interface != "" {
-			net.Force = strings.Split(cfg.Network.Interface, ",")
-		}
+	if chooseAtHosts && rankenv.ChoosesNetwork(cfg.Network, len(hosts)) {
+		net = &wire.NetRequest{Force: cfg.Network.Forced()}
 	}
 	names := make([]string, len(hosts))
 	peers := make([]string, len(hosts)) // as the hosts know each other

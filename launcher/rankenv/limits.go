@@ -180,7 +180,7 @@ func forcedNet(n cli.Network) []string {
 	if n.Interface == "" {
 		return nil
 	}
-	return nccl.Env(nccl.Choice{Ifaces: strings.Split(n.Interface, ",")})
+	return nccl.Env(nccl.Choice{Ifaces: n.Forced()})
 }
 
 // NetVars are the network variables (NCCL_*, GLOO_*, HOROVOD_GLOO_*) a

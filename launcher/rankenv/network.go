@@ -18,20 +18,17 @@ import (
 // entry means "set nothing".
 func ChooseNetworks(n cli.Network, hosts []Host) ([]*nccl.Choice, error) {
 	out := make([]*nccl.Choice, len(hosts))
-	var force []string
-	if n.Interface != "" {
-		force = strings.Split(n.Interface, ",")
-	}
-	if len(hosts) == 1 && force == nil {
+	if !ChoosesNetwork(n, len(hosts)) {
 		return out, nil
 	}
+	force := n.Forced()
 	names := peerNames(hosts)
 	var errs []error
 	for i, s := range hosts {
 		if n := s.Facts.Net; n != nil {
 			// The host chose (wire.Hello.Net asked it to).
 			if n.Err != "" {
-				errs = append(errs, fmt.Errorf("%s", n.Err))
+				errs = append(errs, errors.New(n.Err))
 				continue
 			}
 			out[i] = &nccl.Choice{Host: s.Name, Ifaces: n.Ifaces, Addr: n.Addr, HCAs: n.HCAs, Forced: n.Forced}
@@ -48,6 +45,13 @@ func ChooseNetworks(n cli.Network, hosts []Host) ([]*nccl.Choice, error) {
 		return nil, fmt.Errorf("network interface choice: %w", errors.Join(errs...))
 	}
 	return out, nil
+}
+
+// ChoosesNetwork reports whether a job of hosts hosts gets a data
+// interface chosen per host (ChooseNetworks): a multi-host job, or one
+// with --network-interface.
+func ChoosesNetwork(n cli.Network, hosts int) bool {
+	return hosts > 1 || n.Interface != ""
 }
 
 // ChosenAtHost is how -v's network line says that the host chose its
