@@ -148,7 +148,11 @@ func newBuilder(ranks []plan.Rank, hosts []hostEnv, j jobEnv) *Builder {
 	if j.TFPort > 0 {
 		b.tfCluster = tfCluster(ranks, hosts, j.TFPort)
 	}
-	b.job, b.jobOwn = b.jobEntries(true), b.jobEntries(false)
+	b.job = b.jobEntries()
+	// Without the forwarded environment: the lowest step, it wins only
+	// names no other step sets, so dropping its winners leaves exactly
+	// the other steps' settled entries.
+	b.jobOwn = slices.DeleteFunc(slices.Clone(b.job), func(e entry) bool { return e.Src == SrcForwarded })
 	b.host = make([][]entry, len(hosts))
 	for i, h := range hosts {
 		e := []entry{
@@ -165,16 +169,13 @@ func newBuilder(ranks []plan.Rank, hosts []hostEnv, j jobEnv) *Builder {
 }
 
 // jobEntries are the steps of Vars that are the same for every rank:
-// the forwarded environment (when forwarded), the job's launcher values,
-// -mca and -x.
-func (b *Builder) jobEntries(forwarded bool) []entry {
+// the forwarded environment, the job's launcher values, -mca and -x.
+func (b *Builder) jobEntries() []entry {
 	j, size := b.j, itoa(b.size)
 	var e []entry
-	if forwarded {
-		for k, kv := range j.Forward {
-			key, v, _ := strings.Cut(kv, "=")
-			e = append(e, entry{Var: Var{key, v, SrcForwarded}, kv: kv, prec: stepForwarded*stepSpan + k})
-		}
+	for k, kv := range j.Forward {
+		key, v, _ := strings.Cut(kv, "=")
+		e = append(e, entry{Var: Var{key, v, SrcForwarded}, kv: kv, prec: stepForwarded*stepSpan + k})
 	}
 	for _, kv := range [][2]string{
 		{"WORLD_SIZE", size}, {"GROUP_WORLD_SIZE", itoa(b.groups)},
