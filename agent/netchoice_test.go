@@ -1,44 +1,22 @@
-package agent_test
+package agent
 
 import (
-	"net"
 	"slices"
 	"strings"
 	"testing"
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/gangway-hpc/gangway/agent"
 	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
-// helloFacts drives ServeSession with hello and returns the facts the
-// agent answered with.
+// helloFacts says hello to a fresh session and returns its facts.
 func helloFacts(t *testing.T, hello wire.Hello) wire.Facts {
 	t.Helper()
-	a := &agent.Agent{Name: "n", Log: zaptest.NewLogger(t)}
-	ours, theirs := net.Pipe()
-	done := make(chan error, 1)
-	go func() { done <- a.ServeSession(t.Context(), theirs) }()
-	conn := wire.NewConn(ours)
-	sent := make(chan error, 1)
-	go func() { sent <- conn.Send(wire.KindHello, hello) }()
-	m, err := conn.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := <-sent; err != nil {
-		t.Fatal(err)
-	}
+	c := serve(t, &Agent{Name: "n", Log: zaptest.NewLogger(t)})
+	c.send(wire.KindHello, hello)
 	var f wire.Facts
-	if m.Kind != wire.KindFacts {
-		t.Fatalf("agent answered %s, want facts", m.Kind)
-	}
-	if err := m.Decode(&f); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close()
-	<-done
+	c.recv(wire.KindFacts, &f)
 	return f
 }
 
