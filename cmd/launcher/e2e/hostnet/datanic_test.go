@@ -27,7 +27,7 @@ func TestDataNIC(t *testing.T) {
 	h0, h1 := c.hosts[0], c.hosts[1]
 
 	t.Run("Env", func(t *testing.T) {
-		args := append(c.conn(c.hostList(2)), "-l", "-np", "4", "-v",
+		args := append(c.conn(c.hostList(8)), "-l", "-np", "16", "-v", // eight a host, as on a DGX
 			"sh", "-c", `echo "$NCCL_SOCKET_IFNAME $GLOO_SOCKET_IFNAME $HOROVOD_GLOO_IFACE $MASTER_ADDR"`)
 		l := runLauncher(t, args...)
 		if l.code != 0 {
@@ -39,13 +39,13 @@ func TestDataNIC(t *testing.T) {
 			t.Errorf("-v says %d hosts chose their own interface, want 2:\n%s", n, l.stderr.String())
 		}
 		lines := e2e.RankLines(l.stdout.String())
-		for r := range 4 {
-			nic := dataNIC(r / 2)
+		for r := range 16 {
+			nic := dataNIC(r / 8)
 			want := fmt.Sprintf("=%s %s %s %s", nic, nic, nic, h0.Addr)
 			if got := lines[r]; len(got) != 1 || got[0] != want {
-				t.Errorf("rank %d (host %d) printed %q, want [%q]", r, r/2, got, want)
+				t.Errorf("rank %d (host %d) printed %q, want [%q]", r, r/8, got, want)
 			}
-			t.Logf("rank %d on %s: %s", r, c.hosts[r/2].NS, strings.Join(lines[r], " | "))
+			t.Logf("rank %d on %s: %s", r, c.hosts[r/8].NS, strings.Join(lines[r], " | "))
 		}
 	})
 
