@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -166,10 +168,51 @@ func TestSrunOneSession(t *testing.T) {
 	if err := s.result(t); err != nil {
 		t.Errorf("ServeSrun after the launcher closed: %v, want nil", err)
 	}
-	if c2, err := net.DialTimeout("tcp", s.ready.Addr, time.Second); err == nil {
-		c2.Close()
+	// Ours, not the port: once closed, the kernel may hand the port to
+	// another test's listener at once (a dial then connects).
+	if listeningHere(t, s.ready.Addr) {
 		t.Error("still listening after the session")
 	}
+}
+
+// listeningHere reports whether this process holds a listening TCP
+// socket on addr's port: a LISTEN line of /proc/self/net/tcp{,6} whose
+// inode is one of this process's descriptors.
+func listeningHere(t *testing.T, addr string) bool {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := map[string]bool{}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		if l, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && strings.HasPrefix(l, "socket:[") {
+			ours[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	want := fmt.Sprintf(":%04X", p)
+	for _, f := range []string{"/proc/self/net/tcp", "/proc/self/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			// sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+			fields := strings.Fields(line)
+			if len(fields) > 9 && strings.HasSuffix(fields[1], want) && fields[3] == "0A" && ours[fields[9]] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // TestSrunStartupCaps: the srun listener caps unauthenticated
@@ -374,5 +417,22 @@ func (s *srunAgent) oneSession(t *testing.T, c *ssh.Client) {
 	hello(t, c).Close()
 	if err := s.result(t); err != nil {
 		t.Errorf("ServeSrun after the session: %v, want nil", err)
+	}
+}
+
+// TestListeningHere: the check TestSrunOneSession ends with sees a
+// listener of this process, and not one closed.
+func TestListeningHere(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if !listeningHere(t, addr) {
+		t.Errorf("%s: an open listener not seen", addr)
+	}
+	l.Close()
+	if listeningHere(t, addr) {
+		t.Errorf("%s: a closed listener seen", addr)
 	}
 }
