@@ -83,6 +83,8 @@ type Agent struct {
 	contain containment
 	// errSweep removes dead agents' error-file directories, once.
 	errSweep sync.Once
+	// exitLinger replaces the const exitLinger when set (tests).
+	exitLinger time.Duration
 }
 
 // ErrVersion is returned when the launcher speaks another protocol version.

@@ -307,3 +307,103 @@ func TestExitsBatched(t *testing.T) {
 		})
 	}
 }
+
+// exitsJob starts a job of one rank per script (told Hello.BatchExits)
+// on an agent whose successful exits wait at most linger, and returns
+// the client.
+func exitsJob(t *testing.T, linger time.Duration, scripts ...string) *client {
+	c := serve(t, &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t), exitLinger: linger})
+	c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "linger", Host: "h0", BatchExits: true})
+	c.recv(wire.KindFacts, nil)
+	j := wire.StartJob{JobID: "linger", StdinRank: -1, KillGrace: time.Second}
+	for r, sh := range scripts {
+		j.Ranks = append(j.Ranks, wire.RankSpec{Rank: r, LocalRank: r, Argv: []string{"/bin/sh", "-c", sh}, Env: []string{"PATH=/usr/bin:/bin"}})
+	}
+	c.send(wire.KindStart, j)
+	c.recv(wire.KindReady, nil)
+	c.send(wire.KindGo, nil)
+	c.recv(wire.KindStarted, nil)
+	return c
+}
+
+// nextExits returns the exits of the next exit frame.
+func (c *client) nextExits() []wire.Exit {
+	c.t.Helper()
+	for {
+		m := c.next()
+		if m.Kind != wire.KindExit {
+			c.t.Fatalf("got %s (%s), want exit", m.Kind, m.Payload)
+		}
+		xs, err := m.Exits()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		return xs
+	}
+}
+
+// TestExitsLinger: successful exits wait for the host's other ranks (at
+// most exitLinger), failures do not, and the last exit ends the wait.
+func TestExitsLinger(t *testing.T) {
+	t.Run("successes-together", func(t *testing.T) {
+		// Eight ranks end 0 a few ms apart, read at once, successes
+		// waiting up to an hour: one frame, sent at the last exit (it
+		// does not wait for the linger), before Done.
+		var scripts []string
+		for r := range 8 {
+			scripts = append(scripts, fmt.Sprintf("sleep 0.0%d; exit 0", r))
+		}
+		c := exitsJob(t, time.Hour, scripts...)
+		seen, frames := map[int]bool{}, 0
+		for len(seen) < 8 {
+			for _, x := range c.nextExits() {
+				if seen[x.Rank] || x.Code != 0 {
+					t.Fatalf("exit %+v (seen %v)", x, seen)
+				}
+				seen[x.Rank] = true
+			}
+			frames++
+		}
+		c.recv(wire.KindDone, nil)
+		if frames != 1 {
+			t.Errorf("8 successful exits a few ms apart in %d frames, want 1", frames)
+		}
+	})
+	t.Run("failure-at-once", func(t *testing.T) {
+		// Rank 0 succeeds, rank 1 fails, the rest run until stopped, and
+		// a success would wait an hour: the failure comes at once, while
+		// they run, with rank 0's success in its frame or before it.
+		c := exitsJob(t, time.Hour, "exit 0", "sleep 0.05; exit 3", "exec sleep 600", "exec sleep 600")
+		var order []wire.Exit
+		for len(order) == 0 || order[len(order)-1].Rank != 1 {
+			order = append(order, c.nextExits()...)
+		}
+		if len(order) != 2 || order[0].Rank != 0 || order[0].Code != 0 || order[1].Code != 3 {
+			t.Fatalf("exits before the stop %+v, want rank 0's 0 then rank 1's 3", order)
+		}
+		c.send(wire.KindStop, wire.Stop{})
+		stopped := 0
+		for stopped < 2 {
+			for _, x := range c.nextExits() {
+				if x.Rank < 2 || !x.Stopped {
+					t.Fatalf("after the stop: %+v", x)
+				}
+				stopped++
+			}
+		}
+		c.recv(wire.KindDone, nil)
+	})
+	t.Run("linger-ends", func(t *testing.T) {
+		// Rank 0 succeeds while rank 1 runs on: its exit still comes
+		// (after the linger), not at rank 1's end.
+		c := exitsJob(t, 0, "exit 0", "exec sleep 600")
+		if xs := c.nextExits(); len(xs) != 1 || xs[0].Rank != 0 || xs[0].Code != 0 {
+			t.Fatalf("first exits %+v, want rank 0's success alone", xs)
+		}
+		c.send(wire.KindStop, wire.Stop{})
+		if xs := c.nextExits(); len(xs) != 1 || xs[0].Rank != 1 || !xs[0].Stopped {
+			t.Fatalf("after the stop %+v", xs)
+		}
+		c.recv(wire.KindDone, nil)
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -33,6 +34,13 @@ func (s *session) spawn(ctx context.Context) error {
 	cg := s.a.jobCgroup(s.log, s.jobID)
 	specs, bindings := s.rankSpecs(j, cg)
 	procs, errs := s.start(ctx, specs)
+	started := 0
+	for _, err := range errs {
+		if err == nil {
+			started++
+		}
+	}
+	s.exits.expectExits(started)
 	var all sync.WaitGroup
 	for i, p := range procs {
 		rank := specs[i].Rank
@@ -161,6 +169,7 @@ func (s *session) jobEnded(cg *proc.Cgroup, started bool) {
 			s.log.Warn("job cgroup", zap.Error(err))
 		}
 	}
+	s.exits.flushed()
 	if started {
 		s.dumping.Lock() // stacks being collected go first
 		_ = s.conn.Send(wire.KindDone, nil)
@@ -180,21 +189,39 @@ func (s *session) jobEnded(cg *proc.Cgroup, started bool) {
 // for its end to return the agent's free memory to the host at once.
 const freeOSMemoryAbove = 4 << 20
 
-// exitBatch holds the exits that wait while another is being sent
-// (session.sendExit).
+// exitBatch holds the exits that wait to be sent (session.sendExit).
 type exitBatch struct {
 	mu      sync.Mutex
+	idle    *sync.Cond // broadcast when a sender has sent all that waited
 	pending []wire.Exit
 	sending bool
+	running int            // started ranks whose exit has not come yet
+	linger  *time.Timer    // armed while successful exits wait for others
+	timers  sync.WaitGroup // the linger's callback, from arming to its end
+}
+
+// exitLinger is how long a rank's successful exit may wait for its
+// host's other ranks' exits before it is sent alone. Only reports of
+// success wait: a failure, a signal or a stop goes at once (with the
+// successes that waited before it, in order), and the last rank's exit
+// goes at once, so neither a failure's stop nor the job's end waits for
+// it. A host's ranks that finish a job together (after its last
+// barrier) then cost the launcher one frame, not one each.
+const exitLinger = 250 * time.Millisecond
+
+// expectExits sets how many started ranks will report their exits.
+func (b *exitBatch) expectExits(n int) {
+	b.mu.Lock()
+	b.running += n
+	b.mu.Unlock()
 }
 
 // sendExit sends a rank's exit. Told Hello.BatchExits, it sends as group
 // commit does: an exit that comes while another is being sent waits,
 // and the sender then sends every exit that waited in one frame (at most
-// wire.MaxExitBatch bytes a frame) before it returns. The first exit
-// goes at once; eight ranks of a host ending together cost the launcher
-// two or three messages instead of eight. The sender is a rank's waiter,
-// so Done (after every waiter) still comes after every exit.
+// wire.MaxExitBatch bytes a frame) before it returns. A successful exit
+// while other ranks still run waits too, at most exitLinger (see there).
+// Done waits for every exit (exitBatch.flushed).
 func (s *session) sendExit(x wire.Exit) {
 	if !s.batchExits {
 		_ = s.conn.Send(wire.KindExit, x)
@@ -203,10 +230,42 @@ func (s *session) sendExit(x wire.Exit) {
 	b := &s.exits
 	b.mu.Lock()
 	b.pending = append(b.pending, x)
+	b.running--
 	if b.sending {
 		b.mu.Unlock()
 		return
 	}
+	if x.Code == 0 && x.Signal == 0 && x.Err == "" && b.running > 0 && pendingSize(b.pending) <= wire.MaxExitBatch {
+		if b.linger == nil {
+			b.timers.Add(1)
+			d := exitLinger
+			if s.a.exitLinger > 0 {
+				d = s.a.exitLinger
+			}
+			b.linger = time.AfterFunc(d, func() {
+				defer b.timers.Done()
+				b.mu.Lock()
+				b.linger = nil
+				if !b.sending {
+					s.sendPending(b)
+				}
+				b.mu.Unlock()
+			})
+		}
+		b.mu.Unlock()
+		return
+	}
+	if b.linger != nil && b.linger.Stop() {
+		b.linger = nil
+		b.timers.Done()
+	}
+	s.sendPending(b)
+	b.mu.Unlock()
+}
+
+// sendPending sends every exit waiting in b, b.mu held (and let go
+// while each frame is sent).
+func (s *session) sendPending(b *exitBatch) {
 	b.sending = true
 	for len(b.pending) > 0 {
 		batch, rest := cutExits(b.pending)
@@ -220,7 +279,32 @@ func (s *session) sendExit(x wire.Exit) {
 		b.mu.Lock()
 	}
 	b.sending = false
+	if b.idle != nil {
+		b.idle.Broadcast()
+	}
+}
+
+// flushed returns once every exit given to sendExit has been sent and
+// the linger's callback, if it was armed, has ended.
+func (b *exitBatch) flushed() {
+	b.mu.Lock()
+	if b.idle == nil {
+		b.idle = sync.NewCond(&b.mu)
+	}
+	for b.sending || len(b.pending) > 0 {
+		b.idle.Wait()
+	}
 	b.mu.Unlock()
+	b.timers.Wait()
+}
+
+// pendingSize bounds the JSON of xs (exitSize).
+func pendingSize(xs []wire.Exit) int {
+	n := 0
+	for _, x := range xs {
+		n += exitSize(x)
+	}
+	return n
 }
 
 // cutExits splits xs into the first frame's exits, at most

@@ -139,11 +139,13 @@ type Hello struct {
 	Net *NetRequest `json:"net,omitempty"`
 	// BatchExits says the launcher takes several ranks' exits in one
 	// exit frame: an agent whose ranks end together (eight of a DGX host
-	// at the job's end) sends the exits that waited while an exit frame
-	// was being sent as one JSON array of Exit (Msg.Exits), at most
-	// MaxExitBatch bytes of them, instead of one frame each. The first
-	// exit still goes at once. Older agents ignore it; relays pass exit
-	// frames on as they are.
+	// at the job's end) sends the exits that waited as one JSON array of
+	// Exit (Msg.Exits), at most MaxExitBatch bytes of them, instead of
+	// one frame each: those that came while an exit frame was being
+	// sent, and successes, which wait a moment for the host's other
+	// ranks while any still runs. A failure, a signal, a stop and the
+	// last rank's exit go at once. Older agents ignore it; relays pass
+	// exit frames on as they are.
 	BatchExits bool `json:"batch_exits,omitempty"`
 }
 
