@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestScaleFlags: -scale-counts and -scale-widths take comma-separated
@@ -64,5 +65,27 @@ func TestScaleRanks(t *testing.T) {
 	}
 	if got := scaleRanksCase(1024, 1, 0); got != scaleCase(1024, 0) {
 		t.Errorf("one rank per agent: %q, want %q", got, scaleCase(1024, 0))
+	}
+}
+
+func TestCPUAt(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	trace := []cpuSample{{t0, 10 * time.Millisecond}, {t0.Add(time.Second), 50 * time.Millisecond}, {t0.Add(2 * time.Second), 70 * time.Millisecond}}
+	for _, c := range []struct {
+		at   time.Duration
+		want time.Duration
+	}{
+		{-time.Millisecond, 0},
+		{0, 10 * time.Millisecond},
+		{999 * time.Millisecond, 10 * time.Millisecond},
+		{time.Second, 50 * time.Millisecond},
+		{3 * time.Second, 70 * time.Millisecond},
+	} {
+		if got := cpuAt(trace, t0.Add(c.at)); got != c.want {
+			t.Errorf("cpuAt(t0%+v) = %v, want %v", c.at, got, c.want)
+		}
+	}
+	if got := cpuAt(nil, t0); got != 0 {
+		t.Errorf("cpuAt of no trace = %v", got)
 	}
 }

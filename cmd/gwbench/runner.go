@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -21,7 +22,7 @@ type cmdSpec struct {
 	env     []string // added to gwbench's environment
 	stdout  *os.File // nil: /dev/null (or captured)
 	capture bool     // keep the last 1 MiB of stdout in outcome.Stdout
-	hwm     bool     // poll the process's VmHWM (outcome.HWM)
+	hwm     bool     // poll the process's VmHWM and CPU (outcome.HWM, outcome.CPUTrace)
 	exitOK  bool     // a non-zero exit status is no error (outcome.Code has it)
 	errMax  int      // how much of stderr's end outcome.Stderr keeps; 0: 8 KiB
 	timeout time.Duration
@@ -37,6 +38,9 @@ type outcome struct {
 	Code int
 	CPU  time.Duration // user+system time of the process and the children it reaped
 	HWM  float64       // with cmdSpec.hwm: the last VmHWM read from /proc/PID/status, MiB
+	// CPUTrace, with cmdSpec.hwm, is the process's own user+system time
+	// as it grew, read every 10 ms (cpuAt).
+	CPUTrace []cpuSample
 	// Not ru_maxrss: exec keeps the forking process's high-water mark in
 	// it, and gwbench (with 1024 in-process agents) is far larger than
 	// the launcher.
@@ -77,12 +81,12 @@ func runTimed(ctx context.Context, s cmdSpec) outcome {
 	if err != nil {
 		return outcome{Err: fmt.Errorf("start %s: %w", s.argv[0], err)}
 	}
-	hwm := make(chan float64, 1)
+	hwm := make(chan procPoll, 1)
 	stop := make(chan struct{})
 	if s.hwm {
-		go pollHWM(cmd.Process.Pid, stop, hwm)
+		go pollProc(cmd.Process.Pid, stop, hwm)
 	} else {
-		hwm <- 0
+		hwm <- procPoll{}
 	}
 	endWatch := func() {}
 	if s.watch != nil {
@@ -92,7 +96,8 @@ func runTimed(ctx context.Context, s cmdSpec) outcome {
 	end := time.Now()
 	close(stop)
 	endWatch()
-	o := outcome{HWM: <-hwm, Took: end.Sub(t0), End: end, Stdout: outTail.String(), Stderr: errTail.String()}
+	polled := <-hwm
+	o := outcome{HWM: polled.hwm, CPUTrace: polled.cpu, Took: end.Sub(t0), End: end, Stdout: outTail.String(), Stderr: errTail.String()}
 	_ = osproc.KillGroup(cmd.Process.Pid, syscall.SIGKILL)
 	if st := cmd.ProcessState; st != nil {
 		o.Code, _, _ = osproc.ProcessExitCode(st)
@@ -119,19 +124,47 @@ func exited(err error) bool {
 	return errors.As(err, &ee) && ee.Exited()
 }
 
-// pollHWM reads pid's VmHWM every 10 ms until stop is closed, and sends
-// the last value it read (the mark only grows).
-func pollHWM(pid int, stop <-chan struct{}, out chan<- float64) {
-	last := 0.0
+// procPoll is what pollProc read of a process.
+type procPoll struct {
+	hwm float64     // the last VmHWM, MiB (the mark only grows)
+	cpu []cpuSample // user+system time, a sample each time it grew
+}
+
+// cpuSample is a process's own user+system time read at one moment.
+type cpuSample struct {
+	At  time.Time
+	CPU time.Duration
+}
+
+// cpuAt is the process's CPU at t by its trace: the last sample read at
+// or before t, 0 before the first.
+func cpuAt(trace []cpuSample, t time.Time) time.Duration {
+	i := sort.Search(len(trace), func(i int) bool { return trace[i].At.After(t) })
+	if i == 0 {
+		return 0
+	}
+	return trace[i-1].CPU
+}
+
+// pollProc reads pid's VmHWM and CPU every 10 ms until stop is closed,
+// and sends what it read.
+func pollProc(pid int, stop <-chan struct{}, out chan<- procPoll) {
+	var p procPoll
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if st, err := procStatus(pid); err == nil && st["VmHWM"] > last {
-			last = st["VmHWM"]
+		if st, err := procStatus(pid); err == nil && st["VmHWM"] > p.hwm {
+			p.hwm = st["VmHWM"]
+		}
+		if self, _ := cpuTimes([]int{pid}); self > 0 {
+			c := time.Duration(self) * clockTick
+			if n := len(p.cpu); n == 0 || c > p.cpu[n-1].CPU {
+				p.cpu = append(p.cpu, cpuSample{At: time.Now(), CPU: c})
+			}
 		}
 		select {
 		case <-stop:
-			out <- last
+			out <- p
 			return
 		case <-t.C:
 		}

@@ -150,11 +150,12 @@ func (b *bench) scaleCount(ctx context.Context, la *loopAgents, rank string, n i
 		}
 		end := row("launcher wall (to the job's end)", "ms", "")
 		cpu := row("launcher CPU (user+sys)", "ms", "")
+		cpuStart := row("launcher CPU to all ranks started (user+sys)", "ms", "/proc/PID/stat polled every 10 ms (10 ms ticks): the last read before the latest rank's start")
 		rss := row("launcher peak RSS (VmHWM)", "MiB", "/proc/PID/status polled every 10 ms")
 		conns := row("launcher TCP connections (peak)", "conns", "its socket inodes listed ESTABLISHED in /proc/PID/net/tcp{,6}, read at each new high of its sockets (when it holds for 100 ms, at most 1/s while it climbs)")
 		bar := row(fmt.Sprintf("PMI barrier across all ranks (each rank's median of %d, max over ranks)", scaleBarriers), "us", "")
 		acpu := row("agents' own CPU (workers' utime+stime, idle subtracted)", "ms", fmt.Sprintf("10 ms ticks; idle %.1f ms/s x wall subtracted", idle))
-		rows = append(rows, []*Result{end, cpu, rss, conns, bar, acpu})
+		rows = append(rows, []*Result{end, cpu, cpuStart, rss, conns, bar, acpu})
 
 		var a0 time.Duration
 		var last treeRun
@@ -193,6 +194,7 @@ func (b *bench) scaleCount(ctx context.Context, la *loopAgents, rank string, n i
 			after: func(o outcome) {
 				end.Values = append(end.Values, ms(o.Took))
 				cpu.Values = append(cpu.Values, ms(o.CPU))
+				cpuStart.Values = append(cpuStart.Values, ms(cpuAt(o.CPUTrace, time.Unix(0, last.lastStart))))
 				rss.Values = append(rss.Values, o.HWM)
 				if connErr == nil {
 					conns.Values = append(conns.Values, float64(peakConns))
