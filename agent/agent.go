@@ -262,7 +262,11 @@ func (a *Agent) hello(ctx context.Context, conn *wire.Conn, login account.Login)
 		f.Net, f.Routes = chooseNet(f, h), nil
 	}
 	f.FreePort = freePort()
-	return h, f, conn.Send(wire.KindFacts, f)
+	sent := f
+	if h.Net != nil && h.Net.Brief {
+		sent.NICs = nil // the session keeps them
+	}
+	return h, f, conn.Send(wire.KindFacts, sent)
 }
 
 // chooseNet is this host's own choice of its data interface, asked for
@@ -276,7 +280,13 @@ func chooseNet(f wire.Facts, hello wire.Hello) *wire.NetChoice {
 	if err != nil {
 		return &wire.NetChoice{Err: err.Error()}
 	}
-	return &wire.NetChoice{Ifaces: c.Ifaces, Addr: c.Addr, HCAs: c.HCAs, Forced: c.Forced}
+	n := &wire.NetChoice{Ifaces: c.Ifaces, Addr: c.Addr, HCAs: c.HCAs, Forced: c.Forced}
+	for _, nic := range f.NICs {
+		if len(c.Ifaces) > 0 && nic.Name == c.Ifaces[0] {
+			n.Addrs = nic.Addrs
+		}
+	}
+	return n
 }
 
 func (a *Agent) track(job string, d int) {

@@ -23,7 +23,8 @@ func helloFacts(t *testing.T, hello wire.Hello) wire.Facts {
 // TestHelloNetChoice: asked to (Hello.Net), an agent chooses its own data
 // interface from its routes to the peers it was told of, and answers
 // with the choice instead of the routes; --network-interface's names are
-// checked there; without Net it reports the routes, as before.
+// checked there; without Net it reports the routes, as before. Asked to
+// be brief, it leaves its interfaces out of the facts.
 func TestHelloNetChoice(t *testing.T) {
 	t.Parallel()
 	peers := []string{"127.0.0.2", "127.0.0.3"}
@@ -43,6 +44,16 @@ func TestHelloNetChoice(t *testing.T) {
 	// Loopback peers are reached through lo alone, so lo it is.
 	if !slices.Equal(f.Net.Ifaces, []string{"lo"}) || f.Net.Addr != "127.0.0.1" || f.Net.Err != "" || f.Net.Forced {
 		t.Errorf("with Net: %+v, want lo at 127.0.0.1", f.Net)
+	}
+	// The choice carries lo's addresses; the facts still carry every
+	// interface unless asked to be brief.
+	if !slices.Contains(f.Net.Addrs, "127.0.0.1/8") || len(f.NICs) == 0 {
+		t.Errorf("with Net: addrs %q, %d interfaces; want lo's addresses and every interface", f.Net.Addrs, len(f.NICs))
+	}
+	brief := base
+	brief.Net = &wire.NetRequest{Brief: true}
+	if b := helloFacts(t, brief); b.Net == nil || len(b.NICs) != 0 || !slices.Equal(b.Net.Addrs, f.Net.Addrs) || !slices.Equal(b.Net.Ifaces, f.Net.Ifaces) {
+		t.Errorf("brief: net %+v, %d interfaces; want the same choice, with its addresses, and no interfaces", b.Net, len(b.NICs))
 	}
 
 	forced := base

@@ -158,6 +158,14 @@ type NetRequest struct {
 	// Force is --network-interface: use these interfaces, once checked
 	// to exist, be up and have an address.
 	Force []string `json:"force,omitempty"`
+	// Brief asks for the facts without the host's interfaces
+	// (Facts.NICs): once the host chooses, the launcher reads them only
+	// to judge a user's NCCL_SOCKET_IFNAME (it does not ask Brief then)
+	// and, of a relay, for the addresses its job certificate names (nor
+	// for a relay); NetChoice.Addrs carries the rest. On a DGX H100 the
+	// interfaces are about 30% of the facts' bytes, which the launcher
+	// decodes for every host of a launch. Older agents send them anyway.
+	Brief bool `json:"brief,omitempty"`
 }
 
 // NetChoice is a host's own choice of its data interface (Facts.Net):
@@ -167,6 +175,10 @@ type NetChoice struct {
 	Addr   string   `json:"addr,omitempty"`   // an address on Ifaces[0]
 	HCAs   []string `json:"hcas,omitempty"`   // ACTIVE IB/RoCE ports as "mlx5_0:1"
 	Forced bool     `json:"forced,omitempty"` // Ifaces are NetRequest.Force
+	// Addrs are every address (CIDR) of Ifaces[0]: the launcher checks
+	// whether the address it reached the host on lies there (it then
+	// gives that address to the other hosts).
+	Addrs []string `json:"addrs,omitempty"`
 	// Err says why no interface could be chosen (netchoice.Choose's
 	// error, naming the host and the peers it has no route to); the
 	// launcher fails the attempt with it.

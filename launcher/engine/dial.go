@@ -70,6 +70,7 @@ func dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 	// the sessions (transport.PeerAddresser); the agents look their peers
 	// up by those, else by the name the hosts know each other by (the
 	// HostName behind an ssh config alias, Dialers.PeerName).
+	var tree *transport.Tree
 	hello := func(i int, addrs map[string]string) wire.Hello {
 		// Chosen by index, then named: PeerNames of the whole list per
 		// host was O(hosts^2) at ten thousand hosts.
@@ -77,7 +78,8 @@ func dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 		for k := range p {
 			p[k] = rankenv.PeerName(p[k], addrs)
 		}
-		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: p, Health: req, Net: net, BatchExits: true}
+		n := netRequest(net, cfg.Env.Vars, tree != nil && tree.Relays(hosts[i]))
+		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: p, Health: req, Net: n, BatchExits: true}
 	}
 	logHosts(d.Log, cfg.Place, hosts)
 	wait := dialWait{timeout: cfg.Transport.StartTimeout, grace: cfg.Transport.UnreachableGrace}
@@ -109,6 +111,18 @@ func dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 		d.Log.Info("placement", zap.Int("ranks", len(c.ranks)), zap.String("map-by", cfg.Place.MapBy), zap.String("ranks on hosts", rankenv.PlacementSummary(names, c.ranks)))
 	}
 	return c, nil
+}
+
+// netRequest is what a host's Hello asks of its network: net (nil:
+// nothing, --inspect or a single host), brief (facts without the host's
+// interfaces, wire.NetRequest.Brief) unless the launcher still reads
+// them: to judge the user's NCCL_SOCKET_IFNAME (vars) on every host, or
+// for a relay, whose addresses its job certificate names.
+func netRequest(net *wire.NetRequest, vars map[string]string, relay bool) *wire.NetRequest {
+	if _, judged := vars["NCCL_SOCKET_IFNAME"]; net == nil || judged || relay {
+		return net
+	}
+	return &wire.NetRequest{Force: net.Force, Brief: true}
 }
 
 // treeDialers are the Dialers of one attempt: with --tree-width (or auto

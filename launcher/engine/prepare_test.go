@@ -2,6 +2,7 @@ package engine
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/gangway-hpc/gangway/agent/wire"
@@ -69,5 +70,33 @@ func TestFactsForStart(t *testing.T) {
 	s := &session{host: hostfile.Host{Name: "10.0.0.1"}, facts: got}
 	if port, _ := probePort(transport.Options{}, s); port != 40123 {
 		t.Errorf("probe port after the facts were dropped: %d, want 40123", port)
+	}
+}
+
+// TestNetRequest: a host that chooses its interface is asked for brief
+// facts, unless the launcher judges the user's NCCL_SOCKET_IFNAME on
+// every host or the host is a relay; nothing asked stays nothing.
+func TestNetRequest(t *testing.T) {
+	force := &wire.NetRequest{Force: []string{"ib0"}}
+	for _, c := range []struct {
+		name  string
+		net   *wire.NetRequest
+		vars  map[string]string
+		relay bool
+		brief bool
+	}{
+		{"nothing asked", nil, nil, false, false},
+		{"a leaf", &wire.NetRequest{}, nil, false, true},
+		{"a leaf, forced", force, map[string]string{"NCCL_DEBUG": "INFO"}, false, true},
+		{"a relay", force, nil, true, false},
+		{"NCCL_SOCKET_IFNAME given", &wire.NetRequest{}, map[string]string{"NCCL_SOCKET_IFNAME": "=eth0"}, false, false},
+	} {
+		got := netRequest(c.net, c.vars, c.relay)
+		switch {
+		case c.net == nil && got != nil:
+			t.Errorf("%s: %+v, want nothing", c.name, got)
+		case c.net != nil && (got == nil || got.Brief != c.brief || !slices.Equal(got.Force, c.net.Force)):
+			t.Errorf("%s: %+v, want brief %v with %q forced", c.name, got, c.brief, c.net.Force)
+		}
 	}
 }

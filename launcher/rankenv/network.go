@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/gangway-hpc/gangway/agent/wire"
 	"github.com/gangway-hpc/gangway/launcher/cli"
 	"github.com/gangway-hpc/gangway/nccl"
 )
@@ -128,14 +129,9 @@ func DataAddr(s Host, c *nccl.Choice) string {
 		return s.Name
 	}
 	if reached != nil {
-		for _, n := range s.Facts.NICs {
-			if n.Name != c.Ifaces[0] {
-				continue
-			}
-			for _, a := range n.Addrs {
-				if _, ipn, err := net.ParseCIDR(a); err == nil && ipn.Contains(reached) {
-					return s.Reached
-				}
+		for _, a := range ifaceAddrs(s.Facts, c.Ifaces[0]) {
+			if _, ipn, err := net.ParseCIDR(a); err == nil && ipn.Contains(reached) {
+				return s.Reached
 			}
 		}
 	}
@@ -143,6 +139,21 @@ func DataAddr(s Host, c *nccl.Choice) string {
 		return c.Addr
 	}
 	return s.Reached
+}
+
+// ifaceAddrs are the addresses (CIDR) of the host's interface iface:
+// from its own choice (wire.NetChoice.Addrs, brief facts carry no
+// interfaces), else from its interfaces.
+func ifaceAddrs(f wire.Facts, iface string) []string {
+	if n := f.Net; n != nil && len(n.Ifaces) > 0 && n.Ifaces[0] == iface && len(n.Addrs) > 0 {
+		return n.Addrs
+	}
+	for _, n := range f.NICs {
+		if n.Name == iface {
+			return n.Addrs
+		}
+	}
+	return nil
 }
 
 func without(s []string, i int) []string {

@@ -13,6 +13,7 @@ import (
 	"github.com/gangway-hpc/gangway/internal/environ"
 	"github.com/gangway-hpc/gangway/launcher/cli"
 	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/nccl"
 )
 
 func TestRoutePeers(t *testing.T) {
@@ -192,5 +193,35 @@ func TestChooseNetworksAtHosts(t *testing.T) {
 	_, err = ChooseNetworks(cli.Network{}, hosts)
 	if err == nil || !strings.Contains(err.Error(), "network interface choice: host cn1: no usable network interface: no route to peer 198.18.51.3") {
 		t.Errorf("a host's own failure: %v", err)
+	}
+}
+
+// TestDataAddrBrief: a host's data address is the address the launcher
+// reached it on when that lies on its chosen interface, else the
+// interface's own; from its interfaces, or, in brief facts (no
+// interfaces), from its choice's addresses.
+func TestDataAddrBrief(t *testing.T) {
+	choice := &nccl.Choice{Host: "cn1", Ifaces: []string{"eth1"}, Addr: "198.18.7.1"}
+	full := wire.Facts{NICs: []wire.NIC{
+		{Name: "eth0", Up: true, Addrs: []string{"198.19.0.5/24"}},
+		{Name: "eth1", Up: true, Addrs: []string{"198.18.7.1/24"}},
+	}}
+	brief := wire.Facts{Net: &wire.NetChoice{Ifaces: []string{"eth1"}, Addr: "198.18.7.1", Addrs: []string{"198.18.7.1/24"}}}
+	for _, c := range []struct {
+		name    string
+		facts   wire.Facts
+		reached string
+		want    string
+	}{
+		{"full, reached on the data interface", full, "198.18.7.9", "198.18.7.9"},
+		{"full, reached on another", full, "198.19.0.5", "198.18.7.1"},
+		{"brief, reached on the data interface", brief, "198.18.7.9", "198.18.7.9"},
+		{"brief, reached on another", brief, "198.19.0.5", "198.18.7.1"},
+		{"brief without addresses", wire.Facts{Net: &wire.NetChoice{Ifaces: []string{"eth1"}, Addr: "198.18.7.1"}}, "198.18.7.9", "198.18.7.1"},
+	} {
+		h := Host{Host: hostfile.Host{Name: "cn1"}, Reached: c.reached, Facts: c.facts}
+		if got := DataAddr(h, choice); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
 	}
 }

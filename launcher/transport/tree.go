@@ -937,6 +937,18 @@ func (t *Tree) Covers(h hostfile.Host) bool {
 	return ok
 }
 
+// Relays reports whether h relays for other hosts of the tree (it has
+// children in the plan; a host whose relay fails is dialed directly,
+// and relays for nobody).
+func (t *Tree) Relays(h hostfile.Host) bool {
+	i, ok := t.index[treeKey(h)]
+	if !ok {
+		return false
+	}
+	lo, hi := treeChildren(i, t.width, len(t.hosts))
+	return lo < hi
+}
+
 // Index is h's index in the tree (the hosts' indices in Fences), -1 when
 // h is not in it.
 func (t *Tree) Index(h hostfile.Host) int {
