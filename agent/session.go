@@ -30,6 +30,7 @@ type session struct {
 	errorDir   string         // where the ranks' error files are: errorRoot or a directory of the ranks' user in it
 	errorFiles map[int]string // rank -> TORCHELASTIC_ERROR_FILE
 	batchExits bool           // the launcher takes exits that waited together as one frame (Hello.BatchExits)
+	gather     bool           // the launcher takes a relay's gathered answers (Hello.Gather)
 	exits      exitBatch      // exits waiting while one is sent
 	dumpBusy   atomic.Bool    // a dump is collecting: one asked meanwhile is answered at once, empty
 	dumping    sync.Mutex     // held by a dump until its answer is sent: Done waits for it
@@ -114,6 +115,17 @@ func (s *session) loop(ctx context.Context) error {
 	}
 }
 
+// answer sends this host's answer v of kind k, or gives it to its relay
+// (rl, nil when it is none) to go up with its subtree's (relay.Begin).
+func (s *session) answer(rl *relay.Relay, k wire.Kind, v any) error {
+	if rl != nil {
+		if taken, err := rl.OwnAnswer(k, v); taken || err != nil {
+			return err
+		}
+	}
+	return s.conn.Send(k, v)
+}
+
 // handle acts on one message from the launcher; an error ends the
 // session (the launcher is told why).
 func (s *session) handle(ctx context.Context, m wire.Msg) error {
@@ -123,16 +135,20 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		if err != nil {
 			return err
 		}
+		rl := s.relay.Load()
+		if rl != nil {
+			rl.Begin(wire.KindReady) // the children's starts come next
+		}
 		r := wire.Ready{}
 		if err := s.prepare(ctx, &j); err != nil {
 			r.Err = err.Error()
 		} else {
 			s.auditJob(&j)
-			if rl := s.relay.Load(); rl != nil {
+			if rl != nil {
 				rl.OwnJob(len(j.Ranks) > 0)
 			}
 		}
-		return s.conn.Send(wire.KindReady, r)
+		return s.answer(rl, wire.KindReady, r)
 	case wire.KindGo:
 		return s.spawn(ctx)
 	case wire.KindPing:
@@ -184,9 +200,13 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		if err != nil {
 			return err
 		}
+		rl := s.relay.Load()
+		if rl != nil {
+			rl.Begin(wire.KindProbeResult)
+		}
 		// Dialing peers takes up to the probe's timeout: off the loop, so
 		// Stop and signals are still handled meanwhile.
-		s.waiters.Go(func() { _ = s.conn.Send(wire.KindProbeResult, probe(ctx, p)) })
+		s.waiters.Go(func() { _ = s.answer(rl, wire.KindProbeResult, probe(ctx, p)) })
 	case wire.KindRelay:
 		r := s.relay.Load()
 		if r == nil {
@@ -210,6 +230,7 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		r := s.relay.Load()
 		if r == nil {
 			r = relay.New(ctx, s.conn, s.log.Named("relay"))
+			r.SetGather(s.gather)
 			s.relay.Store(r)
 		}
 		return r.SetKey(k)

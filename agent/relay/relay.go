@@ -74,6 +74,10 @@ type Relay struct {
 	started  map[int]bool
 	ownRanks bool
 	barrier  gather
+
+	// Answers gathered per subtree (answers.go).
+	gatherOn bool
+	rounds   map[wire.Kind]*round
 }
 
 // gather is one barrier of the subtree: who has entered it, with their
@@ -312,6 +316,13 @@ func (r *Relay) read(c *child) {
 				continue // into this relay's Fences
 			}
 		}
+		if taken, aerr := r.childAnswer(c, m); aerr != nil || taken {
+			m.Release()
+			if aerr != nil {
+				c.close(aerr)
+			}
+			continue // into this relay's Gathered
+		}
 		err = r.up.SendEnvelope(wire.KindRelayed, c.host, m.Kind, m.Payload)
 		m.Release()
 		if err != nil {
@@ -332,8 +343,12 @@ func (r *Relay) read(c *child) {
 		delete(r.barrier.kids, c.host)
 		flush = r.ready()
 	}
+	answers := r.childLost(c.host)
 	r.mu.Unlock()
 	r.send(flush)
+	for _, g := range answers {
+		_ = r.sendGathered(g)
+	}
 	if closed {
 		return
 	}
@@ -607,6 +622,9 @@ func (r *Relay) Unlink(host int) {
 func (r *Relay) Close() {
 	r.mu.Lock()
 	r.closed = true
+	for k := range r.rounds {
+		r.endRound(k) // what they hold goes nowhere: the session is ending
+	}
 	kids := make([]*child, 0, len(r.kids))
 	for _, c := range r.kids {
 		kids = append(kids, c)

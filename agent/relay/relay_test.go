@@ -2,8 +2,10 @@ package relay_test
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"net"
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -236,4 +238,132 @@ func TestJobCertificateBindsJob(t *testing.T) {
 	if err != nil || inner.Kind != wire.KindError || inner.Decode(&e) != nil || !strings.Contains(e.Msg, `job certificate is for job "relaytest"`) {
 		t.Fatalf("another job's hello: %s %q %v", inner.Kind, e.Msg, err)
 	}
+}
+
+// TestRelayGathers: told to gather, a relay that has taken a request for
+// its own host sends its own answer and each child's (from real agents)
+// in one Gathered frame, and nothing of them alone; a child that never
+// answers is waited for at most gatherWait, then the rest go up; not
+// told, each child's answer goes up alone, as before.
+func TestRelayGathers(t *testing.T) {
+	c := agenttest.StartLocal(t, 2)
+	start := func(r *relay.Relay, up *upstream) {
+		t.Helper()
+		for i, h := range c.Hosts {
+			if err := r.Link(link(t, i+1, h.HostPort())); err != nil {
+				t.Fatal(err)
+			}
+			if l := linked(t, up, i+1); l.Err != "" {
+				t.Fatalf("linked: %+v", l)
+			}
+			forward(t, r, i+1, wire.KindHello, wire.Hello{Version: wire.Version, JobID: "relaytest", Host: h.Name})
+			up.wait(t, func(m wire.Msg) bool {
+				host, in, err := m.Envelope()
+				return err == nil && host == i+1 && in.Kind == wire.KindFacts
+			})
+		}
+	}
+	job := wire.StartJob{JobID: "relaytest", StdinRank: -1, KillGrace: time.Second}
+
+	t.Run("gathered", func(t *testing.T) {
+		up := newUpstream()
+		r := relay.New(t.Context(), up, zaptest.NewLogger(t))
+		defer r.Close()
+		if err := r.SetKey(key(t, c)); err != nil {
+			t.Fatal(err)
+		}
+		r.SetGather(true)
+		start(r, up)
+		r.Begin(wire.KindReady)
+		for i := range c.Hosts {
+			forward(t, r, i+1, wire.KindStart, job)
+		}
+		if taken, err := r.OwnAnswer(wire.KindReady, wire.Ready{Err: "own"}); !taken || err != nil {
+			t.Fatalf("own answer: taken %v, %v", taken, err)
+		}
+		m := up.wait(t, kindIs(wire.KindGathered))
+		g, err := m.Gathered()
+		if err != nil || g.Kind != wire.KindReady {
+			t.Fatalf("gathered %+v %v", g, err)
+		}
+		got := map[int]string{}
+		for i, h := range g.Hosts {
+			var rd wire.Ready
+			if err := json.Unmarshal(g.Answers[i], &rd); err != nil {
+				t.Fatal(err)
+			}
+			got[h] = rd.Err
+		}
+		if len(got) != 3 || got[0] != "own" || got[1] != "" || got[2] != "" {
+			t.Errorf("answers by host %v, want the relay's own (0) and both children's", got)
+		}
+		up.mu.Lock()
+		defer up.mu.Unlock()
+		for _, m := range up.msgs {
+			if _, in, err := m.Envelope(); m.Kind == wire.KindRelayed && err == nil && in.Kind == wire.KindReady {
+				t.Errorf("a child's ready went up alone as well")
+			}
+		}
+	})
+
+	t.Run("one never answers", func(t *testing.T) {
+		up := newUpstream()
+		r := relay.New(t.Context(), up, zaptest.NewLogger(t))
+		defer r.Close()
+		if err := r.SetKey(key(t, c)); err != nil {
+			t.Fatal(err)
+		}
+		r.SetGather(true)
+		start(r, up)
+		r.Begin(wire.KindProbeResult)
+		forward(t, r, 1, wire.KindProbe, wire.Probe{Timeout: time.Second}) // host 2 is never asked
+		if taken, _ := r.OwnAnswer(wire.KindProbeResult, wire.ProbeResult{}); !taken {
+			t.Fatal("own answer not taken")
+		}
+		g, err := up.wait(t, kindIs(wire.KindGathered)).Gathered()
+		if err != nil || g.Kind != wire.KindProbeResult || !slices.Equal(sorted(g.Hosts), []int{0, 1}) {
+			t.Fatalf("gathered %+v %v, want hosts 0 and 1 once host 2 was waited for", g, err)
+		}
+		// Later answers go up as they come.
+		if taken, _ := r.OwnAnswer(wire.KindProbeResult, wire.ProbeResult{}); taken {
+			t.Error("an answer after the round ended was taken")
+		}
+	})
+
+	t.Run("not told", func(t *testing.T) {
+		up := newUpstream()
+		r := relay.New(t.Context(), up, zaptest.NewLogger(t))
+		defer r.Close()
+		if err := r.SetKey(key(t, c)); err != nil {
+			t.Fatal(err)
+		}
+		start(r, up)
+		r.Begin(wire.KindReady)
+		forward(t, r, 1, wire.KindStart, job)
+		if taken, _ := r.OwnAnswer(wire.KindReady, wire.Ready{}); taken {
+			t.Error("own answer taken, not told to gather")
+		}
+		up.wait(t, func(m wire.Msg) bool {
+			host, in, err := m.Envelope()
+			return err == nil && host == 1 && in.Kind == wire.KindReady
+		})
+	})
+}
+
+// forward sends v to child host as the launcher's envelope would.
+func forward(t *testing.T, r *relay.Relay, host int, k wire.Kind, v any) {
+	t.Helper()
+	e, err := wire.Encode(k, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Forward(wire.Msg{Kind: wire.KindRelay, Payload: wire.AppendEnvelope(nil, host, k, e.Payload())}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sorted(s []int) []int {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
 }

@@ -125,3 +125,31 @@ func FuzzMsgExits(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMsgGathered: a gathered frame's payload never panics, and what
+// decodes names each host once, with as many answers, of a gathered
+// kind.
+func FuzzMsgGathered(f *testing.F) {
+	f.Add([]byte(`{"kind":4,"hosts":[3,7],"answers":[{},{"err":"no such file"}]}`))
+	f.Add([]byte(`{"kind":20,"hosts":[1],"answers":[{"results":[]}]}`))
+	f.Add([]byte(`{"kind":4,"hosts":[3,3],"answers":[{},{}]}`))
+	f.Add([]byte(`{"kind":4,"hosts":[3],"answers":[]}`))
+	f.Add([]byte(`{"kind":9,"hosts":[1],"answers":[{}]}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		g, err := Msg{Kind: KindGathered, Payload: payload}.Gathered()
+		if err != nil {
+			return
+		}
+		if _, ok := Gatherable(g.Kind); !ok || len(g.Hosts) == 0 || len(g.Hosts) != len(g.Answers) {
+			t.Fatalf("%q decoded to %+v", payload, g)
+		}
+		seen := map[int]bool{}
+		for _, h := range g.Hosts {
+			if h < 0 || seen[h] {
+				t.Fatalf("%q: host %d twice or negative", payload, h)
+			}
+			seen[h] = true
+		}
+	})
+}

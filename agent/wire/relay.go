@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -77,6 +78,63 @@ type Fences struct {
 	Seq   int               `json:"seq"`
 	Hosts []int             `json:"hosts"`
 	Puts  map[string]string `json:"puts,omitempty"`
+}
+
+// Gathered is a relay's answers of one kind for its subtree (told
+// Hello.Gather): Answers[i] is host Hosts[i]'s answer (indices in the
+// launch), the JSON the host would have sent alone. A relay gathers the
+// answers to what the launcher asks of every host and waits for all
+// (Gatherable): one frame a subtree instead of one a host.
+type Gathered struct {
+	Kind    Kind              `json:"kind"`
+	Hosts   []int             `json:"hosts"`
+	Answers []json.RawMessage `json:"answers"`
+}
+
+// MaxGathered bounds the answers' bytes of one Gathered frame; a relay
+// sends a subtree's answers in several frames past it (each answer is at
+// most MaxControl).
+const MaxGathered = MaxJobControl / 2
+
+// Gatherable reports whether answers of kind k may be gathered, and
+// which request each answers.
+func Gatherable(k Kind) (request Kind, ok bool) {
+	switch k {
+	case KindReady:
+		return KindStart, true
+	case KindProbeResult:
+		return KindProbe, true
+	}
+	return 0, false
+}
+
+// Gathered decodes a gathered frame: a gatherable kind, as many answers
+// as hosts, each host once and not negative, each answer a JSON value.
+func (m Msg) Gathered() (Gathered, error) {
+	var g Gathered
+	if m.Kind != KindGathered {
+		return g, fmt.Errorf("wire: %s frame is not gathered answers", m.Kind)
+	}
+	if err := m.Decode(&g); err != nil {
+		return g, err
+	}
+	if _, ok := Gatherable(g.Kind); !ok {
+		return g, fmt.Errorf("wire: gathered answers of kind %s, which is not gathered", g.Kind)
+	}
+	if len(g.Hosts) != len(g.Answers) || len(g.Hosts) == 0 {
+		return g, fmt.Errorf("wire: gathered %d hosts and %d answers", len(g.Hosts), len(g.Answers))
+	}
+	seen := make(map[int]bool, len(g.Hosts))
+	for i, h := range g.Hosts {
+		if h < 0 || seen[h] {
+			return g, fmt.Errorf("wire: gathered answers name host %d twice or below 0", h)
+		}
+		seen[h] = true
+		if len(g.Answers[i]) == 0 {
+			return g, fmt.Errorf("wire: host %d's gathered answer is empty", h)
+		}
+	}
+	return g, nil
 }
 
 // Spreadable reports whether a frame of kind k may be spread down a tree

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -208,5 +209,42 @@ func TestStallBound(t *testing.T) {
 		if worst := tc.interval + tc.silence; got <= worst {
 			t.Errorf("StallBound(%v, %v, %v) = %v, not past the keepalives' worst case %v", floor, tc.interval, tc.silence, got, worst)
 		}
+	}
+}
+
+func TestMsgGathered(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		kind    Kind
+		payload string
+		hosts   []int
+		err     string
+	}{
+		{"ready", KindGathered, `{"kind":4,"hosts":[3,7],"answers":[{},{"err":"x"}]}`, []int{3, 7}, ""},
+		{"probe results", KindGathered, `{"kind":20,"hosts":[0],"answers":[{"results":[]}]}`, []int{0}, ""},
+		{"a kind not gathered", KindGathered, `{"kind":9,"hosts":[1],"answers":[{}]}`, nil, "not gathered"},
+		{"fewer answers", KindGathered, `{"kind":4,"hosts":[1,2],"answers":[{}]}`, nil, "2 hosts and 1 answers"},
+		{"none", KindGathered, `{"kind":4,"hosts":[],"answers":[]}`, nil, "0 hosts"},
+		{"a host twice", KindGathered, `{"kind":4,"hosts":[2,2],"answers":[{},{}]}`, nil, "twice"},
+		{"a negative host", KindGathered, `{"kind":4,"hosts":[-1],"answers":[{}]}`, nil, "below 0"},
+		{"an empty answer", KindGathered, `{"kind":4,"hosts":[1],"answers":[null]}`, nil, ""},
+		{"not JSON", KindGathered, `{"kind":`, nil, "wire: decode gathered"},
+		{"another frame", KindFences, `{"kind":4,"hosts":[1],"answers":[{}]}`, nil, "not gathered answers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := Msg{Kind: tc.kind, Payload: []byte(tc.payload)}.Gathered()
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if tc.hosts == nil {
+				return // decoded or not: only no panic (null is a JSON value)
+			}
+			if err != nil || !slices.Equal(g.Hosts, tc.hosts) {
+				t.Fatalf("hosts %v, err %v; want %v", g.Hosts, err, tc.hosts)
+			}
+		})
 	}
 }

@@ -76,6 +76,7 @@ const (
 	KindRelayed                        // A->L binary: a frame from a child (host, then the frame)
 	KindSpread                         // L->A binary: one frame for this host and every host below it
 	KindFences                         // A->L Fences: a subtree's hosts entered barrier Seq (relay.go)
+	KindGathered                       // A->L Gathered: a subtree's answers of one kind, in one frame (relay.go)
 )
 
 var kindNames = map[Kind]string{
@@ -88,6 +89,7 @@ var kindNames = map[Kind]string{
 	KindName: "name", KindNameReply: "name-reply", KindSelftest: "selftest", KindSelftestResult: "selftest-result",
 	KindRelayKey: "relay-key", KindLink: "link", KindLinked: "linked", KindUnlink: "unlink", KindCut: "cut",
 	KindRelay: "relay", KindRelayed: "relayed", KindSpread: "spread", KindFences: "fences",
+	KindGathered: "gathered",
 }
 
 func (k Kind) String() string {
@@ -147,6 +149,11 @@ type Hello struct {
 	// last rank's exit go at once. Older agents ignore it; relays pass
 	// exit frames on as they are.
 	BatchExits bool `json:"batch_exits,omitempty"`
+	// Gather says the launcher takes a relay's Gathered: a relay of the
+	// agent tree then answers a start (Ready) and a preflight (ProbeResult)
+	// for itself and its subtree in one frame (relay.go). Older agents
+	// ignore it and each host answers alone.
+	Gather bool `json:"gather,omitempty"`
 }
 
 // MaxExitBatch bounds the exits batched into one exit frame (their error

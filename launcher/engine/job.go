@@ -214,6 +214,17 @@ func (j *job) control(s *session, m wire.Msg) bool {
 			fs.f.Hosts[i] = idx
 		}
 	}
+	if g, ok := ev.(evGathered); ok {
+		// As for fences: the tree's indices to the job's.
+		for i, h := range g.g.Hosts {
+			idx, ok := j.byTree[h]
+			if !ok {
+				j.send(evViolation{host: s.idx, what: fmt.Sprintf("a %s answer for host %d, not a host of this job", g.g.Kind, h)})
+				return false
+			}
+			g.g.Hosts[i] = idx
+		}
+	}
 	if e, ok := ev.(evAgentError); ok {
 		s.said.Store(&e.msg) // for a send that fails after it (sendFailed)
 	}
@@ -337,6 +348,11 @@ func decode(host int, m wire.Msg) (any, error) {
 		return evAgentError{host: host, msg: e.Msg}, err
 	case wire.KindDone:
 		return evDone{host: host}, nil
+	case wire.KindGathered:
+		var ev evGathered
+		ev.host = host
+		ev.g, err = m.Gathered()
+		return ev, err
 	case wire.KindDumped:
 		var ev evDumped
 		ev.host, err = host, m.Decode(&ev.d)
@@ -412,6 +428,20 @@ func (j *job) collectFrom(ctx context.Context, kind wire.Kind, from []int, timeo
 						got++
 					}
 					out[ev.host] = ev.msg
+				}
+			case evGathered:
+				// A relay's answers for its subtree, each as the host
+				// would have sent it.
+				if ev.g.Kind != kind {
+					continue
+				}
+				for i, h := range ev.g.Hosts {
+					if want[h] {
+						if out[h].Kind == 0 {
+							got++
+						}
+						out[h] = wire.Msg{Kind: kind, Payload: ev.g.Answers[i]}
+					}
 				}
 			}
 		case <-t.C:

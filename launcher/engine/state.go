@@ -44,6 +44,12 @@ type (
 		host int
 		f    wire.Fences
 	}
+	// evGathered is a relay's answers for its subtree (wire.Gathered),
+	// hosts as the job's indices: collect takes them as each host's own.
+	evGathered struct {
+		host int
+		g    wire.Gathered
+	}
 	evName struct { // a rank's PMI name-service request
 		host int
 		n    wire.Name

@@ -878,6 +878,18 @@ func (l *link) deliver(m wire.Msg) error {
 				return fmt.Errorf("protocol violation of relay %s: a fence for host %d, which is not behind it", l.n.h.Name, h)
 			}
 		}
+	case wire.KindGathered:
+		// A relay's answers for its subtree (Hello.Gather): the engine
+		// takes them whole, once the hosts are checked.
+		g, err := m.Gathered()
+		if err != nil {
+			return fmt.Errorf("relay %s: %w", l.n.h.Name, err)
+		}
+		for _, h := range g.Hosts {
+			if !l.holds(h) {
+				return fmt.Errorf("protocol violation of relay %s: a %s answer for host %d, which is not behind it", l.n.h.Name, g.Kind, h)
+			}
+		}
 	case wire.KindFacts:
 		l.fonce.Do(func() {
 			// Only a relay's addresses are wanted (its certificate's

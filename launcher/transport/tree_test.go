@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -374,6 +375,37 @@ func TestLinkFences(t *testing.T) {
 	}
 	_, err = wire.NewConn(mid).Recv()
 	if err == nil || !strings.Contains(err.Error(), "protocol violation of relay b: a fence for host 0, which is not behind it") {
+		t.Fatalf("b's stream ended with %v, want b's protocol violation", err)
+	}
+}
+
+// TestLinkGathered: a relay's gathered answers reach the engine whole on
+// the relay's stream; answers for a host not behind it are a protocol
+// violation that ends that relay's stream, naming it.
+func TestLinkGathered(t *testing.T) {
+	root, mid, leaf, agent := testTree(t)
+	for _, l := range []*link{root, mid, leaf} {
+		l.n.mu.Lock()
+		l.n.l = l
+		l.n.mu.Unlock()
+	}
+	g, _ := wire.Encode(wire.KindGathered, wire.Gathered{Kind: wire.KindReady, Hosts: []int{1, 2}, Answers: []json.RawMessage{[]byte(`{}`), []byte(`{"err":"x"}`)}})
+	if err := agent.SendEnvelope(wire.KindRelayed, 1, wire.KindGathered, g.Payload()); err != nil {
+		t.Fatal(err)
+	}
+	m, err := wire.NewConn(mid).Recv()
+	if err != nil || m.Kind != wire.KindGathered {
+		t.Fatalf("b's stream got %s, %v; want its gathered answers", m.Kind, err)
+	}
+	if got, err := m.Gathered(); err != nil || len(got.Hosts) != 2 || string(got.Answers[1]) != `{"err":"x"}` {
+		t.Fatalf("b's answers reached the engine as %+v (%v)", got, err)
+	}
+	bad, _ := wire.Encode(wire.KindGathered, wire.Gathered{Kind: wire.KindReady, Hosts: []int{0}, Answers: []json.RawMessage{[]byte(`{}`)}})
+	if err := agent.SendEnvelope(wire.KindRelayed, 1, wire.KindGathered, bad.Payload()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = wire.NewConn(mid).Recv()
+	if err == nil || !strings.Contains(err.Error(), "protocol violation of relay b: a ready answer for host 0, which is not behind it") {
 		t.Fatalf("b's stream ended with %v, want b's protocol violation", err)
 	}
 }
