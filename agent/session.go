@@ -150,6 +150,9 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		}
 		return s.answer(rl, wire.KindReady, r)
 	case wire.KindGo:
+		if rl := s.relay.Load(); rl != nil {
+			rl.Begin(wire.KindStarted) // the children have theirs (spread)
+		}
 		return s.spawn(ctx)
 	case wire.KindPing:
 		// The launcher's heartbeat: its arrival is all that counts.

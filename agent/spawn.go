@@ -62,7 +62,7 @@ func (s *session) spawn(ctx context.Context) error {
 	for rank, p := range s.procs {
 		pids[rank] = p.Pid()
 	}
-	err := s.conn.Send(wire.KindStarted, wire.Started{Pids: pids, Bindings: bindings})
+	err := s.answer(s.relay.Load(), wire.KindStarted, wire.Started{Pids: pids, Bindings: bindings})
 	s.log.Debug("ranks started", zap.Int("ranks", len(pids)))
 	s.waiters.Go(func() {
 		all.Wait()

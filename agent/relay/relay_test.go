@@ -297,11 +297,24 @@ func TestRelayGathers(t *testing.T) {
 		if len(got) != 3 || got[0] != "own" || got[1] != "" || got[2] != "" {
 			t.Errorf("answers by host %v, want the relay's own (0) and both children's", got)
 		}
+		// Go reaches the children spread; their Started come gathered.
+		r.Begin(wire.KindStarted)
+		r.Spread(wire.Msg{Kind: wire.KindSpread, Payload: wire.AppendFrame(nil, wire.KindGo, nil)})
+		if taken, err := r.OwnAnswer(wire.KindStarted, wire.Started{}); !taken || err != nil {
+			t.Fatalf("own started: taken %v, %v", taken, err)
+		}
+		g, err = up.wait(t, func(m wire.Msg) bool {
+			g, err := m.Gathered()
+			return err == nil && g.Kind == wire.KindStarted
+		}).Gathered()
+		if err != nil || !slices.Equal(sorted(g.Hosts), []int{0, 1, 2}) {
+			t.Fatalf("gathered started %+v %v, want hosts 0, 1 and 2", g, err)
+		}
 		up.mu.Lock()
 		defer up.mu.Unlock()
 		for _, m := range up.msgs {
-			if _, in, err := m.Envelope(); m.Kind == wire.KindRelayed && err == nil && in.Kind == wire.KindReady {
-				t.Errorf("a child's ready went up alone as well")
+			if _, in, err := m.Envelope(); m.Kind == wire.KindRelayed && err == nil && (in.Kind == wire.KindReady || in.Kind == wire.KindStarted) {
+				t.Errorf("a child's %s went up alone as well", in.Kind)
 			}
 		}
 	})

@@ -104,6 +104,8 @@ func Gatherable(k Kind) (request Kind, ok bool) {
 		return KindStart, true
 	case KindProbeResult:
 		return KindProbe, true
+	case KindStarted:
+		return KindGo, true
 	}
 	return 0, false
 }

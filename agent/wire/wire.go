@@ -150,9 +150,9 @@ type Hello struct {
 	// exit frames on as they are.
 	BatchExits bool `json:"batch_exits,omitempty"`
 	// Gather says the launcher takes a relay's Gathered: a relay of the
-	// agent tree then answers a start (Ready) and a preflight (ProbeResult)
-	// for itself and its subtree in one frame (relay.go). Older agents
-	// ignore it and each host answers alone.
+	// agent tree then answers a start (Ready), a preflight (ProbeResult)
+	// and Go (Started) for itself and its subtree in one frame
+	// (relay.go). Older agents ignore it and each host answers alone.
 	Gather bool `json:"gather,omitempty"`
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -210,6 +211,8 @@ func (st *state) apply(ev any) []action {
 		return append(st.lose(ev.host, fmt.Errorf("it reported an error: %s", clip([]byte(ev.msg)))), actClose{ev.host})
 	case evStarted:
 		return st.started(ev.host, ev.st)
+	case evGathered:
+		return st.gathered(ev)
 	case evSignal:
 		if ev.n == 1 {
 			return append([]action{actSay{fmt.Sprintf("got %s, stopping every rank (again to kill)", diagnose.SignalName(ev.sig))}}, st.stop()...)
@@ -422,6 +425,27 @@ func (st *state) violation(host int, what string) []action {
 }
 
 // started takes a host's one Started, with pids of its own ranks only.
+// gathered takes a relay's gathered Started (the set-up's answers are
+// collect's): each host's as if it had come alone, but for hosts that
+// are done; an answer that does not decode is its relay's violation.
+func (st *state) gathered(ev evGathered) []action {
+	if ev.g.Kind != wire.KindStarted {
+		return nil // a set-up step's answers, after it gave up on them
+	}
+	var acts []action
+	for i, h := range ev.g.Hosts {
+		if h < 0 || h >= len(st.done) || st.done[h] {
+			continue
+		}
+		var s wire.Started
+		if err := json.Unmarshal(ev.g.Answers[i], &s); err != nil {
+			return append(acts, st.violation(ev.host, fmt.Sprintf("a gathered started for %s that does not decode: %v", st.hosts[h], err))...)
+		}
+		acts = append(acts, st.started(h, s)...)
+	}
+	return acts
+}
+
 func (st *state) started(host int, s wire.Started) []action {
 	if st.gotStarted[host] {
 		return st.violation(host, "a second started message")

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -649,6 +650,46 @@ func TestApplyExitBatch(t *testing.T) {
 	for _, f := range st.failures {
 		if f.Rank == 3 && f.ExitCode == 5 {
 			t.Errorf("rank 3's exit 5, after the violation in its batch, was taken: %v", st.failures)
+		}
+	}
+}
+
+// TestApplyGatheredStarted: a relay's gathered Started is each host's as
+// if it came alone (its ranks checked, a second one a violation of that
+// host), skips a host already done, and an answer that does not decode
+// is the relay's violation.
+func TestApplyGatheredStarted(t *testing.T) {
+	g := func(hosts []int, answers ...string) evGathered {
+		ev := evGathered{host: 0, g: wire.Gathered{Kind: wire.KindStarted, Hosts: hosts}}
+		for _, a := range answers {
+			ev.g.Answers = append(ev.g.Answers, []byte(a))
+		}
+		return ev
+	}
+	for _, tc := range []struct {
+		name   string
+		events []any
+		want   []string
+	}{
+		{"both hosts' own ranks", []any{g([]int{0, 1}, `{"pids":{"0":10,"1":11}}`, `{"pids":{"2":12,"3":13}}`)}, nil},
+		{"a rank the host does not run", []any{g([]int{0, 1}, `{"pids":{"0":10}}`, `{"pids":{"0":12}}`)},
+			[]string{"lost the agent on b: protocol violation: it sent a pid for rank 0, which it does not run"}},
+		{"after its own", []any{evStarted{1, wire.Started{Pids: map[int]int{2: 10}}}, g([]int{1}, `{"pids":{"3":11}}`)},
+			[]string{"lost the agent on b: protocol violation: it sent a second started message"}},
+		{"a host done", []any{evDone{1}, g([]int{1}, `{"pids":{"0":11}}`)}, nil},
+		{"not JSON", []any{g([]int{1}, `{"pids":`)}, []string{"lost the agent on a: protocol violation: it sent a gathered started for b that does not decode"}},
+		{"a set-up's answers", []any{evGathered{host: 0, g: wire.Gathered{Kind: wire.KindReady, Hosts: []int{1}, Answers: []json.RawMessage{[]byte(`{"err":"x"}`)}}}}, nil},
+	} {
+		st := twoHosts()
+		runEvents(st, tc.events...)
+		if len(st.lost) != len(tc.want) {
+			t.Errorf("%s: lost %q, want %q", tc.name, st.lost, tc.want)
+			continue
+		}
+		for i := range tc.want {
+			if !strings.HasPrefix(st.lost[i], tc.want[i]) {
+				t.Errorf("%s: lost %q, want %q", tc.name, st.lost, tc.want)
+			}
 		}
 	}
 }
