@@ -62,6 +62,9 @@ const ChosenAtHost = "the host, from its routes to the other hosts"
 // logNetworks says at -v each host's network choice (NCCL_SOCKET_IFNAME
 // and the rest), or that a single-host job keeps the libraries' defaults.
 func logNetworks(log *zap.Logger, hosts []Host, choices []*nccl.Choice) {
+	if !log.Core().Enabled(zap.InfoLevel) {
+		return // its fields cost a few hundred bytes a host, unread
+	}
 	for i, c := range choices {
 		if c == nil {
 			log.Info("network", zap.String("host", hosts[i].Name), zap.String("NCCL_SOCKET_IFNAME", "unset (single host: NCCL's own choice)"))
