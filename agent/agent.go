@@ -262,11 +262,7 @@ func (a *Agent) hello(ctx context.Context, conn *wire.Conn, login account.Login)
 		f.Net, f.Routes = chooseNet(f, h), nil
 	}
 	f.FreePort = freePort()
-	sent := f
-	if h.Net != nil && h.Net.Brief {
-		sent.NICs = nil // the session keeps them
-	}
-	return h, f, conn.Send(wire.KindFacts, sent)
+	return h, f, conn.Send(wire.KindFacts, f.Briefed(h)) // the session keeps all
 }
 
 // chooseNet is this host's own choice of its data interface, asked for

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"context"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -65,5 +67,50 @@ func TestHelloNetChoice(t *testing.T) {
 	forced.Net = &wire.NetRequest{Force: []string{"lo"}}
 	if f = helloFacts(t, forced); f.Net == nil || !f.Net.Forced || !slices.Equal(f.Net.Ifaces, []string{"lo"}) {
 		t.Errorf("forced to lo: %+v", f.Net)
+	}
+}
+
+// TestHelloBrief: asked for brief facts (Hello.Brief), an agent on a
+// DGX A100 (nvidia-smi's answers from the facts fixtures) sends its
+// GPUs' indices and NUMA nodes and its topology's links alone; not
+// asked, everything nvidia-smi said.
+func TestHelloBrief(t *testing.T) {
+	t.Parallel()
+	query, err := os.ReadFile("facts/testdata/smi-query-dgx-a100.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo, err := os.ReadFile("facts/testdata/topo-dgx-a100.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	facts := func(hello wire.Hello) wire.Facts {
+		a := &Agent{Name: "n", Log: zaptest.NewLogger(t)}
+		a.Facts.NvidiaSMI = func(_ context.Context, args ...string) ([]byte, error) {
+			if slices.Contains(args, "topo") {
+				return topo, nil
+			}
+			return query, nil
+		}
+		c := serve(t, a)
+		c.send(wire.KindHello, hello)
+		var f wire.Facts
+		c.recv(wire.KindFacts, &f)
+		return f
+	}
+	hello := wire.Hello{Version: wire.Version, JobID: "brief", Host: "n"}
+	whole := facts(hello)
+	if len(whole.GPUs) != 8 || whole.GPUs[0].UUID == "" || whole.GPUTopo == nil || len(whole.GPUTopo.CPUs) != 8 {
+		t.Fatalf("not brief: %d GPUs, GPU 0 %+v, topology %+v", len(whole.GPUs), whole.GPUs[0], whole.GPUTopo)
+	}
+	hello.Brief = true
+	brief := facts(hello)
+	if len(brief.GPUs) != 8 || brief.GPUTopo == nil || len(brief.GPUTopo.Link) != 8 || brief.GPUTopo.CPUs != nil {
+		t.Fatalf("brief: %d GPUs, topology %+v", len(brief.GPUs), brief.GPUTopo)
+	}
+	for i, g := range brief.GPUs {
+		if g != (wire.GPU{Index: whole.GPUs[i].Index, NUMANode: whole.GPUs[i].NUMANode}) {
+			t.Errorf("brief GPU %d: %+v", i, g)
+		}
 	}
 }

@@ -15,20 +15,18 @@ import (
 // interfaces, the default health checks), whole and brief. The scale
 // rows measure the first; the model for real nodes adds the difference.
 func BenchmarkDecodeFacts(b *testing.B) {
-	for _, name := range []string{"loopback-agent", "dgx-h100", "dgx-h100-brief"} {
+	for _, name := range []string{"loopback-agent", "loopback-agent-brief", "dgx-h100", "dgx-h100-brief"} {
 		raw, err := os.ReadFile("testdata/facts-" + strings.TrimSuffix(name, "-brief") + ".json")
 		if err != nil {
 			b.Fatal(err)
 		}
 		if strings.HasSuffix(name, "-brief") {
-			// As a host asked for brief facts sends them
-			// (NetRequest.Brief): no interfaces.
+			// As a host answers a launch's Hello (Facts.Briefed).
 			var f Facts
 			if err := json.Unmarshal(raw, &f); err != nil {
 				b.Fatal(err)
 			}
-			f.NICs = nil
-			raw, _ = json.Marshal(f)
+			raw, _ = json.Marshal(f.Briefed(Hello{Net: &NetRequest{Brief: true}, Brief: true}))
 		}
 		var compact bytes.Buffer
 		if err := json.Compact(&compact, raw); err != nil {
@@ -69,4 +67,51 @@ func TestFactsFixtures(t *testing.T) {
 	if err := json.Unmarshal(raw, &f); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestBriefed: a launch's brief facts keep what the launcher reads (the
+// GPUs' indices and NUMA nodes, the topology's links, everything else
+// but the interfaces when asked), and leave the facts given unchanged.
+func TestBriefed(t *testing.T) {
+	raw, err := os.ReadFile("testdata/facts-dgx-h100.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f Facts
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	whole, _ := json.Marshal(f)
+
+	if got, _ := json.Marshal(f.Briefed(Hello{})); string(got) != string(whole) {
+		t.Error("not asked to be brief, the facts changed")
+	}
+	nets := f.Briefed(Hello{Net: &NetRequest{Brief: true}})
+	if len(nets.NICs) != 0 || len(nets.GPUs) != 8 || nets.GPUs[3].UUID == "" || nets.Net == nil || len(nets.Net.Addrs) == 0 {
+		t.Errorf("Net.Brief: %d interfaces, GPU 3 %+v, net %+v", len(nets.NICs), nets.GPUs[3], nets.Net)
+	}
+	b := f.Briefed(Hello{Brief: true})
+	if len(b.NICs) != len(f.NICs) || len(b.HCAs) != len(f.HCAs) || b.Health == nil || b.CPUs != f.CPUs {
+		t.Errorf("Brief dropped more than the GPUs' details: %d interfaces, %d HCAs, health %v", len(b.NICs), len(b.HCAs), b.Health != nil)
+	}
+	for i, g := range b.GPUs {
+		if g != (GPU{Index: f.GPUs[i].Index, NUMANode: f.GPUs[i].NUMANode}) {
+			t.Errorf("GPU %d: %+v", i, g)
+		}
+	}
+	if b.GPUTopo == nil || len(b.GPUTopo.Link) != 8 || b.GPUTopo.CPUs != nil || b.GPUTopo.NUMA != nil {
+		t.Errorf("topology %+v, want its links alone", b.GPUTopo)
+	}
+	if again, _ := json.Marshal(f); string(again) != string(whole) || f.GPUs[0].UUID == "" {
+		t.Error("Briefed changed the facts it was given")
+	}
+	t.Logf("DGX facts %d bytes, brief %d", len(whole), len(mustJSON(t, f.Briefed(Hello{Net: &NetRequest{Brief: true}, Brief: true}))))
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

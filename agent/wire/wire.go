@@ -154,6 +154,12 @@ type Hello struct {
 	// and Go (Started) for itself and its subtree in one frame
 	// (relay.go). Older agents ignore it and each host answers alone.
 	Gather bool `json:"gather,omitempty"`
+	// Brief asks for the facts a launch reads (Facts.Briefed): of the
+	// GPUs their indices and NUMA nodes, of their topology the links,
+	// not the names, UUIDs, bus ids and CPU lists that only --inspect
+	// shows. The launcher decodes every host's facts; on a DGX the GPUs
+	// and their topology are a third of them. Older agents send all.
+	Brief bool `json:"brief,omitempty"`
 }
 
 // MaxExitBatch bounds the exits batched into one exit frame (their error
@@ -236,6 +242,29 @@ type Facts struct {
 	// Net is the host's choice of its data interface, when Hello.Net
 	// asked for it (Routes is then empty); nil otherwise.
 	Net *NetChoice `json:"net,omitempty"`
+}
+
+// Briefed is f as an agent answers Hello h: without its interfaces when
+// h.Net asks it to be brief (NetRequest.Brief), and with only the GPUs'
+// indices and NUMA nodes and the topology's links when h.Brief asks.
+// f itself is not changed.
+func (f Facts) Briefed(h Hello) Facts {
+	if h.Net != nil && h.Net.Brief {
+		f.NICs = nil
+	}
+	if h.Brief {
+		if f.GPUs != nil {
+			gs := make([]GPU, len(f.GPUs))
+			for i, g := range f.GPUs {
+				gs[i] = GPU{Index: g.Index, NUMANode: g.NUMANode}
+			}
+			f.GPUs = gs
+		}
+		if f.GPUTopo != nil {
+			f.GPUTopo = &Topo{Link: f.GPUTopo.Link}
+		}
+	}
+	return f
 }
 
 // HostNet is what the interface choice reads of f: its interfaces,

@@ -79,7 +79,7 @@ func dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 			p[k] = rankenv.PeerName(p[k], addrs)
 		}
 		n := netRequest(net, cfg.Env.Vars, tree != nil && tree.Relays(hosts[i]))
-		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: p, Health: req, Net: n, BatchExits: true, Gather: true}
+		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: p, Health: req, Net: n, BatchExits: true, Gather: true, Brief: chooseAtHosts}
 	}
 	logHosts(d.Log, cfg.Place, hosts)
 	wait := dialWait{timeout: cfg.Transport.StartTimeout, grace: cfg.Transport.UnreachableGrace}
