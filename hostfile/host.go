@@ -240,6 +240,22 @@ type hostKey struct {
 	port       int
 }
 
+// Merge merges the hosts of several sources (-H lists, hostfiles), each
+// already parsed, in order of first appearance, by the rules every
+// source merges its own repeats by (merger): a repeat's slots add to the
+// first occurrence's, caps add unless one occurrence has none. Like a
+// parse it fails past MaxHosts hosts given in all; the merged slots are
+// not checked here (Validate each host: its error names the total).
+func Merge(sources ...[]Host) ([]Host, error) {
+	m := merger{sumsUnchecked: true}
+	for _, hosts := range sources {
+		if err := m.addAll(hosts); err != nil {
+			return nil, err
+		}
+	}
+	return m.hosts, nil
+}
+
 // merger collects hosts in order of first appearance, adding the slots of
 // repeats (mpirun's -H a,a,b = a:2,b:1). Merged MaxSlots is the sum
 // (capped at MaxSlotCount) when every occurrence has a cap, and unlimited (0)
@@ -248,6 +264,9 @@ type merger struct {
 	hosts []Host
 	index map[hostKey]int
 	added int // hosts given to add, repeats and range expansions included
+	// sumsUnchecked: a repeat may take a host past MaxSlotCount (Merge's
+	// caller validates the merged hosts).
+	sumsUnchecked bool
 }
 
 // addAll merges hosts in, in order, making room for them first.
@@ -284,7 +303,7 @@ func (m *merger) add(h Host) error {
 		return nil
 	}
 	old := &m.hosts[i]
-	if old.Slots+h.Slots > MaxSlotCount {
+	if !m.sumsUnchecked && old.Slots+h.Slots > MaxSlotCount {
 		return fmt.Errorf("host %q: more than %d slots in all", h.Name, MaxSlotCount)
 	}
 	old.Slots += h.Slots

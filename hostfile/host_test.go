@@ -151,3 +151,42 @@ func TestMergerLimit(t *testing.T) {
 		t.Fatalf("host %d: %v, want ErrTooManyHosts", MaxHosts+1, err)
 	}
 }
+
+// TestMerge: the hosts of several sources in order of first appearance;
+// a repeat (same name, user and port), in an earlier source or its own,
+// adds its slots to the first occurrence; caps add unless one
+// occurrence has none; the sums are left for Validate.
+func TestMerge(t *testing.T) {
+	h := func(name, user string, port, slots, max int) Host {
+		return Host{Name: name, User: user, Port: port, Slots: slots, MaxSlots: max}
+	}
+	for _, c := range []struct {
+		name    string
+		sources [][]Host
+		want    []Host
+		err     string
+	}{
+		{"none", nil, nil, ""},
+		{"one source", [][]Host{{h("a", "", 0, 2, 0), h("b", "", 0, 1, 0)}}, []Host{h("a", "", 0, 2, 0), h("b", "", 0, 1, 0)}, ""},
+		{"repeat across", [][]Host{{h("a", "", 0, 2, 0)}, {h("b", "", 0, 1, 0), h("a", "", 0, 3, 0)}}, []Host{h("a", "", 0, 5, 0), h("b", "", 0, 1, 0)}, ""},
+		{"repeat within", [][]Host{nil, {h("a", "", 0, 1, 0), h("b", "", 0, 1, 0), h("a", "", 0, 1, 0)}}, []Host{h("a", "", 0, 2, 0), h("b", "", 0, 1, 0)}, ""},
+		{"user and port tell apart", [][]Host{{h("a", "", 0, 1, 0)}, {h("a", "u", 0, 1, 0), h("a", "", 2222, 1, 0)}}, []Host{h("a", "", 0, 1, 0), h("a", "u", 0, 1, 0), h("a", "", 2222, 1, 0)}, ""},
+		{"caps add", [][]Host{{h("a", "", 0, 1, 2)}, {h("a", "", 0, 1, 3)}}, []Host{h("a", "", 0, 2, 5)}, ""},
+		{"one uncapped lifts", [][]Host{{h("a", "", 0, 1, 2)}, {h("a", "", 0, 1, 0)}}, []Host{h("a", "", 0, 2, 0)}, ""},
+		{"caps capped", [][]Host{{h("a", "", 0, 1, MaxSlotCount)}, {h("a", "", 0, 1, 5)}}, []Host{h("a", "", 0, 2, MaxSlotCount)}, ""},
+		{"past the slots of one host, for Validate to refuse", [][]Host{{h("a", "", 0, MaxSlotCount, 0)}, {h("a", "", 0, 1, 0)}}, []Host{h("a", "", 0, MaxSlotCount+1, 0)}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := Merge(c.sources...)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, c.want) {
+				t.Errorf("got %+v, %v\nwant %+v", got, err, c.want)
+			}
+		})
+	}
+}

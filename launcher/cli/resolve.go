@@ -19,12 +19,13 @@ import (
 // leaked from the image or the node.
 func (c *Config) resolveHosts(getenv func(string) string) error {
 	p := &c.Place
+	sources := [][]hostfile.Host{p.Hosts}
 	for _, l := range c.in.hostLists {
 		hs, err := hostfile.ParseList(l)
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrUsage, err)
 		}
-		p.Hosts = mergeHosts(p.Hosts, hs)
+		sources = append(sources, hs)
 		p.Source = HostsList
 	}
 	for _, f := range c.in.hostfiles {
@@ -32,8 +33,15 @@ func (c *Config) resolveHosts(getenv func(string) string) error {
 		if err != nil {
 			return fmt.Errorf("cannot read hostfile: %w", err)
 		}
-		p.Hosts = mergeHosts(p.Hosts, hs)
+		sources = append(sources, hs)
 		p.Source, p.Hostfile = HostsFile, f
+	}
+	if len(sources) > 1 {
+		hs, err := hostfile.Merge(sources...)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+		p.Hosts = hs
 	}
 	for _, h := range p.Hosts {
 		// Merging sources can take a host past the limits each
@@ -152,40 +160,6 @@ func (c *Config) resolveTreeWidth(getenv func(string) string) error {
 		return fmt.Errorf("%w: %s=%q: %v", ErrUsage, TreeWidthEnv, v, err)
 	}
 	return nil
-}
-
-// mergeHosts adds b's hosts to a in order, a repeat's slots to the
-// first occurrence's (the same name, user and port): as hostfile merges,
-// caps add, and one uncapped occurrence lifts the cap. Hosts are found
-// by an index, not by a scan of a: at ten thousand hosts a scan was
-// fifty million comparisons.
-func mergeHosts(a, b []hostfile.Host) []hostfile.Host {
-	type key struct {
-		name, user string
-		port       int
-	}
-	index := make(map[key]int, len(a)+len(b))
-	for i, h := range a {
-		if _, dup := index[key{h.Name, h.User, h.Port}]; !dup {
-			index[key{h.Name, h.User, h.Port}] = i
-		}
-	}
-	for _, h := range b {
-		k := key{h.Name, h.User, h.Port}
-		i, ok := index[k]
-		if !ok {
-			index[k] = len(a)
-			a = append(a, h)
-			continue
-		}
-		a[i].Slots += h.Slots
-		if a[i].MaxSlots == 0 || h.MaxSlots == 0 {
-			a[i].MaxSlots = 0
-		} else {
-			a[i].MaxSlots = min(a[i].MaxSlots+h.MaxSlots, hostfile.MaxSlotCount)
-		}
-	}
-	return a
 }
 
 // resolveEnv expands --env-file and then -x and -genv (in command-line
