@@ -192,7 +192,6 @@ const freeOSMemoryAbove = 4 << 20
 // exitBatch holds the exits that wait to be sent (session.sendExit).
 type exitBatch struct {
 	mu      sync.Mutex
-	idle    *sync.Cond // broadcast when a sender has sent all that waited
 	pending []wire.Exit
 	sending bool
 	running int            // started ranks whose exit has not come yet
@@ -279,22 +278,14 @@ func (s *session) sendPending(b *exitBatch) {
 		b.mu.Lock()
 	}
 	b.sending = false
-	if b.idle != nil {
-		b.idle.Broadcast()
-	}
 }
 
-// flushed returns once every exit given to sendExit has been sent and
-// the linger's callback, if it was armed, has ended.
+// flushed returns once every exit given to sendExit has been sent, when
+// called after every rank's waiter has returned: a waiter returns only
+// once what it queued is sent, or is being sent by another sender, which
+// is a waiter or the linger's callback; so waiting for the callback is
+// all that is left.
 func (b *exitBatch) flushed() {
-	b.mu.Lock()
-	if b.idle == nil {
-		b.idle = sync.NewCond(&b.mu)
-	}
-	for b.sending || len(b.pending) > 0 {
-		b.idle.Wait()
-	}
-	b.mu.Unlock()
 	b.timers.Wait()
 }
 
