@@ -63,8 +63,7 @@ func (r *Relay) Begin(k wire.Kind) {
 		r.mu.Lock()
 		var g *wire.Gathered
 		if r.rounds[k] == rd {
-			delete(r.rounds, k)
-			g = rd.gathered(k)
+			g = r.endRound(k) // its timer has fired: no second Done
 		}
 		r.mu.Unlock()
 		_ = r.sendGathered(g)
@@ -109,7 +108,7 @@ func (r *Relay) childAnswer(c *child, m wire.Msg) (taken bool, err error) {
 			return false, fmt.Errorf("protocol violation of %s: %w", c.name, err)
 		}
 	default:
-		if _, ok := wire.Gatherable(m.Kind); !ok {
+		if !wire.Gatherable(m.Kind) {
 			return false, nil
 		}
 		g = wire.Gathered{Kind: m.Kind, Hosts: []int{c.host}, Answers: []json.RawMessage{slices.Clone(m.Payload)}}
@@ -150,14 +149,13 @@ func (r *Relay) childLost(host int) []*wire.Gathered {
 	return out
 }
 
-// finish ends rd when nobody is left to answer and returns what it
-// gathered, else nil; r.mu is held.
+// finish ends rd, the round of kind k, when nobody is left to answer
+// and returns what it gathered, else nil; r.mu is held.
 func (r *Relay) finish(k wire.Kind, rd *round) *wire.Gathered {
 	if rd.own || len(rd.owe) > 0 {
 		return nil
 	}
-	r.endRound(k)
-	return rd.gathered(k)
+	return r.endRound(k)
 }
 
 // endRound removes the round of kind k, stopping its timer, and returns

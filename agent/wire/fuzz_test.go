@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
 	"testing"
@@ -127,13 +128,14 @@ func FuzzMsgExits(f *testing.F) {
 }
 
 // FuzzMsgGathered: a gathered frame's payload never panics, and what
-// decodes names each host once, with as many answers, of a gathered
-// kind.
+// decodes names each host once, with as many answers, each a JSON
+// object, of a gathered kind.
 func FuzzMsgGathered(f *testing.F) {
 	f.Add([]byte(`{"kind":4,"hosts":[3,7],"answers":[{},{"err":"no such file"}]}`))
 	f.Add([]byte(`{"kind":20,"hosts":[1],"answers":[{"results":[]}]}`))
 	f.Add([]byte(`{"kind":4,"hosts":[3,3],"answers":[{},{}]}`))
 	f.Add([]byte(`{"kind":4,"hosts":[3],"answers":[]}`))
+	f.Add([]byte(`{"kind":4,"hosts":[3],"answers":[ null ]}`))
 	f.Add([]byte(`{"kind":9,"hosts":[1],"answers":[{}]}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
@@ -141,8 +143,13 @@ func FuzzMsgGathered(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if _, ok := Gatherable(g.Kind); !ok || len(g.Hosts) == 0 || len(g.Hosts) != len(g.Answers) {
+		if !Gatherable(g.Kind) || len(g.Hosts) == 0 || len(g.Hosts) != len(g.Answers) {
 			t.Fatalf("%q decoded to %+v", payload, g)
+		}
+		for _, a := range g.Answers {
+			if !json.Valid(a) || a[0] != '{' {
+				t.Fatalf("%q: answer %q is not a JSON object", payload, a)
+			}
 		}
 		seen := map[int]bool{}
 		for _, h := range g.Hosts {

@@ -96,22 +96,15 @@ type Gathered struct {
 // most MaxControl).
 const MaxGathered = MaxJobControl / 2
 
-// Gatherable reports whether answers of kind k may be gathered, and
-// which request each answers.
-func Gatherable(k Kind) (request Kind, ok bool) {
-	switch k {
-	case KindReady:
-		return KindStart, true
-	case KindProbeResult:
-		return KindProbe, true
-	case KindStarted:
-		return KindGo, true
-	}
-	return 0, false
+// Gatherable reports whether answers of kind k may be gathered: Ready
+// (to Start), ProbeResult (to Probe) and Started (to Go).
+func Gatherable(k Kind) bool {
+	return k == KindReady || k == KindProbeResult || k == KindStarted
 }
 
 // Gathered decodes a gathered frame: a gatherable kind, as many answers
-// as hosts, each host once and not negative, each answer a JSON value.
+// as hosts, each host once and not negative, each answer a JSON object
+// (as every gatherable answer is).
 func (m Msg) Gathered() (Gathered, error) {
 	var g Gathered
 	if m.Kind != KindGathered {
@@ -120,7 +113,7 @@ func (m Msg) Gathered() (Gathered, error) {
 	if err := m.Decode(&g); err != nil {
 		return g, err
 	}
-	if _, ok := Gatherable(g.Kind); !ok {
+	if !Gatherable(g.Kind) {
 		return g, fmt.Errorf("wire: gathered answers of kind %s, which is not gathered", g.Kind)
 	}
 	if len(g.Hosts) != len(g.Answers) || len(g.Hosts) == 0 {
@@ -132,8 +125,8 @@ func (m Msg) Gathered() (Gathered, error) {
 			return g, fmt.Errorf("wire: gathered answers name host %d twice or below 0", h)
 		}
 		seen[h] = true
-		if len(g.Answers[i]) == 0 {
-			return g, fmt.Errorf("wire: host %d's gathered answer is empty", h)
+		if g.Answers[i][0] != '{' { // a RawMessage decoded is a whole JSON value
+			return g, fmt.Errorf("wire: host %d's gathered answer is not a JSON object", h)
 		}
 	}
 	return g, nil
