@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,8 +14,9 @@ import (
 
 // TestCollectGathered: a relay's gathered answers count as each host's
 // own, their tree indices turned into the job's; hosts answering alone
-// count beside them; a gathered answer for a host not of the job is the
-// relay's protocol violation.
+// count beside them; a gathered answer for a host not of the job, or a
+// gathered frame that does not decode, is the relay's protocol
+// violation.
 func TestCollectGathered(t *testing.T) {
 	j := &job{log: zap.NewNop(), events: make(chan any, 8), quit: make(chan struct{}), byTree: map[int]int{10: 0, 11: 1, 12: 2}}
 	for i, name := range []string{"relay", "b", "c"} {
@@ -54,6 +56,14 @@ func TestCollectGathered(t *testing.T) {
 		t.Error("a gathered answer for host 99 (not of the job) was taken")
 	}
 	if ev, ok := (<-j.events).(evViolation); !ok || ev.host != 0 {
+		t.Errorf("event %+v, want the relay's violation", ev)
+	}
+	// One that does not decode (a host twice) is the relay's violation
+	// too, not a message dropped with its subtree's answers.
+	if j.control(j.sessions[0], gathered([]int{10, 10}, `{}`, `{}`)) {
+		t.Error("gathered answers naming host 10 twice were taken")
+	}
+	if ev, ok := (<-j.events).(evViolation); !ok || ev.host != 0 || !strings.Contains(ev.what, "twice") {
 		t.Errorf("event %+v, want the relay's violation", ev)
 	}
 }

@@ -198,37 +198,48 @@ func (j *job) output(s *session, sc *scratch, m wire.Msg) bool {
 func (j *job) control(s *session, m wire.Msg) bool {
 	ev, err := decode(s.idx, m)
 	if err != nil {
+		if m.Kind == wire.KindGathered {
+			// Dropped, it would leave its whole subtree's answers
+			// waiting out the step's timeout.
+			j.send(evViolation{host: s.idx, what: err.Error()})
+			return false
+		}
 		j.log.Warn("bad message from agent", zap.String("host", s.host.Name), zap.Stringer("kind", m.Kind), zap.Error(err))
 		return true
 	}
-	if fs, ok := ev.(evFences); ok {
-		j.log.Debug("subtree fence", zap.String("relay", s.host.Name), zap.Int("seq", fs.f.Seq), zap.Int("hosts", len(fs.f.Hosts)))
-		// The tree's indices (the transport checked that each is
-		// behind this relay) to the job's.
-		for i, h := range fs.f.Hosts {
-			idx, ok := j.byTree[h]
-			if !ok {
-				j.send(evViolation{host: s.idx, what: fmt.Sprintf("a fence for host %d, not a host of this job", h)})
-				return false
-			}
-			fs.f.Hosts[i] = idx
+	// A relay's fences and gathered answers name hosts by their indices
+	// in the tree (the transport checked that each is behind this
+	// relay): to the job's.
+	switch ev := ev.(type) {
+	case evFences:
+		j.log.Debug("subtree fence", zap.String("relay", s.host.Name), zap.Int("seq", ev.f.Seq), zap.Int("hosts", len(ev.f.Hosts)))
+		if !j.jobHosts(s, ev.f.Hosts, "a fence") {
+			return false
 		}
-	}
-	if g, ok := ev.(evGathered); ok {
-		// As for fences: the tree's indices to the job's.
-		for i, h := range g.g.Hosts {
-			idx, ok := j.byTree[h]
-			if !ok {
-				j.send(evViolation{host: s.idx, what: fmt.Sprintf("a %s answer for host %d, not a host of this job", g.g.Kind, h)})
-				return false
-			}
-			g.g.Hosts[i] = idx
+	case evGathered:
+		if !j.jobHosts(s, ev.g.Hosts, "a "+ev.g.Kind.String()+" answer") {
+			return false
 		}
 	}
 	if e, ok := ev.(evAgentError); ok {
 		s.said.Store(&e.msg) // for a send that fails after it (sendFailed)
 	}
 	return j.send(ev) && m.Kind != wire.KindDone
+}
+
+// jobHosts turns the tree's indices in hosts, named by relay s in what
+// (its fences, its gathered answers), into the job's, in place; false,
+// with s's violation sent, for one that is not a host of this job.
+func (j *job) jobHosts(s *session, hosts []int, what string) bool {
+	for i, h := range hosts {
+		idx, ok := j.byTree[h]
+		if !ok {
+			j.send(evViolation{host: s.idx, what: fmt.Sprintf("%s for host %d, not a host of this job", what, h)})
+			return false
+		}
+		hosts[i] = idx
+	}
+	return true
 }
 
 // evRaw is a message handed to the job undecoded (handle); cook decodes

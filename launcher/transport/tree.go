@@ -879,10 +879,13 @@ func (l *link) deliver(m wire.Msg) error {
 			}
 		}
 	case wire.KindGathered:
-		// A relay's answers for its subtree (Hello.Gather): the engine
-		// takes them whole, once the hosts are checked.
-		g, err := m.Gathered()
-		if err != nil {
+		// A relay's answers for its subtree (Hello.Gather): the hosts
+		// alone, as for fences; the engine decodes the answers, once.
+		var g struct {
+			Kind  wire.Kind `json:"kind"`
+			Hosts []int     `json:"hosts"`
+		}
+		if err := m.Decode(&g); err != nil {
 			return fmt.Errorf("relay %s: %w", l.n.h.Name, err)
 		}
 		for _, h := range g.Hosts {

@@ -380,8 +380,9 @@ func TestLinkFences(t *testing.T) {
 }
 
 // TestLinkGathered: a relay's gathered answers reach the engine whole on
-// the relay's stream; answers for a host not behind it are a protocol
-// violation that ends that relay's stream, naming it.
+// the relay's stream (the engine decodes them); answers for a host not
+// behind it are a protocol violation that ends that relay's stream,
+// naming it.
 func TestLinkGathered(t *testing.T) {
 	root, mid, leaf, agent := testTree(t)
 	for _, l := range []*link{root, mid, leaf} {
