@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -277,9 +278,9 @@ func chooseNet(f wire.Facts, hello wire.Hello) *wire.NetChoice {
 		return &wire.NetChoice{Err: err.Error()}
 	}
 	n := &wire.NetChoice{Ifaces: c.Ifaces, Addr: c.Addr, HCAs: c.HCAs, Forced: c.Forced}
-	for _, nic := range f.NICs {
-		if len(c.Ifaces) > 0 && nic.Name == c.Ifaces[0] {
-			n.Addrs = nic.Addrs
+	if len(c.Ifaces) > 0 {
+		if i := slices.IndexFunc(f.NICs, func(nic wire.NIC) bool { return nic.Name == c.Ifaces[0] }); i >= 0 {
+			n.Addrs = f.NICs[i].Addrs // for the launcher's DataAddr, brief facts carrying no interfaces
 		}
 	}
 	return n

@@ -424,7 +424,6 @@ func (st *state) violation(host int, what string) []action {
 	return append(acts, actClose{host})
 }
 
-// started takes a host's one Started, with pids of its own ranks only.
 // gathered takes a relay's gathered Started (the set-up's answers are
 // collect's): each host's as if it had come alone, but for hosts that
 // are done; an answer that does not decode is its relay's violation.
@@ -434,7 +433,7 @@ func (st *state) gathered(ev evGathered) []action {
 	}
 	var acts []action
 	for i, h := range ev.g.Hosts {
-		if h < 0 || h >= len(st.done) || st.done[h] {
+		if st.done[h] { // h is a job's index (job.jobHosts)
 			continue
 		}
 		var s wire.Started
@@ -446,6 +445,7 @@ func (st *state) gathered(ev evGathered) []action {
 	return acts
 }
 
+// started takes a host's one Started, with pids of its own ranks only.
 func (st *state) started(host int, s wire.Started) []action {
 	if st.gotStarted[host] {
 		return st.violation(host, "a second started message")
