@@ -241,14 +241,23 @@ func TestJobCertificateBindsJob(t *testing.T) {
 }
 
 // TestRelayGathers: told to gather, a relay that has taken a request for
-// its own host sends its own answer and each child's (from real agents)
-// in one Gathered frame, and nothing of them alone; a child that never
+// its own host sends its own answer and each child's (from real agents,
+// eight ranks each) in one Gathered frame, and nothing of them alone; a child that never
 // answers is waited for at most gatherWait, then the rest go up; not
 // told, each child's answer goes up alone, as before.
 func TestRelayGathers(t *testing.T) {
 	c := agenttest.StartLocal(t, 2)
-	start := func(r *relay.Relay, up *upstream) {
+	// relayed is a relay (its own host 0, told to gather or not) whose
+	// two children (hosts 1 and 2) are linked and have said hello.
+	relayed := func(t *testing.T, gather bool) (*relay.Relay, *upstream) {
 		t.Helper()
+		up := newUpstream()
+		r := relay.New(t.Context(), up, zaptest.NewLogger(t))
+		t.Cleanup(r.Close)
+		if err := r.SetKey(key(t, c)); err != nil {
+			t.Fatal(err)
+		}
+		r.SetGather(gather)
 		for i, h := range c.Hosts {
 			if err := r.Link(link(t, i+1, h.HostPort())); err != nil {
 				t.Fatal(err)
@@ -262,21 +271,20 @@ func TestRelayGathers(t *testing.T) {
 				return err == nil && host == i+1 && in.Kind == wire.KindFacts
 			})
 		}
+		return r, up
 	}
 	job := wire.StartJob{JobID: "relaytest", StdinRank: -1, KillGrace: time.Second}
 
 	t.Run("gathered", func(t *testing.T) {
-		up := newUpstream()
-		r := relay.New(t.Context(), up, zaptest.NewLogger(t))
-		defer r.Close()
-		if err := r.SetKey(key(t, c)); err != nil {
-			t.Fatal(err)
-		}
-		r.SetGather(true)
-		start(r, up)
+		r, up := relayed(t, true)
 		r.Begin(wire.KindReady)
 		for i := range c.Hosts {
-			forward(t, r, i+1, wire.KindStart, job)
+			// Eight ranks on each child, as on a DGX host.
+			j := job
+			for l := range 8 {
+				j.Ranks = append(j.Ranks, wire.RankSpec{Rank: 8*i + l, LocalRank: l, Argv: []string{"/bin/sh", "-c", "exit 0"}, Env: []string{"PATH=/usr/bin:/bin"}})
+			}
+			forward(t, r, i+1, wire.KindStart, j)
 		}
 		if taken, err := r.OwnAnswer(wire.KindReady, wire.Ready{Err: "own"}); !taken || err != nil {
 			t.Fatalf("own answer: taken %v, %v", taken, err)
@@ -310,6 +318,15 @@ func TestRelayGathers(t *testing.T) {
 		if err != nil || !slices.Equal(sorted(g.Hosts), []int{0, 1, 2}) {
 			t.Fatalf("gathered started %+v %v, want hosts 0, 1 and 2", g, err)
 		}
+		for i, h := range g.Hosts {
+			var st wire.Started
+			if err := json.Unmarshal(g.Answers[i], &st); err != nil {
+				t.Fatal(err)
+			}
+			if want := map[int]int{0: 0, 1: 8, 2: 8}[h]; len(st.Pids) != want {
+				t.Errorf("host %d's started: %d pids, want %d", h, len(st.Pids), want)
+			}
+		}
 		up.mu.Lock()
 		defer up.mu.Unlock()
 		for _, m := range up.msgs {
@@ -320,14 +337,7 @@ func TestRelayGathers(t *testing.T) {
 	})
 
 	t.Run("one never answers", func(t *testing.T) {
-		up := newUpstream()
-		r := relay.New(t.Context(), up, zaptest.NewLogger(t))
-		defer r.Close()
-		if err := r.SetKey(key(t, c)); err != nil {
-			t.Fatal(err)
-		}
-		r.SetGather(true)
-		start(r, up)
+		r, up := relayed(t, true)
 		r.Begin(wire.KindProbeResult)
 		forward(t, r, 1, wire.KindProbe, wire.Probe{Timeout: time.Second}) // host 2 is never asked
 		if taken, _ := r.OwnAnswer(wire.KindProbeResult, wire.ProbeResult{}); !taken {
@@ -344,13 +354,7 @@ func TestRelayGathers(t *testing.T) {
 	})
 
 	t.Run("not told", func(t *testing.T) {
-		up := newUpstream()
-		r := relay.New(t.Context(), up, zaptest.NewLogger(t))
-		defer r.Close()
-		if err := r.SetKey(key(t, c)); err != nil {
-			t.Fatal(err)
-		}
-		start(r, up)
+		r, up := relayed(t, false)
 		r.Begin(wire.KindReady)
 		forward(t, r, 1, wire.KindStart, job)
 		if taken, _ := r.OwnAnswer(wire.KindReady, wire.Ready{}); taken {

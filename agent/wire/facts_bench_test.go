@@ -1,12 +1,29 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"strings"
 	"testing"
 )
+
+// readFacts decodes the facts fixture testdata/facts-NAME.json.
+func readFacts(tb testing.TB, name string) Facts {
+	tb.Helper()
+	raw, err := os.ReadFile("testdata/facts-" + name + ".json")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var f Facts
+	if err := json.Unmarshal(raw, &f); err != nil {
+		tb.Fatal(err)
+	}
+	return f
+}
+
+// launchHello asks for facts as a launch of several hosts does: the
+// interfaces left out (the host chooses) and the GPUs brief.
+var launchHello = Hello{Net: &NetRequest{Brief: true}, Brief: true}
 
 // BenchmarkDecodeFacts is the launcher's decoding of one host's facts,
 // as the engine does for every host of a launch: a loopback agent of
@@ -16,25 +33,13 @@ import (
 // rows measure the first; the model for real nodes adds the difference.
 func BenchmarkDecodeFacts(b *testing.B) {
 	for _, name := range []string{"loopback-agent", "loopback-agent-brief", "dgx-h100", "dgx-h100-brief"} {
-		raw, err := os.ReadFile("testdata/facts-" + strings.TrimSuffix(name, "-brief") + ".json")
-		if err != nil {
-			b.Fatal(err)
-		}
+		f := readFacts(b, strings.TrimSuffix(name, "-brief"))
 		if strings.HasSuffix(name, "-brief") {
-			// As a host answers a launch's Hello (Facts.Briefed).
-			var f Facts
-			if err := json.Unmarshal(raw, &f); err != nil {
-				b.Fatal(err)
-			}
-			raw, _ = json.Marshal(f.Briefed(Hello{Net: &NetRequest{Brief: true}, Brief: true}))
+			f = f.Briefed(launchHello)
 		}
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, raw); err != nil {
-			b.Fatal(err)
-		}
-		m := Msg{Kind: KindFacts, Payload: compact.Bytes()}
+		m := Msg{Kind: KindFacts, Payload: mustJSON(b, f)}
 		b.Run(name, func(b *testing.B) {
-			b.SetBytes(int64(compact.Len()))
+			b.SetBytes(int64(len(m.Payload)))
 			b.ReportAllocs()
 			for b.Loop() {
 				var f Facts
@@ -46,26 +51,15 @@ func BenchmarkDecodeFacts(b *testing.B) {
 	}
 }
 
-// TestFactsFixtures: the benchmark's facts decode, and the DGX's are a
-// DGX's (a benchmark of the wrong shape would say nothing).
+// TestFactsFixtures: the benchmark's facts are of the shapes it names
+// (a benchmark of the wrong shape would say nothing).
 func TestFactsFixtures(t *testing.T) {
-	raw, err := os.ReadFile("testdata/facts-dgx-h100.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f Facts
-	if err := json.Unmarshal(raw, &f); err != nil {
-		t.Fatal(err)
-	}
+	f := readFacts(t, "dgx-h100")
 	if len(f.GPUs) != 8 || f.GPUTopo == nil || len(f.HCAs) < 8 || len(f.NICs) < 10 || f.Health == nil || f.Net == nil {
 		t.Errorf("DGX facts: %d GPUs, topology %v, %d HCAs, %d NICs, health %v, net %v", len(f.GPUs), f.GPUTopo != nil, len(f.HCAs), len(f.NICs), f.Health != nil, f.Net != nil)
 	}
-	raw, err = os.ReadFile("testdata/facts-loopback-agent.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &f); err != nil {
-		t.Fatal(err)
+	if f := readFacts(t, "loopback-agent"); len(f.GPUs) != 0 || len(f.NICs) != 4 || f.Health == nil {
+		t.Errorf("loopback agent's facts: %d GPUs, %d NICs, health %v; want none, four and the checks", len(f.GPUs), len(f.NICs), f.Health != nil)
 	}
 }
 
@@ -73,15 +67,8 @@ func TestFactsFixtures(t *testing.T) {
 // GPUs' indices and NUMA nodes, the topology's links, everything else
 // but the interfaces when asked), and leave the facts given unchanged.
 func TestBriefed(t *testing.T) {
-	raw, err := os.ReadFile("testdata/facts-dgx-h100.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f Facts
-	if err := json.Unmarshal(raw, &f); err != nil {
-		t.Fatal(err)
-	}
-	whole, _ := json.Marshal(f)
+	f := readFacts(t, "dgx-h100")
+	whole := mustJSON(t, f)
 
 	if got, _ := json.Marshal(f.Briefed(Hello{})); string(got) != string(whole) {
 		t.Error("not asked to be brief, the facts changed")
@@ -105,13 +92,14 @@ func TestBriefed(t *testing.T) {
 	if again, _ := json.Marshal(f); string(again) != string(whole) || f.GPUs[0].UUID == "" {
 		t.Error("Briefed changed the facts it was given")
 	}
-	t.Logf("DGX facts %d bytes, brief %d", len(whole), len(mustJSON(t, f.Briefed(Hello{Net: &NetRequest{Brief: true}, Brief: true}))))
+	t.Logf("DGX facts %d bytes, brief %d", len(whole), len(mustJSON(t, f.Briefed(launchHello))))
 }
 
-func mustJSON(t *testing.T, v any) []byte {
+func mustJSON(tb testing.TB, v any) []byte {
+	tb.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return b
 }
