@@ -242,9 +242,9 @@ func TestJobCertificateBindsJob(t *testing.T) {
 
 // TestRelayGathers: told to gather, a relay that has taken a request for
 // its own host sends its own answer and each child's (from real agents,
-// eight ranks each) in one Gathered frame, and nothing of them alone; a child that never
-// answers is waited for at most gatherWait, then the rest go up; not
-// told, each child's answer goes up alone, as before.
+// eight ranks each) in one Gathered frame, and nothing of them alone; a
+// child that never answers is waited for at most gatherWait, then the
+// rest go up; not told, each child's answer goes up alone, as before.
 func TestRelayGathers(t *testing.T) {
 	c := agenttest.StartLocal(t, 2)
 	// relayed is a relay (its own host 0, told to gather or not) whose
