@@ -71,6 +71,9 @@ func dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 	// up by those, else by the name the hosts know each other by (the
 	// HostName behind an ssh config alias, Dialers.PeerName).
 	var tree *transport.Tree
+	// What a relay's Hello and every other host's ask of their network,
+	// made once for the hosts to share (each Hello is only encoded).
+	relayNet, leafNet := netRequest(net, cfg.Env.Vars, true), netRequest(net, cfg.Env.Vars, false)
 	hello := func(i int, addrs map[string]string) wire.Hello {
 		// Chosen by index, then named: PeerNames of the whole list per
 		// host was O(hosts^2) at ten thousand hosts.
@@ -78,7 +81,10 @@ func dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 		for k := range p {
 			p[k] = rankenv.PeerName(p[k], addrs)
 		}
-		n := netRequest(net, cfg.Env.Vars, tree != nil && tree.Relays(hosts[i]))
+		n := leafNet
+		if tree != nil && tree.Relays(hosts[i]) {
+			n = relayNet
+		}
 		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: p, Health: req, Net: n, BatchExits: true, Gather: true, Brief: chooseAtHosts}
 	}
 	logHosts(d.Log, cfg.Place, hosts)
