@@ -321,6 +321,7 @@ func (a *Agent) gather(ctx context.Context, peers []string, login account.Login)
 	f.Containment = a.containmentFact()
 	f.ProbePort = a.ProbePort
 	f.Selftest = wire.SelftestVersion
+	f.ExpandsStart = true
 	return f, nil
 }
 

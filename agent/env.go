@@ -29,7 +29,8 @@ import (
 //     rank alike (the job's variables, -mca, -x);
 //  5. the rank's RankSpec.Env: its identity (RANK, PMI_RANK, ...), its
 //     GPUs, the host's name and network variables, where they win over
-//     the shared ones;
+//     the shared ones (from the compact form, StartJob.Expand has built
+//     the identity and merged StartJob.HostEnv in);
 //  6. pmiEnv, PMI_FD when the agent serves the job's PMI
 //     (pmi.Server.Env).
 //

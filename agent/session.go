@@ -349,12 +349,16 @@ func (s *session) fenceDone(fd wire.FenceDone) {
 }
 
 // prepare readies every local rank without starting any: PMI sockets and
-// environments. Nothing runs until Go.
+// environments, from the whole form of j (a compact one is expanded
+// first: StartJob.Expand). Nothing runs until Go.
 func (s *session) prepare(ctx context.Context, j *wire.StartJob) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.job != nil {
 		return errors.New("this session already has a job")
+	}
+	if err := j.Expand(); err != nil {
+		return err
 	}
 	if err := validateStartJob(*j, s.facts, allowedCPUs()); err != nil {
 		return err

@@ -407,3 +407,65 @@ func TestExitsLinger(t *testing.T) {
 		c.recv(wire.KindDone, nil)
 	})
 }
+
+// TestCompactStart: an agent says it takes the compact start, and its
+// ranks started from one get the job's command and directory, their
+// identity built from Place and the host's variables; a Place that is
+// not this host's is refused in Ready, before anything runs.
+func TestCompactStart(t *testing.T) {
+	a := &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)}
+	c := serve(t, a)
+	c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "compact", Host: "h0"})
+	var f wire.Facts
+	c.recv(wire.KindFacts, &f)
+	if !f.ExpandsStart {
+		t.Fatal("facts do not say ExpandsStart")
+	}
+	dir := t.TempDir()
+	script := `echo "$(pwd) $RANK $LOCAL_RANK $LOCAL_WORLD_SIZE $GROUP_RANK $HOROVOD_CROSS_SIZE $GANGWAY_HOST $CUDA_VISIBLE_DEVICES"`
+	j := wire.StartJob{JobID: "compact", StdinRank: -1, KillGrace: time.Second, Argv: []string{"/bin/sh", "-c", script}, Dir: dir,
+		Env: []string{"PATH=/usr/bin:/bin"}, HostEnv: []string{"GANGWAY_HOST=cn7"}}
+	for l := range 2 {
+		j.Ranks = append(j.Ranks, wire.RankSpec{Rank: 10 + l, LocalRank: l, Place: &wire.Place{Node: 5, LocalSize: 2, Cross: 2, CrossSize: 4 - l},
+			Env: []string{"CUDA_VISIBLE_DEVICES=" + strconv.Itoa(l)}})
+	}
+	c.send(wire.KindStart, j)
+	var ready wire.Ready
+	c.recv(wire.KindReady, &ready)
+	if ready.Err != "" {
+		t.Fatalf("ready: %s", ready.Err)
+	}
+	c.send(wire.KindGo, nil)
+	out := map[int]string{}
+	for {
+		m, err := c.conn.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Kind == wire.KindDone {
+			break
+		}
+		if m.Kind == wire.KindOutput {
+			rank, _, data, err := m.Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[rank] += string(data)
+		}
+	}
+	for l, want := range []string{dir + " 10 0 2 5 4 cn7 0\n", dir + " 11 1 2 5 3 cn7 1\n"} {
+		if out[10+l] != want {
+			t.Errorf("rank %d printed %q, want %q", 10+l, out[10+l], want)
+		}
+	}
+
+	c2 := serve(t, a)
+	c2.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "badplace", Host: "h0"})
+	c2.recv(wire.KindFacts, nil)
+	j.JobID, j.Ranks = "badplace", j.Ranks[:1]
+	c2.send(wire.KindStart, j)
+	c2.recv(wire.KindReady, &ready)
+	if ready.Err != "rank 10: place: local size 2, but this host runs 1" {
+		t.Errorf("ready for a place of another host: %q", ready.Err)
+	}
+}

@@ -232,6 +232,9 @@ type Facts struct {
 	// (SelftestVersion); 0: none, an older agent that would take a
 	// Selftest frame for a protocol violation.
 	Selftest int `json:"selftest,omitempty"`
+	// ExpandsStart says the agent takes StartJob's compact form
+	// (StartJob.Expand); an agent without it gets the whole form.
+	ExpandsStart bool `json:"expands_start,omitempty"`
 	// Containment is what holds the agent's ranks beyond their process
 	// groups: "cgroup2 DIR + subreaper supervisor", or "subreaper
 	// supervisor (no writable cgroup2: why)".
@@ -367,6 +370,14 @@ type StartJob struct {
 	// (N consecutive CPUs per local rank). Agents that predate a form
 	// refuse it as unknown.
 	Bind string `json:"bind,omitempty"`
+	// The compact form, sent to an agent whose facts say ExpandsStart
+	// (Expand): the command and working directory of every rank whose
+	// RankSpec has none, and HostEnv, what every rank of this host gets
+	// beyond Env (the host's name and network variables, where they win
+	// over Env), sent once per host rather than once per rank.
+	Argv    []string `json:"argv,omitempty"`
+	Dir     string   `json:"dir,omitempty"`
+	HostEnv []string `json:"host_env,omitempty"`
 }
 
 // RankSpec is one rank to run.
@@ -376,14 +387,29 @@ type RankSpec struct {
 	Argv      []string `json:"argv"`
 	// Env is what the launcher sets for this rank beyond StartJob.Env,
 	// sorted KEY=VALUE: its identity (RANK, PMI_RANK, ...), its GPUs, the
-	// host's name and network variables. The agent starts the rank from its own environment with, on
-	// top, the identity of the SSH login it runs as (HOME, LOGNAME, SHELL,
+	// host's name and network variables; in the compact form only what
+	// neither Place nor StartJob.HostEnv gives (its GPUs, TF_CONFIG).
+	// The agent starts the rank from its own environment with, on top,
+	// the identity of the SSH login it runs as (HOME, LOGNAME, SHELL,
 	// USER), TORCHELASTIC_ERROR_FILE (a file of the rank's own) and
 	// StartJob.Env; Env overrides all of those; PMI_FD, when the agent
 	// serves PMI, overrides Env. Nothing else (package agent's rankEnv).
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir,omitempty"`
 	GPUs []int    `json:"gpus,omitempty"` // for NUMA binding
+	// Place, in the compact form (StartJob.Expand), stands for the
+	// rank's identity variables, which the agent builds from it
+	// (Identity) instead of finding them in Env.
+	Place *Place `json:"place,omitempty"`
+}
+
+// Place is where a rank sits in the job beyond its rank and local rank:
+// what its identity variables are made of (Identity).
+type Place struct {
+	Node      int `json:"node"`       // its host's index among the hosts that run ranks
+	LocalSize int `json:"local_size"` // the ranks on its host
+	Cross     int `json:"cross"`      // its host's index among the hosts that run its local rank
+	CrossSize int `json:"cross_size"` // the hosts that run its local rank
 }
 
 // PMIJob asks the agent to serve PMI to its ranks.

@@ -25,7 +25,11 @@ func (j *job) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	envs, err := a.Envs()
+	compact := make([]bool, len(j.sessions))
+	for i, s := range j.sessions {
+		compact[i] = s.facts.ExpandsStart
+	}
+	starts, err := a.Starts(compact)
 	if err != nil {
 		return err
 	}
@@ -38,7 +42,7 @@ func (j *job) prepare(ctx context.Context) error {
 	if err := j.runSelftest(ctx, a.Addrs); err != nil {
 		return err
 	}
-	return j.start(ctx, a.Shared, envs)
+	return j.start(ctx, a.Shared, starts)
 }
 
 // plan is the attempt's network, GPU and job choices, made from the
@@ -68,27 +72,29 @@ func (j *job) plan() (rankenv.Attempt, error) {
 
 // factsForStart is what the rest of a start, and the job after it,
 // reads of a host's facts: its names and agent (labels, messages), the
-// preflight's probe port and the self-test's protocol. A job holds its
+// preflight's probe port, the self-test's protocol and whether it takes
+// the compact start. A job holds its
 // sessions for as long as it runs, and at a thousand hosts their decoded
 // facts (NICs, routes, GPU topology) were several MB that the GC's
 // headroom doubled.
 func factsForStart(f wire.Facts) wire.Facts {
-	return wire.Facts{Version: f.Version, Agent: f.Agent, Name: f.Name, Hostname: f.Hostname, ProbePort: f.ProbePort, Selftest: f.Selftest}
+	return wire.Facts{Version: f.Version, Agent: f.Agent, Name: f.Name, Hostname: f.Hostname, ProbePort: f.ProbePort, Selftest: f.Selftest, ExpandsStart: f.ExpandsStart}
 }
 
-// start sends every host its ranks, the environment they share and each
-// one's own, and waits until all are Ready.
-func (j *job) start(ctx context.Context, shared []string, envs [][]string) error {
+// start sends every host its ranks (rankenv.Attempt.Starts), the
+// environment they share, and waits until all are Ready.
+func (j *job) start(ctx context.Context, shared []string, starts []rankenv.HostStart) error {
 	var pmi *wire.PMIJob
 	if j.cfg.Env.PMI {
 		pmi = pmiJob(j.id, j.ranks, j.universe())
 	}
-	byHost := make([][]wire.RankSpec, len(j.sessions))
-	for _, r := range j.ranks {
-		byHost[r.Host] = append(byHost[r.Host], wire.RankSpec{Rank: r.Rank, LocalRank: r.LocalRank, Argv: j.cfg.Argv, Env: envs[r.Rank], Dir: j.cfg.Env.Dir, GPUs: r.GPUs})
-	}
 	for i, s := range j.sessions {
-		sj := wire.StartJob{JobID: j.id, Env: shared, KillGrace: j.cfg.Control.KillGrace, StdinRank: j.cfg.Out.Stdin, PMI: pmi, Bind: j.cfg.Place.BindSpec(), Ranks: byHost[i]}
+		hs := starts[i]
+		sj := wire.StartJob{JobID: j.id, Env: shared, KillGrace: j.cfg.Control.KillGrace, StdinRank: j.cfg.Out.Stdin, PMI: pmi, Bind: j.cfg.Place.BindSpec(), Ranks: hs.Ranks}
+		if hs.Compact {
+			sj.Argv, sj.Dir, sj.HostEnv = j.cfg.Argv, j.cfg.Env.Dir, hs.HostEnv
+		}
+		starts[i] = rankenv.HostStart{} // sent: its environments may go
 		if err := s.conn.Send(wire.KindStart, sj); err != nil {
 			return s.sendFailed("send job", err)
 		}

@@ -7,7 +7,8 @@
 // run and a dry run: -x, -genv, --env-file, and what the ranks get of the
 // launcher's own environment, Forwarded, less the host-specific names of
 // HostSpecific) and every rank's environment with each variable's source
-// (Builder.Vars), where forwarded values lose to the launcher's
+// (Builder.Vars; each host's part of its start message, whole or
+// compact: Attempt.Starts), where forwarded values lose to the launcher's
 // choices and the user's -x wins over those but never over a rank's
 // identity (userWins, the one owner of that rule). CheckSizes and
 // checkStart refuse what execve or the protocol could not carry. Prepare runs it

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gangway-hpc/gangway/agent/wire"
 	"github.com/gangway-hpc/gangway/launcher/cli"
 	"github.com/gangway-hpc/gangway/launcher/plan"
 	"github.com/gangway-hpc/gangway/nccl"
@@ -280,18 +281,50 @@ func (b *Builder) Shared() []string {
 // Own is what one rank gets beyond Shared, sorted KEY=VALUE: its
 // identity, its host's name and network variables, where they win over
 // Shared's (RankSpec.Env, which the agent puts over StartJob.Env). Rank
-// is Own over Shared.
+// is Own over Shared. It is the whole form of a start; the compact one
+// sends HostOwn once per host and RankOwn and Place per rank.
 //
 // The forwarded environment is the lowest step, so it never wins over a
 // rank's or host's own entry: Own merges without it (a big forwarded
 // environment is not walked once per rank).
 func (b *Builder) Own(r plan.Rank) []string {
-	env := make([]string, 0, len(b.host[r.Host])+20)
-	b.vars(r, b.jobOwn, func(e *entry) {
+	return b.own(b.host[r.Host], b.rankEntries(r, true))
+}
+
+// HostOwn is what every rank of host h gets beyond Shared, sorted
+// KEY=VALUE: the host's name and network variables where they win over
+// Shared's (StartJob.HostEnv in the compact form).
+func (b *Builder) HostOwn(h int) []string {
+	none := (*rankEntryPool.Get().(*[]entry))[:0]
+	return b.own(b.host[h], &none)
+}
+
+// RankOwn is what rank r gets beyond Shared, HostOwn and its identity
+// (which its agent builds from Place: wire.Identity), sorted KEY=VALUE:
+// its GPUs and TF_CONFIG where they win over Shared's (RankSpec.Env in
+// the compact form). A rank's entries and its host's have no name in
+// common, so Own is HostOwn, RankOwn and the identity together.
+func (b *Builder) RankOwn(r plan.Rank) []string {
+	return b.own(nil, b.rankEntries(r, false))
+}
+
+// Place is where rank r sits in the job (its node, local size and cross
+// rank): what its identity is built from (wire.Identity).
+func (b *Builder) Place(r plan.Rank) wire.Place {
+	return wire.Place{Node: r.NodeRank, LocalSize: r.LocalSize, Cross: b.cross[r.Host][r.LocalRank], CrossSize: b.crossSize[r.LocalRank]}
+}
+
+// own is, of the job's entries (without the forwarded ones) merged with
+// host and rank, those that are not the job's, in name order; rank goes
+// back to rankEntryPool.
+func (b *Builder) own(host []entry, rank *[]entry) []string {
+	env := make([]string, 0, len(host)+len(*rank))
+	merge(func(e *entry) {
 		if !e.shared {
 			env = append(env, e.kv)
 		}
-	})
+	}, [3][]entry{b.jobOwn, host, *rank})
+	rankEntryPool.Put(rank)
 	return env
 }
 
@@ -314,48 +347,40 @@ func (b *Builder) Vars(r plan.Rank) []Var {
 // job's entries, with or without the forwarded ones) and the host's
 // entries merged with the rank's own.
 func (b *Builder) vars(r plan.Rank, job []entry, emit func(*entry)) {
-	// The rank's own names, written in name order (merge needs them
-	// sorted; sorting them per rank was half of the work).
+	rank := b.rankEntries(r, true)
+	merge(emit, [3][]entry{job, b.host[r.Host], *rank})
+	rankEntryPool.Put(rank)
+}
+
+// rankEntries are rank r's own entries in name order: its GPUs, its
+// identity (wire.Identity; left out for the compact form, whose agent
+// builds it) and TF_CONFIG. The list comes from rankEntryPool, where the
+// caller puts it back (what it keeps it copies): sorting a rank's names
+// per rank was half of the work, one list per rank most of the
+// launcher's allocations while it built eight ranks a host's
+// environments.
+func (b *Builder) rankEntries(r plan.Rank, identity bool) *[]entry {
 	l := stepLauncher * stepSpan
-	buf := rankEntries.Get().(*[]entry)
-	defer rankEntries.Put(buf)
+	buf := rankEntryPool.Get().(*[]entry)
 	rank := (*buf)[:0]
 	if r.GPUs != nil {
 		rank = append(rank,
 			newEntry("CUDA_DEVICE_ORDER", "PCI_BUS_ID", SrcLauncher, stepCUDA*stepSpan),
 			newEntry("CUDA_VISIBLE_DEVICES", nccl.CUDAVisibleDevices(r.GPUs), SrcLauncher, stepCUDA*stepSpan))
 	}
-	rank = append(rank,
-		newEntry("GROUP_RANK", itoa(r.NodeRank), SrcLauncher, l),
-		newEntry("HOROVOD_CROSS_RANK", itoa(b.cross[r.Host][r.LocalRank]), SrcLauncher, l),
-		newEntry("HOROVOD_CROSS_SIZE", itoa(b.crossSize[r.LocalRank]), SrcLauncher, l),
-		newEntry("HOROVOD_LOCAL_RANK", itoa(r.LocalRank), SrcLauncher, l),
-		newEntry("HOROVOD_LOCAL_SIZE", itoa(r.LocalSize), SrcLauncher, l),
-		newEntry("HOROVOD_RANK", itoa(r.Rank), SrcLauncher, l),
-		newEntry("LOCAL_RANK", itoa(r.LocalRank), SrcLauncher, l),
-		newEntry("LOCAL_WORLD_SIZE", itoa(r.LocalSize), SrcLauncher, l),
-		newEntry("MPI_LOCALNRANKS", itoa(r.LocalSize), SrcLauncher, l),
-		newEntry("MPI_LOCALRANKID", itoa(r.LocalRank), SrcLauncher, l),
-		newEntry("OMPI_COMM_WORLD_LOCAL_RANK", itoa(r.LocalRank), SrcLauncher, l),
-		newEntry("OMPI_COMM_WORLD_LOCAL_SIZE", itoa(r.LocalSize), SrcLauncher, l),
-		newEntry("OMPI_COMM_WORLD_NODE_RANK", itoa(r.LocalRank), SrcLauncher, l),
-		newEntry("OMPI_COMM_WORLD_RANK", itoa(r.Rank), SrcLauncher, l),
-		newEntry("PMI_RANK", itoa(r.Rank), SrcLauncher, l),
-		newEntry("RANK", itoa(r.Rank), SrcLauncher, l),
-		newEntry("ROLE_RANK", itoa(r.Rank), SrcLauncher, l),
-	)
+	if identity {
+		wire.Identity(r.Rank, r.LocalRank, b.Place(r), func(k, v string) { rank = append(rank, newEntry(k, v, SrcLauncher, l)) })
+	}
 	if b.tfCluster != "" {
 		// --tf-config wins over -x TF_CONFIG: it asked for this one.
 		rank = append(rank, newEntry("TF_CONFIG", b.tfCluster+itoa(r.Rank)+`},"environment":"cloud"}`, SrcTFConfig, stepTF*stepSpan))
 	}
-	merge(emit, [3][]entry{job, b.host[r.Host], rank})
 	*buf = rank
+	return buf
 }
 
-// rankEntries holds vars' scratch lists of a rank's own entries (emit
-// copies what it keeps): one list per rank was most of the launcher's
-// allocations while it built eight ranks a host's environments.
-var rankEntries = sync.Pool{New: func() any { b := make([]entry, 0, 20); return &b }}
+// rankEntryPool holds rankEntries' scratch lists.
+var rankEntryPool = sync.Pool{New: func() any { b := make([]entry, 0, 20); return &b }}
 
 // merge gives emit, in name order, the entry of highest precedence for
 // each name in lists (each sorted by name, one entry per name).

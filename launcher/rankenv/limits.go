@@ -59,42 +59,32 @@ func CheckSizes(cfg cli.Config) error {
 
 // checkStart refuses a job whose start message to some host would be
 // over the protocol's limit (wire.MaxJobControl): the shared (forwarded)
-// environment once, and every local rank's argv and own environment. The
-// message names the host, its ranks and the largest variables.
-func checkStart(argv []string, ranks []plan.Rank, names []string, shared []string, envs [][]string) error {
-	sharedLen := 0
-	for _, kv := range shared {
-		sharedLen += jsonLen(kv) + 3
-	}
-	per := make([]int, len(names))
-	first := make([]int, len(names))
-	for i := range first {
-		first[i] = -1
-	}
+// environment once, the host's own variables once (compact form), and
+// every local rank's own environment, and its argv unless the compact
+// form sends argv once. The message names the host, its ranks and the
+// largest variables.
+func checkStart(argv []string, names []string, shared []string, starts []HostStart) error {
+	sharedLen := envLen(shared)
 	argvLen := 0
 	for _, a := range argv {
 		argvLen += jsonLen(a) + 3
 	}
-	for _, r := range ranks {
-		n := argvLen + 256
-		for _, kv := range envs[r.Rank] {
-			n += jsonLen(kv) + 3
+	for h, hs := range starts {
+		n, fixed := sharedLen, sharedLen
+		if hs.Compact {
+			fixed += argvLen + envLen(hs.HostEnv)
+			n = fixed
 		}
-		per[r.Host] += n
-		if first[r.Host] < 0 {
-			first[r.Host] = r.Rank
-		}
-	}
-	for h, n := range per {
-		if n += sharedLen; n <= wire.MaxJobControl-startSlack {
-			continue
-		}
-		locals := 0
-		for _, r := range ranks {
-			if r.Host == h {
-				locals++
+		for _, r := range hs.Ranks {
+			n += 256 + envLen(r.Env)
+			if !hs.Compact {
+				n += argvLen
 			}
 		}
+		if n <= wire.MaxJobControl-startSlack {
+			continue
+		}
+		locals := len(hs.Ranks)
 		// The largest by what they add to the message: a rank's own
 		// variable once per local rank, a shared one once.
 		type contrib struct {
@@ -103,13 +93,15 @@ func checkStart(argv []string, ranks []plan.Rank, names []string, shared []strin
 			n    int
 		}
 		var cs []contrib
-		for _, kv := range shared {
+		for _, kv := range slices.Concat(shared, hs.HostEnv) {
 			k, _, _ := strings.Cut(kv, "=")
 			cs = append(cs, contrib{k, jsonLen(kv), 1})
 		}
-		for _, kv := range envs[first[h]] {
-			k, _, _ := strings.Cut(kv, "=")
-			cs = append(cs, contrib{k, jsonLen(kv), locals})
+		if locals > 0 {
+			for _, kv := range hs.Ranks[0].Env {
+				k, _, _ := strings.Cut(kv, "=")
+				cs = append(cs, contrib{k, jsonLen(kv), locals})
+			}
 		}
 		slices.SortStableFunc(cs, func(a, b contrib) int { return b.each*b.n - a.each*a.n })
 		var big []string
@@ -121,9 +113,18 @@ func checkStart(argv []string, ranks []plan.Rank, names []string, shared []strin
 			}
 		}
 		return fmt.Errorf("host %s: the job's start message would be %s, over the protocol's %s limit: %s of environment every rank shares (the launcher's, -x, the job's), and %d ranks with %s of their own environment and arguments each; the largest variables: %s (shorten or drop them; -genvnone or -genvlist leave the launcher's environment home)",
-			names[h], size(n), size(wire.MaxJobControl), size(sharedLen), locals, size((n-sharedLen)/max(locals, 1)), strings.Join(big, ", "))
+			names[h], size(n), size(wire.MaxJobControl), size(fixed), locals, size((n-fixed)/max(locals, 1)), strings.Join(big, ", "))
 	}
 	return nil
+}
+
+// envLen is about what env takes in a JSON list.
+func envLen(env []string) int {
+	n := 0
+	for _, kv := range env {
+		n += jsonLen(kv) + 3
+	}
+	return n
 }
 
 // jsonLen is about what s takes in a JSON string: control characters,

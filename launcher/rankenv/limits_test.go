@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gangway-hpc/gangway/agent/wire"
 	"github.com/gangway-hpc/gangway/hostfile"
 	"github.com/gangway-hpc/gangway/launcher/cli"
-	"github.com/gangway-hpc/gangway/launcher/plan"
 	"github.com/gangway-hpc/gangway/nccl"
 )
 
@@ -54,26 +54,30 @@ func manyVars(n int) []string {
 // TestCheckStart: a host's start message over wire.MaxJobControl is
 // refused before it is sent, naming the host and the largest variables;
 // one that fits passes. The launcher's forwarded environment travels
-// once per host, so a big one fits however many ranks a host runs.
+// once per host, so a big one fits however many ranks a host runs; in
+// the compact form the host's own variables and the command do too.
 func TestCheckStart(t *testing.T) {
 	hosts := []string{"a", "b"}
-	placed := func(perHost int) []plan.Rank {
-		var ranks []plan.Rank
-		for r := range 2 * perHost {
-			ranks = append(ranks, plan.Rank{Rank: r, Host: r / perHost, LocalRank: r % perHost, LocalSize: perHost})
+	starts := func(perHost int, compact bool, hostEnv []string, extra ...string) []HostStart {
+		out := make([]HostStart, len(hosts))
+		for h := range out {
+			out[h].Compact = compact
+			if compact {
+				out[h].HostEnv = hostEnv
+			}
+			for l := range perHost {
+				env := append([]string{"RANK=" + strconv.Itoa(h*perHost+l), "WORLD_SIZE=" + strconv.Itoa(2*perHost)}, extra...)
+				if !compact {
+					env = append(env, hostEnv...)
+				}
+				out[h].Ranks = append(out[h].Ranks, wire.RankSpec{Rank: h*perHost + l, LocalRank: l, Env: env})
+			}
 		}
-		return ranks
-	}
-	own := func(n int, extra ...string) [][]string {
-		envs := make([][]string, n)
-		for i := range envs {
-			envs[i] = append([]string{"RANK=" + strconv.Itoa(i), "WORLD_SIZE=" + strconv.Itoa(n)}, extra...)
-		}
-		return envs
+		return out
 	}
 	big := append(manyVars(2000), "BIG="+strings.Repeat("x", MaxVarLen-4))
 	for _, perHost := range []int{8, 256} {
-		if err := checkStart([]string{"python3", "train.py"}, placed(perHost), hosts, big, own(2*perHost)); err != nil {
+		if err := checkStart([]string{"python3", "train.py"}, hosts, big, starts(perHost, false, nil)); err != nil {
 			t.Errorf("%d ranks a host sharing 2000 variables and one at 128 KiB: %v", perHost, err)
 		}
 	}
@@ -82,11 +86,19 @@ func TestCheckStart(t *testing.T) {
 	for i := range 16 {
 		many = append(many, "H"+strconv.Itoa(i)+"="+huge)
 	}
-	err := checkStart([]string{"prog"}, placed(8), hosts, big, own(16, many...))
+	err := checkStart([]string{"prog"}, hosts, big, starts(8, false, nil, many...))
 	if err == nil || !strings.HasPrefix(err.Error(), "host a: the job's start message would be ") ||
 		!strings.Contains(err.Error(), "over the protocol's 16.0 MiB limit: 261.7 KiB of environment every rank shares (the launcher's, -x, the job's), and 8 ranks with ") ||
 		!strings.Contains(err.Error(), "the largest variables: H10 (8 × 128.0 KiB), H11") {
 		t.Errorf("got %v", err)
+	}
+	// The same host variables, 2 MiB in all: once per rank they are over
+	// the limit at eight ranks, once per host (compact) they are not.
+	if err := checkStart([]string{"prog"}, hosts, nil, starts(8, false, many)); err == nil || !strings.Contains(err.Error(), "H10 (8 × 128.0 KiB)") {
+		t.Errorf("whole form, 2 MiB of host variables per rank: got %v, want refused", err)
+	}
+	if err := checkStart([]string{"prog"}, hosts, nil, starts(8, true, many)); err != nil {
+		t.Errorf("compact form, 2 MiB of host variables once: %v", err)
 	}
 }
 

@@ -144,11 +144,17 @@ func TestEnvsWithoutFacts(t *testing.T) {
 		if !slices.Equal(a.Addrs, want) || !slices.Equal(want, []string{"198.18.51.2", "198.18.51.3"}) {
 			t.Errorf("data addresses %q, want %q (where the launcher reached them)", a.Addrs, want)
 		}
-		envs, err := a.Envs()
-		for r := range envs {
-			envs[r] = environ.Merge(a.Shared, envs[r]) // as the agent puts them together
+		starts, err := a.Starts(make([]bool, len(hosts)))
+		if err != nil {
+			return nil, err
 		}
-		return envs, err
+		envs := make([][]string, len(ranks))
+		for _, hs := range starts {
+			for _, r := range hs.Ranks {
+				envs[r.Rank] = environ.Merge(a.Shared, r.Env) // as the agent puts them together
+			}
+		}
+		return envs, nil
 	}
 	held, err := build(false, "python3", "train.py")
 	if err != nil {

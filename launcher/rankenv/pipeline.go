@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/gangway-hpc/gangway/agent/wire"
 	"github.com/gangway-hpc/gangway/launcher/cli"
 	"github.com/gangway-hpc/gangway/launcher/plan"
 	"github.com/gangway-hpc/gangway/nccl"
@@ -14,7 +15,7 @@ import (
 
 // Attempt is what the pipeline made for one attempt of a job from the
 // hosts' facts: every host's data network, the job's shared values and
-// what every rank's environment is built from (Envs), read by the
+// what every rank's environment is built from (Starts), read by the
 // preflight and StartJob. It holds nothing of the facts themselves, so
 // that the caller may drop them before the environments are built: at
 // thousands of hosts each host's decoded facts and each rank's
@@ -30,24 +31,53 @@ type Attempt struct {
 	Addrs []string
 
 	argv  []string
+	dir   string
 	ranks []plan.Rank
 	names []string // the hosts' names, for checkStart's message
 	b     *Builder
 }
 
-// Envs are, by rank, each sorted KEY=VALUE, the rest of its environment
-// (RankSpec.Env, Builder.Own): what wins over Shared. A start message over the
+// HostStart is one host's part of its StartJob: its ranks, and in the
+// compact form (an agent whose facts say ExpandsStart) HostEnv, what
+// every rank of the host gets beyond Shared.
+type HostStart struct {
+	Compact bool
+	HostEnv []string
+	Ranks   []wire.RankSpec
+}
+
+// Starts are, by host, what its StartJob carries beyond what every host
+// gets alike: in the whole form each rank's command, directory and own
+// environment (Builder.Own: what wins over Shared); in the compact form,
+// for the hosts compact says, the host's own variables once (HostOwn),
+// and per rank its Place and the little its agent cannot build
+// (RankOwn), the job's command and directory once (StartJob.Argv, Dir).
+// At eight ranks a host the compact form is a fifth of the bytes, and
+// the launcher builds no rank's identity. A start message over the
 // protocol's limit (checkStart) is refused here, before anything is
 // sent.
-func (a Attempt) Envs() ([][]string, error) {
-	envs := make([][]string, len(a.ranks))
-	for _, r := range a.ranks {
-		envs[r.Rank] = a.b.Own(r)
+func (a Attempt) Starts(compact []bool) ([]HostStart, error) {
+	out := make([]HostStart, len(a.names))
+	for h := range out {
+		if compact[h] {
+			out[h] = HostStart{Compact: true, HostEnv: a.b.HostOwn(h)}
+		}
 	}
-	if err := checkStart(a.argv, a.ranks, a.names, a.Shared, envs); err != nil {
+	for _, r := range a.ranks {
+		hs := &out[r.Host]
+		spec := wire.RankSpec{Rank: r.Rank, LocalRank: r.LocalRank, GPUs: r.GPUs}
+		if hs.Compact {
+			p := a.b.Place(r)
+			spec.Place, spec.Env = &p, a.b.RankOwn(r)
+		} else {
+			spec.Argv, spec.Dir, spec.Env = a.argv, a.dir, a.b.Own(r)
+		}
+		hs.Ranks = append(hs.Ranks, spec)
+	}
+	if err := checkStart(a.argv, a.names, a.Shared, out); err != nil {
 		return nil, err
 	}
-	return envs, nil
+	return out, nil
 }
 
 // Prepare runs the pipeline for an attempt whose hosts are reached (in
@@ -89,7 +119,7 @@ func Prepare(cfg cli.Config, ranks []plan.Rank, hosts []Host, id string, attempt
 		names[i], addrs[i] = h.Name, he[i].Addr
 	}
 	b := newBuilder(ranks, he, j)
-	return Attempt{Choices: choices, Shared: b.Shared(), Addrs: addrs, argv: cfg.Argv, ranks: ranks, names: names, b: b}, nil
+	return Attempt{Choices: choices, Shared: b.Shared(), Addrs: addrs, argv: cfg.Argv, dir: cfg.Env.Dir, ranks: ranks, names: names, b: b}, nil
 }
 
 // DryRun is a dry run's environments, from the layout alone: no facts, so
