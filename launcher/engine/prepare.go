@@ -73,10 +73,9 @@ func (j *job) plan() (rankenv.Attempt, error) {
 // factsForStart is what the rest of a start, and the job after it,
 // reads of a host's facts: its names and agent (labels, messages), the
 // preflight's probe port, the self-test's protocol and whether it takes
-// the compact start. A job holds its
-// sessions for as long as it runs, and at a thousand hosts their decoded
-// facts (NICs, routes, GPU topology) were several MB that the GC's
-// headroom doubled.
+// the compact start. A job holds its sessions for as long as it runs,
+// and at a thousand hosts their decoded facts (NICs, routes, GPU
+// topology) were several MB that the GC's headroom doubled.
 func factsForStart(f wire.Facts) wire.Facts {
 	return wire.Facts{Version: f.Version, Agent: f.Agent, Name: f.Name, Hostname: f.Hostname, ProbePort: f.ProbePort, Selftest: f.Selftest, ExpandsStart: f.ExpandsStart}
 }
