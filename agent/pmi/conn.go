@@ -117,18 +117,29 @@ func (c *conn) write(b []byte) error {
 }
 
 // writeLocked writes b within the write timeout; wmu is held. A rank that
-// lets the timeout pass is dropped and failed. The deadline is cleared
-// once the write is done: a deadline left behind fails every later
-// write on the descriptor once it passes, the raw writes of writeNow
-// too, so the barrier_out that ends a barrier more than the write
-// timeout after the rank's previous reply (a first barrier over
-// thousands of hosts, MPI_Finalize's after hours of training) closed the
-// rank's connection instead ("i/o timeout", seen as end of file).
+// lets the timeout pass is dropped and failed.
+//
+// The timeout runs only while the socket is full: what it takes at once
+// is written first, with no deadline. Set before the write, a deadline
+// also counted the agent's own wait for a CPU between setting it and
+// writing, and a write finds a passed deadline before it tries the
+// socket: at 10,000 agents and their ranks starting on two cores, a
+// rank's first reply (response_to_init, into an empty socket) failed as
+// "not read for 10s". The deadline is cleared once the write is done: a
+// deadline left behind fails every later write on the descriptor once
+// it passes, the raw writes of writeNow too, so the barrier_out that
+// ends a barrier more than the write timeout after the rank's previous
+// reply (a first barrier over thousands of hosts, MPI_Finalize's after
+// hours of training) closed the rank's connection instead ("i/o
+// timeout", seen as end of file).
 func (c *conn) writeLocked(b []byte) error {
 	timeout := c.s.job.Limits.WriteTimeout
-	_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
-	_, err := c.nc.Write(b)
-	_ = c.nc.SetWriteDeadline(time.Time{})
+	n, err := c.tryWrite(b)
+	if err == nil && n < len(b) {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
+		_, err = c.nc.Write(b[n:])
+		_ = c.nc.SetWriteDeadline(time.Time{})
+	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		err = fmt.Errorf("%w: its reply waited %v for the rank to read (a socket buffer of replies left unread); its PMI connection was closed", ErrStalled, timeout)
 		c.s.fail(c, err)

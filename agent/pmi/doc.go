@@ -52,6 +52,7 @@
 //     that leaves a socket buffer of replies unread that long loses its
 //     connection and is reported through Events.Fail, for the agent to
 //     end it, as Hydra kills a job whose rank's PMI socket closes early.
+//     The time runs only while the socket is full (conn.writeLocked).
 //   - A rank's abort is reported once.
 //   - Every rank has its own socketpair (PMI_FD); there is no PMI_PORT
 //     listener. A rank that names itself anyway (PMI-1 initack pmiid=,

@@ -2,9 +2,12 @@ package pmi
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
 func TestLimitsDefaults(t *testing.T) {
@@ -179,4 +182,38 @@ func TestPMIRefusals(t *testing.T) {
 	r0.call("cmd=publish_name service=svc port=p", "cmd=publish_result rc=-1 msg=pmi:_limit_reached:_the_job's_PMI_key-value_space_on_this_host_holds_at_most_2_keys")
 	r0.call("cmd=put kvsname=kvs_b key=a value=4", "cmd=put_result rc=0 msg=success") // an overwrite
 	r0.call("cmd=get_my_kvsname", "cmd=my_kvsname kvsname=kvs_b")
+}
+
+// TestWriteTimeoutOnlyWhileFull: the write timeout counts only the time
+// a rank leaves its socket full, not the agent's own delay before a
+// write: with a timeout shorter than any such delay (1 ns), a rank that
+// reads its replies gets every one, PMI-1 and PMI-2, a barrier's
+// release written from the completing host's goroutine too, and nobody
+// is failed. (With the deadline set before the write, a reply into an
+// empty socket failed once the agent waited longer than the timeout.)
+func TestWriteTimeoutOnlyWhileFull(t *testing.T) {
+	failed := make(chan error, 4)
+	ev := Events{Fail: func(rank int, err error) { failed <- fmt.Errorf("rank %d: %w", rank, err) }}
+	coord := newCoordinator(2)
+	job := Job{KVSName: "kvs_w", Size: 2, Mapping: wire.ProcessMapping([]int{0, 1}), Limits: Limits{WriteTimeout: time.Nanosecond}}
+	a := newTestServer(t, job, []int{0}, coord.asyncHost(0), ev)
+	b := newTestServer(t, job, []int{1}, coord.asyncHost(1), ev)
+	r0, r1 := fdClient(t, a, 0), fdClient(t, b, 1)
+	r0.call("cmd=init pmi_version=1 pmi_subversion=1", "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0")
+	r0.call("cmd=get_my_kvsname", "cmd=my_kvsname kvsname=kvs_w")
+	r0.call("cmd=put kvsname=kvs_w key=a value=1", "cmd=put_result rc=0 msg=success")
+	pmi2Init(r1, "1")
+	r1.expectFrame("cmd=fullinit-response;pmi-version=2;pmi-subversion=0;rank=1;size=2;appnum=0;debugged=FALSE;pmiverbose=FALSE;rc=0;")
+	r1.send2("cmd=kvs-put;key=b;value=2;")
+	r1.expectFrame("cmd=kvs-put-response;rc=0;")
+	r0.send("cmd=barrier_in")
+	r1.send2("cmd=kvs-fence;")
+	r1.expectFrame("cmd=kvs-fence-response;rc=0;")
+	r0.expect("cmd=barrier_out")
+	r0.call("cmd=get kvsname=kvs_w key=b", "cmd=get_result rc=0 msg=success value=2")
+	select {
+	case err := <-failed:
+		t.Errorf("failed a rank that read its replies: %v", err)
+	default:
+	}
 }
