@@ -11,9 +11,8 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
-	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/gangway-hpc/gangway/internal/fdio"
 )
 
 // maxMessage bounds one PMI-1 line or PMI-2 command (PMI-2 allows 64 KiB).
@@ -119,14 +118,12 @@ func (c *conn) write(b []byte) error {
 // writeLocked writes b within the write timeout; wmu is held. A rank that
 // lets the timeout pass is dropped and failed.
 //
-// The timeout runs only while the socket is full: what it takes at once
-// is written first, with no deadline. Set before the write, a deadline
-// also counted the agent's own wait for a CPU between setting it and
-// writing, and a write finds a passed deadline before it tries the
-// socket: at 10,000 agents and their ranks starting on two cores, a
-// rank's first reply (response_to_init, into an empty socket) failed as
-// "not read for 10s". The deadline is cleared once the write is done: a
-// deadline left behind fails every later write on the descriptor once
+// The timeout runs only while the socket is full (fdio.WriteWithin):
+// set before the write, it also counted the agent's own wait for a CPU,
+// and at 10,000 agents and their ranks starting on two cores a rank's
+// first reply (response_to_init, into an empty socket) failed as "not
+// read for 10s". The deadline is cleared once the write is done
+// (WriteWithin clears it): a deadline left behind fails every later write on the descriptor once
 // it passes, the raw writes of writeNow too, so the barrier_out that
 // ends a barrier more than the write timeout after the rank's previous
 // reply (a first barrier over thousands of hosts, MPI_Finalize's after
@@ -134,12 +131,7 @@ func (c *conn) write(b []byte) error {
 // timeout", seen as end of file).
 func (c *conn) writeLocked(b []byte) error {
 	timeout := c.s.job.Limits.WriteTimeout
-	n, err := c.tryWrite(b)
-	if err == nil && n < len(b) {
-		_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
-		_, err = c.nc.Write(b[n:])
-		_ = c.nc.SetWriteDeadline(time.Time{})
-	}
+	err := fdio.WriteWithin(c.nc, b, timeout)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		err = fmt.Errorf("%w: its reply waited %v for the rank to read (a socket buffer of replies left unread); its PMI connection was closed", ErrStalled, timeout)
 		c.s.fail(c, err)
@@ -178,32 +170,7 @@ func (c *conn) tryWrite(b []byte) (int, error) {
 	if c.raw == nil {
 		return 0, nil
 	}
-	n := 0
-	var werr error
-	err := c.raw.Write(func(fd uintptr) bool {
-		for n < len(b) {
-			m, err := unix.Write(int(fd), b[n:])
-			if m > 0 {
-				n += m
-			}
-			switch {
-			case err == unix.EINTR:
-				continue
-			case err == unix.EAGAIN:
-				return true
-			case err != nil:
-				werr = err
-				return true
-			case m <= 0:
-				return true
-			}
-		}
-		return true
-	})
-	if err == nil {
-		err = werr
-	}
-	return n, err
+	return fdio.TryWrite(c.raw, b)
 }
 
 // writeLater writes b in a goroutine of the server's; locked says the

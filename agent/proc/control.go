@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gangway-hpc/gangway/internal/fdio"
 	"github.com/gangway-hpc/gangway/internal/osproc"
 )
 
@@ -81,12 +82,14 @@ func (g *superGroup) writeSpec(spec superSpec) error {
 	return g.write(append(b, '\n'), 10*time.Second)
 }
 
+// write sends b to the supervisor, waiting at most d while its socket is
+// full (fdio.WriteWithin): a deadline set before the write also counted
+// the agent's own wait for a CPU, and a stop's SIGTERM that failed so
+// made Shutdown return without its SIGKILL.
 func (g *superGroup) write(b []byte, d time.Duration) error {
 	g.wmu.Lock()
 	defer g.wmu.Unlock()
-	_ = g.f.SetWriteDeadline(time.Now().Add(d))
-	_, err := g.f.Write(b)
-	return err
+	return fdio.WriteWithin(g.f, b, d)
 }
 
 // signal asks the supervisor to deliver sig to program i.
