@@ -219,14 +219,33 @@ func TestOutputFiles(t *testing.T) {
 				checkFlood(t, "stderr", l.stderr(), rankTag, ranks, n, 10)
 				return
 			}
-			if got := l.stdout(); got != prefixLines("[1] ", floodText(1, n, 1)) {
-				t.Errorf("console stdout with --output-from 1 is not exactly rank 1's tagged lines (%d bytes)", len(got))
+			if got, want := l.stdout(), prefixLines("[1] ", floodText(1, n, 1)); got != want {
+				t.Errorf("console stdout with --output-from 1 is not exactly rank 1's tagged lines (%d bytes, want %d): %s", len(got), len(want), firstDiff(got, want))
 			}
-			if got := l.stderr(); got != prefixLines("[1] ", floodText(1, n, 10)) {
-				t.Errorf("console stderr with --output-from 1 is not exactly rank 1's tagged lines (%d bytes)", len(got))
+			if got, want := l.stderr(), prefixLines("[1] ", floodText(1, n, 10)); got != want {
+				t.Errorf("console stderr with --output-from 1 is not exactly rank 1's tagged lines (%d bytes, want %d): %s", len(got), len(want), firstDiff(got, want))
 			}
 		})
 	}
+}
+
+// firstDiff names the first line where got and want differ, for a
+// failure's message.
+func firstDiff(got, want string) string {
+	g, w := lines(got), lines(want)
+	for i := range max(len(g), len(w)) {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl {
+			return fmt.Sprintf("line %d is %q, want %q", i+1, e2e.Tail(gl, 200), e2e.Tail(wl, 200))
+		}
+	}
+	return "same lines, different line ends"
 }
 
 func prefixLines(prefix, text string) string {
