@@ -150,3 +150,20 @@ func TestCompactStartSmaller(t *testing.T) {
 		t.Logf("8 ranks' start beyond the shared environment: compact %d bytes, whole %d", c, w)
 	}
 }
+
+// TestIdentityNamesAreIdentity: every variable an agent builds for a
+// rank (wire.Identity) is one -x cannot change (plan.IsIdentity): were
+// one not, -x would win it in the whole form, where the launcher merges,
+// and lose it in the compact one, where the agent builds it over HostEnv.
+func TestIdentityNamesAreIdentity(t *testing.T) {
+	n := 0
+	wire.Identity(3, 1, wire.Place{Node: 1, LocalSize: 2, Cross: 0, CrossSize: 1}, func(k, _ string) {
+		n++
+		if !plan.IsIdentity(k) {
+			t.Errorf("%s is built at the host but -x may set it (plan.IsIdentity)", k)
+		}
+	})
+	if n != 17 {
+		t.Errorf("%d identity variables, want 17", n)
+	}
+}
