@@ -957,11 +957,7 @@ func (t *Tree) Covers(h hostfile.Host) bool {
 // and relays for nobody).
 func (t *Tree) Relays(h hostfile.Host) bool {
 	i, ok := t.index[treeKey(h)]
-	if !ok {
-		return false
-	}
-	lo, hi := treeChildren(i, t.width, len(t.hosts))
-	return lo < hi
+	return ok && t.nodes[i].relays()
 }
 
 // Index is h's index in the tree (the hosts' indices in Fences), -1 when
