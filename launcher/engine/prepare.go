@@ -89,10 +89,8 @@ func (j *job) start(ctx context.Context, shared []string, starts []rankenv.HostS
 	}
 	for i, s := range j.sessions {
 		hs := starts[i]
-		sj := wire.StartJob{JobID: j.id, Env: shared, KillGrace: j.cfg.Control.KillGrace, StdinRank: j.cfg.Out.Stdin, PMI: pmi, Bind: j.cfg.Place.BindSpec(), Ranks: hs.Ranks}
-		if hs.Compact {
-			sj.Argv, sj.Dir, sj.HostEnv = j.cfg.Argv, j.cfg.Env.Dir, hs.HostEnv
-		}
+		sj := wire.StartJob{JobID: j.id, Env: shared, KillGrace: j.cfg.Control.KillGrace, StdinRank: j.cfg.Out.Stdin, PMI: pmi, Bind: j.cfg.Place.BindSpec(),
+			Ranks: hs.Ranks, Argv: hs.Argv, Dir: hs.Dir, HostEnv: hs.HostEnv}
 		starts[i] = rankenv.HostStart{} // sent: its environments may go
 		if err := s.conn.Send(wire.KindStart, sj); err != nil {
 			return s.sendFailed("send job", err)

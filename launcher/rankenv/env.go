@@ -288,15 +288,14 @@ func (b *Builder) Shared() []string {
 // rank's or host's own entry: Own merges without it (a big forwarded
 // environment is not walked once per rank).
 func (b *Builder) Own(r plan.Rank) []string {
-	return b.own(b.host[r.Host], b.rankEntries(r, true))
+	return b.ownRank(r, b.host[r.Host], true)
 }
 
 // HostOwn is what every rank of host h gets beyond Shared, sorted
 // KEY=VALUE: the host's name and network variables where they win over
 // Shared's (StartJob.HostEnv in the compact form).
 func (b *Builder) HostOwn(h int) []string {
-	none := (*rankEntryPool.Get().(*[]entry))[:0]
-	return b.own(b.host[h], &none)
+	return b.own(b.host[h], nil)
 }
 
 // RankOwn is what rank r gets beyond Shared, HostOwn and its identity
@@ -305,7 +304,7 @@ func (b *Builder) HostOwn(h int) []string {
 // the compact form). A rank's entries and its host's have no name in
 // common, so Own is HostOwn, RankOwn and the identity together.
 func (b *Builder) RankOwn(r plan.Rank) []string {
-	return b.own(nil, b.rankEntries(r, false))
+	return b.ownRank(r, nil, false)
 }
 
 // Place is where rank r sits in the job (its node, local size and cross
@@ -314,17 +313,23 @@ func (b *Builder) Place(r plan.Rank) wire.Place {
 	return wire.Place{Node: r.NodeRank, LocalSize: r.LocalSize, Cross: b.cross[r.Host][r.LocalRank], CrossSize: b.crossSize[r.LocalRank]}
 }
 
+// ownRank is own of host's entries and rank r's (rankEntries, its
+// identity among them or not).
+func (b *Builder) ownRank(r plan.Rank, host []entry, identity bool) []string {
+	rank := b.rankEntries(r, identity)
+	defer rankEntryPool.Put(rank)
+	return b.own(host, *rank)
+}
+
 // own is, of the job's entries (without the forwarded ones) merged with
-// host and rank, those that are not the job's, in name order; rank goes
-// back to rankEntryPool.
-func (b *Builder) own(host []entry, rank *[]entry) []string {
-	env := make([]string, 0, len(host)+len(*rank))
+// host and rank, those that are not the job's, in name order.
+func (b *Builder) own(host, rank []entry) []string {
+	env := make([]string, 0, len(host)+len(rank))
 	merge(func(e *entry) {
 		if !e.shared {
 			env = append(env, e.kv)
 		}
-	}, [3][]entry{b.jobOwn, host, *rank})
-	rankEntryPool.Put(rank)
+	}, [3][]entry{b.jobOwn, host, rank})
 	return env
 }
 

@@ -38,10 +38,13 @@ type Attempt struct {
 }
 
 // HostStart is one host's part of its StartJob: its ranks, and in the
-// compact form (an agent whose facts say ExpandsStart) HostEnv, what
-// every rank of the host gets beyond Shared.
+// compact form (an agent whose facts say ExpandsStart) the job's command
+// and directory and HostEnv, what every rank of the host gets beyond
+// Shared, once (StartJob.Argv, Dir, HostEnv).
 type HostStart struct {
 	Compact bool
+	Argv    []string
+	Dir     string
 	HostEnv []string
 	Ranks   []wire.RankSpec
 }
@@ -52,7 +55,7 @@ type HostStart struct {
 // for the hosts compact says, the host's own variables once (HostOwn),
 // and per rank its Place and the little its agent cannot build
 // (RankOwn), the job's command and directory once (StartJob.Argv, Dir).
-// At eight ranks a host the compact form is a fifth of the bytes, and
+// At eight ranks a host the compact form is a quarter of the bytes, and
 // the launcher builds no rank's identity. A start message over the
 // protocol's limit (checkStart) is refused here, before anything is
 // sent.
@@ -60,7 +63,7 @@ func (a Attempt) Starts(compact []bool) ([]HostStart, error) {
 	out := make([]HostStart, len(a.names))
 	for h := range out {
 		if compact[h] {
-			out[h] = HostStart{Compact: true, HostEnv: a.b.HostOwn(h)}
+			out[h] = HostStart{Compact: true, Argv: a.argv, Dir: a.dir, HostEnv: a.b.HostOwn(h)}
 		}
 	}
 	for _, r := range a.ranks {

@@ -65,10 +65,10 @@ func TestCompactStart(t *testing.T) {
 			t.Fatal(err)
 		}
 		for h := range hosts {
-			if whole[h].Compact || whole[h].HostEnv != nil || !compact[h].Compact {
+			if whole[h].Compact || whole[h].HostEnv != nil || whole[h].Argv != nil || !compact[h].Compact || !slices.Equal(compact[h].Argv, cfg.Argv) || compact[h].Dir != cfg.Env.Dir {
 				t.Fatalf("%q host %d: forms %+v / %+v", args, h, whole[h], compact[h])
 			}
-			sj := wire.StartJob{Argv: cfg.Argv, Dir: cfg.Env.Dir, HostEnv: compact[h].HostEnv, Ranks: compact[h].Ranks}
+			sj := wire.StartJob{Argv: compact[h].Argv, Dir: compact[h].Dir, HostEnv: compact[h].HostEnv, Ranks: compact[h].Ranks}
 			// Through JSON, as it travels.
 			b, err := json.Marshal(sj)
 			if err != nil {
@@ -137,10 +137,7 @@ func TestCompactStartSmaller(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sj := wire.StartJob{Ranks: starts[0].Ranks, HostEnv: starts[0].HostEnv}
-		if compact {
-			sj.Argv = cfg.Argv
-		}
+		sj := wire.StartJob{Ranks: starts[0].Ranks, Argv: starts[0].Argv, HostEnv: starts[0].HostEnv}
 		b, _ := json.Marshal(sj)
 		return len(b)
 	}
