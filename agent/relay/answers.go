@@ -79,15 +79,16 @@ func (r *Relay) Begin(k wire.Kind) {
 // OwnAnswer takes this host's own answer v of kind k into the round
 // gathering it (true), else returns false: the session sends it itself.
 func (r *Relay) OwnAnswer(k wire.Kind, v any) (bool, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return false, err
-	}
 	r.mu.Lock()
 	rd := r.rounds[k]
 	if rd == nil || !rd.own {
 		r.mu.Unlock()
-		return false, nil
+		return false, nil // encoded once, by the session's send
+	}
+	raw, err := json.Marshal(v) // a small answer: under the lock, not twice
+	if err != nil {
+		r.mu.Unlock()
+		return false, err
 	}
 	rd.own = false
 	rd.add(r.self, raw)
