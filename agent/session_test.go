@@ -409,7 +409,7 @@ func TestExitsLinger(t *testing.T) {
 }
 
 // TestCompactStart: an agent says it takes the compact start, and its
-// ranks started from one get the job's command and directory, their
+// eight ranks started from one get the job's command and directory, their
 // identity built from Place and the host's variables; a Place that is
 // not this host's is refused in Ready, before anything runs.
 func TestCompactStart(t *testing.T) {
@@ -425,8 +425,15 @@ func TestCompactStart(t *testing.T) {
 	script := `echo "$(pwd) $RANK $LOCAL_RANK $LOCAL_WORLD_SIZE $GROUP_RANK $HOROVOD_CROSS_SIZE $GANGWAY_HOST $CUDA_VISIBLE_DEVICES"`
 	j := wire.StartJob{JobID: "compact", StdinRank: -1, KillGrace: time.Second, Argv: []string{"/bin/sh", "-c", script}, Dir: dir,
 		Env: []string{"PATH=/usr/bin:/bin"}, HostEnv: []string{"GANGWAY_HOST=cn7"}}
-	for l := range 2 {
-		j.Ranks = append(j.Ranks, wire.RankSpec{Rank: 10 + l, LocalRank: l, Place: &wire.Place{Node: 5, LocalSize: 2, Cross: 2, CrossSize: 4 - l},
+	// Eight ranks, as on a DGX; hosts of other sizes before this one, so
+	// that local ranks 6 and 7 are on fewer hosts than the rest.
+	const local = 8
+	for l := range local {
+		crossSize := 4
+		if l >= 6 {
+			crossSize = 3
+		}
+		j.Ranks = append(j.Ranks, wire.RankSpec{Rank: 40 + l, LocalRank: l, Place: &wire.Place{Node: 5, LocalSize: local, Cross: 2, CrossSize: crossSize},
 			Env: []string{"CUDA_VISIBLE_DEVICES=" + strconv.Itoa(l)}})
 	}
 	c.send(wire.KindStart, j)
@@ -453,9 +460,14 @@ func TestCompactStart(t *testing.T) {
 			out[rank] += string(data)
 		}
 	}
-	for l, want := range []string{dir + " 10 0 2 5 4 cn7 0\n", dir + " 11 1 2 5 3 cn7 1\n"} {
-		if out[10+l] != want {
-			t.Errorf("rank %d printed %q, want %q", 10+l, out[10+l], want)
+	for l := range local {
+		crossSize := 4
+		if l >= 6 {
+			crossSize = 3
+		}
+		want := fmt.Sprintf("%s %d %d 8 5 %d cn7 %d\n", dir, 40+l, l, crossSize, l)
+		if out[40+l] != want {
+			t.Errorf("rank %d printed %q, want %q", 40+l, out[40+l], want)
 		}
 	}
 
@@ -465,7 +477,7 @@ func TestCompactStart(t *testing.T) {
 	j.JobID, j.Ranks = "badplace", j.Ranks[:1]
 	c2.send(wire.KindStart, j)
 	c2.recv(wire.KindReady, &ready)
-	if ready.Err != "rank 10: place: local size 2, but this host runs 1" {
+	if ready.Err != "rank 40: place: local size 8, but this host runs 1" {
 		t.Errorf("ready for a place of another host: %q", ready.Err)
 	}
 }
