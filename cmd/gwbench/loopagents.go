@@ -39,7 +39,16 @@ type loopAgents struct {
 	keys    sshtest.Keys
 	kh      string
 	workers []*loopWorker
-	per     int // agents per worker
+	per     int    // agents per worker
+	hidden  string // the directory of this machine's GPUs the workers cover, if any
+}
+
+// gpuNote says what the agents know of GPUs, for the configuration line.
+func (la *loopAgents) gpuNote() string {
+	if la.hidden == "" {
+		return "no nvidia-smi for them (GPU health not checked)"
+	}
+	return "no nvidia-smi for them (GPU health not checked) and this machine's GPUs hidden from them (" + la.hidden + " under an empty tmpfs in the workers' own mount namespace)"
 }
 
 // agentsPerWorker keeps a worker's descriptors under 10,000 with every
@@ -84,8 +93,10 @@ func startLoopAgents(ctx context.Context, n, ranks int, dir string) (*loopAgents
 	if la.kh, err = keys.WriteKnownHosts(la.addrs, loopPort); err != nil {
 		return nil, err
 	}
+	hide := gpusToHide()
+	la.hidden = hide
 	for first := 0; first < n; first += la.per {
-		w, err := startLoopWorker(ctx, self, dir, first, min(la.per, n-first))
+		w, err := startLoopWorker(ctx, self, dir, first, min(la.per, n-first), hide)
 		if err != nil {
 			la.stop()
 			return nil, err
@@ -95,10 +106,38 @@ func startLoopAgents(ctx context.Context, n, ranks int, dir string) (*loopAgents
 	return la, nil
 }
 
-// startLoopWorker starts one worker and waits for its "ready" line.
-func startLoopWorker(ctx context.Context, self, dir string, first, n int) (*loopWorker, error) {
-	cmd := exec.Command(self, "-loop-agents", "-dir", dir, "-first", strconv.Itoa(first), "-n", strconv.Itoa(n))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+// gpuProcDir is where the NVIDIA driver lists this machine's GPUs, which
+// an agent's facts read when nvidia-smi is missing (a variable for tests).
+var gpuProcDir = "/proc/driver/nvidia/gpus"
+
+// gpusToHide is gpuProcDir where the workers can hide it (it exists and
+// gwbench runs as root), else "". The loop agents stand for hosts with
+// GPUs of their own, not for ranks sharing this machine's few: on a
+// one-GPU machine every agent would say it has that GPU, and the launcher
+// rightly refuses eight ranks a host ("8 ranks x 1 GPU need 8 GPUs"). With
+// it hidden they have none, as on a machine without GPUs.
+func gpusToHide() string {
+	if os.Geteuid() != 0 {
+		return ""
+	}
+	if fi, err := os.Stat(gpuProcDir); err != nil || !fi.IsDir() {
+		return ""
+	}
+	return gpuProcDir
+}
+
+// startLoopWorker starts one worker and waits for its "ready" line. A
+// non-empty hide is a directory the worker covers with an empty tmpfs in
+// a mount namespace of its own before its agents start.
+func startLoopWorker(ctx context.Context, self, dir string, first, n int, hide string) (*loopWorker, error) {
+	args := []string{"-loop-agents", "-dir", dir, "-first", strconv.Itoa(first), "-n", strconv.Itoa(n)}
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if hide != "" {
+		args = append(args, "-hide", hide)
+		attr.Unshareflags = syscall.CLONE_NEWNS // Go makes the new namespace's mounts private
+	}
+	cmd := exec.Command(self, args...)
+	cmd.SysProcAttr = attr
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -199,12 +238,19 @@ func loopWorkerMain(ctx context.Context, args []string, stdin io.Reader, stdout,
 	dir := fs.String("dir", "", "directory holding the keys (sshtest.GenKeys)")
 	first := fs.Int("first", 0, "index of the first agent")
 	n := fs.Int("n", 0, "number of agents")
+	hide := fs.String("hide", "", "a directory to cover with an empty tmpfs first (the worker runs in a mount namespace of its own)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *dir == "" || *n < 1 || *first < 0 || *first+*n > maxLoopAgents {
 		fmt.Fprintln(stderr, "gwbench -loop-agents: need -dir, -n >= 1 and agents within", maxLoopAgents)
 		return 2
+	}
+	if *hide != "" {
+		if err := syscall.Mount("gwbench-hidden", *hide, "tmpfs", syscall.MS_RDONLY|syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "size=4k"); err != nil {
+			fmt.Fprintf(stderr, "gwbench -loop-agents: hide %s: %v\n", *hide, err)
+			return 1
+		}
 	}
 	hostKey, err := loadSigner(filepath.Join(*dir, "host_ed25519"))
 	if err != nil {
