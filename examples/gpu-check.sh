@@ -159,11 +159,15 @@ while True:
     x = x * 1.0
     torch.cuda.synchronize()
 EOF
-timeout 120 "${L[@]}" -np 1 -H 127.0.0.2:1 --hang-timeout 5 -output-filename "$W/stacks" "$PY" "$W/hang.py" >"$W/hang.txt" 2>&1
+# The timeout counts from the rank's last line, and torch's import and
+# CUDA's start print nothing: 30 s, so the stacks are taken in the loop
+# (lines 5-6 of hang.py) and not in a slow start (5 s caught _lazy_init
+# on an H100 machine).
+timeout 150 "${L[@]}" -np 1 -H 127.0.0.2:1 --hang-timeout 30 -output-filename "$W/stacks" "$PY" "$W/hang.py" >"$W/hang.txt" 2>&1
 rc=$?
 sed 's/^/  /' "$W/hang.txt" | tail -8
-if [ "$rc" = 124 ] && grep -qs "hang.py" "$W"/stacks/rank.0/stacks.txt; then
-	pass "stacks of a hung CUDA rank (exit 124, hang.py's frames in rank.0/stacks.txt)"
+if [ "$rc" = 124 ] && grep -q "spinning on the GPU" "$W/hang.txt" && grep -qsE 'hang.py", line [56] ' "$W"/stacks/rank.0/stacks.txt; then
+	pass "stacks of a hung CUDA rank (exit 124, hang.py's loop in rank.0/stacks.txt)"
 	head -30 "$W"/stacks/rank.0/stacks.txt | sed 's/^/  /'
 else
 	fail "stacks of a hung CUDA rank (exit $rc; $(ls "$W"/stacks/rank.0 2>&1 | head -3))"
