@@ -89,3 +89,31 @@ func TestCPUAt(t *testing.T) {
 		t.Errorf("cpuAt of no trace = %v", got)
 	}
 }
+
+// TestTasksFit: a scale count is skipped, with the limit named, when its
+// ranks (two tasks each) and the tasks running now would pass pid_max or
+// threads-max; an unknown limit (0) does not skip.
+func TestTasksFit(t *testing.T) {
+	for _, tc := range []struct {
+		n, k int
+		l    taskLimits
+		err  string
+	}{
+		{10000, 1, taskLimits{32768, 1031013, 900}, ""},
+		{1536, 8, taskLimits{32768, 1031013, 900}, ""},
+		{2048, 8, taskLimits{32768, 1031013, 300}, "2048 agents x 8 ranks need about 35068 tasks (16384 ranks at two tasks each, 300 running now, 2000 for threads), over this machine's kernel.pid_max 32768"},
+		{1024, 8, taskLimits{4194304, 15000, 100}, "over this machine's kernel.threads-max 15000"},
+		{100000, 16, taskLimits{}, ""},
+	} {
+		err := tasksFit(tc.n, tc.k, tc.l)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%d x %d, %+v: %v, want none", tc.n, tc.k, tc.l, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%d x %d, %+v: %v, want %q", tc.n, tc.k, tc.l, err, tc.err)
+		}
+	}
+	if l := readTaskLimits(); l.pidMax <= 0 || l.now <= 0 {
+		t.Errorf("readTaskLimits here: %+v, want pid_max and the tasks running", l)
+	}
+}

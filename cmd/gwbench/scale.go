@@ -87,6 +87,10 @@ func (b *bench) scale(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if err := tasksFit(n, b.o.scaleRanks, readTaskLimits()); err != nil {
+			b.skip("scale: %v", err)
+			continue
+		}
 		if err := b.scaleCount(ctx, la, rank, n, idle); err != nil {
 			return err
 		}
@@ -259,4 +263,49 @@ func runTreeRanks(ctx context.Context, s cmdSpec) outcome {
 		o.Err = fmt.Errorf("%w; ranks said: %s", o.Err, strings.Join(said, " | "))
 	}
 	return o
+}
+
+// taskLimits are the machine's bounds on its tasks (processes and
+// threads alike take a pid) and how many it has now; 0 is unknown.
+type taskLimits struct {
+	pidMax, threadsMax, now int
+}
+
+// readTaskLimits reads them from /proc; what it cannot read is 0.
+func readTaskLimits() taskLimits {
+	num := func(path string, field int) int {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return 0
+		}
+		f := strings.FieldsFunc(string(b), func(r rune) bool { return r == ' ' || r == '\n' || r == '/' })
+		if len(f) <= field {
+			return 0
+		}
+		v, _ := strconv.Atoi(f[field])
+		return v
+	}
+	// /proc/loadavg: "0.10 0.20 0.30 running/total last-pid".
+	return taskLimits{pidMax: num("/proc/sys/kernel/pid_max", 0), threadsMax: num("/proc/sys/kernel/threads-max", 0), now: num("/proc/loadavg", 4)}
+}
+
+// tasksFit says why n agents of k ranks each cannot start here, or nil:
+// every rank takes two tasks (256 agents x 8 ranks peaked at about 4,100
+// tasks more than the machine ran before), on top of the tasks the
+// machine already runs and a margin for the launcher's and the workers'
+// threads. Seen without it: 2,048 x 8 on machines whose pid_max is
+// 32,768 failed part-way, "fork: resource temporarily unavailable",
+// while 1,536 x 8 ran.
+func tasksFit(n, k int, l taskLimits) error {
+	const margin = 2000
+	need := 2*n*k + l.now + margin
+	for _, lim := range []struct {
+		name string
+		v    int
+	}{{"kernel.pid_max", l.pidMax}, {"kernel.threads-max", l.threadsMax}} {
+		if lim.v > 0 && need > lim.v {
+			return fmt.Errorf("%d agents x %s need about %d tasks (%d ranks at two tasks each, %d running now, %d for threads), over this machine's %s %d: run fewer (-scale-counts, -scale-ranks)", n, textx.Count(k, "rank"), need, n*k, l.now, margin, lim.name, lim.v)
+		}
+	}
+	return nil
 }
