@@ -89,7 +89,7 @@ func TestTreeShape(t *testing.T) {
 func testTree(t *testing.T) (root, mid, leaf *link, agent *wire.Conn) {
 	t.Helper()
 	hosts := []hostfile.Host{{Name: "a"}, {Name: "b"}, {Name: "c"}}
-	tr := &Tree{hosts: hosts, index: map[string]int{}, width: 1, log: zap.NewNop(), nodes: make([]*node, 3)}
+	tr := &Tree{hosts: hosts, index: map[nodeKey]int{}, width: 1, log: zap.NewNop(), nodes: make([]*node, 3)}
 	for i, h := range hosts {
 		tr.nodes[i] = &node{t: tr, i: i, h: h, up: make(chan struct{})}
 	}
