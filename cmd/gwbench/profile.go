@@ -72,9 +72,13 @@ func (b *bench) profiles(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	sshConfig, err := b.scaleSSHConfig(n)
+	if err != nil {
+		return err
+	}
 	for _, width := range b.widths() {
 		name := fmt.Sprintf("scale%d-w%d", n, width)
-		args := append(la.args(hf), "--tree-width", strconv.Itoa(width), "--start-timeout", "10m", "/bin/true")
+		args := append(append(la.args(hf), sshConfig...), "--tree-width", strconv.Itoa(width), "--start-timeout", "10m", "/bin/true")
 		peak := watchHeap(filepath.Join(dir, name+"-heap.pprof"))
 		err := b.profileRuns(ctx, filepath.Join(dir, name+".pprof"), 1, args, io.Discard)
 		sum, perr := peak()

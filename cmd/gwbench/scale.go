@@ -130,19 +130,11 @@ func (b *bench) scaleCount(ctx context.Context, la *loopAgents, rank string, n i
 	case n > 1024:
 		timeout = 6 * time.Minute
 	}
-	// Above 1024 agents, the agents and their ranks on this machine's
-	// few CPUs stall past the launcher's default 15 s keepalive bound
-	// during the launch (seen at 4,096 on 2 CPUs), which a real node with
-	// its own CPUs does not: the runs say so in their ssh configuration,
-	// as a user of an overloaded cluster would (ServerAliveInterval 10,
-	// ServerAliveCountMax 9: lost after 90 s).
-	var sshConfig []string
-	if n > 1024 {
-		cfg := filepath.Join(b.dir, "ssh_config-scale")
-		if err := os.WriteFile(cfg, []byte("Host *\n    ServerAliveInterval 10\n    ServerAliveCountMax 9\n"), 0o644); err != nil {
-			return err
-		}
-		sshConfig = []string{"-F", cfg}
+	sshConfig, err := b.scaleSSHConfig(n)
+	if err != nil {
+		return err
+	}
+	if sshConfig != nil {
 		note += "; -F ssh_config with ServerAliveInterval 10, ServerAliveCountMax 9 (hosts lost after 90 s, not 15 s)"
 	}
 	var cs []contender
@@ -263,6 +255,25 @@ func runTreeRanks(ctx context.Context, s cmdSpec) outcome {
 		o.Err = fmt.Errorf("%w; ranks said: %s", o.Err, strings.Join(said, " | "))
 	}
 	return o
+}
+
+// scaleSSHConfig is the launcher's -F for a scale run of n agents, or
+// none. Above 1024 agents, the agents and their ranks on this machine's
+// few CPUs stall past the launcher's default 15 s keepalive bound during
+// the launch (seen at 4,096 on 2 CPUs, and at 10,000 in the profiled run
+// before it had this too), which a real node with its own CPUs does not:
+// the runs say so in their ssh configuration, as a user of an overloaded
+// cluster would (ServerAliveInterval 10, ServerAliveCountMax 9: lost
+// after 90 s).
+func (b *bench) scaleSSHConfig(n int) ([]string, error) {
+	if n <= 1024 {
+		return nil, nil
+	}
+	cfg := filepath.Join(b.dir, "ssh_config-scale")
+	if err := os.WriteFile(cfg, []byte("Host *\n    ServerAliveInterval 10\n    ServerAliveCountMax 9\n"), 0o644); err != nil {
+		return nil, err
+	}
+	return []string{"-F", cfg}, nil
 }
 
 // taskLimits are the machine's bounds on its tasks (processes and
