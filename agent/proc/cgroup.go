@@ -138,6 +138,18 @@ func jobCgroupName(pid int, n uint64, job string) string {
 	return name
 }
 
+// cgroupAgent is the process a job group's name (jobCgroupName's) says
+// made it.
+func cgroupAgent(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, cgroupPrefix)
+	if !ok {
+		return 0, false
+	}
+	num, _, _ := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(num)
+	return pid, err == nil && pid > 0
+}
+
 // populated reads the "populated" key of cgroup.events; -1 if absent.
 func populated(events []byte) int {
 	for line := range bytes.Lines(events) {

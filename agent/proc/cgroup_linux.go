@@ -104,8 +104,10 @@ func (p *CgroupParent) New(job string) (*Cgroup, error) {
 		if err == nil {
 			err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 			if err == nil {
-				// Between the mkdir and the lock, another agent's Sweep
-				// can take the fresh group for a dead agent's, remove it
+				// Between the mkdir and the lock, a Sweep that cannot
+				// see this process (an agent in another PID namespace,
+				// or an older one that judged by the lock alone) can
+				// take the fresh group for a dead agent's, remove it
 				// and let go of the lock: the lock is then held on a
 				// removed directory. Once locked, the path can no longer
 				// be removed by a Sweep, so it still naming the same
@@ -137,9 +139,18 @@ func same(f *os.File, path string) bool {
 	return err == nil && os.SameFile(a, b)
 }
 
-// Sweep removes the job groups under p whose agents died (no one holds
-// their lock), killing what is left in them first: what escaped both the
-// agent and the job's supervisor. It returns the groups it removed.
+// Sweep removes the job groups under p whose agents died (the process
+// the group is named for is gone, and no one holds the group's lock),
+// killing what is left in them first: what escaped both the agent and
+// the job's supervisor. It returns the groups it removed.
+//
+// The lock alone is not enough: a live agent's group is unlocked between
+// its mkdir and its lock, and a Sweep in that moment (another agent's
+// first job on the same parent, as two launches starting together on one
+// machine) took it for a dead agent's, removed it, and said so in a
+// warning ("removed the job cgroups of agents that died") while that
+// agent made another. A group whose agent still lives is left; a PID
+// reused since only delays its sweep to a later agent's.
 func (p *CgroupParent) Sweep(timeout time.Duration) ([]string, error) {
 	ents, err := os.ReadDir(p.dir)
 	if err != nil {
@@ -150,6 +161,9 @@ func (p *CgroupParent) Sweep(timeout time.Duration) ([]string, error) {
 	for _, e := range ents {
 		name := e.Name()
 		if !e.IsDir() || !strings.HasPrefix(name, cgroupPrefix) || strings.HasPrefix(name, cgroupPrefix+"probe-") {
+			continue
+		}
+		if pid, ok := cgroupAgent(name); ok && processExists(pid) {
 			continue
 		}
 		dir := filepath.Join(p.dir, name)
@@ -168,6 +182,13 @@ func (p *CgroupParent) Sweep(timeout time.Duration) ([]string, error) {
 		removed = append(removed, dir)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// processExists reports whether pid names a process (a zombie too), of
+// any user.
+func processExists(pid int) bool {
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
 }
 
 // Path is the group's directory.

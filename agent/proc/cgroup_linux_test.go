@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gangway-hpc/gangway/agent/proc/proctest"
 )
 
@@ -124,14 +126,45 @@ func TestCgroupSupervisedRank(t *testing.T) {
 	}
 }
 
-// TestCgroupSweep: the groups of an agent that died (its lock released
-// without Close) are swept, what is in them killed; a live agent's group
-// is left alone.
+// deadAgentCgroup makes and locks a job group under p as New does, but
+// named for a process that cannot exist (pid_max itself: PIDs stay below
+// it), as the group of an agent that died is.
+func deadAgentCgroup(t *testing.T, p *CgroupParent, job string) *Cgroup {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || processExists(pid) {
+		t.Fatalf("pid_max %q: %v (a process with it exists: %v)", b, err, processExists(pid))
+	}
+	dir := filepath.Join(p.dir, jobCgroupName(pid, cgroupSeq.Add(1), job))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(dir)
+	if err == nil {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg := &Cgroup{dir: dir, f: f}
+	t.Cleanup(func() { _ = cg.Close(5 * time.Second) })
+	return cg
+}
+
+// TestCgroupSweep: the groups of an agent that died (its process gone,
+// its lock released without Close) are swept, what is in them killed; a
+// live agent's group is left alone, also when its lock is not held (as
+// between its mkdir and its lock, when another agent sweeping then took
+// it and warned that an agent had died).
 func TestCgroupSweep(t *testing.T) {
 	parent := needCgroup(t)
-	dead, live := newCgroup(t, parent, "dead"), newCgroup(t, parent, "live")
+	dead, live, unlocked := deadAgentCgroup(t, parent, "dead"), newCgroup(t, parent, "live"), newCgroup(t, parent, "unlocked")
 	daemons := map[*Cgroup]int{}
-	for _, cg := range []*Cgroup{dead, live} {
+	for _, cg := range []*Cgroup{dead, live, unlocked} {
 		c := newCapture()
 		spec := fake(t, "daemon:1")
 		spec.Cgroup = cg
@@ -141,9 +174,10 @@ func TestCgroupSweep(t *testing.T) {
 		t.Cleanup(func() { syscall.Kill(d, syscall.SIGKILL) })
 		daemons[cg] = d
 	}
-	dead.f.Close() // as the agent's death would
+	dead.f.Close()     // as the agent's death would
+	unlocked.f.Close() // its agent (this process) lives
 	// Tests in other packages may sweep at the same time: what counts is
-	// that the dead group is gone and the live one is not.
+	// that the dead group is gone and the live ones are not.
 	removed, err := parent.Sweep(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -151,18 +185,26 @@ func TestCgroupSweep(t *testing.T) {
 	if _, err := os.Stat(dead.Path()); !os.IsNotExist(err) {
 		t.Errorf("the dead agent's group %s is still there (swept %v): %v", dead.Path(), removed, err)
 	}
-	if slices.Contains(removed, live.Path()) {
-		t.Errorf("swept the live agent's group %s", live.Path())
-	}
 	if s := proctest.State(daemons[dead]); s != 0 && s != 'Z' {
 		t.Errorf("the dead agent's daemon %d (state %c) survived the sweep", daemons[dead], s)
 	}
-	if proctest.Gone(daemons[live]) {
-		t.Errorf("the live agent's daemon %d was killed", daemons[live])
+	for what, cg := range map[string]*Cgroup{"live agent's group": live, "live agent's unlocked group": unlocked} {
+		if slices.Contains(removed, cg.Path()) {
+			t.Errorf("swept the %s %s", what, cg.Path())
+		}
+		if proctest.Gone(daemons[cg]) {
+			t.Errorf("the %s's daemon %d was killed", what, daemons[cg])
+		}
+		if _, err := os.Stat(cg.Path()); err != nil {
+			t.Errorf("the %s: %v", what, err)
+		}
 	}
-	if _, err := os.Stat(live.Path()); err != nil {
-		t.Errorf("the live agent's group: %v", err)
+	// Its lock is gone; only its Close removes it now.
+	f, err := os.Open(unlocked.Path())
+	if err != nil {
+		t.Fatal(err)
 	}
+	unlocked.f = f
 }
 
 // TestCgroupNewRacesSweep: agents sharing a parent group make job groups

@@ -100,6 +100,25 @@ func TestJobCgroupName(t *testing.T) {
 	}
 }
 
+// TestCgroupAgent: the agent a job group is named for, back from the
+// name; a name that is not a job group's has none.
+func TestCgroupAgent(t *testing.T) {
+	for name, want := range map[string]int{
+		jobCgroupName(12, 7, "3f2a9c"): 12,
+		jobCgroupName(4194303, 1, ""):  4194303,
+		"gangway-probe-12-1":           0,
+		"gangway-":                     0,
+		"gangway--1-x":                 0,
+		"gangway-0-1":                  0,
+		"other-12-1":                   0,
+	} {
+		got, ok := cgroupAgent(name)
+		if ok != (want > 0) || got != want && want > 0 {
+			t.Errorf("cgroupAgent(%q) = %d, %v; want %d", name, got, ok, want)
+		}
+	}
+}
+
 func TestPopulated(t *testing.T) {
 	for in, want := range map[string]int{"populated 1\nfrozen 0\n": 1, "populated 0\nfrozen 0\n": 0, "frozen 0\n": -1} {
 		if got := populated([]byte(in)); got != want {
