@@ -31,6 +31,7 @@ type session struct {
 	errorFiles map[int]string // rank -> TORCHELASTIC_ERROR_FILE
 	batchExits bool           // the launcher takes exits that waited together as one frame (Hello.BatchExits)
 	gather     bool           // the launcher takes a relay's gathered answers (Hello.Gather)
+	fenceSpans bool           // the launcher takes this relay's Fences as spans (Hello.FenceSpans)
 	exits      exitBatch      // exits waiting while one is sent
 	dumpBusy   atomic.Bool    // a dump is collecting: one asked meanwhile is answered at once, empty
 	dumping    sync.Mutex     // held by a dump until its answer is sent: Done waits for it
@@ -234,6 +235,7 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		if r == nil {
 			r = relay.New(ctx, s.conn, s.log.Named("relay"))
 			r.SetGather(s.gather)
+			r.SetFenceSpans(s.fenceSpans)
 			s.relay.Store(r)
 		}
 		return r.SetKey(k)

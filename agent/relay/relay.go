@@ -74,6 +74,7 @@ type Relay struct {
 	started  map[int]bool
 	ownRanks bool
 	barrier  gather
+	spans    bool // send Fences as spans (Hello.FenceSpans)
 
 	// Answers gathered per subtree (answers.go).
 	gatherOn bool
@@ -525,6 +526,15 @@ func (r *Relay) OwnFence(seq int, puts map[string]string) (bool, error) {
 	return true, r.send(flush)
 }
 
+// SetFenceSpans says whether the launcher takes this relay's Fences with
+// their hosts as spans (Hello.FenceSpans: it does for the relays it
+// reaches itself, whose Fences go to it).
+func (r *Relay) SetFenceSpans(on bool) {
+	r.mu.Lock()
+	r.spans = on
+	r.mu.Unlock()
+}
+
 // childFence takes a started child's Fence (or its own subtree's
 // Fences) into the barrier being gathered (combined); an error is the
 // child's protocol violation. A child that was given no job passes its
@@ -539,6 +549,10 @@ func (r *Relay) childFence(c *child, m wire.Msg) (combined bool, err error) {
 		f = wire.Fences{Seq: one.Seq, Hosts: []int{c.host}, Puts: one.Puts}
 	} else if err := m.Decode(&f); err != nil {
 		return false, err
+	} else if len(f.Spans) > 0 {
+		// Only the launcher's own sessions are told Hello.FenceSpans,
+		// and a child of a relay is not one of them.
+		return false, fmt.Errorf("protocol violation of %s: its fences name spans, which it was not told to send", c.name)
 	}
 	r.mu.Lock()
 	if !r.started[c.host] {
@@ -591,7 +605,11 @@ func (r *Relay) ready() *wire.Fences {
 	for _, hs := range b.kids {
 		f.Hosts = append(f.Hosts, hs...)
 	}
-	sort.Ints(f.Hosts)
+	if r.spans {
+		f.Compact()
+	} else {
+		sort.Ints(f.Hosts)
+	}
 	r.barrier = gather{seq: b.seq + 1}
 	return f
 }

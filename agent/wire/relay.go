@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -69,15 +70,79 @@ type RelayKey struct {
 	Host int `json:"host"`
 }
 
-// Fences is a relay's fence for its subtree: every host in Hosts (indices
-// in the launch: the relay itself, if it runs ranks, and the children
-// below it that were given a job) entered barrier Seq, with all their
-// puts. A relay sends one when the last of them has entered, in place of
-// one Fence per host: one message per subtree per barrier.
+// Fences is a relay's fence for its subtree: every host in Hosts and in
+// Spans (indices in the launch: the relay itself, if it runs ranks, and
+// the children below it that were given a job) entered barrier Seq, with
+// all their puts. A relay sends one when the last of them has entered,
+// in place of one Fence per host: one message per subtree per barrier.
+// A relay told Hello.FenceSpans names its hosts in Spans, runs of
+// consecutive indices, each [first, last], ascending and apart (Compact):
+// a subtree's hosts are a few such runs, and the launcher neither decodes
+// nor checks them one by one as JSON numbers.
 type Fences struct {
 	Seq   int               `json:"seq"`
 	Hosts []int             `json:"hosts"`
+	Spans [][2]int          `json:"spans,omitempty"`
 	Puts  map[string]string `json:"puts,omitempty"`
+}
+
+// Compact moves Hosts into Spans: sorted, each run of consecutive
+// indices one span. A host named twice is named once.
+func (f *Fences) Compact() {
+	hs := slices.Clone(f.Hosts)
+	slices.Sort(hs)
+	hs = slices.Compact(hs)
+	f.Hosts = nil
+	for _, h := range hs {
+		if n := len(f.Spans); n > 0 && f.Spans[n-1][1] == h-1 {
+			f.Spans[n-1][1] = h
+			continue
+		}
+		f.Spans = append(f.Spans, [2]int{h, h})
+	}
+}
+
+// CheckSpans says why f's Spans cannot name hosts of a launch of n hosts,
+// or nil: each span within 0..n-1, first <= last, and each after the
+// one before it with a gap (as Compact makes them). Once checked, the
+// spans name at most n hosts, so walking them is bounded by the launch.
+func (f Fences) CheckSpans(n int) error {
+	next := 0
+	for i, s := range f.Spans {
+		if s[0] < next || s[0] > s[1] || s[1] >= n {
+			return fmt.Errorf("fences: span %d [%d, %d] is not within [%d, %d] in order", i, s[0], s[1], next, n-1)
+		}
+		next = s[1] + 2
+	}
+	return nil
+}
+
+// Count is how many hosts f names (with a host in Hosts and in Spans
+// counted twice); Spans must have passed CheckSpans.
+func (f Fences) Count() int {
+	n := len(f.Hosts)
+	for _, s := range f.Spans {
+		n += s[1] - s[0] + 1
+	}
+	return n
+}
+
+// Each calls fn for every host f names, those of Hosts first, then those
+// of the Spans in order; Spans must have passed CheckSpans. It stops at
+// the first false.
+func (f Fences) Each(fn func(host int) bool) {
+	for _, h := range f.Hosts {
+		if !fn(h) {
+			return
+		}
+	}
+	for _, s := range f.Spans {
+		for h := s[0]; h <= s[1]; h++ {
+			if !fn(h) {
+				return
+			}
+		}
+	}
 }
 
 // Gathered is a relay's answers of one kind for its subtree (told

@@ -3,8 +3,11 @@ package wire
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
+	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -245,4 +248,115 @@ func TestMsgGathered(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFencesSpans: Compact turns a subtree's hosts into runs, CheckSpans
+// takes only runs within the launch, ascending and apart, and Each walks
+// Hosts then Spans.
+func TestFencesSpans(t *testing.T) {
+	for _, tc := range []struct {
+		hosts []int
+		spans [][2]int
+	}{
+		{nil, nil},
+		{[]int{7}, [][2]int{{7, 7}}},
+		{[]int{3, 1, 2, 2, 9, 10, 0}, [][2]int{{0, 3}, {9, 10}}},
+		// A first-level relay of 10,000 hosts at width 32: itself, its
+		// 32 children, their 1,024 children's share.
+		{append(append([]int{5}, seq(192, 223)...), seq(6176, 7199)...), [][2]int{{5, 5}, {192, 223}, {6176, 7199}}},
+	} {
+		f := Fences{Seq: 3, Hosts: tc.hosts}
+		f.Compact()
+		if f.Hosts != nil || !reflect.DeepEqual(f.Spans, tc.spans) {
+			t.Errorf("Compact(%v): hosts %v spans %v, want spans %v", tc.hosts, f.Hosts, f.Spans, tc.spans)
+		}
+		if err := f.CheckSpans(10000); err != nil {
+			t.Errorf("Compact(%v) fails its own check: %v", tc.hosts, err)
+		}
+		var got []int
+		f.Each(func(h int) bool { got = append(got, h); return true })
+		want := slices.Compact(slices.Sorted(slices.Values(tc.hosts)))
+		if f.Count() != len(want) {
+			t.Errorf("Count after Compact(%v) = %d, want %d", tc.hosts, f.Count(), len(want))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("Each after Compact(%v) = %v, want %v", tc.hosts, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		spans [][2]int
+		err   string
+	}{
+		{[][2]int{{0, 0}, {2, 4}}, ""},
+		{[][2]int{{-1, 2}}, "span 0 [-1, 2] is not within [0, 9] in order"},
+		{[][2]int{{3, 2}}, "span 0 [3, 2]"},
+		{[][2]int{{0, 10}}, "span 0 [0, 10] is not within [0, 9]"},
+		{[][2]int{{4, 5}, {6, 7}}, "span 1 [6, 7] is not within [7, 9]"},
+		{[][2]int{{4, 5}, {1, 2}}, "span 1 [1, 2]"},
+		{[][2]int{{4, 5}, {5, 6}}, "span 1 [5, 6]"},
+		{[][2]int{{0, math.MaxInt}}, "span 0"},
+	} {
+		err := Fences{Spans: tc.spans}.CheckSpans(10)
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("CheckSpans(%v, 10) = %v, want %q", tc.spans, err, tc.err)
+		}
+	}
+	n := 0
+	Fences{Hosts: []int{1, 2}, Spans: [][2]int{{5, 9}}}.Each(func(h int) bool { n++; return h != 6 })
+	if n != 4 {
+		t.Errorf("Each did not stop at the first false: %d calls, want 4", n)
+	}
+}
+
+func seq(lo, hi int) []int {
+	var s []int
+	for i := lo; i <= hi; i++ {
+		s = append(s, i)
+	}
+	return s
+}
+
+// FuzzFences: whatever a relay sends as Fences, spans that pass
+// CheckSpans name at most the launch's hosts, in ascending order and
+// once each; and Compact of any hosts passes it and names them back.
+func FuzzFences(f *testing.F) {
+	f.Add([]byte(`{"seq":1,"hosts":[3,1],"spans":[[5,9],[20,20]]}`), 32)
+	f.Add([]byte(`{"seq":2,"hosts":[],"spans":[[0,9223372036854775807]]}`), 100)
+	f.Add([]byte(`{"seq":2,"hosts":[4,4,-1,7],"spans":[[2,1]]}`), 8)
+	f.Fuzz(func(t *testing.T, data []byte, n int) {
+		n = n%5000 + 5000 // launches of 1 to 9,999 hosts
+		var fs Fences
+		if json.Unmarshal(data, &fs) != nil {
+			return
+		}
+		if fs.CheckSpans(n) == nil {
+			last, count := -1, 0
+			Fences{Spans: fs.Spans}.Each(func(h int) bool {
+				if h <= last || h >= n {
+					t.Fatalf("spans %v passed the check for %d hosts but name %d after %d", fs.Spans, n, h, last)
+				}
+				last, count = h, count+1
+				return true
+			})
+			if count > n {
+				t.Fatalf("spans %v name %d hosts of %d", fs.Spans, count, n)
+			}
+		}
+		var hosts []int
+		for _, h := range fs.Hosts {
+			if h >= 0 && h < n {
+				hosts = append(hosts, h)
+			}
+		}
+		c := Fences{Hosts: hosts}
+		c.Compact()
+		if err := c.CheckSpans(n); err != nil {
+			t.Fatalf("Compact(%v) = %v fails the check: %v", hosts, c.Spans, err)
+		}
+		var back []int
+		c.Each(func(h int) bool { back = append(back, h); return true })
+		if want := slices.Compact(slices.Sorted(slices.Values(hosts))); !slices.Equal(back, want) {
+			t.Fatalf("Compact(%v) names %v", hosts, back)
+		}
+	})
 }

@@ -160,6 +160,13 @@ type Hello struct {
 	// shows. The launcher decodes every host's facts; on a DGX the GPUs
 	// and their topology are a third of them. Older agents send all.
 	Brief bool `json:"brief,omitempty"`
+	// FenceSpans says the launcher takes a relay's Fences with its hosts
+	// as Spans: the launcher sends it to the hosts it reaches itself, the
+	// first level of the tree, whose subtrees' hosts are a few runs of
+	// indices (a first-level relay of 10,000 hosts names about 312 in
+	// each barrier, three runs). Deeper relays are not told: they send
+	// Hosts to their relay, which merges them. Older agents ignore it.
+	FenceSpans bool `json:"fence_spans,omitempty"`
 }
 
 // MaxExitBatch bounds the exits batched into one exit frame (their error

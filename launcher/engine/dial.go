@@ -654,6 +654,10 @@ func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, he
 	conn := wire.NewConn(transport.Guard(rwc))
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	hi := hello(i, addrs)
+	// A host this launcher reaches itself sends its Fences here, and
+	// this launcher takes them as spans; one behind a relay sends them to
+	// its relay, which may be of an older build.
+	hi.FenceSpans = !transport.Relayed(rwc)
 	if err := conn.Send(wire.KindHello, hi); err != nil {
 		stop()
 		conn.Close()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,10 @@ import (
 // gathered frame that does not decode, is the relay's protocol
 // violation.
 func TestCollectGathered(t *testing.T) {
-	j := &job{log: zap.NewNop(), events: make(chan any, 8), quit: make(chan struct{}), byTree: map[int]int{10: 0, 11: 1, 12: 2}}
+	j := &job{log: zap.NewNop(), events: make(chan any, 8), quit: make(chan struct{})}
+	for tree, idx := range map[int]int{10: 0, 11: 1, 12: 2} {
+		j.setTreeIndex(tree, idx)
+	}
 	for i, name := range []string{"relay", "b", "c"} {
 		j.sessions = append(j.sessions, &session{idx: i, host: hostfile.Host{Name: name}})
 	}
@@ -65,5 +69,50 @@ func TestCollectGathered(t *testing.T) {
 	}
 	if ev, ok := (<-j.events).(evViolation); !ok || ev.host != 0 || !strings.Contains(ev.what, "twice") {
 		t.Errorf("event %+v, want the relay's violation", ev)
+	}
+}
+
+// TestJobSpans: a relay's fence spans in the tree's indices become the
+// job's, runs kept where the job numbers the hosts in the same order
+// (as it does), split and put in order where it does not; a host of a
+// span that is not the job's is the relay's protocol violation.
+func TestJobSpans(t *testing.T) {
+	j := &job{log: zap.NewNop(), events: make(chan any, 8), quit: make(chan struct{})}
+	// Tree hosts 0-9 are sessions 0-9, except 6 and 7, which swapped.
+	for tree := range 10 {
+		idx := tree
+		switch tree {
+		case 6:
+			idx = 7
+		case 7:
+			idx = 6
+		}
+		j.setTreeIndex(tree, idx)
+	}
+	j.setTreeIndex(12, 10)
+	s := &session{idx: 0, host: hostfile.Host{Name: "relay"}}
+	for _, tc := range []struct {
+		in, want [][2]int
+	}{
+		{nil, nil},
+		{[][2]int{{0, 5}}, [][2]int{{0, 5}}},
+		{[][2]int{{0, 2}, {4, 9}}, [][2]int{{0, 2}, {4, 9}}},
+		{[][2]int{{6, 6}}, [][2]int{{7, 7}}},
+		{[][2]int{{5, 6}}, [][2]int{{5, 5}, {7, 7}}},
+		{[][2]int{{7, 7}, {12, 12}}, [][2]int{{6, 6}, {10, 10}}},
+	} {
+		got, ok := j.jobSpans(s, tc.in)
+		if !ok || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("jobSpans(%v) = %v, %v; want %v", tc.in, got, ok, tc.want)
+		}
+		if err := (wire.Fences{Spans: got}).CheckSpans(11); err != nil {
+			t.Errorf("jobSpans(%v) = %v: %v", tc.in, got, err)
+		}
+	}
+	if _, ok := j.jobSpans(s, [][2]int{{9, 11}}); ok {
+		t.Error("a span over tree host 10, of no session, was taken")
+	}
+	if ev, ok := (<-j.events).(evViolation); !ok || !strings.Contains(ev.what, "a fence for host 10, not a host of this job") {
+		t.Errorf("event %+v, want the relay's violation for host 10", ev)
 	}
 }

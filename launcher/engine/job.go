@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -33,7 +34,7 @@ type job struct {
 	stdin    io.Reader
 	sessions []*session
 	tree     *transport.Tree // nil: flat
-	byTree   map[int]int     // a host's index in the tree -> its session's
+	byTree   []int           // a host's index in the tree -> its session's (-1: none)
 	ranks    []plan.Rank     // the plan; each rank's GPUs are set in prepare
 	out      *console
 	coll     *bench.Collector // nil when no summary, report or plot is wanted
@@ -71,10 +72,10 @@ type evMsg struct {
 // summary closes it).
 func newJob(bctx context.Context, cfg cli.Config, d Deps, id string, attempt int, c *Cluster) (*job, error) {
 	j := &job{cfg: cfg, log: d.Log, id: id, attempt: attempt, stdin: d.Stdin, sessions: c.sessions, ranks: c.ranks,
-		events: make(chan any, 64), stdinAck: make(chan struct{}, 1), quit: make(chan struct{}), tree: c.tree, byTree: map[int]int{}}
+		events: make(chan any, 64), stdinAck: make(chan struct{}, 1), quit: make(chan struct{}), tree: c.tree}
 	for _, s := range c.sessions {
 		if c.tree != nil && c.tree.Covers(s.host) {
-			j.byTree[c.tree.Index(s.host)] = s.idx
+			j.setTreeIndex(c.tree.Index(s.host), s.idx)
 		}
 	}
 	var obs observer
@@ -212,10 +213,15 @@ func (j *job) control(s *session, m wire.Msg) bool {
 	// relay): to the job's.
 	switch ev := ev.(type) {
 	case evFences:
-		j.log.Debug("subtree fence", zap.String("relay", s.host.Name), zap.Int("seq", ev.f.Seq), zap.Int("hosts", len(ev.f.Hosts)))
+		j.log.Debug("subtree fence", zap.String("relay", s.host.Name), zap.Int("seq", ev.f.Seq), zap.Int("hosts", ev.f.Count()), zap.Int("spans", len(ev.f.Spans)))
 		if !j.jobHosts(s, ev.f.Hosts, "a fence") {
 			return false
 		}
+		spans, ok := j.jobSpans(s, ev.f.Spans)
+		if !ok {
+			return false
+		}
+		ev.f.Spans = spans
 	case evGathered:
 		if !j.jobHosts(s, ev.g.Hosts, "a "+ev.g.Kind.String()+" answer") {
 			return false
@@ -232,7 +238,7 @@ func (j *job) control(s *session, m wire.Msg) bool {
 // with s's violation sent, for one that is not a host of this job.
 func (j *job) jobHosts(s *session, hosts []int, what string) bool {
 	for i, h := range hosts {
-		idx, ok := j.byTree[h]
+		idx, ok := j.jobIndex(h)
 		if !ok {
 			j.send(evViolation{host: s.idx, what: fmt.Sprintf("%s for host %d, not a host of this job", what, h)})
 			return false
@@ -240,6 +246,63 @@ func (j *job) jobHosts(s *session, hosts []int, what string) bool {
 		hosts[i] = idx
 	}
 	return true
+}
+
+// setTreeIndex records that the host at index tree in the tree is the
+// job's session idx.
+func (j *job) setTreeIndex(tree, idx int) {
+	if tree < 0 {
+		return
+	}
+	for len(j.byTree) <= tree {
+		j.byTree = append(j.byTree, -1)
+	}
+	j.byTree[tree] = idx
+}
+
+// jobIndex is the job's session index of the host at index h in the tree.
+func (j *job) jobIndex(h int) (int, bool) {
+	if h < 0 || h >= len(j.byTree) || j.byTree[h] < 0 {
+		return 0, false
+	}
+	return j.byTree[h], true
+}
+
+// jobSpans is jobHosts for a fence's spans (wire.Fences.Spans, checked
+// by the transport): each span's hosts turned into the job's indices,
+// runs of consecutive ones kept as spans, in order and apart as
+// Fences.CheckSpans wants them. The tree numbers the attempt's hosts as
+// the job does, so a span usually stays one span. Since no two hosts of
+// the tree are one session, spans that were apart cannot overlap.
+func (j *job) jobSpans(s *session, spans [][2]int) ([][2]int, bool) {
+	if len(spans) == 0 {
+		return nil, true
+	}
+	var out [][2]int
+	for _, sp := range spans {
+		for h := sp[0]; h <= sp[1]; h++ {
+			idx, ok := j.jobIndex(h)
+			if !ok {
+				j.send(evViolation{host: s.idx, what: fmt.Sprintf("a fence for host %d, not a host of this job", h)})
+				return nil, false
+			}
+			if n := len(out); n > 0 && out[n-1][1] == idx-1 && h > sp[0] {
+				out[n-1][1] = idx
+				continue
+			}
+			out = append(out, [2]int{idx, idx})
+		}
+	}
+	slices.SortFunc(out, func(a, b [2]int) int { return a[0] - b[0] })
+	merged := out[:1]
+	for _, r := range out[1:] {
+		if last := &merged[len(merged)-1]; last[1]+1 == r[0] {
+			last[1] = r[1]
+			continue
+		}
+		merged = append(merged, r)
+	}
+	return merged, true
 }
 
 // evRaw is a message handed to the job undecoded (handle); cook decodes

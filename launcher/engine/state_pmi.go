@@ -12,8 +12,9 @@ import (
 // barrier is the PMI barrier the job is in: which hosts' agents have
 // arrived, with the puts their ranks made since the last one.
 type barrier struct {
-	seq     int // counts from 1, as the agents' PMI servers do
-	arrived map[int]bool
+	seq     int    // counts from 1, as the agents' PMI servers do
+	arrived []bool // by host, kept from barrier to barrier (cleared)
+	count   int    // hosts arrived
 	puts    map[string]string
 }
 
@@ -39,13 +40,23 @@ func (st *state) fence(host int, f wire.Fence) []action {
 // came from): every host it names arrives, under the same rules as
 // fence, and a violation is the relay's.
 func (st *state) fences(relay int, f wire.Fences) []action {
-	for _, h := range f.Hosts {
-		if h < 0 || h >= len(st.hosts) {
-			return st.violation(relay, fmt.Sprintf("a fence for host %d of %d", h, len(st.hosts)))
+	if err := f.CheckSpans(len(st.hosts)); err != nil {
+		return st.violation(relay, err.Error())
+	}
+	var why string
+	f.Each(func(h int) bool {
+		switch {
+		case h < 0 || h >= len(st.hosts):
+			why = fmt.Sprintf("a fence for host %d of %d", h, len(st.hosts))
+		default:
+			if w := st.arrive(h, f.Seq, nil); w != "" {
+				why = "for " + st.hosts[h] + " " + w
+			}
 		}
-		if why := st.arrive(h, f.Seq, nil); why != "" {
-			return st.violation(relay, "for "+st.hosts[h]+" "+why)
-		}
+		return why == ""
+	})
+	if why != "" {
+		return st.violation(relay, why)
 	}
 	st.arrive(-1, f.Seq, f.Puts)
 	return st.release()
@@ -55,17 +66,21 @@ func (st *state) fences(relay int, f wire.Fences) []action {
 // its puts; a reason when that breaks the protocol.
 func (st *state) arrive(host, seq int, puts map[string]string) string {
 	b := &st.barrier
+	if len(b.arrived) < len(st.hosts) {
+		b.arrived = make([]bool, len(st.hosts))
+	}
 	switch {
 	case host >= 0 && b.arrived[host]:
 		return fmt.Sprintf("fence %d while its fence %d was not released", seq, b.seq)
 	case seq != b.seq:
 		return fmt.Sprintf("fence %d, but the next barrier is %d", seq, b.seq)
 	}
-	if b.arrived == nil {
-		b.arrived, b.puts = map[int]bool{}, map[string]string{}
+	if b.puts == nil {
+		b.puts = map[string]string{}
 	}
 	if host >= 0 {
 		b.arrived[host] = true
+		b.count++
 	}
 	for k, v := range puts {
 		b.puts[k] = v
@@ -77,11 +92,12 @@ func (st *state) arrive(host, seq int, puts map[string]string) string {
 // is released with every host's puts.
 func (st *state) release() []action {
 	b := &st.barrier
-	if len(b.arrived) < len(st.hosts) {
+	if b.count < len(st.hosts) {
 		return nil
 	}
 	done := wire.FenceDone{Seq: b.seq, Puts: b.puts}
-	st.barrier = barrier{seq: b.seq + 1}
+	clear(b.arrived)
+	st.barrier = barrier{seq: b.seq + 1, arrived: b.arrived}
 	return []action{actFenceDone{done}}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -230,6 +231,14 @@ func TestApplySubtreeFences(t *testing.T) {
 	if acts := runEvents(st, evFences{0, wire.Fences{Seq: 2, Hosts: []int{1}}}, evFence{0, wire.Fence{Seq: 2}}); len(acts) != 1 || acts[0].(actFenceDone).f.Seq != 2 {
 		t.Fatalf("a subtree's fence and a host's own: %v", acts)
 	}
+	// Spans, as a relay the launcher reaches itself sends them, alone and
+	// beside hosts; the barrier after uses the same marks, cleared.
+	if acts := st.apply(evFences{0, wire.Fences{Seq: 3, Spans: [][2]int{{0, 1}}}}); len(acts) != 1 || acts[0].(actFenceDone).f.Seq != 3 {
+		t.Fatalf("both hosts as one span: %v", acts)
+	}
+	if acts := st.apply(evFences{0, wire.Fences{Seq: 4, Hosts: []int{0}, Spans: [][2]int{{1, 1}}}}); len(acts) != 1 || acts[0].(actFenceDone).f.Seq != 4 {
+		t.Fatalf("a host and a span: %v", acts)
+	}
 	for _, tc := range []struct {
 		name   string
 		events []any
@@ -243,6 +252,10 @@ func TestApplySubtreeFences(t *testing.T) {
 			"lost the agent on a: protocol violation: it sent a fence for host 7 of 2"},
 		{"another barrier", []any{evFences{0, wire.Fences{Seq: 3, Hosts: []int{0}}}},
 			"lost the agent on a: protocol violation: it sent for a fence 3, but the next barrier is 1"},
+		{"a span past the last host", []any{evFences{0, wire.Fences{Seq: 1, Spans: [][2]int{{0, 1 << 40}}}}},
+			"lost the agent on a: protocol violation: it sent fences: span 0 [0, 1099511627776] is not within [0, 1] in order"},
+		{"a host in a span and named", []any{evFences{0, wire.Fences{Seq: 1, Hosts: []int{1}, Spans: [][2]int{{0, 1}}}}},
+			"lost the agent on a: protocol violation: it sent for b fence 1 while its fence 1 was not released"},
 	} {
 		st := twoHosts()
 		runEvents(st, tc.events...)
@@ -279,7 +292,7 @@ func TestApplyFencesOneInFlight(t *testing.T) {
 		if !errors.As(cause(acts), &re) || re.Host != "b" || re.ExitCode != diagnose.ExitLost {
 			t.Errorf("%s: cause %v, want a rank of b lost", tc.name, cause(acts))
 		}
-		if len(st.barrier.arrived) > 1 {
+		if st.barrier.count > 1 {
 			t.Errorf("%s: barrier %+v holds more than one arrival", tc.name, st.barrier)
 		}
 	}
@@ -364,7 +377,7 @@ func TestApplyDoneHostNotHeard(t *testing.T) {
 			t.Errorf("%+v from a lost host: %v", ev, acts)
 		}
 	}
-	if len(st.failures) != failures || len(st.lost) != lost || len(st.names) != 0 || st.barrier.arrived != nil {
+	if len(st.failures) != failures || len(st.lost) != lost || len(st.names) != 0 || st.barrier.count != 0 || slices.Contains(st.barrier.arrived, true) {
 		t.Errorf("a lost host changed the state: failures %v, lost %v", st.failures, st.lost)
 	}
 }

@@ -875,16 +875,26 @@ func (l *link) deliver(m wire.Msg) error {
 	case wire.KindFences:
 		// The hosts alone: the engine decodes the puts (a barrier's
 		// first fences carry every rank's, thousands of keys).
-		var f struct {
-			Hosts []int `json:"hosts"`
+		var hs struct {
+			Hosts []int    `json:"hosts"`
+			Spans [][2]int `json:"spans"`
 		}
-		if err := m.Decode(&f); err != nil {
+		if err := m.Decode(&hs); err != nil {
 			return err
 		}
-		for _, h := range f.Hosts {
+		f := wire.Fences{Hosts: hs.Hosts, Spans: hs.Spans}
+		if err := f.CheckSpans(len(l.n.t.nodes)); err != nil {
+			return fmt.Errorf("protocol violation of relay %s: %w", l.n.h.Name, err)
+		}
+		bad := -1
+		f.Each(func(h int) bool {
 			if !l.holds(h) {
-				return fmt.Errorf("protocol violation of relay %s: a fence for host %d, which is not behind it", l.n.h.Name, h)
+				bad = h
 			}
+			return bad < 0
+		})
+		if bad >= 0 {
+			return fmt.Errorf("protocol violation of relay %s: a fence for host %d, which is not behind it", l.n.h.Name, bad)
 		}
 	case wire.KindGathered:
 		// A relay's answers for its subtree (Hello.Gather): the hosts

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -346,36 +347,50 @@ func TestPrelinkFire(t *testing.T) {
 }
 
 // TestLinkFences: a relay's combined fence reaches the engine whole, its
-// puts untouched; one that names a host not behind the relay that sent
-// it is a protocol violation that ends that relay's stream, naming it.
+// puts untouched, its hosts named as hosts, as spans or both; one that
+// names a host not behind the relay that sent it, or a span past the
+// launch, is a protocol violation that ends that relay's stream, naming
+// it.
 func TestLinkFences(t *testing.T) {
-	root, mid, leaf, agent := testTree(t)
-	for _, l := range []*link{root, mid, leaf} {
-		l.n.mu.Lock()
-		l.n.l = l // as the dials set them
-		l.n.mu.Unlock()
-	}
 	// b (behind a) sends its subtree's fence: b and c.
-	f, _ := wire.Encode(wire.KindFences, wire.Fences{Seq: 1, Hosts: []int{1, 2}, Puts: map[string]string{"rank-1": "card-1", "rank-2": "card-2"}})
-	if err := agent.SendEnvelope(wire.KindRelayed, 1, wire.KindFences, f.Payload()); err != nil {
-		t.Fatal(err)
-	}
-	m, err := wire.NewConn(mid).Recv()
-	if err != nil || m.Kind != wire.KindFences {
-		t.Fatalf("b's stream got %s, %v; want its fences", m.Kind, err)
-	}
-	var got wire.Fences
-	if err := m.Decode(&got); err != nil || got.Seq != 1 || len(got.Hosts) != 2 || got.Puts["rank-2"] != "card-2" {
-		t.Fatalf("b's fences reached the engine as %+v (%v)", got, err)
-	}
-	// b claims a's fence: a is its relay, not behind it.
-	bad, _ := wire.Encode(wire.KindFences, wire.Fences{Seq: 2, Hosts: []int{0, 1}})
-	if err := agent.SendEnvelope(wire.KindRelayed, 1, wire.KindFences, bad.Payload()); err != nil {
-		t.Fatal(err)
-	}
-	_, err = wire.NewConn(mid).Recv()
-	if err == nil || !strings.Contains(err.Error(), "protocol violation of relay b: a fence for host 0, which is not behind it") {
-		t.Fatalf("b's stream ended with %v, want b's protocol violation", err)
+	for _, tc := range []struct {
+		name string
+		f    wire.Fences
+		err  string
+	}{
+		{"hosts", wire.Fences{Seq: 1, Hosts: []int{1, 2}, Puts: map[string]string{"rank-1": "card-1", "rank-2": "card-2"}}, ""},
+		{"spans", wire.Fences{Seq: 1, Spans: [][2]int{{1, 2}}, Puts: map[string]string{"rank-2": "card-2"}}, ""},
+		{"both", wire.Fences{Seq: 1, Hosts: []int{2}, Spans: [][2]int{{1, 1}}, Puts: map[string]string{"rank-2": "card-2"}}, ""},
+		{"its relay", wire.Fences{Seq: 2, Hosts: []int{0, 1}}, "protocol violation of relay b: a fence for host 0, which is not behind it"},
+		{"its relay in a span", wire.Fences{Seq: 2, Spans: [][2]int{{0, 2}}}, "protocol violation of relay b: a fence for host 0, which is not behind it"},
+		{"a span past the launch", wire.Fences{Seq: 2, Spans: [][2]int{{1, 1 << 40}}}, "protocol violation of relay b: fences: span 0 [1, 1099511627776] is not within [0, 2] in order"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, mid, leaf, agent := testTree(t)
+			for _, l := range []*link{root, mid, leaf} {
+				l.n.mu.Lock()
+				l.n.l = l // as the dials set them
+				l.n.mu.Unlock()
+			}
+			f, _ := wire.Encode(wire.KindFences, tc.f)
+			if err := agent.SendEnvelope(wire.KindRelayed, 1, wire.KindFences, f.Payload()); err != nil {
+				t.Fatal(err)
+			}
+			m, err := wire.NewConn(mid).Recv()
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("b's stream got %s, %v; want %q", m.Kind, err, tc.err)
+				}
+				return
+			}
+			if err != nil || m.Kind != wire.KindFences {
+				t.Fatalf("b's stream got %s, %v; want its fences", m.Kind, err)
+			}
+			var got wire.Fences
+			if err := m.Decode(&got); err != nil || !reflect.DeepEqual(got, tc.f) {
+				t.Fatalf("b's fences reached the engine as %+v (%v), want %+v", got, err, tc.f)
+			}
+		})
 	}
 }
 

@@ -156,13 +156,15 @@ func TestTreeBarrier(t *testing.T) {
 		t.Errorf("%d ranks passed the barrier, want %d:\n%s", n, np, stdout)
 	}
 	// Hosts 0 and 1 are the launcher's; 0 relays for 2, 3 (and 2 for 6),
-	// 1 for 4, 5: two subtree fences per barrier, of 4 and 3 hosts.
-	fenceRE := regexp.MustCompile(`subtree fence.*"relay": "([0-9.]+)", "seq": 1, "hosts": (\d+)`)
+	// 1 for 4, 5: two subtree fences per barrier, of 4 and 3 hosts, each
+	// named as spans (the launcher tells the relays it reaches itself to;
+	// relay 2 names 2 and 6 to relay 0 as a list): 0, 2-3, 6 and 1, 4-5.
+	fenceRE := regexp.MustCompile(`subtree fence.*"relay": "([0-9.]+)", "seq": 1, "hosts": (\d+), "spans": (\d+)`)
 	got := map[string]string{}
 	for _, m := range fenceRE.FindAllStringSubmatch(stderr, -1) {
-		got[m[1]] = m[2]
+		got[m[1]] = m[2] + " hosts in " + m[3] + " spans"
 	}
-	want := map[string]string{c.Hosts[0].Addr: "4", c.Hosts[1].Addr: "3"}
+	want := map[string]string{c.Hosts[0].Addr: "4 hosts in 3 spans", c.Hosts[1].Addr: "3 hosts in 2 spans"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("subtree fences of barrier 1 %v, want %v", got, want)
 	}
