@@ -50,9 +50,7 @@ type conn struct {
 func newConn(s *Server, nc net.Conn, rank int) *conn {
 	c := &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, maxMessage), rank: rank}
 	c.ctx, c.cancel = context.WithCancelCause(s.ctx)
-	if sc, ok := nc.(syscall.Conn); ok {
-		c.raw, _ = sc.SyscallConn()
-	}
+	c.raw = fdio.RawConn(nc)
 	return c
 }
 
@@ -123,15 +121,15 @@ func (c *conn) write(b []byte) error {
 // and at 10,000 agents and their ranks starting on two cores a rank's
 // first reply (response_to_init, into an empty socket) failed as "not
 // read for 10s". The deadline is cleared once the write is done
-// (WriteWithin clears it): a deadline left behind fails every later write on the descriptor once
-// it passes, the raw writes of writeNow too, so the barrier_out that
-// ends a barrier more than the write timeout after the rank's previous
-// reply (a first barrier over thousands of hosts, MPI_Finalize's after
-// hours of training) closed the rank's connection instead ("i/o
-// timeout", seen as end of file).
+// (WriteWithin clears it): a deadline left behind fails every later
+// write on the descriptor once it passes, the raw writes of writeNow
+// too, so the barrier_out that ends a barrier more than the write
+// timeout after the rank's previous reply (a first barrier over
+// thousands of hosts, MPI_Finalize's after hours of training) closed
+// the rank's connection instead ("i/o timeout", seen as end of file).
 func (c *conn) writeLocked(b []byte) error {
 	timeout := c.s.job.Limits.WriteTimeout
-	err := fdio.WriteWithin(c.nc, b, timeout)
+	err := fdio.WriteWithin(c.nc, c.raw, b, timeout)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		err = fmt.Errorf("%w: its reply waited %v for the rank to read (a socket buffer of replies left unread); its PMI connection was closed", ErrStalled, timeout)
 		c.s.fail(c, err)

@@ -26,7 +26,8 @@ import (
 // agent's death, and for the agent, the supervisor's end.
 type superGroup struct {
 	cmd   *exec.Cmd
-	f     *os.File // the agent's end, non-blocking so that writes can have a deadline
+	f     *os.File        // the agent's end, non-blocking so that writes can have a deadline
+	raw   syscall.RawConn // f's descriptor (fdio.WriteWithin), found once
 	wmu   sync.Mutex
 	procs []*Proc       // by index in the job, none nil
 	ended atomic.Int32  // programs whose end is known
@@ -89,7 +90,7 @@ func (g *superGroup) writeSpec(spec superSpec) error {
 func (g *superGroup) write(b []byte, d time.Duration) error {
 	g.wmu.Lock()
 	defer g.wmu.Unlock()
-	return fdio.WriteWithin(g.f, b, d)
+	return fdio.WriteWithin(g.f, g.raw, b, d)
 }
 
 // signal asks the supervisor to deliver sig to program i.

@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gangway-hpc/gangway/internal/fdio"
 	"github.com/gangway-hpc/gangway/internal/osproc"
 	"github.com/gangway-hpc/gangway/internal/syncx"
 )
@@ -246,7 +247,7 @@ func StartGroup(ctx context.Context, specs []Spec, out Sink) (procs []*Proc, err
 		return procs, errs
 	}
 	defer closeFile(theirs)
-	b := &groupStart{g: &superGroup{f: mine, gone: make(chan struct{})}, files: []*os.File{theirs},
+	b := &groupStart{g: &superGroup{f: mine, raw: fdio.RawConn(mine), gone: make(chan struct{})}, files: []*os.File{theirs},
 		pipes: map[int]*rankPipes{}, procs: procs, errs: errs}
 	defer b.closeTheirs()
 	b.addAll(specs)

@@ -53,18 +53,31 @@ type DeadlineWriter interface {
 	SetWriteDeadline(time.Time) error
 }
 
-// WriteWithin writes all of b to w: what w's descriptor takes at once
-// first (when w is a syscall.Conn), then the rest under a deadline of d
+// RawConn is w's descriptor for TryWrite and WriteWithin, or nil when w
+// has none (a syscall.Conn that says so, or no syscall.Conn). Found once
+// by the caller: SyscallConn makes a new value on every call.
+func RawConn(w any) syscall.RawConn {
+	sc, ok := w.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}
+
+// WriteWithin writes all of b to w: what w's descriptor rc (RawConn(w);
+// nil: none) takes at once first, then the rest under a deadline of d
 // from then, cleared after. A reader that takes nothing for d fails the
 // write with an error that wraps os.ErrDeadlineExceeded.
-func WriteWithin(w DeadlineWriter, b []byte, d time.Duration) error {
+func WriteWithin(w DeadlineWriter, rc syscall.RawConn, b []byte, d time.Duration) error {
 	n := 0
-	if sc, ok := w.(syscall.Conn); ok {
-		rc, err := sc.SyscallConn()
-		if err == nil {
-			if n, err = TryWrite(rc, b); err != nil {
-				return err
-			}
+	if rc != nil {
+		var err error
+		if n, err = TryWrite(rc, b); err != nil {
+			return err
 		}
 	}
 	if n == len(b) {

@@ -41,7 +41,7 @@ func socketpair(t *testing.T) (net.Conn, net.Conn) {
 func TestWriteWithin(t *testing.T) {
 	w, r := socketpair(t)
 	for range 3 {
-		if err := WriteWithin(w, []byte("cmd=response_to_init\n"), time.Nanosecond); err != nil {
+		if err := WriteWithin(w, RawConn(w), []byte("cmd=response_to_init\n"), time.Nanosecond); err != nil {
 			t.Fatalf("a write into an empty socket, 1 ns deadline: %v", err)
 		}
 		time.Sleep(time.Millisecond)
@@ -57,7 +57,7 @@ func TestWriteWithin(t *testing.T) {
 	// Nobody reads: the socket fills, and the rest waits d.
 	big := make([]byte, 8<<20)
 	start := time.Now()
-	err := WriteWithin(w, big, 200*time.Millisecond)
+	err := WriteWithin(w, RawConn(w), big, 200*time.Millisecond)
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("a write to a reader that takes nothing: %v, want a deadline error", err)
 	}
@@ -73,7 +73,7 @@ func TestWriteWithin(t *testing.T) {
 		_, err := io.ReadFull(r, make([]byte, len(big)))
 		done <- err
 	}()
-	if err := WriteWithin(w, big, 10*time.Second); err != nil {
+	if err := WriteWithin(w, RawConn(w), big, 10*time.Second); err != nil {
 		t.Fatalf("a reader that drains in time: %v", err)
 	}
 	if err := <-done; err != nil {
@@ -83,7 +83,7 @@ func TestWriteWithin(t *testing.T) {
 	// No descriptor: the deadline alone.
 	pw, pr := net.Pipe()
 	t.Cleanup(func() { pw.Close(); pr.Close() })
-	if err := WriteWithin(pw, []byte("x"), 50*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+	if err := WriteWithin(pw, RawConn(pw), []byte("x"), 50*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("net.Pipe nobody reads: %v, want a deadline error", err)
 	}
 }
