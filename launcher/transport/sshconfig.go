@@ -155,27 +155,27 @@ func (c *sshConfig) blocks(alias string) hostBlocks {
 }
 
 // get is the first value for key in the blocks, as Config.Get gives it
-// file by file, the first file's first.
+// file by file, the first file's first: a file's first value for key
+// ends its search, empty or not.
 func (b hostBlocks) get(alias, key string) string {
 	for _, hosts := range b {
-		for _, h := range hosts {
-			for _, n := range h.Nodes {
-				switch t := n.(type) {
-				case *sshconfig.KV:
-					if strings.EqualFold(t.Key, key) {
-						if t.Value != "" {
-							return t.Value
-						}
-						goto nextFile // Get returns the empty value: this file has none
-					}
-				case *sshconfig.Include:
-					if v := t.Get(alias, key); v != "" {
-						return v
-					}
+		var v string
+		walkNodes(hosts, func(n sshconfig.Node) bool {
+			switch t := n.(type) {
+			case *sshconfig.KV:
+				if strings.EqualFold(t.Key, key) {
+					v = t.Value
+					return false
 				}
+			case *sshconfig.Include:
+				v = t.Get(alias, key)
+				return v == ""
 			}
+			return true
+		})
+		if v != "" {
+			return v
 		}
-	nextFile:
 	}
 	return ""
 }
@@ -185,21 +185,32 @@ func (b hostBlocks) get(alias, key string) string {
 func (b hostBlocks) getAll(alias, key string) []string {
 	var all []string
 	for _, hosts := range b {
-		for _, h := range hosts {
-			for _, n := range h.Nodes {
-				switch t := n.(type) {
-				case *sshconfig.KV:
-					if strings.EqualFold(t.Key, key) {
-						all = append(all, t.Value)
-					}
-				case *sshconfig.Include:
-					v, _ := t.GetAll(alias, key)
-					all = append(all, v...)
+		walkNodes(hosts, func(n sshconfig.Node) bool {
+			switch t := n.(type) {
+			case *sshconfig.KV:
+				if strings.EqualFold(t.Key, key) {
+					all = append(all, t.Value)
 				}
+			case *sshconfig.Include:
+				v, _ := t.GetAll(alias, key)
+				all = append(all, v...)
+			}
+			return true
+		})
+	}
+	return all
+}
+
+// walkNodes calls fn for every line of hosts' blocks in order until fn
+// returns false.
+func walkNodes(hosts []*sshconfig.Host, fn func(sshconfig.Node) bool) {
+	for _, h := range hosts {
+		for _, n := range h.Nodes {
+			if !fn(n) {
+				return
 			}
 		}
 	}
-	return all
 }
 
 // hostConfig is how to reach one host (a target or a jump host): what

@@ -66,6 +66,8 @@ func TestHostBlocksAsLibrary(t *testing.T) {
 	files := map[string]string{
 		"config": userSSHConfig(5) + "\nHost inc-*\n    Include extra\n    User fromblock\n" +
 			"\nHost empty\n    User \"\"\n    Port 2201\n" +
+			"\nHost emptyval\n    User=\n" +
+			"\nHost empty*\n    User later\n" +
 			"\nHost node07\n    IDENTITYFILE ~/.ssh/a\n    identityfile ~/.ssh/b\n    hostname 10.1.1.7\n",
 		"extra":  "Host inc-*\n    User frominclude\n    Port 2222\n",
 		"system": "Host *\n    User sysuser\n    Port 2022\n    IdentityFile ~/.ssh/sys\n    StrictHostKeyChecking accept-new\n",
@@ -101,7 +103,7 @@ func TestHostBlocksAsLibrary(t *testing.T) {
 		}
 		return all
 	}
-	aliases := []string{"gpu-1", "node07", "node00", "node1", "box3", "box3.lab.example.com", "github.com", "bastion", "inc-a", "empty", "other"}
+	aliases := []string{"gpu-1", "node07", "node00", "node1", "box3", "box3.lab.example.com", "github.com", "bastion", "inc-a", "empty", "emptyval", "other"}
 	keys := []string{"HostName", "Port", "User", "IdentityFile", "IdentitiesOnly", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax", "StrictHostKeyChecking", "UserKnownHostsFile", "ProxyJump", "ForwardAgent"}
 	for _, alias := range aliases {
 		bl := c.blocks(alias)
@@ -116,7 +118,7 @@ func TestHostBlocksAsLibrary(t *testing.T) {
 	}
 	// What the cases above rest on.
 	for _, tc := range []struct{ alias, key, want string }{
-		{"inc-a", "User", "frominclude"}, {"inc-a", "Port", "2222"}, {"empty", "User", "sysuser"},
+		{"inc-a", "User", "frominclude"}, {"inc-a", "Port", "2222"}, {"emptyval", "User", "sysuser"},
 		{"node00", "ProxyJump", ""}, {"node07", "HostName", "10.1.1.7"}, {"gpu-1", "ServerAliveInterval", "30"},
 	} {
 		if got := c.blocks(tc.alias).get(tc.alias, tc.key); got != tc.want {
