@@ -63,6 +63,9 @@ func (b *bench) profiles(ctx context.Context) error {
 	if b.o.scaleCounts == nil {
 		n = min(n, 1024)
 	}
+	if err := tasksFit(n, b.o.scaleRanks, readTaskLimits()); err != nil {
+		return err
+	}
 	la, err := startLoopAgents(ctx, n, b.o.scaleRanks, filepath.Join(b.dir, "loop-profile"))
 	if err != nil {
 		return err

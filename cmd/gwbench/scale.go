@@ -73,7 +73,19 @@ func (b *bench) scale(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	counts := b.scaleCounts()
+	// Counts whose ranks cannot fit the machine's tasks are skipped
+	// before any agent starts (the agents are as many as the largest).
+	var counts []int
+	for _, n := range b.scaleCounts() {
+		if err := tasksFit(n, b.o.scaleRanks, readTaskLimits()); err != nil {
+			b.skip("scale: %v", err)
+			continue
+		}
+		counts = append(counts, n)
+	}
+	if len(counts) == 0 {
+		return nil
+	}
 	t0 := time.Now()
 	la, err := startLoopAgents(ctx, counts[len(counts)-1], b.o.scaleRanks, filepath.Join(b.dir, "loop"))
 	if err != nil {
@@ -86,10 +98,6 @@ func (b *bench) scale(ctx context.Context) error {
 	for _, n := range counts {
 		if ctx.Err() != nil {
 			return ctx.Err()
-		}
-		if err := tasksFit(n, b.o.scaleRanks, readTaskLimits()); err != nil {
-			b.skip("scale: %v", err)
-			continue
 		}
 		if err := b.scaleCount(ctx, la, rank, n, idle); err != nil {
 			return err

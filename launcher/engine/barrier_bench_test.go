@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/gangway-hpc/gangway/agent/wire"
 	"github.com/gangway-hpc/gangway/launcher/plan"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // BenchmarkBarrierFences is the launcher's engine's work for one PMI
@@ -27,20 +29,15 @@ func BenchmarkBarrierFences(b *testing.B) {
 		names[i] = "h" + strconv.Itoa(i)
 		ranks[i] = rk(i, i, 0, 1, i)
 	}
-	// The subtree of first-level relay r: r, its children, and theirs,
-	// numbered in launch order as transport.TreeParent numbers them.
-	subtree := func(r int) []int {
-		out := []int{r}
-		for lvl := []int{r}; len(lvl) > 0; {
-			var next []int
-			for _, p := range lvl {
-				for c := (p + 1) * width; c < (p+2)*width && c < hosts; c++ {
-					next = append(next, c)
-				}
-			}
-			out, lvl = append(out, next...), next
+	// Each first-level relay's subtree, numbered in launch order as the
+	// tree numbers it.
+	subtrees := make([][]int, width)
+	for i := range hosts {
+		top := i
+		for transport.TreeParent(top, width) >= 0 {
+			top = transport.TreeParent(top, width)
 		}
-		return out
+		subtrees[top] = append(subtrees[top], i)
 	}
 	for _, spans := range []bool{false, true} {
 		b.Run(map[bool]string{false: "hosts", true: "spans"}[spans], func(b *testing.B) {
@@ -53,7 +50,7 @@ func BenchmarkBarrierFences(b *testing.B) {
 			var msgs []wire.Msg
 			named := 0
 			for r := range width {
-				f := wire.Fences{Seq: 1, Hosts: subtree(r)}
+				f := wire.Fences{Seq: 1, Hosts: slices.Clone(subtrees[r])}
 				named += len(f.Hosts)
 				if spans {
 					f.Compact()

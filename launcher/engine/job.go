@@ -286,7 +286,7 @@ func (j *job) jobSpans(s *session, spans [][2]int) ([][2]int, bool) {
 				j.send(evViolation{host: s.idx, what: fmt.Sprintf("a fence for host %d, not a host of this job", h)})
 				return nil, false
 			}
-			if n := len(out); n > 0 && out[n-1][1] == idx-1 && h > sp[0] {
+			if n := len(out); n > 0 && out[n-1][1] == idx-1 {
 				out[n-1][1] = idx
 				continue
 			}
