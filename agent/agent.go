@@ -227,6 +227,13 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login ac
 func (a *Agent) hello(ctx context.Context, conn *wire.Conn, login account.Login) (wire.Hello, wire.Facts, error) {
 	var h wire.Hello
 	m, err := conn.Recv()
+	// A ping carries nothing and asks for nothing: a relay of an older
+	// build may ping a child before the launcher's Hello for it has
+	// come (the launcher was slow to check its host key), and that
+	// child is in the job all the same.
+	for err == nil && m.Kind == wire.KindPing {
+		m, err = conn.Recv()
+	}
 	if err != nil {
 		return h, wire.Facts{}, fmt.Errorf("read hello: %w", err)
 	}

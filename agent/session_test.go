@@ -147,6 +147,25 @@ func TestFactsCarryFreePort(t *testing.T) {
 	}
 }
 
+// TestPingsBeforeHello: pings ahead of the Hello are passed over (a relay
+// of an older build pinged its children before the launcher's Hello for
+// them came); anything else first still ends the session.
+func TestPingsBeforeHello(t *testing.T) {
+	c := serve(t, &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)})
+	c.send(wire.KindPing, nil)
+	c.send(wire.KindPing, nil)
+	c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "pings", Host: "h0"})
+	var f wire.Facts
+	c.recv(wire.KindFacts, &f)
+
+	c = serve(t, &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)})
+	c.send(wire.KindPing, nil)
+	c.send(wire.KindStop, nil)
+	if m, err := c.conn.Recv(); err == nil {
+		t.Fatalf("a stop before the Hello: the agent answered %s", m.Kind)
+	}
+}
+
 // TestLauncherTimeout: a session whose launcher falls silent ends after
 // the agent's LauncherTimeout and takes its ranks with it; a launcher that
 // keeps sending Pings keeps its job.

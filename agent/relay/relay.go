@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -144,6 +145,14 @@ type child struct {
 
 	interval, silence time.Duration // keepalive timing
 	beat              time.Duration // how often the relay pings it for the launcher
+
+	// greeted: the launcher's first frame for it (its Hello) has been
+	// queued. A child's agent takes nothing before its Hello (it ends a
+	// session that begins with anything else), so until then the relay
+	// sends it neither pings nor spread frames: under load the launcher
+	// can take longer than a heartbeat interval to check the child's
+	// host key and send that Hello.
+	greeted atomic.Bool
 }
 
 func (c *child) close(why error) {
@@ -402,7 +411,9 @@ func (r *Relay) write(c *child) {
 // relay), so a silent launcher still stops every host's ranks.
 func (r *Relay) heartbeat(c *child) {
 	c.every(c.beat, func() bool {
-		r.queue(c, wire.Msg{Kind: wire.KindPing})
+		if c.greeted.Load() {
+			r.queue(c, wire.Msg{Kind: wire.KindPing})
+		}
 		return true
 	})
 }
@@ -462,6 +473,7 @@ func (r *Relay) Forward(m wire.Msg) error {
 		return nil
 	}
 	r.queue(c, inner)
+	c.greeted.Store(true) // after the queue: a spread cannot pass it
 	return nil
 }
 
@@ -493,7 +505,9 @@ func (r *Relay) Spread(m wire.Msg) {
 	}
 	r.mu.Unlock()
 	for _, c := range kids {
-		r.queue(c, m)
+		if c.greeted.Load() {
+			r.queue(c, m)
+		}
 	}
 }
 

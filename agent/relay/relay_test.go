@@ -1,8 +1,10 @@
 package relay_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
+	"io"
 	"net"
 	"os/user"
 	"slices"
@@ -15,8 +17,10 @@ import (
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/gangway-hpc/gangway/agent/account"
 	"github.com/gangway-hpc/gangway/agent/agenttest"
 	"github.com/gangway-hpc/gangway/agent/relay"
+	"github.com/gangway-hpc/gangway/agent/sshd"
 	"github.com/gangway-hpc/gangway/agent/wire"
 	"github.com/gangway-hpc/gangway/internal/jobcert"
 )
@@ -383,4 +387,88 @@ func sorted(s []int) []int {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
+}
+
+// TestRelayHelloFirst: a child hears nothing from its relay before the
+// launcher's Hello for it, however long that Hello takes (a launcher
+// checking thousands of host keys): neither the relay's heartbeat pings
+// nor a spread frame go ahead of it. A child's agent ends a session
+// that begins with anything but a Hello when it is of an older build,
+// so the first frame the child reads must be the Hello.
+func TestRelayHelloFirst(t *testing.T) {
+	kinds := make(chan wire.Kind, 64)
+	c := agenttest.StartLocal(t, 1, agenttest.WithServer(func(_ int, s *sshd.Server) {
+		serve := s.Subsystem
+		s.Subsystem = func(ctx context.Context, ch io.ReadWriteCloser, login account.Login) error {
+			// What the agent reads, also decoded here, frame by frame.
+			pr, pw := io.Pipe()
+			defer pw.Close()
+			go func() {
+				conn := wire.NewConn(struct {
+					io.Reader
+					io.WriteCloser
+				}{pr, pw})
+				for {
+					m, err := conn.Recv()
+					if err != nil {
+						return
+					}
+					select {
+					case kinds <- m.Kind:
+					default:
+					}
+				}
+			}()
+			return serve(ctx, struct {
+				io.Reader
+				io.Writer
+				io.Closer
+			}{io.TeeReader(ch, pw), ch, ch}, login)
+		}
+	}))
+	up := newUpstream()
+	r := relay.New(t.Context(), up, zaptest.NewLogger(t))
+	defer r.Close()
+	if err := r.SetKey(key(t, c)); err != nil {
+		t.Fatal(err)
+	}
+	l := link(t, 3, c.Hosts[0].HostPort())
+	l.HeartbeatMS = 10
+	if err := r.Link(l); err != nil {
+		t.Fatal(err)
+	}
+	if a := linked(t, up, 3); a.Err != "" {
+		t.Fatalf("linked: %+v", a)
+	}
+	// Twenty heartbeat intervals and a spread ping before the Hello.
+	time.Sleep(200 * time.Millisecond)
+	r.Spread(wire.Msg{Kind: wire.KindSpread, Payload: []byte{byte(wire.KindPing), 0, 0, 0, 0}})
+	hello, _ := wire.Encode(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "relaytest", Host: c.Hosts[0].Name})
+	if err := r.Forward(wire.Msg{Kind: wire.KindRelay, Payload: wire.AppendEnvelope(nil, 3, wire.KindHello, hello.Payload())}); err != nil {
+		t.Fatal(err)
+	}
+	m := up.wait(t, func(m wire.Msg) bool { return m.Kind == wire.KindRelayed || m.Kind == wire.KindCut })
+	if host, inner, err := m.Envelope(); err != nil || host != 3 || inner.Kind != wire.KindFacts {
+		t.Fatalf("up: %s, host %d %s %v; want the child's facts", m.Kind, host, inner.Kind, err)
+	}
+	select {
+	case k := <-kinds:
+		if k != wire.KindHello {
+			t.Fatalf("the child's first frame was a %s, not the Hello", k)
+		}
+	case <-time.After(agenttest.Deadline):
+		t.Fatal("the child read no frame")
+	}
+	// Once greeted, it is pinged for the launcher.
+	deadline := time.After(agenttest.Deadline)
+	for {
+		select {
+		case k := <-kinds:
+			if k == wire.KindPing {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no ping reached the child after its Hello")
+		}
+	}
 }
