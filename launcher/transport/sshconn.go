@@ -20,8 +20,19 @@ import (
 // dial and handshake (connect), the gangway subsystem on one session
 // channel (openSubsystem), and what a failed connection means (classify).
 
-// handshakeTimeout bounds an SSH handshake with an agent.
+// handshakeTimeout bounds an SSH handshake with an agent, unless the
+// host's ConnectTimeout is longer (handshakeBound).
 const handshakeTimeout = 20 * time.Second
+
+// handshakeBound is how long an SSH handshake with an agent may take,
+// authentication included, given the host's ConnectTimeout (0: none):
+// handshakeTimeout, or ConnectTimeout where the user asked for longer.
+// OpenSSH bounds its connection and banner exchange by ConnectTimeout,
+// and a user who raises it for a loaded cluster means the whole login
+// (the agent's --login-grace-time bounds it on the other side).
+func handshakeBound(connectTimeout time.Duration) time.Duration {
+	return max(handshakeTimeout, connectTimeout)
+}
 
 // errNoSubsystem is a server's refusal of the subsystem request.
 var errNoSubsystem = errors.New("subsystem request refused")
@@ -104,7 +115,7 @@ func refuseIncoming(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, inc <
 // timeout when not 0) and runs the SSH client handshake with the config
 // that config makes for the connection. A peer that accepts and never
 // answers must not hold the launcher: the whole handshake,
-// authentication included, has handshakeTimeout, and the connection is
+// authentication included, has handshakeBound(timeout), and the connection is
 // closed if ctx ends first. Errors: a failed TCP dial as classify words
 // it, dial's as it returns them, ctx's, or the handshake's as "ADDR: ssh
 // handshake failed: ..." (a *handshakeError, wrapping what the config's
@@ -127,13 +138,14 @@ func connect(ctx context.Context, addr string, timeout time.Duration, dial func(
 	// A tunnelled connection (an SSH channel) has no deadlines: a timer
 	// closes it instead.
 	var timer *time.Timer
-	if c.SetDeadline(time.Now().Add(handshakeTimeout)) != nil {
-		timer = time.AfterFunc(handshakeTimeout, func() { c.Close() })
+	bound := handshakeBound(timeout)
+	if c.SetDeadline(time.Now().Add(bound)) != nil {
+		timer = time.AfterFunc(bound, func() { c.Close() })
 	}
 	cc, chans, reqs, err := ssh.NewClientConn(c, addr, config(c))
 	_ = c.SetDeadline(time.Time{})
 	if timer != nil && !timer.Stop() && err == nil {
-		err = fmt.Errorf("no answer within %v", handshakeTimeout)
+		err = fmt.Errorf("no answer within %v", bound)
 		cc.Close()
 		cc = nil
 	}

@@ -266,7 +266,7 @@ func (t *Tree) Prelink(ctx context.Context, h hostfile.Host, ready func()) {
 		f.fire()
 		return
 	}
-	f.arm(ctx, handshakeTimeout+relayWait)
+	f.arm(ctx, c.handshake()+relayWait)
 }
 
 // prelinkFire calls a Prelink's ready once, on the first of: the answer,
@@ -347,7 +347,7 @@ func (t *Tree) dialLinked(ctx context.Context, n *node, c childTarget, relay *no
 // sendLink asks the relay of link pl to log in to n; the answer goes to
 // w.
 func (t *Tree) sendLink(ctx context.Context, n *node, c childTarget, relay *node, pl *link, w waiter) error {
-	timeout := handshakeTimeout
+	timeout := c.handshake()
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
 		timeout = max(time.Until(dl), time.Millisecond)
 	}

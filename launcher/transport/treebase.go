@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -57,6 +58,10 @@ type childTarget struct {
 	hc  hostConfig    // the agent transport's
 	key ssh.PublicKey // the srun transport's: the host key of the readiness line
 }
+
+// handshake bounds the relay's login to the child as the launcher's own
+// would be bounded (the host's ConnectTimeout where it is longer).
+func (c childTarget) handshake() time.Duration { return handshakeBound(c.hc.ConnectTimeout) }
 
 var (
 	_ treeBase = (*AgentDialer)(nil)
