@@ -95,8 +95,9 @@ func startLoopAgents(ctx context.Context, n, ranks int, dir string) (*loopAgents
 	}
 	hide := gpusToHide()
 	la.hidden = hide
+	lim := loopStartupLimits(n)
 	for first := 0; first < n; first += la.per {
-		w, err := startLoopWorker(ctx, self, dir, first, min(la.per, n-first), hide)
+		w, err := startLoopWorker(ctx, self, dir, first, min(la.per, n-first), hide, lim)
 		if err != nil {
 			la.stop()
 			return nil, err
@@ -126,11 +127,28 @@ func gpusToHide() string {
 	return gpuProcDir
 }
 
+// loopStartupLimits are the login bounds of a bed of n loop agents:
+// sshd's defaults up to 1,024; above, a minute for the version line and
+// two for the login. Thousands of agents and their relays' logins on
+// this machine's few CPUs queue for tens of seconds (a level of 8,944
+// logins at 10,000 agents; on a two-CPU machine whose system calls take
+// 1 us, 3,761 of them met the 5 s and 20 s bounds and were tried again),
+// where a real node logs in its children on CPUs of its own. The scale
+// runs give the launcher the same (ConnectTimeout, scaleSSHConfig).
+func loopStartupLimits(n int) sshd.StartupLimits {
+	if n <= 1024 {
+		return sshd.StartupLimits{}
+	}
+	return sshd.StartupLimits{VersionTimeout: time.Minute, LoginGraceTime: 2 * time.Minute}
+}
+
 // startLoopWorker starts one worker and waits for its "ready" line. A
 // non-empty hide is a directory the worker covers with an empty tmpfs in
-// a mount namespace of its own before its agents start.
-func startLoopWorker(ctx context.Context, self, dir string, first, n int, hide string) (*loopWorker, error) {
-	args := []string{"-loop-agents", "-dir", dir, "-first", strconv.Itoa(first), "-n", strconv.Itoa(n)}
+// a mount namespace of its own before its agents start; lim's non-zero
+// bounds replace the agents' defaults.
+func startLoopWorker(ctx context.Context, self, dir string, first, n int, hide string, lim sshd.StartupLimits) (*loopWorker, error) {
+	args := []string{"-loop-agents", "-dir", dir, "-first", strconv.Itoa(first), "-n", strconv.Itoa(n),
+		"-version-timeout", lim.VersionTimeout.String(), "-login-grace-time", lim.LoginGraceTime.String()}
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if hide != "" {
 		args = append(args, "-hide", hide)
@@ -239,6 +257,9 @@ func loopWorkerMain(ctx context.Context, args []string, stdin io.Reader, stdout,
 	first := fs.Int("first", 0, "index of the first agent")
 	n := fs.Int("n", 0, "number of agents")
 	hide := fs.String("hide", "", "a directory to cover with an empty tmpfs first (the worker runs in a mount namespace of its own)")
+	var lim sshd.StartupLimits
+	fs.DurationVar(&lim.VersionTimeout, "version-timeout", 0, "the agents' --version-timeout (0: its default)")
+	fs.DurationVar(&lim.LoginGraceTime, "login-grace-time", 0, "the agents' --login-grace-time (0: its default)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -286,6 +307,7 @@ func loopWorkerMain(ctx context.Context, args []string, stdin io.Reader, stdout,
 			Log:            zap.NewNop(),
 			HostKey:        hostKey,
 			AuthorizedKeys: filepath.Join(*dir, "authorized_keys"),
+			StartupLimits:  lim,
 		}
 		wg.Go(func() { _ = srv.Serve(ctx, l) })
 	}

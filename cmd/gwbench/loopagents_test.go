@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/agent/sshd"
 	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
@@ -56,5 +60,48 @@ func TestLoopWorkersHideGPUs(t *testing.T) {
 	}
 	if seen, err := os.ReadDir(gpus); err != nil || len(seen) != 1 {
 		t.Errorf("the machine sees %d entries in %s (%v), want its one GPU", len(seen), gpus, err)
+	}
+}
+
+// TestLoopStartupLimits: beds above 1,024 agents give their agents a
+// minute for the version line and two for the login, smaller ones the
+// agent's defaults; a worker takes both bounds on its command line.
+func TestLoopStartupLimits(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want sshd.StartupLimits
+	}{
+		{16, sshd.StartupLimits{}},
+		{1024, sshd.StartupLimits{}},
+		{1025, sshd.StartupLimits{VersionTimeout: time.Minute, LoginGraceTime: 2 * time.Minute}},
+		{10000, sshd.StartupLimits{VersionTimeout: time.Minute, LoginGraceTime: 2 * time.Minute}},
+	} {
+		if got := loopStartupLimits(tc.n); got != tc.want {
+			t.Errorf("%d agents: %+v, want %+v", tc.n, got, tc.want)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "loop")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sshtest.GenKeys(dir); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, lim := range []sshd.StartupLimits{{}, loopStartupLimits(10000)} {
+		w, err := startLoopWorker(ctx, self, dir, 0, 1, "", lim)
+		if err != nil {
+			t.Fatalf("a worker with %+v: %v", lim, err)
+		}
+		w.stop()
+	}
+	var stderr strings.Builder
+	if rc := loopWorkerMain(ctx, []string{"-dir", dir, "-n", "1", "-login-grace-time", "two minutes"}, strings.NewReader(""), io.Discard, &stderr); rc != 2 || !strings.Contains(stderr.String(), "login-grace-time") {
+		t.Errorf("a bad login grace: rc %d, %q", rc, stderr.String())
 	}
 }

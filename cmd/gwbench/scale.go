@@ -143,7 +143,7 @@ func (b *bench) scaleCount(ctx context.Context, la *loopAgents, rank string, n i
 		return err
 	}
 	if sshConfig != nil {
-		note += "; -F ssh_config with ServerAliveInterval 10, ServerAliveCountMax 9 (hosts lost after 90 s, not 15 s)"
+		note += "; -F ssh_config with ServerAliveInterval 10, ServerAliveCountMax 30, ConnectTimeout 120 (hosts lost after 5 min, not 15 s; logins within 2 min, not 20 s); agents' --version-timeout 1m, --login-grace-time 2m"
 	}
 	var cs []contender
 	var rows [][]*Result
@@ -271,18 +271,25 @@ func runTreeRanks(ctx context.Context, s cmdSpec) outcome {
 // the launch (seen at 4,096 on 2 CPUs, and at 10,000 in the profiled run
 // before it had this too), which a real node with its own CPUs does not:
 // the runs say so in their ssh configuration, as a user of an overloaded
-// cluster would (ServerAliveInterval 10, ServerAliveCountMax 9: lost
-// after 90 s).
+// cluster would. ServerAliveInterval 10 and ServerAliveCountMax 30: lost
+// after 5 min (90 s was not enough on a two-CPU machine whose system
+// calls take 1 us: a worker of 1,250 agents took up to 44 s to fork one
+// agent's rank there, and about one host in a hundred answered no
+// keepalive for 90 s while the ranks started). ConnectTimeout 120: the
+// logins queue as the agents' do (loopStartupLimits).
 func (b *bench) scaleSSHConfig(n int) ([]string, error) {
 	if n <= 1024 {
 		return nil, nil
 	}
 	cfg := filepath.Join(b.dir, "ssh_config-scale")
-	if err := os.WriteFile(cfg, []byte("Host *\n    ServerAliveInterval 10\n    ServerAliveCountMax 9\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(scaleSSHConfigText), 0o644); err != nil {
 		return nil, err
 	}
 	return []string{"-F", cfg}, nil
 }
+
+// scaleSSHConfigText is scaleSSHConfig's configuration.
+const scaleSSHConfigText = "Host *\n    ServerAliveInterval 10\n    ServerAliveCountMax 30\n    ConnectTimeout 120\n"
 
 // taskLimits are the machine's bounds on its tasks (processes and
 // threads alike take a pid) and how many it has now; 0 is unknown.
