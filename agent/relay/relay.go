@@ -257,7 +257,7 @@ func (r *Relay) dial(ctx context.Context, l wire.Link, signers []ssh.Signer) (*c
 	if err != nil {
 		nc.Close()
 		ans.Refused = strings.Contains(err.Error(), "unable to authenticate")
-		return fail(fmt.Errorf("ssh handshake failed: %w", err))
+		return fail(errors.New("ssh handshake failed: " + wire.HandshakeWhy(err)))
 	}
 	client := ssh.NewClient(sc, chans, reqs)
 	ch, in, err := client.OpenChannel("session", nil)

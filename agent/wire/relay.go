@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 )
 
@@ -314,6 +317,20 @@ const (
 	DialDNS        = "dns"
 	DialTimeout    = "timeout"
 )
+
+// HandshakeWhy words why an SSH login to an agent failed, for "ADDR: ssh
+// handshake failed: WHY", alike for the launcher's own logins and a
+// relay's: without x/crypto/ssh's "ssh: handshake failed: " and "ssh: "
+// prefixes, and, where the other end closed the connection mid-login
+// (the stream's end, a reset, or this end's socket closed after a write
+// to it failed), saying so and what closes logins at an agent.
+func HandshakeWhy(err error) string {
+	why := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "ssh: handshake failed: "), "ssh: ")
+	if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) {
+		return "the agent closed the connection during the login (" + why + "); an agent closes logins past its --version-timeout or --login-grace-time, and new ones beyond its --max-startups"
+	}
+	return why
+}
 
 // Unlink closes a child's session (the launcher is done with it, or
 // refused its host key).

@@ -5,11 +5,15 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
+	"net"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -359,4 +363,35 @@ func FuzzFences(f *testing.F) {
 			t.Fatalf("Compact(%v) names %v", hosts, back)
 		}
 	})
+}
+
+// TestHandshakeWhy: a failed login's reason without x/crypto/ssh's
+// prefixes; a connection the other end closed mid-login (its end, a
+// reset, a broken pipe, or this end's socket closed after a failed
+// write) says so and names what closes logins at an agent.
+func TestHandshakeWhy(t *testing.T) {
+	closed := "the agent closed the connection during the login ("
+	for _, tc := range []struct {
+		err  error
+		want string // the whole reason, or its start for a closed one
+	}{
+		{fmt.Errorf("ssh: handshake failed: %w", io.EOF), closed + "EOF)"},
+		{fmt.Errorf("ssh: handshake failed: %w", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}), closed + "read tcp: read: connection reset by peer)"},
+		{fmt.Errorf("ssh: handshake failed: %w", &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)}), closed + "write tcp: write: broken pipe)"},
+		{fmt.Errorf("ssh: handshake failed: %w", &net.OpError{Op: "read", Net: "tcp", Err: net.ErrClosed}), closed + "read tcp: use of closed network connection)"},
+		{errors.New("ssh: handshake failed: ssh: unable to authenticate, attempted methods [none publickey], no supported methods remain"), "unable to authenticate, attempted methods [none publickey], no supported methods remain"},
+		{fmt.Errorf("ssh: handshake failed: %w", errors.New("host key refused")), "host key refused"},
+		{fmt.Errorf("ssh: handshake failed: %w", os.ErrDeadlineExceeded), "i/o timeout"},
+	} {
+		got := HandshakeWhy(tc.err)
+		if strings.HasPrefix(tc.want, closed) {
+			if !strings.HasPrefix(got, tc.want) || !strings.Contains(got, "--login-grace-time") {
+				t.Errorf("%v: %q, want %q and the agent's bounds", tc.err, got, tc.want)
+			}
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.err, got, tc.want)
+		}
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -164,8 +163,8 @@ func connect(ctx context.Context, addr string, timeout time.Duration, dial func(
 }
 
 // handshakeError is a failed SSH handshake with addr: "ADDR: ssh
-// handshake failed: WHY", without x/crypto/ssh's own "ssh: handshake
-// failed: " and "ssh: " prefixes repeated inside. It unwraps to
+// handshake failed: WHY", WHY as wire.HandshakeWhy words it (as a relay
+// words its own logins' failures). It unwraps to
 // x/crypto/ssh's error, and through it to what the config's callbacks
 // returned.
 type handshakeError struct {
@@ -174,8 +173,7 @@ type handshakeError struct {
 }
 
 func (e *handshakeError) Error() string {
-	why := strings.TrimPrefix(e.err.Error(), "ssh: handshake failed: ")
-	return e.addr + ": ssh handshake failed: " + strings.TrimPrefix(why, "ssh: ")
+	return e.addr + ": ssh handshake failed: " + wire.HandshakeWhy(e.err)
 }
 
 func (e *handshakeError) Unwrap() error { return e.err }

@@ -74,7 +74,7 @@ func TestHandshakeErrorWording(t *testing.T) {
 		return &ssh.ClientConfig{User: "u", HostKeyCallback: func(string, net.Addr, ssh.PublicKey) error { return why }}
 	}
 	_, _, _, _, err = connect(t.Context(), addr, 0, nil, cfg)
-	if err == nil || !strings.HasPrefix(err.Error(), addr+": ssh handshake failed: ") || strings.Count(err.Error(), "handshake") != 1 || strings.Contains(err.Error(), "ssh: ") {
+	if err == nil || !strings.HasPrefix(err.Error(), addr+": ssh handshake failed: the agent closed the connection during the login (") || strings.Count(err.Error(), "handshake") != 1 || strings.Contains(err.Error(), "ssh: ") {
 		t.Errorf("peer hung up: %v", err)
 	}
 	// The peer closes at once: the client's read sees the end (io.EOF),
