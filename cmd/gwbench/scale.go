@@ -273,10 +273,10 @@ func runTreeRanks(ctx context.Context, s cmdSpec) outcome {
 // the runs say so in their ssh configuration, as a user of an overloaded
 // cluster would. ServerAliveInterval 10 and ServerAliveCountMax 30: lost
 // after 5 min (90 s was not enough on a two-CPU machine whose system
-// calls take 1 us: a worker of 1,250 agents took up to 44 s to fork one
-// agent's rank there, and about one host in a hundred answered no
-// keepalive for 90 s while the ranks started). ConnectTimeout 120: the
-// logins queue as the agents' do (loopStartupLimits).
+// calls take 1 us: there up to one host in a hundred answered no
+// keepalive for 90 s while the ranks were being started, the machine
+// saturated by the agents' work). ConnectTimeout 120: the logins queue
+// as the agents' do (loopStartupLimits).
 func (b *bench) scaleSSHConfig(n int) ([]string, error) {
 	if n <= 1024 {
 		return nil, nil
