@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,7 +35,8 @@ import (
 // another user's process needs CAP_SYS_RESOURCE, which containers often
 // drop), in output
 // (what the agent keeps of it), and in number (maxAttachPerRank,
-// maxAttachPerDump, gdbParallel at a time, fewer where memory is short).
+// maxAttachPerDump, gdbParallel at a time, fewer where memory or CPUs
+// are short).
 //
 // gdbMemory: gdb attached to a CPU PyTorch rank (Debian's torch 1.13,
 // 497 MiB of mapped libraries) peaked at 553 MiB of address space and
@@ -68,20 +70,30 @@ type tracer struct {
 // itself) on this kernel.
 func newTracer(gdb string, cred *syscall.Credential, log *zap.Logger) tracer {
 	t := tracerFor(gdb, cred, ptraceScope(), log)
-	t.parallel = parallelGDBs(memAvailable())
+	t.parallel = parallelGDBs(memAvailable(), runtime.NumCPU())
 	return t
 }
 
 // parallelGDBs is how many gdbs a dump runs at once, given avail bytes of
-// memory available (0: unknown): gdbParallel, fewer where their memory
-// bounds together would pass half of avail, and at least one. A rank
-// that makes its gdb read without end (a frame named after /dev/zero)
-// then costs the node at most half of what was free.
-func parallelGDBs(avail uint64) int {
-	if avail == 0 {
-		return gdbParallel
+// memory available and the cpus the agent may run on (0: unknown):
+// gdbParallel, fewer where their memory bounds together would pass half
+// of avail or where there are fewer CPUs, and at least one. A rank that
+// makes its gdb read without end (a frame named after /dev/zero) then
+// costs the node at most half of what was free. A gdb reading a PyTorch
+// rank's symbols is busy on a CPU for seconds (about 5 s for Debian's
+// CPU torch on a machine whose system calls take 1 us); four of them on
+// two CPUs, beside a rank spinning in its hang, each took past
+// gdbTimeout, where two at a time finish the same dump with every
+// rank's stacks.
+func parallelGDBs(avail uint64, cpus int) int {
+	n := gdbParallel
+	if avail != 0 {
+		n = min(n, int(avail/2/gdbMemory))
 	}
-	return max(1, min(gdbParallel, int(avail/2/gdbMemory)))
+	if cpus > 0 {
+		n = min(n, cpus)
+	}
+	return max(1, n)
 }
 
 // tracerFor decides from Yama's ptrace_scope (-1: Yama is absent).

@@ -193,11 +193,20 @@ func TestTracerFor(t *testing.T) {
 }
 
 // TestParallelGDBs: gdbs run four at a time, fewer where their memory
-// bounds together would pass half of the memory available, at least one.
+// bounds together would pass half of the memory available or where the
+// agent has fewer CPUs, at least one.
 func TestParallelGDBs(t *testing.T) {
-	for avail, want := range map[uint64]int{0: 4, 1 << 40: 4, 32 << 30: 4, 20 << 30: 2, 8 << 30: 1, 1 << 30: 1} {
-		if got := parallelGDBs(avail); got != want {
-			t.Errorf("%d GiB available: %d gdbs at a time, want %d", avail>>30, got, want)
+	for _, tc := range []struct {
+		avail uint64
+		cpus  int
+		want  int
+	}{
+		{0, 0, 4}, {1 << 40, 0, 4}, {32 << 30, 0, 4}, {20 << 30, 0, 2}, {8 << 30, 0, 1}, {1 << 30, 0, 1},
+		{1 << 40, 256, 4}, {1 << 40, 4, 4}, {1 << 40, 3, 3}, {1 << 40, 2, 2}, {0, 2, 2}, {1 << 40, 1, 1},
+		{20 << 30, 3, 2}, {8 << 30, 2, 1},
+	} {
+		if got := parallelGDBs(tc.avail, tc.cpus); got != tc.want {
+			t.Errorf("%d GiB available, %d CPUs: %d gdbs at a time, want %d", tc.avail>>30, tc.cpus, got, tc.want)
 		}
 	}
 }
