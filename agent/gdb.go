@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,8 +34,7 @@ import (
 // another user's process needs CAP_SYS_RESOURCE, which containers often
 // drop), in output
 // (what the agent keeps of it), and in number (maxAttachPerRank,
-// maxAttachPerDump, gdbParallel at a time, fewer where memory or CPUs
-// are short).
+// maxAttachPerDump, gdbParallel at a time, fewer where memory is short).
 //
 // gdbMemory: gdb attached to a CPU PyTorch rank (Debian's torch 1.13,
 // 497 MiB of mapped libraries) peaked at 553 MiB of address space and
@@ -70,30 +68,37 @@ type tracer struct {
 // itself) on this kernel.
 func newTracer(gdb string, cred *syscall.Credential, log *zap.Logger) tracer {
 	t := tracerFor(gdb, cred, ptraceScope(), log)
-	t.parallel = parallelGDBs(memAvailable(), runtime.NumCPU())
+	t.parallel = parallelGDBs(memAvailable())
 	return t
 }
 
 // parallelGDBs is how many gdbs a dump runs at once, given avail bytes of
-// memory available and the cpus the agent may run on (0: unknown):
-// gdbParallel, fewer where their memory bounds together would pass half
-// of avail or where there are fewer CPUs, and at least one. A rank that
-// makes its gdb read without end (a frame named after /dev/zero) then
-// costs the node at most half of what was free. A gdb reading a PyTorch
-// rank's symbols is busy on a CPU for seconds (about 5 s for Debian's
-// CPU torch on a machine whose system calls take 1 us); four of them on
-// two CPUs, beside a rank spinning in its hang, each took past
-// gdbTimeout, where two at a time finish the same dump with every
-// rank's stacks.
-func parallelGDBs(avail uint64, cpus int) int {
-	n := gdbParallel
-	if avail != 0 {
-		n = min(n, int(avail/2/gdbMemory))
+// memory available (0: unknown): gdbParallel, fewer where their memory
+// bounds together would pass half of avail, and at least one. A rank
+// that makes its gdb read without end (a frame named after /dev/zero)
+// then costs the node at most half of what was free.
+func parallelGDBs(avail uint64) int {
+	if avail == 0 {
+		return gdbParallel
 	}
-	if cpus > 0 {
-		n = min(n, cpus)
+	return max(1, min(gdbParallel, int(avail/2/gdbMemory)))
+}
+
+// gdbBound is how long the gdb of a dump's i-th target may run: a
+// rank's leader (i < leaders: they come first) its share of what is left
+// of the dump's time, left, over the rounds of leaders still to run at
+// parallel a time, and never less than gdbTimeout; any other process
+// gdbTimeout. A gdb reading a PyTorch rank's symbols is busy on a CPU for
+// seconds (4.9 s for Debian's CPU torch on a machine whose system calls
+// take 1 us, alone); on a busy node four of them took past 20 s, and a
+// rank's leader is the stack a hang's report is about. left <= 0: the
+// dump has no deadline.
+func gdbBound(i, leaders, parallel int, left time.Duration) time.Duration {
+	if i >= leaders || left <= 0 {
+		return gdbTimeout
 	}
-	return max(1, n)
+	rounds := (leaders - i + parallel - 1) / max(1, parallel)
+	return max(gdbTimeout, left/time.Duration(rounds))
 }
 
 // tracerFor decides from Yama's ptrace_scope (-1: Yama is absent).
@@ -120,7 +125,7 @@ func tracerFor(gdb string, cred *syscall.Credential, scope int, log *zap.Logger)
 // attach runs gdb on m, a process of group pgid, and returns its text:
 // gdb's output (cut to gdbOutput) and a note when it failed, or why it
 // was not attached.
-func (t tracer) attach(ctx context.Context, rank, pgid int, m proc.Member) string {
+func (t tracer) attach(ctx context.Context, rank, pgid int, m proc.Member, bound time.Duration) string {
 	if t.refuse != "" {
 		return "(not attached: " + t.refuse + ")\n"
 	}
@@ -135,7 +140,7 @@ func (t tracer) attach(ctx context.Context, rank, pgid int, m proc.Member) strin
 	if why := t.sameIDs(m.Pid); why != "" {
 		return "(not attached: " + why + ")\n"
 	}
-	actx, cancel := context.WithTimeout(ctx, gdbTimeout)
+	actx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	args := []string{"-batch", "-nx", "-p", strconv.Itoa(m.Pid), "-ex", "set pagination off", "-ex", "thread apply all bt"}
 	if isPython(m.Pid) {
@@ -175,15 +180,15 @@ func (t tracer) attach(ctx context.Context, rank, pgid int, m proc.Member) strin
 			fmt.Fprintf(&b, "(gdb printed %d more bytes, left out)\n", out.dropped)
 		}
 	}
-	bound := fmt.Sprintf("peak %d MiB of its %d MiB bound", peak>>20, gdbMemory>>20)
+	mem := fmt.Sprintf("peak %d MiB of its %d MiB bound", peak>>20, gdbMemory>>20)
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
-		fmt.Fprintf(&b, "(gdb stopped after %v: the dump's time is up; %s)\n", took, bound)
+		fmt.Fprintf(&b, "(gdb stopped after %v: the dump's time is up; %s)\n", took, mem)
 	case actx.Err() != nil:
-		fmt.Fprintf(&b, "(gdb stopped at its time bound, %v; %s)\n", gdbTimeout, bound)
+		fmt.Fprintf(&b, "(gdb stopped at its time bound, %v; %s)\n", bound.Round(time.Second), mem)
 	default:
-		fmt.Fprintf(&b, "(gdb: %v after %v; %s)\n", err, took, bound)
+		fmt.Fprintf(&b, "(gdb: %v after %v; %s)\n", err, took, mem)
 	}
 	return b.String()
 }

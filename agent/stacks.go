@@ -291,11 +291,22 @@ func (t tracer) stacks(ctx context.Context, pgids map[int]int, members map[int][
 	texts := make([]string, len(targets))
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range max(1, min(t.parallel, len(targets))) {
+	leaders := 0 // the first targets: each rank's leader
+	for _, r := range ranks {
+		if len(members[r]) > 0 {
+			leaders++
+		}
+	}
+	parallel := max(1, min(t.parallel, len(targets)))
+	for range parallel {
 		wg.Go(func() {
 			for i := range next {
 				tg := targets[i]
-				texts[i] = t.attach(ctx, tg.rank, pgids[tg.rank], tg.m)
+				var left time.Duration
+				if dl, ok := ctx.Deadline(); ok {
+					left = max(time.Until(dl), time.Millisecond)
+				}
+				texts[i] = t.attach(ctx, tg.rank, pgids[tg.rank], tg.m, gdbBound(i, leaders, parallel, left))
 			}
 		})
 	}

@@ -193,20 +193,36 @@ func TestTracerFor(t *testing.T) {
 }
 
 // TestParallelGDBs: gdbs run four at a time, fewer where their memory
-// bounds together would pass half of the memory available or where the
-// agent has fewer CPUs, at least one.
+// bounds together would pass half of the memory available, at least one.
 func TestParallelGDBs(t *testing.T) {
+	for avail, want := range map[uint64]int{0: 4, 1 << 40: 4, 32 << 30: 4, 20 << 30: 2, 8 << 30: 1, 1 << 30: 1} {
+		if got := parallelGDBs(avail); got != want {
+			t.Errorf("%d GiB available: %d gdbs at a time, want %d", avail>>30, got, want)
+		}
+	}
+}
+
+// TestGDBBound: a rank's leader may take its share of the dump's time
+// left over the rounds of leaders still to run, never less than
+// gdbTimeout; other processes, and a dump without a deadline, get
+// gdbTimeout.
+func TestGDBBound(t *testing.T) {
 	for _, tc := range []struct {
-		avail uint64
-		cpus  int
-		want  int
+		i, leaders, parallel int
+		left, want           time.Duration
 	}{
-		{0, 0, 4}, {1 << 40, 0, 4}, {32 << 30, 0, 4}, {20 << 30, 0, 2}, {8 << 30, 0, 1}, {1 << 30, 0, 1},
-		{1 << 40, 256, 4}, {1 << 40, 4, 4}, {1 << 40, 3, 3}, {1 << 40, 2, 2}, {0, 2, 2}, {1 << 40, 1, 1},
-		{20 << 30, 3, 2}, {8 << 30, 2, 1},
+		{0, 4, 4, 52 * time.Second, 52 * time.Second},     // every leader in one round
+		{3, 4, 4, 52 * time.Second, 52 * time.Second},     // the last of them too
+		{0, 8, 4, 52 * time.Second, 26 * time.Second},     // two rounds
+		{4, 8, 4, 30 * time.Second, 30 * time.Second},     // the second round's leaders: what is left
+		{0, 8, 4, 30 * time.Second, gdbTimeout},           // two rounds in 30 s: the floor
+		{0, 8, 1, 57 * time.Second, gdbTimeout},           // one at a time: 7 s each, the floor
+		{8, 8, 4, 57 * time.Second, gdbTimeout},           // a leader's child process
+		{0, 4, 4, 0, gdbTimeout},                          // no deadline
+		{0, 4, 0, 52 * time.Second, 52 * time.Second / 4}, // parallel 0 taken as 1
 	} {
-		if got := parallelGDBs(tc.avail, tc.cpus); got != tc.want {
-			t.Errorf("%d GiB available, %d CPUs: %d gdbs at a time, want %d", tc.avail>>30, tc.cpus, got, tc.want)
+		if got := gdbBound(tc.i, tc.leaders, tc.parallel, tc.left); got != max(tc.want, gdbTimeout) {
+			t.Errorf("target %d of %d leaders, %d at a time, %v left: %v, want %v", tc.i, tc.leaders, tc.parallel, tc.left, got, max(tc.want, gdbTimeout))
 		}
 	}
 }
