@@ -25,6 +25,15 @@ func RankLines(out string) map[int][]string {
 	return m
 }
 
+// Head returns the first n bytes of s, marked as cut when it was longer:
+// where a launcher's stderr says what went wrong first.
+func Head(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
 // Tail returns the last n bytes of s, marked as cut when it was longer.
 func Tail(s string, n int) string {
 	if len(s) > n {
