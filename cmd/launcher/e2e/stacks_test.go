@@ -254,9 +254,10 @@ func vmKiB(t *testing.T, key string) int {
 }
 
 // TestUserStacksFIFOFrame: a frame named after a FIFO blocks py-bt's
-// open. The dump still ends within gdb's time bound (20 s), well inside
-// the launcher's wait (60 s); rank 0's stacks say gdb was stopped there;
-// the rank is left running, not stopped, and the job goes on.
+// open. The dump still ends within the launcher's wait (60 s): the one
+// rank's leader may use the dump's time (its share of what is left, at
+// least gdb's 20 s), and is stopped at that bound or at the dump's end;
+// rank 0's stacks say so; the rank is left running, not stopped, and the job goes on.
 func TestUserStacksFIFOFrame(t *testing.T) {
 	agenttest.RequireRoot(t)
 	proctest.RequireGDBPython(t)
@@ -283,10 +284,10 @@ func TestUserStacksFIFOFrame(t *testing.T) {
 	took := dumpNow(t, l)
 	gdbRuns(t, logs)
 	t.Logf("dump with a FIFO frame took %v", took)
-	if took > 40*time.Second {
-		t.Errorf("the dump took %v, beyond gdb's 20 s bound and its margin", took)
+	if took > 60*time.Second {
+		t.Errorf("the dump took %v, beyond the launcher's 60 s wait", took)
 	}
-	if s0 := readStacks(t, dir, 0); !strings.Contains(s0, "(gdb stopped at its time bound, 20s") {
+	if s0 := readStacks(t, dir, 0); !strings.Contains(s0, "(gdb stopped at its time bound, ") && !strings.Contains(s0, ": the dump's time is up;") {
 		t.Errorf("rank 0's stacks do not say gdb was stopped at its bound:\n%s", e2e.Tail(s0, 2000))
 	}
 	if st := stateOf(pid); st != "S" && st != "R" {
