@@ -24,6 +24,7 @@ import (
 	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
 	"github.com/gangway-hpc/gangway/agent/facts"
 	"github.com/gangway-hpc/gangway/agent/sshd"
+	"github.com/gangway-hpc/gangway/cmd/internal/scalebed"
 )
 
 // loopAgents are agents on loopback addresses 127.0.<190+i/250>.<i%250+1>,
@@ -128,18 +129,13 @@ func gpusToHide() string {
 }
 
 // loopStartupLimits are the login bounds of a bed of n loop agents:
-// sshd's defaults up to 1,024; above, a minute for the version line and
-// two for the login. Thousands of agents and their relays' logins on
-// this machine's few CPUs queue for tens of seconds (a level of 8,944
-// logins at 10,000 agents; on a two-CPU machine whose system calls take
-// 1 us, 3,761 of them met the 5 s and 20 s bounds and were tried again),
-// where a real node logs in its children on CPUs of its own. The scale
-// runs give the launcher the same (ConnectTimeout, scaleSSHConfig).
+// sshd's defaults up to 1,024, scalebed.Limits above (the scale runs give
+// the launcher scalebed.SSHConfig with them).
 func loopStartupLimits(n int) sshd.StartupLimits {
 	if n <= 1024 {
 		return sshd.StartupLimits{}
 	}
-	return sshd.StartupLimits{VersionTimeout: time.Minute, LoginGraceTime: 2 * time.Minute}
+	return scalebed.Limits
 }
 
 // startLoopWorker starts one worker and waits for its "ready" line. A

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gangway-hpc/gangway/cmd/internal/scalebed"
 	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
@@ -266,30 +267,20 @@ func runTreeRanks(ctx context.Context, s cmdSpec) outcome {
 }
 
 // scaleSSHConfig is the launcher's -F for a scale run of n agents, or
-// none. Above 1024 agents, the agents and their ranks on this machine's
-// few CPUs stall past the launcher's default 15 s keepalive bound during
-// the launch (seen at 4,096 on 2 CPUs, and at 10,000 in the profiled run
-// before it had this too), which a real node with its own CPUs does not:
-// the runs say so in their ssh configuration, as a user of an overloaded
-// cluster would. ServerAliveInterval 10 and ServerAliveCountMax 30: lost
-// after 5 min (90 s was not enough on a two-CPU machine whose system
-// calls take 1 us: there up to one host in a hundred answered no
-// keepalive for 90 s while the ranks were being started, the machine
-// saturated by the agents' work). ConnectTimeout 120: the logins queue
-// as the agents' do (loopStartupLimits).
+// none: scalebed.SSHConfig above 1024 agents, whose agents and ranks on
+// this machine's few CPUs stall past the launcher's default 15 s
+// keepalive bound during the launch (seen at 4,096 on 2 CPUs, and at
+// 10,000 everywhere), which a real node with its own CPUs does not.
 func (b *bench) scaleSSHConfig(n int) ([]string, error) {
 	if n <= 1024 {
 		return nil, nil
 	}
 	cfg := filepath.Join(b.dir, "ssh_config-scale")
-	if err := os.WriteFile(cfg, []byte(scaleSSHConfigText), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(scalebed.SSHConfig), 0o644); err != nil {
 		return nil, err
 	}
 	return []string{"-F", cfg}, nil
 }
-
-// scaleSSHConfigText is scaleSSHConfig's configuration.
-const scaleSSHConfigText = "Host *\n    ServerAliveInterval 10\n    ServerAliveCountMax 30\n    ConnectTimeout 120\n"
 
 // taskLimits are the machine's bounds on its tasks (processes and
 // threads alike take a pid) and how many it has now; 0 is unknown.

@@ -23,6 +23,7 @@ import (
 	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
 	"github.com/gangway-hpc/gangway/agent/sshd"
 	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
+	"github.com/gangway-hpc/gangway/cmd/internal/scalebed"
 	"github.com/gangway-hpc/gangway/launcher"
 )
 
@@ -52,7 +53,7 @@ func startAgents(t *testing.T, n int) (keys sshtest.Keys, hostfile, knownHosts s
 		}
 		a := &agent.Agent{Name: "t" + strconv.Itoa(i), Version: "treescale", Log: zap.NewNop()}
 		srv := &sshd.Server{Subsystem: a.ServeLogin, Log: zap.NewNop(), HostKey: keys.HostSigner, AuthorizedKeys: keys.AuthorizedKeys,
-			StartupLimits: bedLimits}
+			StartupLimits: scalebed.Limits}
 		wg.Go(func() { _ = srv.Serve(ctx, l) })
 		port := l.Addr().(*net.TCPAddr).Port
 		fmt.Fprintf(&hf, "%s slots=1 port=%d\n", addr(i), port)
@@ -75,19 +76,11 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// The bed's bounds. 1,024 agents, their relays' logins and the launcher
-// share this test's process and two CPUs, under -race and beside another
-// package's tests in the full suite, where logins queue past the agents'
-// 5 s version timeout and 20 s login grace and sessions stall past the
-// launcher's 15 s keepalive bound (on a machine whose system calls take
-// 1 us the test failed in the full suite, exit 255, and passed alone).
-// A real node has CPUs of its own; this test is about what the tree
-// carries, so it gives the agents and the launcher the bounds gwbench's
-// scale runs give theirs (cmd/gwbench: loopStartupLimits,
-// scaleSSHConfig).
-var bedLimits = sshd.StartupLimits{VersionTimeout: time.Minute, LoginGraceTime: 2 * time.Minute}
-
-const bedSSHConfig = "Host *\n    ServerAliveInterval 10\n    ServerAliveCountMax 30\n    ConnectTimeout 120\n"
+// The bed's bounds (scalebed): 1,024 agents, their relays' logins and
+// the launcher share this test's process and two CPUs, under -race and
+// beside another package's tests in the full suite (on a machine whose
+// system calls take 1 us the test failed there, exit 255, and passed
+// alone). This test is about what the tree carries, not liveness.
 
 // runLimit bounds one launch of 1,024 hosts (about 20 s each on a quiet
 // 2-core machine, agents, ranks and launcher all on it).
@@ -110,7 +103,7 @@ func TestOutputThroughDeepTree(t *testing.T) {
 	const n, width = 1024, "10"
 	keys, hostfile, knownHosts := startAgents(t, n)
 	sshConfig := filepath.Join(t.TempDir(), "ssh_config")
-	if err := os.WriteFile(sshConfig, []byte(bedSSHConfig), 0o644); err != nil {
+	if err := os.WriteFile(sshConfig, []byte(scalebed.SSHConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	run := func(width string) (stdout, summary string) {
