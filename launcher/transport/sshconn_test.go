@@ -6,12 +6,18 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
+	"go.uber.org/zap/zaptest"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/gangway-hpc/gangway/hostfile"
 )
 
 // TestClassifyRealErrors dials a port nobody listens on and a name that
@@ -93,5 +99,67 @@ func TestHandshakeErrorWording(t *testing.T) {
 	}
 	if e := (&handshakeError{addr: "h:1", err: fmt.Errorf("ssh: handshake failed: %w", why)}); !errors.Is(e, why) || e.Error() != "h:1: ssh handshake failed: host key refused by the test" {
 		t.Errorf("%q (is %v)", e.Error(), errors.Is(e, why))
+	}
+}
+
+// deadlineConn records the first deadline set on it and fails every read
+// and write, so a handshake over it ends at once.
+type deadlineConn struct {
+	net.Conn
+	first time.Time
+}
+
+func (c *deadlineConn) SetDeadline(t time.Time) error {
+	if c.first.IsZero() {
+		c.first = t
+	}
+	return nil
+}
+func (c *deadlineConn) Read([]byte) (int, error)  { return 0, io.ErrClosedPipe }
+func (c *deadlineConn) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
+func (c *deadlineConn) Close() error              { return nil }
+func (c *deadlineConn) RemoteAddr() net.Addr      { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+// TestHandshakeFollowsConnectTimeout: a host's ConnectTimeout longer
+// than the launcher's own 20 s handshake bound lengthens it, for the
+// launcher's login and for a relay's (the link's timeout); a shorter one
+// bounds the TCP connection alone.
+func TestHandshakeFollowsConnectTimeout(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config")
+	text := "Host slow\n    HostName 127.0.0.1\n    ConnectTimeout 90\n\nHost quick\n    HostName 127.0.0.1\n    ConnectTimeout 3\n"
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewAgentDialer(Options{Kind: Agent, SSHConfig: cfg, Port: 22122, KnownHosts: filepath.Join(t.TempDir(), "known_hosts")}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		host string
+		want time.Duration
+	}{{"slow", 90 * time.Second}, {"quick", handshakeTimeout}, {"plain", handshakeTimeout}} {
+		c, err := d.child(t.Context(), hostfile.Host{Name: tc.host})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.handshake(); got != tc.want {
+			t.Errorf("%s: a relay's login bounded by %v, want %v", tc.host, got, tc.want)
+		}
+		hc, err := d.target(hostfile.Host{Name: tc.host})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn := &deadlineConn{}
+		t0 := time.Now()
+		_, _, _, _, err = connect(t.Context(), "127.0.0.1:22122", hc.ConnectTimeout, func(context.Context) (net.Conn, error) { return conn, nil },
+			func(net.Conn) *ssh.ClientConfig {
+				return &ssh.ClientConfig{HostKeyCallback: ssh.InsecureIgnoreHostKey()}
+			})
+		if err == nil {
+			t.Fatalf("%s: a handshake over a dead connection succeeded", tc.host)
+		}
+		if got := conn.first.Sub(t0); got < tc.want || got > tc.want+time.Minute {
+			t.Errorf("%s: the launcher's login bounded by %v, want %v", tc.host, got, tc.want)
+		}
 	}
 }
