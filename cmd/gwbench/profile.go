@@ -23,10 +23,11 @@ import (
 // profiles runs the launcher in this process (launcher.Main, as
 // cmd/launcher does) under the CPU profiler and writes one profile per
 // case to o.profile: 20 launches on 16 namespace hosts, one output run,
-// and one launch on the largest -scale-counts of loopback agents (1024
-// at most by default; the agents run in gwbench's worker processes, so
-// the profile is the launcher's) at each of -scale-widths, with a heap
-// profile taken at the launch's highest heap in use.
+// and one run of the scale rows' job (treerank: its barriers, its lines,
+// its exits) on the largest -scale-counts of loopback agents (1024 at
+// most by default; the agents run in gwbench's worker processes, so the
+// profile is the launcher's) at each of -scale-widths, with a heap
+// profile taken at the run's highest heap in use.
 func (b *bench) profiles(ctx context.Context) error {
 	dir, err := filepath.Abs(b.o.profile)
 	if err != nil {
@@ -39,7 +40,7 @@ func (b *bench) profiles(ctx context.Context) error {
 		e := b.net
 		j := jobSpec{Hosts: 16, PerHost: 8, Argv: []string{"/bin/true"}}
 		args := e.gangway(j)[1:]
-		if err := b.profileRuns(ctx, filepath.Join(dir, "launch16.pprof"), 20, args, io.Discard); err != nil {
+		if err := b.profileRuns(ctx, filepath.Join(dir, "launch16.pprof"), 20, args, io.Discard, 5*time.Minute); err != nil {
 			return err
 		}
 		jo := jobSpec{Hosts: 4, PerHost: 4, Argv: []string{b.bins.self, "-gen", strconv.FormatInt(b.o.outBytes, 10)}, Tag: true}
@@ -48,12 +49,12 @@ func (b *bench) profiles(ctx context.Context) error {
 			return err
 		}
 		defer null.Close()
-		if err := b.profileRuns(ctx, filepath.Join(dir, "output.pprof"), 1, e.gangway(jo)[1:], null); err != nil {
+		if err := b.profileRuns(ctx, filepath.Join(dir, "output.pprof"), 1, e.gangway(jo)[1:], null, 5*time.Minute); err != nil {
 			return err
 		}
 		if bin, err := b.buildPMIBench(ctx); err == nil {
 			jp := jobSpec{Hosts: 16, PerHost: 4, Argv: []string{bin, "barrier", "2000", "0"}, Env: mpichEnv}
-			if err := b.profileRuns(ctx, filepath.Join(dir, "pmi64.pprof"), 1, e.gangway(jp)[1:], io.Discard); err != nil {
+			if err := b.profileRuns(ctx, filepath.Join(dir, "pmi64.pprof"), 1, e.gangway(jp)[1:], io.Discard, 5*time.Minute); err != nil {
 				return err
 			}
 		}
@@ -64,6 +65,10 @@ func (b *bench) profiles(ctx context.Context) error {
 		n = min(n, 1024)
 	}
 	if err := tasksFit(n, b.o.scaleRanks, readTaskLimits()); err != nil {
+		return err
+	}
+	rank, err := b.buildTreeRank(ctx)
+	if err != nil {
 		return err
 	}
 	la, err := startLoopAgents(ctx, n, b.o.scaleRanks, filepath.Join(b.dir, "loop-profile"))
@@ -81,9 +86,12 @@ func (b *bench) profiles(ctx context.Context) error {
 	}
 	for _, width := range b.widths() {
 		name := fmt.Sprintf("scale%d-w%d", n, width)
-		args := append(append(la.args(hf), sshConfig...), "--tree-width", strconv.Itoa(width), "--start-timeout", "10m", "/bin/true")
+		args := append(append(la.args(hf), sshConfig...), "--tree-width", strconv.Itoa(width), "--start-timeout", "10m", "-x", scaleTag+"=1", rank, strconv.Itoa(scaleBarriers))
 		peak := watchHeap(filepath.Join(dir, name+"-heap.pprof"))
-		err := b.profileRuns(ctx, filepath.Join(dir, name+".pprof"), 1, args, io.Discard)
+		err := b.profileRuns(ctx, filepath.Join(dir, name+".pprof"), 1, args, io.Discard, scaleTimeout(n))
+		if left, lerr := leftovers(scaleTag + "=1"); err == nil && (lerr != nil || left > 0) {
+			err = errors.Join(lerr, fmt.Errorf("%s: %d of the job's processes still ran after the launcher returned (killed)", name, left))
+		}
 		sum, perr := peak()
 		if err == nil {
 			err = perr
@@ -156,8 +164,8 @@ func watchHeap(path string) (stop func() (string, error)) {
 }
 
 // profileRuns runs launcher.Main runs times with args under the CPU
-// profiler, writing the profile to path.
-func (b *bench) profileRuns(ctx context.Context, path string, runs int, args []string, stdout io.Writer) error {
+// profiler, each within timeout, writing the profile to path.
+func (b *bench) profileRuns(ctx context.Context, path string, runs int, args []string, stdout io.Writer, timeout time.Duration) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -171,7 +179,7 @@ func (b *bench) profileRuns(ctx context.Context, path string, runs int, args []s
 	for i := range runs {
 		var errb testbed.Tail
 		errb.Max = 8 << 10
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		rctx, cancel := context.WithTimeout(ctx, timeout)
 		code := launcher.Main(rctx, args, launcher.Deps{Stdout: stdout, Stderr: &errb, Version: "gwbench", Cwd: b.dir},
 			func(string, bool) *zap.Logger { return zap.NewNop() })
 		cancel()

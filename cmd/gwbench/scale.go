@@ -107,6 +107,17 @@ func (b *bench) scale(ctx context.Context) error {
 	return nil
 }
 
+// scaleTimeout bounds one scale run at n agents on the two-CPU bed.
+func scaleTimeout(n int) time.Duration {
+	switch {
+	case n > 4096:
+		return 30 * time.Minute
+	case n > 1024:
+		return 6 * time.Minute
+	}
+	return 3 * time.Minute
+}
+
 // idleRate is the agents' own CPU while no job runs, in ms per second.
 func (b *bench) idleRate(ctx context.Context, la *loopAgents) float64 {
 	const d = 3 * time.Second
@@ -132,13 +143,7 @@ func (b *bench) scaleCount(ctx context.Context, la *loopAgents, rank string, n i
 		b.o.runs, b.o.warmup = min(b.o.runs, 3), 0
 		note += fmt.Sprintf("; %d runs, no warm-up (minutes per run here)", b.o.runs)
 	}
-	timeout := 3 * time.Minute
-	switch {
-	case n > 4096:
-		timeout = 30 * time.Minute
-	case n > 1024:
-		timeout = 6 * time.Minute
-	}
+	timeout := scaleTimeout(n)
 	sshConfig, err := b.scaleSSHConfig(n)
 	if err != nil {
 		return err
