@@ -35,6 +35,7 @@ type job struct {
 	sessions []*session
 	tree     *transport.Tree // nil: flat
 	byTree   []int           // a host's index in the tree -> its session's (-1: none)
+	offTree  []int           // the sessions of hosts outside the tree, which a spread does not reach
 	ranks    []plan.Rank     // the plan; each rank's GPUs are set in prepare
 	out      *console
 	coll     *bench.Collector // nil when no summary, report or plot is wanted
@@ -73,9 +74,13 @@ type evMsg struct {
 func newJob(bctx context.Context, cfg cli.Config, d Deps, id string, attempt int, c *Cluster) (*job, error) {
 	j := &job{cfg: cfg, log: d.Log, id: id, attempt: attempt, stdin: d.Stdin, sessions: c.sessions, ranks: c.ranks,
 		events: make(chan any, 64), stdinAck: make(chan struct{}, 1), quit: make(chan struct{}), tree: c.tree}
-	for _, s := range c.sessions {
-		if c.tree != nil && c.tree.Covers(s.host) {
+	for i, s := range c.sessions {
+		switch {
+		case c.tree == nil:
+		case c.tree.Covers(s.host):
 			j.setTreeIndex(c.tree.Index(s.host), s.idx)
+		default:
+			j.offTree = append(j.offTree, i)
 		}
 	}
 	var obs observer
@@ -444,21 +449,28 @@ func (j *job) broadcast(k wire.Kind, v any) {
 		j.log.Warn("cannot encode a message for the agents", zap.Stringer("kind", k), zap.Error(err))
 		return
 	}
-	spread := j.tree != nil && wire.Spreadable(k)
-	if spread {
-		// Once per first-level relay; each passes it down its subtree.
-		j.tree.Spread(k, e.Payload())
-	}
 	var sends sync.WaitGroup
-	for i, s := range j.sessions {
-		if j.st.done[i] || spread && j.tree.Covers(s.host) {
-			continue
+	send := func(i int) {
+		if s := j.sessions[i]; !j.st.done[i] {
+			sends.Go(func() {
+				if err := s.conn.SendEncoded(e); err != nil {
+					j.log.Debug("send failed", zap.String("host", s.host.Name), zap.Stringer("kind", k), zap.Error(err))
+				}
+			})
 		}
-		sends.Go(func() {
-			if err := s.conn.SendEncoded(e); err != nil {
-				j.log.Debug("send failed", zap.String("host", s.host.Name), zap.Stringer("kind", k), zap.Error(err))
-			}
-		})
+	}
+	if j.tree != nil && wire.Spreadable(k) {
+		// Once per first-level relay; each passes it down its subtree.
+		// Only the hosts outside the tree are sent it one by one: a
+		// barrier's release at 10,000 hosts looks at none of the others.
+		j.tree.Spread(k, e.Payload())
+		for _, i := range j.offTree {
+			send(i)
+		}
+	} else {
+		for i := range j.sessions {
+			send(i)
+		}
 	}
 	sends.Wait()
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/zap"
@@ -18,7 +19,7 @@ import (
 // spans (Hello.FenceSpans).
 func BenchmarkLinkFencesCheck(b *testing.B) {
 	const hosts, width = 10000, 32
-	tr := &Tree{index: map[nodeKey]int{}, width: width, log: zap.NewNop(), nodes: make([]*node, hosts)}
+	tr := &Tree{index: map[nodeKey]int{}, width: width, log: zap.NewNop(), nodes: make([]*node, hosts), top: make([]atomic.Pointer[link], hosts), roots: map[int]*link{}}
 	links := make([]*link, hosts)
 	subtrees := make([][]int, width)
 	for i := range hosts {
@@ -35,7 +36,7 @@ func BenchmarkLinkFencesCheck(b *testing.B) {
 			}
 		}
 		links[i] = newLink(tr.nodes[i], parent)
-		tr.nodes[i].l = links[i]
+		tr.nodes[i].setUp(links[i])
 		subtrees[top] = append(subtrees[top], i)
 	}
 	for _, spans := range []bool{false, true} {

@@ -90,7 +90,7 @@ func TestTreeShape(t *testing.T) {
 func testTree(t *testing.T) (root, mid, leaf *link, agent *wire.Conn) {
 	t.Helper()
 	hosts := []hostfile.Host{{Name: "a"}, {Name: "b"}, {Name: "c"}}
-	tr := &Tree{hosts: hosts, index: map[nodeKey]int{}, width: 1, log: zap.NewNop(), nodes: make([]*node, 3)}
+	tr := &Tree{hosts: hosts, index: map[nodeKey]int{}, width: 1, log: zap.NewNop(), nodes: make([]*node, 3), top: make([]atomic.Pointer[link], 3), roots: map[int]*link{}}
 	for i, h := range hosts {
 		tr.nodes[i] = &node{t: tr, i: i, h: h, up: make(chan struct{})}
 	}
@@ -368,9 +368,7 @@ func TestLinkFences(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			root, mid, leaf, agent := testTree(t)
 			for _, l := range []*link{root, mid, leaf} {
-				l.n.mu.Lock()
-				l.n.l = l // as the dials set them
-				l.n.mu.Unlock()
+				l.n.setUp(l) // as the dials do
 			}
 			f, _ := wire.Encode(wire.KindFences, tc.f)
 			if err := agent.SendEnvelope(wire.KindRelayed, 1, wire.KindFences, f.Payload()); err != nil {
@@ -401,9 +399,7 @@ func TestLinkFences(t *testing.T) {
 func TestLinkGathered(t *testing.T) {
 	root, mid, leaf, agent := testTree(t)
 	for _, l := range []*link{root, mid, leaf} {
-		l.n.mu.Lock()
-		l.n.l = l
-		l.n.mu.Unlock()
+		l.n.setUp(l)
 	}
 	g, _ := wire.Encode(wire.KindGathered, wire.Gathered{Kind: wire.KindReady, Hosts: []int{1, 2}, Answers: []json.RawMessage{[]byte(`{}`), []byte(`{"err":"x"}`)}})
 	if err := agent.SendEnvelope(wire.KindRelayed, 1, wire.KindGathered, g.Payload()); err != nil {
@@ -424,4 +420,77 @@ func TestLinkGathered(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "protocol violation of relay b: a ready answer for host 0, which is not behind it") {
 		t.Fatalf("b's stream ended with %v, want b's protocol violation", err)
 	}
+}
+
+// TestTreeSpreadAndHolds: a spread goes once to each link the launcher
+// holds itself (a first-level relay, and a host of the tree it dialed
+// directly because its relay failed), to none behind them, and to none
+// that is down; a first-level link holds the hosts linked behind it,
+// not one the launcher holds itself, and none once it is down. Both are
+// read from what the links record as they come and go (the launch's
+// barriers and spreads walk no host), so each case moves a link.
+func TestTreeSpreadAndHolds(t *testing.T) {
+	root, mid, leaf, agent := testTree(t)
+	tr := root.n.t
+	for _, l := range []*link{root, mid, leaf} {
+		l.n.setUp(l)
+	}
+	for i, want := range []bool{true, true, true} {
+		if root.holds(i) != want {
+			t.Errorf("a holds host %d: %v, want %v", i, !want, want)
+		}
+	}
+	if mid.holds(0) || !mid.holds(2) {
+		t.Errorf("b holds a: %v, c: %v; want false, true", mid.holds(0), mid.holds(2))
+	}
+
+	// c's relay is lost for good: the launcher dials c itself.
+	near, far := net.Pipe()
+	direct := newLink(tr.nodes[2], nil)
+	direct.raw = wire.NewConn(near)
+	direct.readers.Go(direct.readRaw)
+	t.Cleanup(func() { far.Close(); direct.Close() })
+	tr.nodes[2].setUp(direct)
+	if root.holds(2) || mid.holds(2) || !direct.holds(2) {
+		t.Errorf("c dialed directly: held by a %v, b %v, itself %v; want false, false, true", root.holds(2), mid.holds(2), direct.holds(2))
+	}
+
+	spread := func(want ...*wire.Conn) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { defer close(done); tr.Spread(wire.KindPing, nil) }()
+		for _, c := range want {
+			if m, err := c.Recv(); err != nil || m.Kind != wire.KindSpread {
+				t.Fatalf("got %s, %v; want a spread", m.Kind, err)
+			}
+		}
+		// The pipes take no write unread: a spread to any other link
+		// would never return.
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the spread wrote to a link it should not have")
+		}
+	}
+	spread(agent, wire.NewConn(far))
+
+	// c is reached through b again (a later attempt): its own link is
+	// no longer spread to.
+	again := newLink(tr.nodes[2], mid)
+	tr.nodes[2].setUp(again)
+	if !root.holds(2) || direct.holds(2) {
+		t.Errorf("c linked behind b again: held by a %v, its old link %v; want true, false", root.holds(2), direct.holds(2))
+	}
+	spread(agent)
+
+	tr.nodes[1].setDown(mid)
+	if root.holds(1) {
+		t.Error("a still holds b after b's link went down")
+	}
+	tr.nodes[2].setDown(again)
+	tr.nodes[0].setDown(root)
+	if root.holds(0) || root.holds(2) {
+		t.Error("a still holds itself or c after their links went down")
+	}
+	spread()
 }
