@@ -195,3 +195,30 @@ func exitMsg(t *testing.T, rank int) wire.Msg {
 	}
 	return wire.Msg{Kind: wire.KindExit, Payload: p}
 }
+
+// TestDrainsDoNotWaitForTheLoop: a message from each of a thousand hosts
+// while the job's loop is busy (here: takes nothing) waits in the job's
+// events, not in a drain per host parked until the loop takes it; every
+// drain ends.
+func TestDrainsDoNotWaitForTheLoop(t *testing.T) {
+	const hosts = 1000
+	j := &job{log: zap.NewNop(), events: newEvents(hosts), quit: make(chan struct{})}
+	t.Cleanup(func() { close(j.quit); j.readers.Wait() })
+	for i := range hosts {
+		q := &notifyingStream{}
+		s := &session{idx: i, conn: wire.NewConn(q), readDone: make(chan struct{}), notify: q}
+		j.sessions = append(j.sessions, s)
+		s.notify.Notify(func() { j.ready(s) })
+		q.push(exitMsg(t, 0), nil)
+	}
+	ended := make(chan struct{})
+	go func() { j.readers.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("after 20 s, drains still wait to hand over %d of the %d hosts' messages", hosts-len(j.events), hosts)
+	}
+	if len(j.events) != hosts {
+		t.Fatalf("%d events, want %d", len(j.events), hosts)
+	}
+}

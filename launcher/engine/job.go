@@ -73,7 +73,7 @@ type evMsg struct {
 // summary closes it).
 func newJob(bctx context.Context, cfg cli.Config, d Deps, id string, attempt int, c *Cluster) (*job, error) {
 	j := &job{cfg: cfg, log: d.Log, id: id, attempt: attempt, stdin: d.Stdin, sessions: c.sessions, ranks: c.ranks,
-		events: make(chan any, 64), stdinAck: make(chan struct{}, 1), quit: make(chan struct{}), tree: c.tree}
+		events: newEvents(len(c.sessions)), stdinAck: make(chan struct{}, 1), quit: make(chan struct{}), tree: c.tree}
 	for i, s := range c.sessions {
 		switch {
 		case c.tree == nil:
@@ -376,6 +376,17 @@ func (j *job) drain(s *session) {
 			return
 		}
 	}
+}
+
+// newEvents is the job's queue of events for hosts many: room for one
+// from each at once (a burst of answers at a launch's step), and no
+// fewer than 64. A drain whose event finds no room waits, with its
+// stack, until the loop takes one: at 10,000 hosts through the tree,
+// with room for 64, 3,164 drains (14 MiB of stacks) waited at the
+// launch's peak; an event waiting in the queue costs a slot and the
+// event.
+func newEvents(hosts int) chan any {
+	return make(chan any, max(64, hosts))
 }
 
 // send hands an event to the job; false once the job is closed.
