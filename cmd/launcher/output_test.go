@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -386,11 +387,34 @@ func TestTagsByDefault(t *testing.T) {
 			got := lines(strings.ReplaceAll(out.String(), "\r\n", "\n")) // the terminal writes \r\n
 			slices.Sort(got)
 			errb, _ := os.ReadFile(errPath)
-			gotErr := lines(string(errb))
+			gotErr := withoutLogRecords(lines(string(errb)))
 			slices.Sort(gotErr)
 			if !slices.Equal(got, tc.want) || !slices.Equal(gotErr, tc.wantErr) {
 				t.Errorf("stdout %q, stderr %q; want %q, %q", got, gotErr, tc.want, tc.wantErr)
 			}
 		})
+	}
+}
+
+// logRecord is a line of the launcher's own log (zap's console format:
+// time, level, logger), as its local agent writes one when it removes
+// the job cgroups of an agent that died (another test's, SIGKILLed):
+// not a rank's output.
+var logRecord = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\S+\t(DEBUG|INFO|WARN|ERROR)\t`)
+
+// withoutLogRecords is ls without the launcher's log records.
+func withoutLogRecords(ls []string) []string {
+	return slices.DeleteFunc(ls, logRecord.MatchString)
+}
+
+func TestWithoutLogRecords(t *testing.T) {
+	got := withoutLogRecords([]string{
+		"2026-11-27T12:07:40.536Z\tWARN\tagent\tremoved the job cgroups of agents that died\t{\"cgroups\": [\"/sys/fs/cgroup/unified/gangway-29861-2-1b21f8896d89\"]}",
+		"[0] err from 0",
+		"2026-11-27 WARN a rank's own line",
+		"err from 1",
+	})
+	if want := []string{"[0] err from 0", "2026-11-27 WARN a rank's own line", "err from 1"}; !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
