@@ -68,7 +68,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	scaleWidths := fs.String("scale-widths", "", "comma-separated --tree-width values the scale scenario runs (default 0,32: flat and tree)")
 	only := fs.String("only", "", "comma-separated scenarios to run: "+strings.Join(scenarios, ","))
 	fs.StringVar(&o.binDir, "bin", "bin", "directory holding launcher and agent")
-	fs.StringVar(&o.profile, "profile", "", "also run the launcher in process under pprof and write CPU profiles (and, for the scale launch, heap and goroutine profiles at their peaks) to this directory")
+	fs.StringVar(&o.profile, "profile", "", "also run the launcher in process under pprof and write CPU profiles (and, for the run of the scale job, heap and goroutine profiles at their peaks) to this directory")
 	fs.BoolVar(&o.verbose, "v", false, "log test-bed progress")
 	fs.Int64Var(&o.outBytes, "output-bytes", 0, "bytes each rank writes in the output scenario (default 64 MiB, 8 MiB with -quick)")
 	bedN := fs.Int("bed", 0, "test bed number N (0-9): namespaces gwbN*, subnet 198.18.(190+N).0/24, so two runs can coexist")
