@@ -48,8 +48,15 @@ func TestHangDiagnosis(t *testing.T) {
 	if !named {
 		t.Errorf("the report does not name rank 2 in its sleep (hang.py line 29)")
 	}
-	if strings.Contains(errOut, "also failed") {
-		t.Errorf("ranks the stack collection ended are listed as failures")
+	// The collection ends each host's ranks with SIGABRT (faulthandler's
+	// Python stacks) as that host's gdbs finish: those are stopped, not
+	// failed. A rank whose peer was ended first may raise on its own
+	// (Gloo: "Connection closed by peer") and exit 1 before its own
+	// SIGABRT: that exit is its own, and listed as one.
+	for _, l := range strings.Split(errOut, "\n") {
+		if strings.Contains(l, "also failed") && strings.Contains(l, "killed by signal") {
+			t.Errorf("a rank the stack collection ended is listed as a failure: %s", l)
+		}
 	}
 	if others := lineWith(errOut, "launcher: the other "); !strings.Contains(others, "in all_reduce") {
 		t.Errorf("the majority of ranks are not in the collective: %q", others)
