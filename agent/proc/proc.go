@@ -674,9 +674,31 @@ func drainBuffered(f *os.File, buf []byte, emit func([]byte)) []byte {
 		}
 		total += n
 		buf = append(buf, chunk[:n]...)
-		if i := lastNL(buf); i >= 0 {
-			emit(buf[:i+1])
-			buf = append(buf[:0:0], buf[i+1:]...)
+		rest := emitBounded(buf, emit)
+		buf = append(buf[:0:0], rest...)
+	}
+	return buf
+}
+
+// emitBounded hands emit buf's whole lines in pieces of at most MaxLine+1
+// bytes, a line longer than MaxLine cut as pump cuts it, and returns the
+// partial line left (at most MaxLine bytes, in buf's storage). A piece
+// longer than that would be refused by the launcher's framing, and its
+// lines lost: a pump cut by its deadline with most of a 16 MiB line read
+// took the line's last byte and its newline from the pipe and emitted
+// the whole 16 MiB + 2 as one piece, which never reached the launcher.
+func emitBounded(buf []byte, emit func([]byte)) []byte {
+	for len(buf) > 0 {
+		w := buf[:min(len(buf), MaxLine+1)]
+		switch i := lastNL(w); {
+		case i >= 0:
+			emit(w[:i+1])
+			buf = buf[i+1:]
+		case len(w) == MaxLine+1:
+			emit(w)
+			buf = buf[len(w):]
+		default:
+			return buf
 		}
 	}
 	return buf

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +76,63 @@ func TestPumpTakesBufferedAfterDeadline(t *testing.T) {
 	}
 	if last := got[len(got)-1]; last != "and a partial one" {
 		t.Errorf("last piece %q", last)
+	}
+}
+
+// TestEmitBounded: whole lines go in pieces of at most MaxLine+1 bytes, a
+// longer line is cut as the pump cuts it, and the partial line is left.
+func TestEmitBounded(t *testing.T) {
+	L := func(n int) string { return strings.Repeat("L", n) }
+	for _, tt := range []struct {
+		name, in string
+		want     []int // lengths of the pieces emitted
+		rest     string
+	}{
+		{"lines and a partial one", "a\nb\nc", []int{4}, "c"},
+		{"a line one byte over, its newline, a partial", L(MaxLine+1) + "\nend", []int{MaxLine + 1, 1}, "end"},
+		{"a line of MaxLine with its newline, then another", L(MaxLine) + "\nx\n", []int{MaxLine + 1, 2}, ""},
+		{"two pieces and a byte of one line", L(2*MaxLine + 3), []int{MaxLine + 1, MaxLine + 1}, "L"},
+		{"nothing whole", "abc", nil, "abc"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []int
+			var all []byte
+			rest := emitBounded([]byte(tt.in), func(b []byte) {
+				got = append(got, len(b))
+				all = append(all, b...)
+			})
+			if !slices.Equal(got, tt.want) || string(rest) != tt.rest || string(all)+string(rest) != tt.in {
+				t.Errorf("pieces %v, rest %d bytes; want %v and %q, every byte once", got, len(rest), tt.want, tt.rest)
+			}
+		})
+	}
+}
+
+// TestPumpDeadlineWithLongLine: a pump cut by its deadline with most of a
+// line longer than MaxLine read (the rest, its newline and a last partial
+// line still in the pipe) delivers the line cut as always, not as one
+// piece the launcher's framing refuses (which lost the whole line on a
+// loaded machine).
+func TestPumpDeadlineWithLongLine(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if _, err := w.WriteString("L\nend"); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	var all []byte
+	rest := drainBuffered(r, []byte(strings.Repeat("L", MaxLine)), func(b []byte) {
+		got = append(got, len(b))
+		all = append(all, b...)
+	})
+	if want := []int{MaxLine + 1, 1}; !slices.Equal(got, want) || string(rest) != "end" {
+		t.Errorf("pieces %v, rest %q; want %v and \"end\"", got, rest, want)
+	}
+	if want := strings.Repeat("L", MaxLine+1) + "\n"; string(all) != want {
+		t.Errorf("the pieces hold %d bytes, want the %d of the line and its newline", len(all), len(want))
 	}
 }
