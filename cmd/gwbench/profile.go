@@ -86,11 +86,13 @@ func (b *bench) profiles(ctx context.Context) error {
 	}
 	for _, width := range b.widths() {
 		name := fmt.Sprintf("scale%d-w%d", n, width)
-		args := append(append(la.args(hf), sshConfig...), "--tree-width", strconv.Itoa(width), "--start-timeout", "10m", "-x", scaleTag+"=1", rank, strconv.Itoa(scaleBarriers))
+		args := append(append(la.args(hf), sshConfig...), scaleJob(width, rank)...)
 		peak := watchHeap(filepath.Join(dir, name+"-heap.pprof"))
 		err := b.profileRuns(ctx, filepath.Join(dir, name+".pprof"), 1, args, io.Discard, scaleTimeout(n))
-		if left, lerr := leftovers(scaleTag + "=1"); err == nil && (lerr != nil || left > 0) {
-			err = errors.Join(lerr, fmt.Errorf("%s: %d of the job's processes still ran after the launcher returned (killed)", name, left))
+		if err == nil {
+			if lerr := scaleLeftovers(); lerr != nil {
+				err = fmt.Errorf("%s: %w", name, lerr)
+			}
 		}
 		sum, perr := peak()
 		if err == nil {

@@ -172,7 +172,7 @@ func (b *bench) scaleCount(ctx context.Context, la *loopAgents, rank string, n i
 		var peakConns, peakSockets int
 		var connErr error
 		argv := append(append([]string{b.bins.launcher}, la.args(hf)...), sshConfig...)
-		argv = append(argv, "--tree-width", strconv.Itoa(width), "--start-timeout", "10m", "-x", scaleTag+"=1", rank, strconv.Itoa(scaleBarriers))
+		argv = append(argv, scaleJob(width, rank)...)
 		giveUp := 0 // interleave's default
 		if n > 1024 {
 			giveUp = 1 // a failed run costs minutes
@@ -188,13 +188,7 @@ func (b *bench) scaleCount(ctx context.Context, la *loopAgents, rank string, n i
 			},
 			value: func(o outcome) (float64, error) {
 				tr, err := parseTreeRun(o.Stdout, n*k)
-				switch left, lerr := leftovers(scaleTag + "=1"); {
-				case lerr != nil:
-					err = errors.Join(err, lerr)
-				case left > 0:
-					err = errors.Join(err, fmt.Errorf("%d of the job's processes still ran after the launcher returned (killed)", left))
-				}
-				if err != nil {
+				if err := errors.Join(err, scaleLeftovers()); err != nil {
 					return 0, err
 				}
 				last = tr
@@ -228,6 +222,26 @@ func (b *bench) scaleCount(ctx context.Context, la *loopAgents, rank string, n i
 		}
 	}
 	return ctx.Err()
+}
+
+// scaleJob is the launcher's arguments for the scale job through a tree
+// of width (0: flat) after the hosts and ssh options: every rank tagged
+// for the sweep after the run, treerank and its barriers.
+func scaleJob(width int, rank string) []string {
+	return []string{"--tree-width", strconv.Itoa(width), "--start-timeout", "10m", "-x", scaleTag + "=1", rank, strconv.Itoa(scaleBarriers)}
+}
+
+// scaleLeftovers is the sweep after a scale run: an error when a process
+// of the job still ran after the launcher returned (it is killed), or the
+// sweep failed.
+func scaleLeftovers() error {
+	switch left, err := leftovers(scaleTag + "=1"); {
+	case err != nil:
+		return err
+	case left > 0:
+		return fmt.Errorf("%d of the job's processes still ran after the launcher returned (killed)", left)
+	}
+	return nil
 }
 
 // leftovers counts (and kills) the processes whose environment holds kv.
