@@ -17,11 +17,18 @@ import (
 	"github.com/gangway-hpc/gangway/agent/proc/proctest"
 )
 
+// runTimeout is the --timeout of the tests that let it expire. It counts
+// from the launcher's start, and the tests need every rank to have printed
+// "ready" (its pid) before it expires, to prove each rank gone after: on
+// CI's loaded 2-CPU machine two ranks of the test binary took over 2 s to
+// print it, so 2 s failed there.
+const runTimeout = "10"
+
 func TestTimeout(t *testing.T) {
 	t.Parallel()
-	l := startLauncher(t, false, fake(t, 2, "sleep", "--timeout", "2")...)
+	l := startLauncher(t, false, fake(t, 2, "sleep", "--timeout", runTimeout)...)
 	assertCode(t, l, 124)
-	if errOut := l.stderr(); !strings.Contains(errOut, "--timeout 2s expired") {
+	if errOut := l.stderr(); !strings.Contains(errOut, "--timeout "+runTimeout+"s expired") {
 		t.Errorf("stderr does not say the timeout expired:\n%s", errOut)
 	}
 	ready := tagged(l.stdout(), "ready")
@@ -41,8 +48,8 @@ func TestTimeoutFromEnv(t *testing.T) {
 		flags     []string
 		want      string
 	}{
-		{"env", "2", nil, "--timeout 2s expired"},
-		{"flag wins", "3600", []string{"--timeout", "2"}, "--timeout 2s expired"},
+		{"env", runTimeout, nil, "--timeout " + runTimeout + "s expired"},
+		{"flag wins", "3600", []string{"--timeout", runTimeout}, "--timeout " + runTimeout + "s expired"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
