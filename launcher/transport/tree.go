@@ -607,9 +607,9 @@ type link struct {
 	port  int      // the agent's own port where the transport knows it (AgentPorter), else 0
 
 	mu      sync.Mutex
-	kids    map[int]*link
-	pending map[int]waiter
-	err     error // why the link ended
+	kids    map[int]*link  // made at the first child: most links have none
+	pending map[int]waiter // made at the first Dial waiting on this relay
+	err     error          // why the link ended
 	dead    chan struct{}
 	closed  bool
 
@@ -626,7 +626,7 @@ type linkAnswer struct {
 }
 
 func newLink(n *node, parent *link) *link {
-	l := &link{n: n, parent: parent, facts: make(chan struct{}), kids: map[int]*link{}, pending: map[int]waiter{}, dead: make(chan struct{})}
+	l := &link{n: n, parent: parent, facts: make(chan struct{}), dead: make(chan struct{})}
 	l.in.init()
 	return l
 }
@@ -728,10 +728,8 @@ func (l *link) fail(err error) {
 	}
 	l.err = err
 	close(l.dead)
-	kids := l.kids
-	l.kids = map[int]*link{}
-	pending := l.pending
-	l.pending = map[int]waiter{}
+	kids, pending := l.kids, l.pending
+	l.kids, l.pending = nil, nil
 	l.mu.Unlock()
 	l.n.setDown(l)
 	l.in.close(err)
@@ -781,6 +779,9 @@ func (l *link) expect(i int, w waiter) {
 		w.answer(linkAnswer{err: Unreachable(&CutOffError{Relay: l.n.h.Name, Err: l.err})})
 		return
 	default:
+		if l.pending == nil {
+			l.pending = map[int]waiter{}
+		}
 		l.pending[i] = w
 	}
 	l.mu.Unlock()
@@ -1038,6 +1039,9 @@ func (l *link) linked(a wire.Linked) {
 	var k *link
 	if ok && a.Err == "" && a.Host >= 0 && a.Host < len(l.n.t.nodes) && TreeParent(a.Host, l.n.t.width) == l.n.i {
 		k = newLink(l.n.t.nodes[a.Host], l)
+		if l.kids == nil {
+			l.kids = map[int]*link{}
+		}
 		l.kids[a.Host] = k
 	}
 	l.mu.Unlock()

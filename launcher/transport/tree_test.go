@@ -98,9 +98,9 @@ func testTree(t *testing.T) (root, mid, leaf *link, agent *wire.Conn) {
 	root = newLink(tr.nodes[0], nil)
 	root.raw = wire.NewConn(near)
 	mid = newLink(tr.nodes[1], root)
-	root.kids[1] = mid
+	root.kids = map[int]*link{1: mid}
 	leaf = newLink(tr.nodes[2], mid)
-	mid.kids[2] = leaf
+	mid.kids = map[int]*link{2: leaf}
 	root.readers.Go(root.readRaw)
 	agent = wire.NewConn(far)
 	t.Cleanup(func() { far.Close(); root.Close() })
