@@ -153,9 +153,10 @@ func helperOrphans() int {
 	for time.Now().Before(deadline) && countComm("sleep") > 0 {
 		time.Sleep(20 * time.Millisecond)
 	}
-	// PID 1 reaps on SIGCHLD; give a late reap a moment before counting.
+	// PID 1 reaps on SIGCHLD; give a late reap up to 10 s (a loaded
+	// machine) before counting.
 	zombies := 0
-	for range 50 {
+	for range 500 {
 		if zombies = countState('Z'); zombies == 0 {
 			break
 		}

@@ -280,6 +280,9 @@ func TestRelayGathers(t *testing.T) {
 	job := wire.StartJob{JobID: "relaytest", StdinRank: -1, KillGrace: time.Second}
 
 	t.Run("gathered", func(t *testing.T) {
+		// Both children must answer within the round: on a loaded
+		// machine their 16 ranks may take longer than 2 s to start.
+		defer relay.SetGatherWait(time.Minute)()
 		r, up := relayed(t, true)
 		r.Begin(wire.KindReady)
 		for i := range c.Hosts {

@@ -153,10 +153,11 @@ func TestUserLimits(t *testing.T) {
 
 // TestStartJobTimeout: a launcher session that sends no job within the
 // agent's StartJobTimeout gets an error naming it and is closed; one that
-// did send its job is kept.
+// did send its job is kept. The timeout is 2 s: the busy session's job
+// must be taken within it on a loaded machine.
 func TestStartJobTimeout(t *testing.T) {
 	t.Parallel()
-	c := agenttest.StartLocal(t, 1, agenttest.WithAgent(func(_ int, a *agent.Agent) { a.StartJobTimeout = 500 * time.Millisecond }))
+	c := agenttest.StartLocal(t, 1, agenttest.WithAgent(func(_ int, a *agent.Agent) { a.StartJobTimeout = 2 * time.Second }))
 	dial := func() *ssh.Client {
 		cl, err := dialAgent(c.Hosts[0], c.Keys.ClientSigner)
 		if err != nil {
@@ -173,7 +174,7 @@ func TestStartJobTimeout(t *testing.T) {
 	t0 := time.Now()
 	m, err := idle.Recv()
 	var e wire.Error
-	if err != nil || m.Kind != wire.KindError || m.Decode(&e) != nil || !strings.Contains(e.Msg, "no job within 500ms of the session's start (the agent's --start-job-timeout)") {
+	if err != nil || m.Kind != wire.KindError || m.Decode(&e) != nil || !strings.Contains(e.Msg, "no job within 2s of the session's start (the agent's --start-job-timeout)") {
 		t.Fatalf("idle session: %v %v %q, want an error naming --start-job-timeout", m.Kind, err, e.Msg)
 	}
 	if _, err := idle.Recv(); err == nil {

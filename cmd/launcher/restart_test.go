@@ -7,8 +7,13 @@ import (
 )
 
 // restartScript fails rank 1 with code 3 in the first attempt only; every
-// rank prints its torchrun restart contract.
+// rank prints its torchrun restart contract. Given SYNC (a directory), rank
+// 1 fails only once rank 0 has printed (at most 20 s later): a loaded
+// machine may start rank 0 after rank 1 has failed.
 const restartScript = `echo "attempt $TORCHELASTIC_RESTART_COUNT of $TORCHELASTIC_MAX_RESTARTS run $TORCHELASTIC_RUN_ID port $MASTER_PORT"
+if [ -n "$SYNC" ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then
+  if [ "$RANK" = 0 ]; then touch "$SYNC/0"; else n=0; while [ ! -e "$SYNC/0" ] && [ $n -lt 400 ]; do sleep 0.05; n=$((n+1)); done; fi
+fi
 if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 1 ]; then printf '10\timages/sec: 50.0 +/- 0.0 (jitter = 0.0)\t7.0\n'; sleep 0.5; echo "rank 1 gives up" >&2; exit 3; fi
 if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then exec sleep 30; fi`
 
@@ -21,7 +26,7 @@ func TestRestartWholeGang(t *testing.T) {
 	dir := t.TempDir()
 	report := filepath.Join(dir, "r.json")
 	l := startLauncher(t, false, "-l", "-np", "2", "--max-restarts", "1", "--restart-backoff", "0.1", "--run-id", "run42",
-		"--report", report, "sh", "-c", restartScript)
+		"--report", report, "-x", "SYNC="+t.TempDir(), "sh", "-c", restartScript)
 	assertCode(t, l, 0)
 	out, errOut := l.stdout(), l.stderr()
 	for _, want := range []string{"[0] attempt 0 of 1 run run42", "[1] attempt 0 of 1 run run42", "[0] attempt 1 of 1 run run42", "[1] attempt 1 of 1 run run42"} {

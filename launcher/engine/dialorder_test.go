@@ -64,7 +64,7 @@ func TestDialOrder(t *testing.T) {
 		t.Errorf("after %v", after)
 	}
 	hello := func(int, map[string]string) wire.Hello { return wire.Hello{} }
-	_, err := dialAll(context.Background(), zap.NewNop(), nil, hosts, transport.Dialers{Remote: d}, hello, dialWait{timeout: 500 * time.Millisecond})
+	_, err := dialAll(context.Background(), zap.NewNop(), nil, hosts, transport.Dialers{Remote: d}, hello, dialWait{timeout: 2 * time.Second})
 	if err == nil {
 		t.Fatal("dialAll reached hosts that refuse every attempt")
 	}
@@ -119,7 +119,7 @@ func TestDialPrelink(t *testing.T) {
 		began: map[string]int{}, ended: map[string]int{},
 	}, readied: map[string]bool{}}
 	hello := func(int, map[string]string) wire.Hello { return wire.Hello{} }
-	_, err := dialAll(context.Background(), zap.NewNop(), nil, hosts, transport.Dialers{Remote: d}, hello, dialWait{timeout: 500 * time.Millisecond})
+	_, err := dialAll(context.Background(), zap.NewNop(), nil, hosts, transport.Dialers{Remote: d}, hello, dialWait{timeout: 2 * time.Second})
 	if err == nil {
 		t.Fatal("dialAll reached hosts that refuse every attempt")
 	}

@@ -257,8 +257,9 @@ func TestUserFlood(t *testing.T) {
 	}
 	sups, supPSS := supervisors(p.Pid())
 
-	// The flooder's own launcher is told which limit it hit.
-	l := e2e.StartProc(t, nil, launcherBin, "-i", fk.ClientKey, "--known-hosts", c.KnownHosts, "--start-timeout", "3",
+	// The flooder's own launcher is told which limit it hit (within 10 s:
+	// its login to the agent busy with the flood must get that far).
+	l := e2e.StartProc(t, nil, launcherBin, "-i", fk.ClientKey, "--known-hosts", c.KnownHosts, "--start-timeout", "10",
 		"-np", "1", "-H", fmt.Sprintf("%s@%s:1:%d", flooder.Name, h.Addr, h.Port), "/bin/true")
 	if code := l.Wait(t); code != 1 || !strings.Contains(l.Stderr.String(), "--max-user-connections") {
 		t.Errorf("the flooder's launcher: exit %d, want 1 naming --max-user-connections:\n%s", code, l.Stderr)

@@ -146,7 +146,7 @@ func TestUserStacksNeverReadRootFiles(t *testing.T) {
 	}
 	dir := t.TempDir()
 	l := c.StartLauncher(t, "-l", "-i", keys.ClientKey, "-np", "2", "-H", asUser(u.Name, h, 2),
-		"--output-filename", dir, "--hang-timeout", "5s", "/usr/bin/python3", "-c", framedRank, public, private)
+		"--output-filename", dir, "--hang-timeout", "20s", "/usr/bin/python3", "-c", framedRank, public, private)
 	if out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(2)); !ok {
 		t.Fatalf("the ranks did not start:\n%s\n%s", out, l.Stderr)
 	}

@@ -138,7 +138,8 @@ func TestPreflight(t *testing.T) {
 			}
 		}()
 		marks := t.TempDir()
-		l := runLauncher(t, append([]string{"--start-timeout", "3"}, job(marks)...)...)
+		// 15 s: hosts 0 and 1 must answer within it on a loaded machine.
+		l := runLauncher(t, append([]string{"--start-timeout", "15"}, job(marks)...)...)
 		t.Logf("launcher with host 2's link down: %v", l)
 		if l.code != 1 || !strings.Contains(l.stderr.String(), h2.Addr) {
 			t.Errorf("exit code %d, want 1 and host 2 (%s) named", l.code, h2.Addr)
