@@ -329,6 +329,7 @@ func (a *Agent) gather(ctx context.Context, peers []string, login account.Login)
 	f.ProbePort = a.ProbePort
 	f.Selftest = wire.SelftestVersion
 	f.ExpandsStart = true
+	f.TakesShared = true
 	return f, nil
 }
 

@@ -44,6 +44,7 @@ type session struct {
 	facts      wire.Facts
 
 	mu      sync.Mutex
+	shared  *wire.StartJob // the job's shared start (KindJob), once it came
 	job     *wire.StartJob
 	release func() // gives back the job's place under its user's limit
 	procs   map[int]*proc.Proc
@@ -150,6 +151,20 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 			}
 		}
 		return s.answer(rl, wire.KindReady, r)
+	case wire.KindJob:
+		sh, err := decode[wire.StartJob](m)
+		if err != nil {
+			return err
+		}
+		if err := sh.CheckShared(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.shared != nil || s.job != nil {
+			return errors.New("a second job frame, or one after the start")
+		}
+		s.shared = &sh
 	case wire.KindGo:
 		if rl := s.relay.Load(); rl != nil {
 			rl.Begin(wire.KindStarted) // the children have theirs (spread)
@@ -359,6 +374,10 @@ func (s *session) prepare(ctx context.Context, j *wire.StartJob) error {
 	if s.job != nil {
 		return errors.New("this session already has a job")
 	}
+	if err := j.WithShared(s.shared); err != nil {
+		return err
+	}
+	s.shared = nil // now j's
 	if err := j.Expand(); err != nil {
 		return err
 	}

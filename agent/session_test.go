@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -507,5 +508,77 @@ func TestCompactStart(t *testing.T) {
 	c2.recv(wire.KindReady, &ready)
 	if ready.Err != "rank 40: place: local size 8, but this host runs 1" {
 		t.Errorf("ready for a place of another host: %q", ready.Err)
+	}
+}
+
+// TestSharedStart: the job frame (what every host's start shares) and
+// then a start that says Shared: the ranks run with the frame's
+// environment under their own, and the frame's stdin rank and kill grace.
+// A Shared start without a job frame is refused in its Ready; a second
+// job frame ends the session, naming it.
+func TestSharedStart(t *testing.T) {
+	a := &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)}
+	hello := func(job string) *client {
+		c := serve(t, a)
+		c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: job, Host: "h0"})
+		var f wire.Facts
+		c.recv(wire.KindFacts, &f)
+		if !f.TakesShared {
+			t.Fatal("facts do not say TakesShared")
+		}
+		return c
+	}
+	c := hello("shared")
+	big := "FORWARDED=" + strings.Repeat("x", 4096) // a user's environment, forwarded
+	c.send(wire.KindJob, wire.StartJob{JobID: "shared", Env: []string{"PATH=/usr/bin:/bin", "SHARED=job", big}, StdinRank: -1, KillGrace: time.Second})
+	j := wire.StartJob{JobID: "shared", Shared: true, Argv: []string{"/bin/sh", "-c", `echo "$SHARED $OWN $GANGWAY_HOST ${#FORWARDED}"`}, HostEnv: []string{"GANGWAY_HOST=cn3"}}
+	for l := range 2 {
+		j.Ranks = append(j.Ranks, wire.RankSpec{Rank: 2 + l, LocalRank: l, Place: &wire.Place{Node: 1, LocalSize: 2, Cross: 1, CrossSize: 2}, Env: []string{"OWN=" + strconv.Itoa(l)}})
+	}
+	c.send(wire.KindStart, j)
+	var ready wire.Ready
+	c.recv(wire.KindReady, &ready)
+	if ready.Err != "" {
+		t.Fatalf("ready: %s", ready.Err)
+	}
+	c.send(wire.KindGo, nil)
+	out := map[int]string{}
+	for {
+		m, err := c.conn.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Kind == wire.KindDone {
+			break
+		}
+		if m.Kind == wire.KindOutput {
+			rank, _, data, err := m.Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[rank] += string(data)
+		}
+	}
+	for l := range 2 {
+		if want := fmt.Sprintf("job %d cn3 %d\n", l, len(big)-len("FORWARDED=")); out[2+l] != want {
+			t.Errorf("rank %d printed %q, want %q", 2+l, out[2+l], want)
+		}
+	}
+
+	c = hello("nojob")
+	j.JobID = "nojob"
+	c.send(wire.KindStart, j)
+	c.recv(wire.KindReady, &ready)
+	if !strings.Contains(ready.Err, "did not come before it") {
+		t.Errorf("a shared start without the job frame: ready %q", ready.Err)
+	}
+
+	c = hello("twice")
+	c.send(wire.KindJob, wire.StartJob{JobID: "twice"})
+	c.send(wire.KindJob, wire.StartJob{JobID: "twice"})
+	var e wire.Error
+	c.recv(wire.KindError, &e)
+	if !strings.Contains(e.Msg, "a second job frame") {
+		t.Errorf("a second job frame: error %q", e.Msg)
 	}
 }

@@ -66,7 +66,7 @@ func (e *FrameError) Unwrap() error {
 // is not a kind of this protocol version.
 func Limit(k Kind) int {
 	switch k {
-	case KindHello, KindFacts, KindStart, KindFence, KindFenceDone, KindDumped:
+	case KindHello, KindFacts, KindStart, KindJob, KindFence, KindFenceDone, KindDumped:
 		return MaxJobControl
 	case KindOutput:
 		return outputHeader + MaxOutputData

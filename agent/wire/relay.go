@@ -204,7 +204,7 @@ func (m Msg) Gathered() (Gathered, error) {
 // (KindSpread): the messages the launcher sends every host alike.
 func Spreadable(k Kind) bool {
 	switch k {
-	case KindGo, KindStop, KindSignal, KindFenceDone, KindDump, KindPrepare, KindSelftest, KindPing:
+	case KindGo, KindStop, KindSignal, KindFenceDone, KindDump, KindPrepare, KindSelftest, KindPing, KindJob:
 		return true
 	}
 	return false

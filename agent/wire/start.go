@@ -98,3 +98,39 @@ func (p Place) check(n int) error {
 	}
 	return nil
 }
+
+// CheckShared checks a job frame (KindJob): the part of a start every host
+// shares, so it names the job and carries no host's part (no ranks, no
+// HostEnv, no Argv or Dir, not itself Shared).
+func (j *StartJob) CheckShared() error {
+	switch {
+	case j.JobID == "":
+		return fmt.Errorf("the job's shared start names no job")
+	case len(j.Ranks) > 0 || len(j.HostEnv) > 0 || len(j.Argv) > 0 || j.Dir != "" || j.Shared:
+		return fmt.Errorf("the job's shared start for %s carries a host's part (ranks, host_env, argv, dir or shared)", j.JobID)
+	}
+	return nil
+}
+
+// WithShared completes a start that says Shared with the job's shared
+// start sh (the KindJob frame that came before it, nil when none did):
+// Env, KillGrace, StdinRank, PMI and Bind become sh's. A start that says
+// Shared and carries Env, PMI or Bind itself, or names another job, is
+// refused, as is one whose shared start never came. A start that does not
+// say Shared is left as it is.
+func (j *StartJob) WithShared(sh *StartJob) error {
+	if !j.Shared {
+		return nil
+	}
+	switch {
+	case sh == nil:
+		return fmt.Errorf("the start of %s refers to the job's shared start, which did not come before it", j.JobID)
+	case sh.JobID != j.JobID:
+		return fmt.Errorf("the start of %s refers to the shared start of another job (%s)", j.JobID, sh.JobID)
+	case len(j.Env) > 0 || j.PMI != nil || j.Bind != "":
+		return fmt.Errorf("the start of %s refers to the job's shared start and carries env, pmi or bind itself", j.JobID)
+	}
+	j.Env, j.KillGrace, j.StdinRank, j.PMI, j.Bind = sh.Env, sh.KillGrace, sh.StdinRank, sh.PMI, sh.Bind
+	j.Shared = false
+	return nil
+}

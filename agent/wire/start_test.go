@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestExpand: the compact form becomes the whole one (the job's command
@@ -112,6 +113,109 @@ func FuzzExpand(f *testing.F) {
 		}
 		if b, _ := json.Marshal(j); string(b) != string(again) {
 			t.Fatalf("expanding again changed it:\n%s\n%s", again, b)
+		}
+	})
+}
+
+// TestWithShared: a start that says Shared takes the job frame's Env,
+// KillGrace, StdinRank, PMI and Bind; one that carries them itself, names
+// another job or came without a job frame is refused; a whole start is
+// left as it is. A job frame that carries a host's part is refused.
+func TestWithShared(t *testing.T) {
+	sh := &StartJob{JobID: "j1", Env: []string{"A=1", "PATH=/bin"}, KillGrace: 5 * time.Second, StdinRank: 3, PMI: &PMIJob{KVSName: "kvs_j1", Size: 16}, Bind: "numa"}
+	own := func() StartJob {
+		return StartJob{JobID: "j1", Shared: true, Ranks: []RankSpec{{Rank: 8}}, Argv: []string{"python3"}, Dir: "/w", HostEnv: []string{"GANGWAY_HOST=b"}}
+	}
+	for _, tc := range []struct {
+		name string
+		j    func() StartJob
+		sh   *StartJob
+		err  string
+	}{
+		{"shared", own, sh, ""},
+		{"no job frame", own, nil, "did not come before it"},
+		{"another job", own, &StartJob{JobID: "j0"}, "another job (j0)"},
+		{"env of its own", func() StartJob { j := own(); j.Env = []string{"B=2"}; return j }, sh, "carries env, pmi or bind itself"},
+		{"pmi of its own", func() StartJob { j := own(); j.PMI = &PMIJob{}; return j }, sh, "carries env, pmi or bind itself"},
+		{"bind of its own", func() StartJob { j := own(); j.Bind = "core"; return j }, sh, "carries env, pmi or bind itself"},
+		{"whole", func() StartJob { return StartJob{JobID: "j1", Env: []string{"B=2"}, StdinRank: -1} }, sh, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := tc.j()
+			was := j
+			err := j.WithShared(tc.sh)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !was.Shared {
+				if !slices.Equal(j.Env, was.Env) || j.StdinRank != was.StdinRank {
+					t.Fatalf("a whole start changed: %+v", j)
+				}
+				return
+			}
+			if j.Shared || !slices.Equal(j.Env, sh.Env) || j.KillGrace != sh.KillGrace || j.StdinRank != 3 || j.PMI != sh.PMI || j.Bind != "numa" ||
+				!slices.Equal(j.Argv, was.Argv) || j.Dir != "/w" || !slices.Equal(j.HostEnv, was.HostEnv) || len(j.Ranks) != 1 {
+				t.Fatalf("completed start %+v", j)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		sh   StartJob
+		err  string
+	}{
+		{"ok", *sh, ""},
+		{"no job", StartJob{Env: []string{"A=1"}}, "names no job"},
+		{"ranks", StartJob{JobID: "j", Ranks: []RankSpec{{}}}, "a host's part"},
+		{"host env", StartJob{JobID: "j", HostEnv: []string{"A=1"}}, "a host's part"},
+		{"argv", StartJob{JobID: "j", Argv: []string{"x"}}, "a host's part"},
+		{"dir", StartJob{JobID: "j", Dir: "/"}, "a host's part"},
+		{"itself shared", StartJob{JobID: "j", Shared: true}, "a host's part"},
+	} {
+		if err := tc.sh.CheckShared(); (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s: CheckShared = %v, want %q", tc.name, err, tc.err)
+		}
+	}
+}
+
+// FuzzWithShared: a job frame and a start from the network, decoded: a
+// job frame CheckShared passes and a start WithShared completes leave a
+// start that no longer says Shared and whose Env is the job frame's.
+func FuzzWithShared(f *testing.F) {
+	f.Add([]byte(`{"job_id":"j","env":["A=1"],"kill_grace":5,"stdin_rank":-1,"pmi":{"kvs_name":"k","size":2}}`), []byte(`{"job_id":"j","shared":true,"ranks":[{"rank":0,"argv":["a"]}]}`))
+	f.Add([]byte(`{"job_id":"j","ranks":[{}]}`), []byte(`{"job_id":"j","shared":true,"env":["B=1"]}`))
+	f.Add([]byte(`{"job_id":"x"}`), []byte(`{"job_id":"y","shared":true}`))
+	f.Add([]byte(`null`), []byte(`{"job_id":"j","env":["A=1"]}`))
+	f.Fuzz(func(t *testing.T, shIn, jIn []byte) {
+		var sh *StartJob
+		if json.Unmarshal(shIn, &sh) != nil {
+			return
+		}
+		if sh != nil && sh.CheckShared() != nil {
+			return
+		}
+		var j StartJob
+		if json.Unmarshal(jIn, &j) != nil {
+			return
+		}
+		shared := j.Shared
+		if err := j.WithShared(sh); err != nil {
+			if !shared {
+				t.Fatalf("a whole start refused: %v", err)
+			}
+			return
+		}
+		if j.Shared {
+			t.Fatal("still says Shared")
+		}
+		if shared && !slices.Equal(j.Env, sh.Env) {
+			t.Fatalf("env %q, want the job frame's %q", j.Env, sh.Env)
 		}
 	})
 }

@@ -77,6 +77,7 @@ const (
 	KindSpread                         // L->A binary: one frame for this host and every host below it
 	KindFences                         // A->L Fences: a subtree's hosts entered barrier Seq (relay.go)
 	KindGathered                       // A->L Gathered: a subtree's answers of one kind, in one frame (relay.go)
+	KindJob                            // L->A StartJob: what every host's start shares, sent once (spread) before the hosts' own (StartJob.Shared)
 )
 
 var kindNames = map[Kind]string{
@@ -89,7 +90,7 @@ var kindNames = map[Kind]string{
 	KindName: "name", KindNameReply: "name-reply", KindSelftest: "selftest", KindSelftestResult: "selftest-result",
 	KindRelayKey: "relay-key", KindLink: "link", KindLinked: "linked", KindUnlink: "unlink", KindCut: "cut",
 	KindRelay: "relay", KindRelayed: "relayed", KindSpread: "spread", KindFences: "fences",
-	KindGathered: "gathered",
+	KindGathered: "gathered", KindJob: "job",
 }
 
 func (k Kind) String() string {
@@ -242,6 +243,10 @@ type Facts struct {
 	// ExpandsStart says the agent takes StartJob's compact form
 	// (StartJob.Expand); an agent without it gets the whole form.
 	ExpandsStart bool `json:"expands_start,omitempty"`
+	// TakesShared says the agent takes the job's shared start (KindJob)
+	// and starts that refer to it (StartJob.Shared); the launcher uses
+	// them only when every host's facts say so.
+	TakesShared bool `json:"takes_shared,omitempty"`
 	// Containment is what holds the agent's ranks beyond their process
 	// groups: "cgroup2 DIR + subreaper supervisor", or "subreaper
 	// supervisor (no writable cgroup2: why)".
@@ -385,6 +390,13 @@ type StartJob struct {
 	Argv    []string `json:"argv,omitempty"`
 	Dir     string   `json:"dir,omitempty"`
 	HostEnv []string `json:"host_env,omitempty"`
+	// Shared says this start is only this host's part (JobID, Ranks,
+	// Argv, Dir, HostEnv): Env, KillGrace, StdinRank, PMI and Bind are
+	// the job's shared start's, which came before it in a KindJob frame
+	// (WithShared). The forwarded environment is most of a start's bytes;
+	// so it crosses each link of the agent tree once, not once per host
+	// behind it.
+	Shared bool `json:"shared,omitempty"`
 }
 
 // RankSpec is one rank to run.

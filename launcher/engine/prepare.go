@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,20 +78,31 @@ func (j *job) plan() (rankenv.Attempt, error) {
 // and at a thousand hosts their decoded facts (NICs, routes, GPU
 // topology) were several MB that the GC's headroom doubled.
 func factsForStart(f wire.Facts) wire.Facts {
-	return wire.Facts{Version: f.Version, Agent: f.Agent, Name: f.Name, Hostname: f.Hostname, ProbePort: f.ProbePort, Selftest: f.Selftest, ExpandsStart: f.ExpandsStart}
+	return wire.Facts{Version: f.Version, Agent: f.Agent, Name: f.Name, Hostname: f.Hostname, ProbePort: f.ProbePort, Selftest: f.Selftest, ExpandsStart: f.ExpandsStart, TakesShared: f.TakesShared}
 }
 
 // start sends every host its ranks (rankenv.Attempt.Starts), the
-// environment they share, and waits until all are Ready.
+// environment they share, and waits until all are Ready. When every host
+// takes the job's shared start (Facts.TakesShared), what all starts share
+// (the forwarded environment, most of a start's bytes, and the PMI job)
+// goes once, to every host alike (broadcast: once per link of the agent
+// tree), and each host's start carries its own part only: the launcher
+// encodes and sends the environment once, not once per host.
 func (j *job) start(ctx context.Context, shared []string, starts []rankenv.HostStart) error {
 	var pmi *wire.PMIJob
 	if j.cfg.Env.PMI {
 		pmi = pmiJob(j.id, j.ranks, j.universe())
 	}
+	common := wire.StartJob{JobID: j.id, Env: shared, KillGrace: j.cfg.Control.KillGrace, StdinRank: j.cfg.Out.Stdin, PMI: pmi, Bind: j.cfg.Place.BindSpec()}
+	once := !slices.ContainsFunc(j.sessions, func(s *session) bool { return !s.facts.TakesShared })
+	if once {
+		j.broadcast(wire.KindJob, common)
+		common = wire.StartJob{JobID: j.id, Shared: true}
+	}
 	for i, s := range j.sessions {
 		hs := starts[i]
-		sj := wire.StartJob{JobID: j.id, Env: shared, KillGrace: j.cfg.Control.KillGrace, StdinRank: j.cfg.Out.Stdin, PMI: pmi, Bind: j.cfg.Place.BindSpec(),
-			Ranks: hs.Ranks, Argv: hs.Argv, Dir: hs.Dir, HostEnv: hs.HostEnv}
+		sj := common
+		sj.Ranks, sj.Argv, sj.Dir, sj.HostEnv = hs.Ranks, hs.Argv, hs.Dir, hs.HostEnv
 		starts[i] = rankenv.HostStart{} // sent: its environments may go
 		if err := s.conn.Send(wire.KindStart, sj); err != nil {
 			return s.sendFailed("send job", err)

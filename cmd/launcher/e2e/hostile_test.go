@@ -71,6 +71,11 @@ type fakeAgent struct {
 	// selftest answers the fabric self-test's steps (but close); nil: the
 	// agent predates it (no Facts.Selftest, its frames ignored).
 	selftest func(st wire.Selftest) wire.SelftestResult
+	// shared: its facts say TakesShared (the job frame, then starts that
+	// refer to it); else it predates them.
+	shared bool
+	// record, if not nil, is given every message the fake takes.
+	record func(m wire.Msg)
 }
 
 // fakeAgents is a Dialer serving each host with its fake agent (quiet
@@ -108,6 +113,9 @@ func (a fakeAgent) serve(t *testing.T, wg *sync.WaitGroup, quit <-chan struct{},
 		if err != nil {
 			return
 		}
+		if a.record != nil {
+			a.record(m)
+		}
 		switch m.Kind {
 		case wire.KindHello:
 			var h wire.Hello
@@ -116,6 +124,7 @@ func (a fakeAgent) serve(t *testing.T, wg *sync.WaitGroup, quit <-chan struct{},
 				if a.selftest != nil {
 					f.Selftest = wire.SelftestVersion
 				}
+				f.TakesShared = a.shared
 				err = s.c.Send(wire.KindFacts, f)
 			}
 		case wire.KindStart:
