@@ -216,6 +216,7 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login ac
 	s.failFences()
 	s.closeSink()
 	s.wait()
+	s.lostOutputSummary()
 	s.removeErrorFiles()
 	s.releaseJob()
 	return err

@@ -33,6 +33,7 @@ type session struct {
 	gather     bool           // the launcher takes a relay's gathered answers (Hello.Gather)
 	fenceSpans bool           // the launcher takes this relay's Fences as spans (Hello.FenceSpans)
 	exits      exitBatch      // exits waiting while one is sent
+	lostOutput atomic.Int64   // pieces of rank output the launcher was not sent (outputLost)
 	dumpBusy   atomic.Bool    // a dump is collecting: one asked meanwhile is answered at once, empty
 	dumping    sync.Mutex     // held by a dump until its answer is sent: Done waits for it
 	a          *Agent

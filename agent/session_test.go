@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gangway-hpc/gangway/agent/wire"
 )
@@ -580,5 +582,43 @@ func TestSharedStart(t *testing.T) {
 	c.recv(wire.KindError, &e)
 	if !strings.Contains(e.Msg, "a second job frame") {
 		t.Errorf("a second job frame: error %q", e.Msg)
+	}
+}
+
+// TestOutputLostIsSaid: a rank that goes on printing after its launcher's
+// session broke loses its output (there is nowhere to send it); the agent
+// says so once, at the first piece, and at the session's end how many
+// pieces were lost when there were more, instead of nothing (it was
+// silent) or one line a piece.
+func TestOutputLostIsSaid(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	a := &Agent{Name: "h0", Version: "test", Log: zap.New(core)}
+	ours, theirs := net.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- a.ServeSession(t.Context(), theirs) }()
+	c := &client{t: t, conn: wire.NewConn(ours)}
+	// It traps TERM so that it prints on while it is being stopped, and
+	// ends by itself within 10 s at most.
+	c.startJob(wire.StartJob{JobID: "lost", Ranks: []wire.RankSpec{{Rank: 0, Argv: []string{"/bin/sh", "-c",
+		`trap 'echo term' TERM; i=0; while [ $i -lt 2000 ]; do echo "line $i"; i=$((i+1)); sleep 0.005; done`}}}})
+	for m := c.next(); m.Kind != wire.KindStarted; m = c.next() {
+	}
+	if _, err := c.conn.Recv(); err != nil { // an output frame: it prints
+		t.Fatal(err)
+	}
+	ours.Close() // the launcher is gone mid-output
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("session still running 30s after the launcher closed it")
+	}
+	first := logs.FilterMessage("rank output not sent to the launcher; later pieces that fail are counted").All()
+	if len(first) != 1 || first[0].ContextMap()["rank"] != int64(0) {
+		t.Fatalf("warnings at the first lost piece: %v, want one naming rank 0", first)
+	}
+	for _, e := range logs.FilterMessage("rank output not sent to the launcher").All() {
+		if n, _ := e.ContextMap()["pieces"].(int64); n < 2 {
+			t.Errorf("the session's summary says %v pieces: it is said only for more than one", e.ContextMap()["pieces"])
+		}
 	}
 }

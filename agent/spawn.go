@@ -109,7 +109,9 @@ func (s *session) rankSpecs(j *wire.StartJob, cg *proc.Cgroup) (specs []proc.Spe
 func (s *session) start(ctx context.Context, specs []proc.Spec) (procs []*proc.Proc, errs []error) {
 	sink := func(rank int, st proc.Stream, data []byte) {
 		s.capture.add(rank, st, data)
-		_ = s.conn.SendOutput(rank, wire.Stream(st), data)
+		if err := s.conn.SendOutput(rank, wire.Stream(st), data); err != nil {
+			s.outputLost(rank, err)
+		}
 	}
 	if s.a.Supervisor != "" {
 		procs, errs = proc.StartGroup(ctx, specs, sink)
@@ -316,4 +318,22 @@ func cutExits(xs []wire.Exit) (batch, rest []wire.Exit) {
 // escaped (\u00XX) and the rest.
 func exitSize(x wire.Exit) int {
 	return 6*(len(x.ErrorFile)+len(x.Err)+len(x.SignalName)) + 160
+}
+
+// outputLost counts a piece of rank output the launcher was not sent and
+// says so at the first: a broken session refuses every frame after it,
+// so the rest are counted (lostOutputSummary says how many at the
+// session's end), not logged one by one.
+func (s *session) outputLost(rank int, err error) {
+	if s.lostOutput.Add(1) == 1 {
+		s.log.Warn("rank output not sent to the launcher; later pieces that fail are counted", zap.Int("rank", rank), zap.Error(err))
+	}
+}
+
+// lostOutputSummary says how many pieces of rank output were not sent,
+// when more than the first (which outputLost logged).
+func (s *session) lostOutputSummary() {
+	if n := s.lostOutput.Load(); n > 1 {
+		s.log.Warn("rank output not sent to the launcher", zap.Int64("pieces", n))
+	}
 }
