@@ -70,8 +70,26 @@ func TestHangDiagnosis(t *testing.T) {
 	if inCollective < 2 {
 		t.Errorf("only %d of ranks 0, 1, 3 have the collective in their stacks.txt", inCollective)
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "rank.2", "stacks.txt")); err != nil || !strings.Contains(string(b), "Thread 1 ") && !strings.Contains(string(b), "gdb is not installed") {
-		t.Errorf("rank 2's stacks.txt (%v) has no native stacks:\n%s", err, e2e.Tail(string(b), 1500))
+	// Native stacks: gdb's, in rank 2's file, or the file says gdb is not
+	// installed. On a loaded two-CPU machine four gdbs loading torch's
+	// symbols at once may not all finish within the dump's time: rank 2's
+	// file may then say its gdb was stopped, as long as another rank's
+	// gdb got through (the tools name gdb's py-bt only when one did).
+	native := func(r string) (string, bool) {
+		b, err := os.ReadFile(filepath.Join(dir, "rank."+r, "stacks.txt"))
+		return string(b), err == nil && (strings.Contains(string(b), "Thread 1 ") || strings.Contains(string(b), "gdb is not installed"))
+	}
+	if b, ok := native("2"); !ok {
+		others := 0
+		for _, r := range []string{"0", "1", "3"} {
+			if _, ok := native(r); ok {
+				others++
+			}
+		}
+		if !strings.Contains(b, "(gdb stopped after ") || !strings.Contains(b, "the dump's time is up") || others == 0 {
+			t.Errorf("rank 2's stacks.txt has no native stacks (and %d other ranks' have):\n%s", others, e2e.Tail(b, 1500))
+		}
+		t.Logf("rank 2's gdb ran out of the dump's time; %d other ranks have native stacks", others)
 	}
 	c.waitOnlyAgents(t, agents)
 }
