@@ -80,6 +80,36 @@ func (c *client) recv(want wire.Kind, v any) {
 	}
 }
 
+// run sends j, fails the test unless the host is ready, starts the ranks
+// and returns each rank's output once the host is done.
+func (c *client) run(j wire.StartJob) map[int]string {
+	c.t.Helper()
+	c.send(wire.KindStart, j)
+	var ready wire.Ready
+	c.recv(wire.KindReady, &ready)
+	if ready.Err != "" {
+		c.t.Fatalf("ready: %s", ready.Err)
+	}
+	c.send(wire.KindGo, nil)
+	out := map[int]string{}
+	for {
+		m, err := c.conn.Recv()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if m.Kind == wire.KindDone {
+			return out
+		}
+		if m.Kind == wire.KindOutput {
+			rank, _, data, err := m.Output()
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			out[rank] += string(data)
+		}
+	}
+}
+
 // startJob says Hello, Start and Go for j (its id from j.JobID, no rank
 // on stdin, a second's kill grace, PATH=/usr/bin:/bin added to each
 // rank's environment) and fails the test if the agent is not ready.
@@ -467,30 +497,7 @@ func TestCompactStart(t *testing.T) {
 		j.Ranks = append(j.Ranks, wire.RankSpec{Rank: 40 + l, LocalRank: l, Place: &wire.Place{Node: 5, LocalSize: local, Cross: 2, CrossSize: crossSize},
 			Env: []string{"CUDA_VISIBLE_DEVICES=" + strconv.Itoa(l)}})
 	}
-	c.send(wire.KindStart, j)
-	var ready wire.Ready
-	c.recv(wire.KindReady, &ready)
-	if ready.Err != "" {
-		t.Fatalf("ready: %s", ready.Err)
-	}
-	c.send(wire.KindGo, nil)
-	out := map[int]string{}
-	for {
-		m, err := c.conn.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Kind == wire.KindDone {
-			break
-		}
-		if m.Kind == wire.KindOutput {
-			rank, _, data, err := m.Output()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[rank] += string(data)
-		}
-	}
+	out := c.run(j)
 	for l := range local {
 		crossSize := 4
 		if l >= 6 {
@@ -507,6 +514,7 @@ func TestCompactStart(t *testing.T) {
 	c2.recv(wire.KindFacts, nil)
 	j.JobID, j.Ranks = "badplace", j.Ranks[:1]
 	c2.send(wire.KindStart, j)
+	var ready wire.Ready
 	c2.recv(wire.KindReady, &ready)
 	if ready.Err != "rank 40: place: local size 8, but this host runs 1" {
 		t.Errorf("ready for a place of another host: %q", ready.Err)
@@ -534,42 +542,20 @@ func TestSharedStart(t *testing.T) {
 	big := "FORWARDED=" + strings.Repeat("x", 4096) // a user's environment, forwarded
 	c.send(wire.KindJob, wire.StartJob{JobID: "shared", Env: []string{"PATH=/usr/bin:/bin", "SHARED=job", big}, StdinRank: -1, KillGrace: time.Second})
 	j := wire.StartJob{JobID: "shared", Shared: true, Argv: []string{"/bin/sh", "-c", `echo "$SHARED $OWN $GANGWAY_HOST ${#FORWARDED}"`}, HostEnv: []string{"GANGWAY_HOST=cn3"}}
-	for l := range 2 {
-		j.Ranks = append(j.Ranks, wire.RankSpec{Rank: 2 + l, LocalRank: l, Place: &wire.Place{Node: 1, LocalSize: 2, Cross: 1, CrossSize: 2}, Env: []string{"OWN=" + strconv.Itoa(l)}})
+	for l := range 8 { // eight ranks, as on a DGX host (the second of two)
+		j.Ranks = append(j.Ranks, wire.RankSpec{Rank: 8 + l, LocalRank: l, Place: &wire.Place{Node: 1, LocalSize: 8, Cross: 1, CrossSize: 2}, Env: []string{"OWN=" + strconv.Itoa(l)}})
 	}
-	c.send(wire.KindStart, j)
-	var ready wire.Ready
-	c.recv(wire.KindReady, &ready)
-	if ready.Err != "" {
-		t.Fatalf("ready: %s", ready.Err)
-	}
-	c.send(wire.KindGo, nil)
-	out := map[int]string{}
-	for {
-		m, err := c.conn.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Kind == wire.KindDone {
-			break
-		}
-		if m.Kind == wire.KindOutput {
-			rank, _, data, err := m.Output()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[rank] += string(data)
-		}
-	}
-	for l := range 2 {
-		if want := fmt.Sprintf("job %d cn3 %d\n", l, len(big)-len("FORWARDED=")); out[2+l] != want {
-			t.Errorf("rank %d printed %q, want %q", 2+l, out[2+l], want)
+	out := c.run(j)
+	for l := range 8 {
+		if want := fmt.Sprintf("job %d cn3 %d\n", l, len(big)-len("FORWARDED=")); out[8+l] != want {
+			t.Errorf("rank %d printed %q, want %q", 8+l, out[8+l], want)
 		}
 	}
 
 	c = hello("nojob")
 	j.JobID = "nojob"
 	c.send(wire.KindStart, j)
+	var ready wire.Ready
 	c.recv(wire.KindReady, &ready)
 	if !strings.Contains(ready.Err, "did not come before it") {
 		t.Errorf("a shared start without the job frame: ready %q", ready.Err)

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -13,13 +14,17 @@ import (
 )
 
 // TestSharedStartOnlyWhenAllTakeIt: when every host's facts say
-// TakesShared, each host gets the job frame (the forwarded environment,
-// the PMI job) once and then a start that refers to it and carries none
-// of it; when one host's agent predates the job frame, no host gets one
-// and every start is whole, as before.
+// TakesShared, each host (eight ranks each) gets the job frame (the
+// forwarded environment, the PMI job) once and then a start that refers
+// to it and carries none of it; when one host's agent predates the job
+// frame, no host gets one and every start is whole, as before. The
+// launcher's environment is this process's with a module user's
+// variables added, forwarded as by default.
 func TestSharedStartOnlyWhenAllTakeIt(t *testing.T) {
 	t.Parallel()
-	const marker = "GANGWAY_SHARED_TEST=forwarded"
+	const marker = "LOADEDMODULES=gcc/12.2.0:cuda/12.4.1:nccl/2.21.5:openmpi/4.1.6"
+	environ := append(os.Environ(), marker, "_ModuleTable_Sz_=3", "CONDA_DEFAULT_ENV=torch-2.3",
+		"LS_COLORS=rs=0:di=01;34:ln=01;36:mh=00:pi=40;33:so=01;35:do=01;35:bd=40;33;01:*.tar=01;31:*.tgz=01;31")
 	for _, tc := range []struct {
 		name   string
 		shared map[string]bool
@@ -36,7 +41,7 @@ func TestSharedStartOnlyWhenAllTakeIt(t *testing.T) {
 			agents := map[string]fakeAgent{}
 			var hosts []string
 			for h, shared := range tc.shared {
-				hosts = append(hosts, h+":2")
+				hosts = append(hosts, h+":8")
 				agents[h] = fakeAgent{shared: shared, attack: exitAll, record: func(m wire.Msg) {
 					mu.Lock()
 					defer mu.Unlock()
@@ -56,7 +61,7 @@ func TestSharedStartOnlyWhenAllTakeIt(t *testing.T) {
 			}
 			slices.Sort(hosts)
 			remote := fakeAgents(t, agents)
-			_, stderr, code := e2e.Run(t, launcher.Deps{Remote: remote}, "--timeout", "30", "-np", "6", "-H", strings.Join(hosts, ","), "-x", marker, "true") // every rank's alike: in the shared part
+			_, stderr, code := e2e.Run(t, launcher.Deps{Remote: remote, Environ: environ}, "--timeout", "30", "-np", "24", "-H", strings.Join(hosts, ","), "true")
 			if code != 0 {
 				t.Fatalf("exit %d:\n%s", code, stderr)
 			}
@@ -64,8 +69,8 @@ func TestSharedStartOnlyWhenAllTakeIt(t *testing.T) {
 			defer mu.Unlock()
 			for h := range tc.shared {
 				st, ok := starts[h]
-				if !ok || len(st.Ranks) != 2 {
-					t.Errorf("%s: start %+v, want one with its 2 ranks", h, st)
+				if !ok || len(st.Ranks) != 8 {
+					t.Errorf("%s: start %s, want one with its 8 ranks", h, brief(st))
 					continue
 				}
 				job, framed := jobs[h]
