@@ -228,6 +228,9 @@ func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hos
 		})
 	}
 	sessions := make([]*session, len(hosts))
+	// One decoder for the attempt's facts: the parts hosts of one shape
+	// share are decoded once and held once (wire.FactsDecoder).
+	facts := new(wire.FactsDecoder)
 	w := &waiting{hosts: hosts, lastErr: map[int]error{}, wait: wait, expire: fail}
 	defer w.stop()
 	var wg sync.WaitGroup
@@ -272,7 +275,7 @@ func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hos
 					failed(err)
 				}
 			}
-			r := &retry{ctx: ctx, giveUp: giveUp, d: d, i: i, h: h, hello: hello, done: done, note: func(i int, err error) {
+			r := &retry{ctx: ctx, giveUp: giveUp, d: d, i: i, h: h, hello: hello, facts: facts, done: done, note: func(i int, err error) {
 				w.note(i, err)
 				first()
 			}}
@@ -374,6 +377,7 @@ type retry struct {
 	i       int
 	h       hostfile.Host
 	hello   helloFunc
+	facts   *wire.FactsDecoder
 	note    func(i int, err error)
 	done    func(*session)
 	backoff time.Duration
@@ -382,7 +386,7 @@ type retry struct {
 // run makes attempts until one waits for its facts or the dial ends.
 func (r *retry) run() {
 	for {
-		s, err := dialOne(r.ctx, r.d, r.i, r.h, r.hello, r.later)
+		s, err := dialOne(r.ctx, r.d, r.i, r.h, r.hello, r.facts, r.later)
 		if s == nil && err == nil {
 			return // waiting for the facts: later goes on
 		}
@@ -635,8 +639,8 @@ type helloFunc func(i int, addrs map[string]string) wire.Hello
 // says when messages wait (transport.Notifier) and later is not nil, it
 // does not wait for the facts: it returns nil, nil, and later gets the
 // session or the error, in a goroutine of its own, once they are in or
-// the stream has ended.
-func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, hello helloFunc, later func(*session, error)) (*session, error) {
+// the stream has ended. The facts are decoded by fd.
+func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, hello helloFunc, fd *wire.FactsDecoder, later func(*session, error)) (*session, error) {
 	if d == nil {
 		return nil, transport.Permanent(errors.New("no transport for this host"))
 	}
@@ -665,7 +669,7 @@ func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, he
 	}
 	facts := func() (*session, error) {
 		defer stop()
-		return takeFacts(conn, rwc, i, h, addr, addrs, hi)
+		return takeFacts(conn, rwc, i, h, addr, addrs, hi, fd)
 	}
 	if n, ok := rwc.(transport.Notifier); ok && later != nil {
 		var once sync.Once
@@ -677,9 +681,9 @@ func dialOne(ctx context.Context, d transport.Dialer, i int, h hostfile.Host, he
 	return facts()
 }
 
-// takeFacts reads the agent's answer to the Hello hi and makes the
-// session.
-func takeFacts(conn *wire.Conn, rwc io.ReadWriteCloser, i int, h hostfile.Host, addr string, addrs map[string]string, hi wire.Hello) (*session, error) {
+// takeFacts reads the agent's answer to the Hello hi, decoded by fd,
+// and makes the session.
+func takeFacts(conn *wire.Conn, rwc io.ReadWriteCloser, i int, h hostfile.Host, addr string, addrs map[string]string, hi wire.Hello, fd *wire.FactsDecoder) (*session, error) {
 	m, err := conn.Recv()
 	if err != nil {
 		conn.Close()
@@ -700,7 +704,7 @@ func takeFacts(conn *wire.Conn, rwc io.ReadWriteCloser, i int, h hostfile.Host, 
 		return nil, transport.Permanent(fmt.Errorf("agent sent %s instead of facts", m.Kind))
 	}
 	var f wire.Facts
-	if err := m.Decode(&f); err != nil {
+	if err := fd.Decode(m, &f); err != nil {
 		conn.Close()
 		return nil, err
 	}
