@@ -109,6 +109,32 @@ func (c *Conn) SendStdin(rank int, data []byte) error {
 	return c.write(KindStdin, h[:], data)
 }
 
+// Hold makes the frames sent on c from now on wait, their senders
+// returning at once (nil, or the failure of a write before), until the
+// matching Release writes them in as few Writes as they fit (one, up to
+// 256 KiB): a burst of small frames for many hosts through one stream
+// (a relay's links, its children's starts) then costs one packet and
+// system call, not one each. Holds nest; frames still go out in the
+// order sent, and a frame sent alone (over 256 KiB) writes the held ones
+// first. Hold and Release are for one goroutine's burst, released within
+// it: a frame held is not written meanwhile, so whoever waits on an
+// answer to it waits for the Release. On a message stream they do
+// nothing (its writes are its own).
+func (c *Conn) Hold() {
+	if c.ms == nil {
+		c.g.hold()
+	}
+}
+
+// Release ends a Hold; at the last, it writes the frames held and
+// returns the result of their write.
+func (c *Conn) Release() error {
+	if c.ms != nil {
+		return nil
+	}
+	return c.g.release(c.rwc)
+}
+
 func (c *Conn) write(k Kind, sub, p []byte) error {
 	n := len(sub) + len(p)
 	if err := checkFrame(k, int64(n)); err != nil {

@@ -26,7 +26,12 @@ type gather struct {
 	done    uint64    // batches written: batch b is done once done > b
 	failed  uint64    // the first failed batch, when err != nil
 	err     error
+	held    int // Hold's depth: while above 0, frames wait in pend and their senders return at once
 }
+
+// holdMax is the most a held batch gathers before it is written all the
+// same (a burst of whole starts of a large environment stays bounded).
+const holdMax = pooledMax
 
 // frame appends one frame (header, sub and p) to the batch and returns
 // once the batch is written.
@@ -45,6 +50,10 @@ func (g *gather) frame(w io.Writer, k Kind, sub, p []byte) error {
 	binary.BigEndian.PutUint32(buf[len(buf)-4:], uint32(n))
 	buf = append(buf, sub...)
 	*g.pend = append(buf, p...)
+	if g.held > 0 && len(*g.pend) < holdMax {
+		g.mu.Unlock() // Release writes it, or a sender not held first
+		return nil
+	}
 	b := g.next
 	for g.done <= b && g.writing {
 		g.cond.Wait()
@@ -96,6 +105,32 @@ func (g *gather) result(b uint64) error {
 		return g.err
 	}
 	return nil
+}
+
+// hold makes frames wait in the batch until release (Conn.Hold).
+func (g *gather) hold() {
+	g.mu.Lock()
+	g.held++
+	g.mu.Unlock()
+}
+
+// release ends one hold; at the last, it writes the frames gathered
+// unless a Write under way takes them, and returns their result.
+func (g *gather) release(w io.Writer) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.held--
+	if g.held > 0 || g.pend == nil {
+		return g.err
+	}
+	b := g.next
+	for g.done <= b && g.writing {
+		g.cond.Wait()
+	}
+	if g.done <= b {
+		g.lead(w)
+	}
+	return g.result(b)
 }
 
 // alone runs write, which writes to w itself, once every frame gathered

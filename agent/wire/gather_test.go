@@ -213,3 +213,122 @@ func TestGatherConcurrent(t *testing.T) {
 	}
 	t.Logf("%d frames in %d Writes", senders*each, len(w.writes))
 }
+
+// readOutputs reads frames from b and checks they are output frames of
+// ranks 0.. with the data want.
+func readOutputs(t *testing.T, b *bytes.Buffer, want [][]byte) {
+	t.Helper()
+	r := NewConn(pipeConn{Reader: b, w: io.Discard})
+	for i, d := range want {
+		m, err := r.Recv()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		rank, _, data, err := m.Output()
+		if err != nil || rank != i || !bytes.Equal(data, d) {
+			t.Fatalf("frame %d: rank %d, %d bytes, %v; want rank %d, %d bytes", i, rank, len(data), err, i, len(d))
+		}
+	}
+	if m, err := r.Recv(); err == nil {
+		t.Fatalf("a frame more: %s", m.Kind)
+	}
+}
+
+// TestHold: frames sent while held are written at the last Release, in
+// one Write and in the order sent; their senders return at once.
+func TestHold(t *testing.T) {
+	var w heldWriter
+	c := NewConn(pipeConn{Reader: bytes.NewReader(nil), w: &w})
+	c.Hold()
+	c.Hold() // nested: the inner Release writes nothing
+	var want [][]byte
+	for i := range 32 {
+		d := []byte(fmt.Sprintf("start of host %d\n", i))
+		want = append(want, d)
+		if err := c.SendOutput(i, Stdout, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Release(); err != nil || len(w.writes) != 0 {
+		t.Fatalf("inner Release: %v, %d Writes; want none", err, len(w.writes))
+	}
+	if err := c.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.writes) != 1 {
+		t.Fatalf("%d Writes %v, want the 32 frames in one", len(w.writes), w.writes)
+	}
+	if err := c.SendOutput(32, Stdout, []byte("after\n")); err != nil || len(w.writes) != 2 {
+		t.Fatalf("a frame after the Release: %v, %d Writes; want it written at once", err, len(w.writes))
+	}
+	readOutputs(t, &w.buf, append(want, []byte("after\n")))
+	if err := c.Release(); err != nil { // nothing held: nothing to write
+		t.Fatal(err)
+	}
+}
+
+// TestHoldBounded: a held burst is written in batches of about holdMax,
+// and a frame too large to gather writes the held frames before itself.
+func TestHoldBounded(t *testing.T) {
+	var w heldWriter
+	c := NewConn(pipeConn{Reader: bytes.NewReader(nil), w: &w})
+	c.Hold()
+	var want [][]byte
+	d := bytes.Repeat([]byte("x"), 16<<10)
+	for i := range 3 * holdMax / len(d) {
+		want = append(want, d)
+		if err := c.SendOutput(i, Stdout, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(w.writes); n < 2 || n > 3 {
+		t.Fatalf("%d Writes %v while held, want 2 or 3 of at most %d bytes", n, w.writes, holdMax+len(d)+64)
+	}
+	for _, n := range w.writes {
+		if n > holdMax+len(d)+64 {
+			t.Fatalf("a Write of %d bytes, over the bound", n)
+		}
+	}
+	small := []byte("held\n")
+	want = append(want, small)
+	if err := c.SendOutput(len(want)-1, Stdout, small); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("y"), pooledMax)
+	want = append(want, big)
+	if err := c.SendOutput(len(want)-1, Stdout, big); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Release(); err != nil {
+		t.Fatal(err)
+	}
+	readOutputs(t, &w.buf, want)
+}
+
+// TestHoldFailure: a held burst whose Write fails makes Release and
+// every later send fail.
+func TestHoldFailure(t *testing.T) {
+	w := &heldWriter{hold: true, started: make(chan struct{}), release: make(chan error)}
+	c := NewConn(pipeConn{Reader: bytes.NewReader(nil), w: w})
+	c.Hold()
+	for i := range 4 {
+		if err := c.SendOutput(i, Stdout, []byte("x\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	broken := errors.New("broken pipe")
+	done := make(chan error, 1)
+	go func() { done <- c.Release() }()
+	<-w.started
+	w.release <- broken
+	if err := <-done; !errors.Is(err, broken) {
+		t.Fatalf("Release: %v, want the Write's error", err)
+	}
+	c.Hold()
+	if err := c.Send(KindPing, nil); !errors.Is(err, broken) {
+		t.Errorf("a send after the failure, held: %v, want the Write's error", err)
+	}
+	if err := c.Release(); !errors.Is(err, broken) {
+		t.Errorf("Release after the failure: %v", err)
+	}
+}

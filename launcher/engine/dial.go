@@ -252,6 +252,16 @@ func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hos
 			var once sync.Once
 			first := func() {
 				once.Do(func() {
+					// The relay's links to its children go out
+					// together: one write, not one each. A write
+					// that fails fails the relay's stream, which
+					// the children's dials then meet.
+					release := func() error { return nil }
+					if len(after[i]) > 0 {
+						if hd, ok := ds.For(hosts[after[i][0]]).(transport.Holder); ok {
+							release = hd.HoldFor(h)
+						}
+					}
 					for _, k := range after[i] {
 						wg.Add(1)
 						if p, ok := ds.For(hosts[k]).(transport.Prelinker); ok {
@@ -259,6 +269,9 @@ func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hos
 						} else {
 							dial(k)
 						}
+					}
+					if err := release(); err != nil {
+						log.Debug("links to a relay's children not sent", zap.String("relay", h.Name), zap.Error(err))
 					}
 				})
 			}

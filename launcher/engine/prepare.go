@@ -71,6 +71,17 @@ func (j *job) plan() (rankenv.Attempt, error) {
 	return a, nil
 }
 
+// hold holds the frames sent through the agent tree's first-level links
+// until the returned release (transport.Tree.Hold): a loop that sends
+// every host its own message then writes each link's in one write, not
+// one per host. Outside a tree it holds nothing.
+func (j *job) hold() (release func() error) {
+	if j.tree == nil {
+		return func() error { return nil }
+	}
+	return j.tree.Hold()
+}
+
 // factsForStart is what the rest of a start, and the job after it,
 // reads of a host's facts: its names and agent (labels, messages), the
 // preflight's probe port, the self-test's protocol and whether it takes
@@ -99,14 +110,21 @@ func (j *job) start(ctx context.Context, shared []string, starts []rankenv.HostS
 		j.broadcast(wire.KindJob, common)
 		common = wire.StartJob{JobID: j.id, Shared: true}
 	}
+	// The starts of the hosts behind each first-level link of the tree
+	// go out together, in as few writes as they fit, not one each.
+	release := j.hold()
 	for i, s := range j.sessions {
 		hs := starts[i]
 		sj := common
 		sj.Ranks, sj.Argv, sj.Dir, sj.HostEnv = hs.Ranks, hs.Argv, hs.Dir, hs.HostEnv
 		starts[i] = rankenv.HostStart{} // sent: its environments may go
 		if err := s.conn.Send(wire.KindStart, sj); err != nil {
+			_ = release() // the host's own failure says more
 			return s.sendFailed("send job", err)
 		}
+	}
+	if err := release(); err != nil {
+		return fmt.Errorf("send job through the agent tree: %w", err)
 	}
 	res, err := j.collect(ctx, wire.KindReady, j.cfg.Transport.StartTimeout)
 	if err != nil {
@@ -207,14 +225,19 @@ func (j *job) preflight(ctx context.Context, choices []*nccl.Choice, addrs []str
 			probes[i] = []int{(i + 1) % n}
 		}
 	}
+	release := j.hold()
 	for i, s := range j.sessions {
 		p := wire.Probe{Timeout: 5 * time.Second}
 		for _, k := range probes[i] {
 			p.Targets = append(p.Targets, target[k])
 		}
 		if err := s.conn.Send(wire.KindProbe, p); err != nil {
+			_ = release() // the host's own failure says more
 			return s.sendFailed("send preflight", err)
 		}
+	}
+	if err := release(); err != nil {
+		return fmt.Errorf("send preflight through the agent tree: %w", err)
 	}
 	res, err := j.collect(ctx, wire.KindProbeResult, 30*time.Second)
 	if err != nil {

@@ -230,6 +230,13 @@ type Prelinker interface {
 	Prelink(ctx context.Context, h hostfile.Host, ready func())
 }
 
+// Holder is a Dialer that can gather a burst of frames through the
+// stream a host's frames take (Tree.HoldFor): the engine holds a relay's
+// stream while it prelinks the relay's children.
+type Holder interface {
+	HoldFor(h hostfile.Host) (release func() error)
+}
+
 // prelinked is a link sent for a host ahead of its dial, which takes
 // the answer.
 type prelinked struct {
@@ -1006,6 +1013,50 @@ func (t *Tree) Spread(k wire.Kind, payload []byte) {
 			t.log.Debug("spread failed", zap.String("host", l.n.h.Name), zap.Stringer("kind", k), zap.Error(err))
 		}
 	}
+}
+
+// Hold holds the frames written through every link the launcher holds
+// itself (wire.Conn.Hold) until release, which writes each link's in as
+// few writes as they fit and says which links failed: a burst for every
+// host (the starts) then costs about one packet and system call per
+// first-level link, not one per host. Only for one goroutine's burst
+// of sends that waits for no answer meanwhile.
+func (t *Tree) Hold() (release func() error) {
+	t.rmu.Lock()
+	roots := make([]*link, 0, len(t.roots))
+	for _, l := range t.roots {
+		roots = append(roots, l)
+	}
+	t.rmu.Unlock()
+	for _, l := range roots {
+		l.raw.Hold()
+	}
+	return func() error {
+		var errs []error
+		for _, l := range roots {
+			if err := l.raw.Release(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", l.n.h.Name, err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// HoldFor is Hold for the one link the launcher holds that h's frames
+// go through (h's own, or its first-level relay's): a relay's links to
+// its children (Prelink) go out together. Nothing is held when h has no
+// link now.
+func (t *Tree) HoldFor(h hostfile.Host) (release func() error) {
+	i, ok := t.index[treeKey(h)]
+	if !ok {
+		return func() error { return nil }
+	}
+	l := t.top[i].Load()
+	if l == nil || l.raw == nil {
+		return func() error { return nil }
+	}
+	l.raw.Hold()
+	return l.raw.Release
 }
 
 // Covers reports whether h is a host of the tree, which Spread reaches.

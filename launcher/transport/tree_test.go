@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -493,4 +495,89 @@ func TestTreeSpreadAndHolds(t *testing.T) {
 		t.Error("a still holds itself or c after their links went down")
 	}
 	spread()
+}
+
+// countWriter records each Write.
+type countWriter struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	writes int
+}
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes++
+	return w.buf.Write(p)
+}
+
+func (w *countWriter) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.writes
+}
+
+// TestTreeHold: frames for the hosts behind a first-level link, sent
+// while the tree holds (the starts) or while their relay's link is held
+// (its children's links), leave in one write at the release, in the
+// order sent; a host the tree does not know holds nothing.
+func TestTreeHold(t *testing.T) {
+	hosts := []hostfile.Host{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	tr := &Tree{hosts: hosts, index: map[nodeKey]int{}, width: 1, log: zap.NewNop(), nodes: make([]*node, 3), top: make([]atomic.Pointer[link], 3), roots: map[int]*link{}}
+	for i, h := range hosts {
+		tr.index[treeKey(h)] = i
+		tr.nodes[i] = &node{t: tr, i: i, h: h, up: make(chan struct{})}
+	}
+	var w countWriter
+	root := newLink(tr.nodes[0], nil)
+	root.raw = wire.NewConn(pipeConn{bytes.NewReader(nil), &w})
+	mid := newLink(tr.nodes[1], root)
+	leaf := newLink(tr.nodes[2], mid)
+	for _, l := range []*link{root, mid, leaf} {
+		l.n.setUp(l)
+	}
+	send := func(hold func() func() error, n int) {
+		t.Helper()
+		release := hold()
+		for i := range n {
+			for _, l := range []*link{mid, leaf} {
+				if err := wire.NewConn(l).Send(wire.KindStart, wire.StartJob{JobID: fmt.Sprint(i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if got := w.count(); got != 0 {
+			t.Fatalf("%d writes while held", got)
+		}
+		if err := release(); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.count(); got != 1 {
+			t.Fatalf("%d writes at the release, want 1", got)
+		}
+		r := wire.NewConn(pipeConn{&w.buf, io.Discard})
+		for i := range n {
+			for _, depth := range []int{1, 2} {
+				m, err := r.Recv()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range depth {
+					if _, m, err = m.Envelope(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var sj wire.StartJob
+				if err := m.Decode(&sj); err != nil || m.Kind != wire.KindStart || sj.JobID != fmt.Sprint(i) {
+					t.Fatalf("frame %d at depth %d: %s %+v %v", i, depth, m.Kind, sj, err)
+				}
+			}
+		}
+		w.writes = 0
+	}
+	send(tr.Hold, 32)
+	send(func() func() error { return tr.HoldFor(hosts[1]) }, 32)
+	if err := tr.HoldFor(hostfile.Host{Name: "elsewhere"})(); err != nil {
+		t.Fatal(err)
+	}
 }
