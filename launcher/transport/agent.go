@@ -40,6 +40,7 @@ type AgentDialer struct {
 	khPath  string // --known-hosts, else ~/.ssh/known_hosts
 	khMu    sync.Mutex
 	khFiles map[string]*khFile
+	hkaMemo map[string][]string // host key algorithm orders by known key types (hostKeyAlgorithms); under khMu
 	user    string
 	// fixed are -i's signers: given, they are the only identity.
 	fixed []ssh.Signer

@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"bytes"
 	"encoding/base64"
 	"errors"
 	"net"
@@ -24,7 +23,18 @@ import (
 type khIndex struct {
 	path string
 	rest ssh.HostKeyCallback
-	lit  map[khAddr][]knownhosts.KnownKey // in line order
+	// noRest: rest holds no line (only comments and blanks), as in a
+	// cluster's file of one plain line per host: a plain key's check
+	// then skips x/crypto's callback, whose answer is known (no line
+	// for the host), and its marshalling of the key.
+	noRest bool
+	lit    map[khAddr][]litKey // in line order
+}
+
+// litKey is a literal line's key, and its wire form for comparing.
+type litKey struct {
+	knownhosts.KnownKey
+	blob string
 }
 
 // khAddr is a host and port as knownhosts matches them.
@@ -34,16 +44,20 @@ type khAddr struct{ host, port string }
 // (every line one x/crypto parses, or a comment); path names the file in
 // KnownKey.Filename.
 func indexKnownHosts(path string, lines []string) (ssh.HostKeyCallback, error) {
-	ix := &khIndex{path: path, lit: map[khAddr][]knownhosts.KnownKey{}}
+	ix := &khIndex{path: path, lit: map[khAddr][]litKey{}, noRest: true}
 	rest := make([]string, len(lines))
 	for i, l := range lines {
 		addrs, key, ok := literalLine(l)
 		if !ok {
 			rest[i] = l
+			if t := strings.Trim(l, " \t\r"); t != "" && t[0] != '#' {
+				ix.noRest = false
+			}
 			continue
 		}
+		blob := string(key.Marshal())
 		for _, a := range addrs {
-			ix.lit[a] = append(ix.lit[a], knownhosts.KnownKey{Key: key, Filename: path, Line: i + 1})
+			ix.lit[a] = append(ix.lit[a], litKey{KnownKey: knownhosts.KnownKey{Key: key, Filename: path, Line: i + 1}, blob: blob})
 		}
 	}
 	var err error
@@ -58,13 +72,18 @@ func indexKnownHosts(path string, lines []string) (ssh.HostKeyCallback, error) {
 // for the host holds it (and no @revoked line does), else refused with
 // every line for the host in KeyError.Want.
 func (ix *khIndex) check(hostname string, remote net.Addr, key ssh.PublicKey) error {
-	err := ix.rest(hostname, remote, key)
-	if _, cert := key.(*ssh.Certificate); cert || err == nil {
-		return err
-	}
 	var ke *knownhosts.KeyError
-	if !errors.As(err, &ke) {
-		return err // revoked, or an address that does not split
+	_, cert := key.(*ssh.Certificate)
+	if ix.noRest && !cert && splits(remote.String()) && (hostname == "" || splits(hostname)) {
+		ke = &knownhosts.KeyError{} // x/crypto's answer over no lines
+	} else {
+		err := ix.rest(hostname, remote, key)
+		if cert || err == nil {
+			return err
+		}
+		if !errors.As(err, &ke) {
+			return err // revoked, or an address that does not split
+		}
 	}
 	address := hostname
 	if address == "" {
@@ -72,12 +91,12 @@ func (ix *khIndex) check(hostname string, remote net.Addr, key ssh.PublicKey) er
 	}
 	host, port, serr := net.SplitHostPort(address)
 	if serr != nil {
-		return err
+		return ke
 	}
 	lits := ix.lit[khAddr{host, port}]
 	blob := key.Marshal()
 	for _, k := range lits {
-		if bytes.Equal(k.Key.Marshal(), blob) {
+		if k.blob == string(blob) {
 			return nil
 		}
 	}
@@ -86,7 +105,9 @@ func (ix *khIndex) check(hostname string, remote net.Addr, key ssh.PublicKey) er
 		k.Filename = ix.path
 		want = append(want, k)
 	}
-	want = append(want, lits...)
+	for _, k := range lits {
+		want = append(want, k.KnownKey)
+	}
 	slices.SortFunc(want, func(a, b knownhosts.KnownKey) int { return a.Line - b.Line })
 	return &knownhosts.KeyError{Want: want}
 }
@@ -136,4 +157,11 @@ func nextField(s string) (string, string) {
 		return s, ""
 	}
 	return s[:i], strings.TrimLeft(s[i:], " \t")
+}
+
+// splits reports whether knownhosts can split address into a host and
+// a port (else its callback fails, and the index asks it for its error).
+func splits(address string) bool {
+	_, _, err := net.SplitHostPort(address)
+	return err == nil
 }

@@ -210,3 +210,32 @@ func FuzzKnownHostsIndex(f *testing.F) {
 		khCompare(t, text, []string{host})
 	})
 }
+
+// BenchmarkKnownHostsCheck is a launch's two checks of each host through
+// the index of a cluster's known_hosts (a line per host, 4,096 lines):
+// the key types known for the host (the order its relay asks for keys
+// in, hostKeyAlgorithms) and the key the host offered.
+func BenchmarkKnownHostsCheck(b *testing.B) {
+	const n = 4096
+	var text strings.Builder
+	for i := range n {
+		fmt.Fprintf(&text, "[node%04d]:22122 %s\n", i, authorized(i%4))
+	}
+	path := filepath.Join(b.TempDir(), "known_hosts")
+	if err := os.WriteFile(path, []byte(text.String()), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	d := &AgentDialer{log: zap.NewNop()}
+	remote := &net.TCPAddr{IP: net.IPv4(198, 18, 0, 9), Port: 22122}
+	check := d.hostKeyCallbackFor(path, false)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		h := fmt.Sprintf("[node%04d]:22122", i%n)
+		_ = d.hostKeyAlgorithms(path, h, remote)
+		if err := check(h, remote, khKeys[i%n%4].PublicKey()); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

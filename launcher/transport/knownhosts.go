@@ -74,7 +74,8 @@ func (kf *khFile) load(log *zap.Logger) (ssh.HostKeyCallback, error) {
 
 // hostKeyAlgorithms is the order in which the host at hostname is asked
 // for its key (see "Host certificates" below), by known_hosts file
-// khPath.
+// khPath. Hosts with the same known key types share one order: callers
+// must not change it.
 func (d *AgentDialer) hostKeyAlgorithms(khPath, hostname string, remote net.Addr) []string {
 	d.khMu.Lock()
 	defer d.khMu.Unlock()
@@ -83,7 +84,22 @@ func (d *AgentDialer) hostKeyAlgorithms(khPath, hostname string, remote net.Addr
 	if err != nil {
 		cb = nil
 	}
-	return hostKeyAlgorithms(knownFor(cb, kf.caLines, hostname, remote))
+	types, ca := knownFor(cb, kf.caLines, hostname, remote)
+	// One order per set of known key types, made once: the launch asks
+	// for every host (a relay's link to each child carries it), and the
+	// hosts of a cluster share one or two sets.
+	key := fmt.Sprint(ca, types)
+	if algos, ok := d.hkaMemo[key]; ok {
+		return algos
+	}
+	algos := hostKeyAlgorithms(types, ca)
+	if d.hkaMemo == nil {
+		d.hkaMemo = map[string][]string{}
+	}
+	if len(d.hkaMemo) < 64 {
+		d.hkaMemo[key] = algos
+	}
+	return algos
 }
 
 // hostKeyCallback checks host keys against the default known_hosts file
@@ -212,7 +228,7 @@ func onlyCA(want []knownhosts.KnownKey, caLines map[int]bool) bool {
 // plain keys of types, or vouched for by a CA.
 func hostKeyAlgorithms(types []string, ca bool) []string {
 	var certs, known, other []string
-	for _, a := range ssh.SupportedAlgorithms().HostKeys {
+	for _, a := range supportedHostKeys() {
 		switch {
 		case isCertAlgo(a):
 			certs = append(certs, a)
@@ -231,6 +247,9 @@ func hostKeyAlgorithms(types []string, ca bool) []string {
 		return slices.Concat(other, certs)
 	}
 }
+
+// supportedHostKeys is x/crypto's list, which it builds anew at each call.
+var supportedHostKeys = sync.OnceValue(func() []string { return ssh.SupportedAlgorithms().HostKeys })
 
 func isCertAlgo(a string) bool { return strings.Contains(a, "-cert-v01@") }
 

@@ -94,6 +94,7 @@ func TestHostKeyAlgorithms(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := &net.TCPAddr{IP: net.IPv4(198, 18, 0, 1), Port: 22122}
+	d := &AgentDialer{log: zap.NewNop()}
 	isCert := func(algos []string) []bool {
 		out := make([]bool, len(algos))
 		for i, a := range algos {
@@ -117,6 +118,13 @@ func TestHostKeyAlgorithms(t *testing.T) {
 			t.Errorf("%s: known types %v, CA %v; want %v, %v", tc.host, types, ca, tc.types, tc.ca)
 		}
 		algos := hostKeyAlgorithms(types, ca)
+		// The dialer's order (made once per set of known types, and
+		// kept) is the same, for each host, asked again.
+		for range 2 {
+			if got := d.hostKeyAlgorithms(path, tc.host, addr); !slices.Equal(got, algos) {
+				t.Errorf("%s: the dialer's order %v, want %v", tc.host, got, algos)
+			}
+		}
 		if tc.first != "" && algos[0] != tc.first {
 			t.Errorf("%s: algorithms %v, want %s first", tc.host, algos, tc.first)
 		}
