@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 
 	"go.uber.org/zap"
@@ -97,12 +98,15 @@ func RoutePeers(names []string, i int) []string {
 	if n-1 <= maxRoutePeers {
 		return without(names, i)
 	}
-	seen := map[int]bool{i: true}
-	var out []string
+	// The indices taken (i first): at most maxRoutePeers+1, so a list
+	// on the stack, not a map, for each of a launch's hosts.
+	seen := make([]int, 1, maxRoutePeers+1)
+	seen[0] = i
+	out := make([]string, 0, maxRoutePeers)
 	add := func(k int) {
 		k = ((k % n) + n) % n
-		if !seen[k] && len(out) < maxRoutePeers {
-			seen[k] = true
+		if len(out) < maxRoutePeers && !slices.Contains(seen, k) {
+			seen = append(seen, k)
 			out = append(out, names[k])
 		}
 	}
