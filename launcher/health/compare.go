@@ -104,13 +104,13 @@ func (e ibExpected) judge(hcas []wire.HCA) wire.Check {
 	}
 	var bad []string
 	for _, k := range e.ports {
-		others := fmt.Sprintf("ACTIVE on %d of %d hosts", e.on[k], e.hosts)
+		others := func() string { return fmt.Sprintf("ACTIVE on %d of %d hosts", e.on[k], e.hosts) }
 		h, ok := mine[k]
 		switch {
 		case !ok:
-			bad = append(bad, fmt.Sprintf("%s is missing (%s)", k, others))
+			bad = append(bad, fmt.Sprintf("%s is missing (%s)", k, others()))
 		case h.State != "ACTIVE":
-			bad = append(bad, fmt.Sprintf("%s is %s (%s)", k, h.State, others))
+			bad = append(bad, fmt.Sprintf("%s is %s (%s)", k, h.State, others()))
 		case h.RateGbps < e.rate[k]:
 			bad = append(bad, fmt.Sprintf("%s runs at %g Gb/s, the others at %g Gb/s", k, h.RateGbps, e.rate[k]))
 		}

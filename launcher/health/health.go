@@ -27,7 +27,8 @@ type Options struct {
 // Host is one host's verdict: every check, the agent's and the
 // launcher's, in the agent's order then gpu-count and ib. Name is the
 // host as the layout names it (what a spare would replace), Agent the
-// name its agent reports when that differs.
+// name its agent reports when that differs. Hosts with the same verdict
+// may share one Checks (read only).
 type Host struct {
 	Name   string       `json:"host"`
 	Agent  string       `json:"agent,omitempty"`
@@ -58,6 +59,35 @@ func Judge(names []string, facts []wire.Facts, o Options) []Host {
 	counts := gpuCounts(facts, o)
 	ib := ibExpect(facts)
 	out := make([]Host, len(facts))
+	// Hosts of one shape share their facts' health (wire.FactsDecoder)
+	// and most share a verdict: one list of checks for each, not one
+	// per host of a launch.
+	type verdict struct {
+		health    *wire.Health
+		count, ib wire.Check
+	}
+	verdicts := map[verdict][]wire.Check{}
+	// The ib check of hosts that share their ports' list (the facts
+	// decoder's) is one: judge is a function of the list.
+	type portList struct {
+		first *wire.HCA
+		n     int
+	}
+	ibs := map[portList]wire.Check{}
+	ibJudge := func(hcas []wire.HCA) wire.Check {
+		if len(hcas) == 0 {
+			return ib.judge(hcas)
+		}
+		k := portList{&hcas[0], len(hcas)}
+		c, ok := ibs[k]
+		if !ok {
+			c = ib.judge(hcas)
+			if len(ibs) < 64 {
+				ibs[k] = c
+			}
+		}
+		return c
+	}
 	for i, f := range facts {
 		h := Host{Name: names[i]}
 		if f.Name != "" && f.Name != names[i] {
@@ -68,7 +98,13 @@ func Judge(names []string, facts []wire.Facts, o Options) []Host {
 			out[i] = h
 			continue
 		}
-		h.Checks = append(slices.Clone(f.Health.Checks), counts[i], ib.judge(f.HCAs))
+		v := verdict{f.Health, counts[i], ibJudge(f.HCAs)}
+		if h.Checks = verdicts[v]; h.Checks == nil {
+			h.Checks = append(slices.Clone(f.Health.Checks), v.count, v.ib)
+			if len(verdicts) < 64 {
+				verdicts[v] = h.Checks
+			}
+		}
 		out[i] = h
 	}
 	return out

@@ -162,3 +162,29 @@ func TestLabel(t *testing.T) {
 		t.Errorf("Err = %v", err)
 	}
 }
+
+// TestJudgeSharesVerdicts: hosts whose facts share their health and
+// ports (as the launcher's facts decoder gives them) and get the same
+// launcher checks share one list of checks; a host judged otherwise (its
+// own list of ports, one down) has its own.
+func TestJudgeSharesVerdicts(t *testing.T) {
+	names, facts := cluster(hgx, 5, func(f []wire.Facts) { f[4].HCAs[5].State = "DOWN" })
+	for i := range facts {
+		facts[i].Health = facts[0].Health
+		if i < 4 {
+			facts[i].HCAs = facts[0].HCAs // one list, as decoded once
+		}
+	}
+	hosts := Judge(names, facts, Options{})
+	if got, want := verdicts(hosts), "node4: ib: mlx5_5:1 is DOWN (ACTIVE on 4 of 5 hosts)"; got != want {
+		t.Fatalf("failures:\n%s\nwant:\n%s", got, want)
+	}
+	for i := 1; i < 4; i++ {
+		if &hosts[i].Checks[0] != &hosts[0].Checks[0] {
+			t.Errorf("host %d: its checks are not host 0's, with the same verdict", i)
+		}
+	}
+	if &hosts[4].Checks[0] == &hosts[0].Checks[0] {
+		t.Error("the host with a port down shares the others' checks")
+	}
+}
