@@ -26,7 +26,12 @@ func TestMPICHNameService(t *testing.T) {
 			t.Skip("mpiexec.hydra not found")
 		}
 		tag := newTag(t)
-		l := run(t, []string{tagEnv + "=" + tag}, hydra, "-l", "-launcher", "fork", "-hosts", "gwm-a,gwm-b", "-n", "2", bin)
+		// Both ranks on this machine: shared memory, so that UCX does
+		// not probe the root namespace's devices, which other tests'
+		// beds add and remove meanwhile ("init_worker No such device"
+		// when one went away mid-probe), as mpichLoopEnv does.
+		env := []string{tagEnv + "=" + tag, "UCX_TLS=self,sm", "UCX_WARN_UNUSED_ENV_VARS=n"}
+		l := run(t, env, hydra, "-l", "-launcher", "fork", "-hosts", "gwm-a,gwm-b", "-n", "2", bin)
 		if l.code != 0 {
 			t.Fatalf("mpiexec.hydra: %v", l)
 		}
