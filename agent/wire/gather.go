@@ -119,7 +119,9 @@ func (g *gather) hold() {
 func (g *gather) release(w io.Writer) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.held--
+	if g.held > 0 { // a Release without its Hold changes nothing
+		g.held--
+	}
 	if g.held > 0 || g.pend == nil {
 		return g.err
 	}

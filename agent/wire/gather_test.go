@@ -262,8 +262,17 @@ func TestHold(t *testing.T) {
 		t.Fatalf("a frame after the Release: %v, %d Writes; want it written at once", err, len(w.writes))
 	}
 	readOutputs(t, &w.buf, append(want, []byte("after\n")))
+	w.buf.Reset()
 	if err := c.Release(); err != nil { // nothing held: nothing to write
 		t.Fatal(err)
+	}
+	// That Release had no Hold: the next Hold still holds.
+	c.Hold()
+	if err := c.SendOutput(33, Stdout, []byte("held again\n")); err != nil || len(w.writes) != 2 {
+		t.Fatalf("a frame held after an unmatched Release: %v, %d Writes; want it held", err, len(w.writes))
+	}
+	if err := c.Release(); err != nil || len(w.writes) != 3 {
+		t.Fatalf("its Release: %v, %d Writes; want it written", err, len(w.writes))
 	}
 }
 
