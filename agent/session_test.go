@@ -84,13 +84,7 @@ func (c *client) recv(want wire.Kind, v any) {
 // and returns each rank's output once the host is done.
 func (c *client) run(j wire.StartJob) map[int]string {
 	c.t.Helper()
-	c.send(wire.KindStart, j)
-	var ready wire.Ready
-	c.recv(wire.KindReady, &ready)
-	if ready.Err != "" {
-		c.t.Fatalf("ready: %s", ready.Err)
-	}
-	c.send(wire.KindGo, nil)
+	c.startGo(j)
 	out := map[int]string{}
 	for {
 		m, err := c.conn.Recv()
@@ -121,6 +115,13 @@ func (c *client) startJob(j wire.StartJob) {
 	for i := range j.Ranks {
 		j.Ranks[i].Env = append(j.Ranks[i].Env, "PATH=/usr/bin:/bin")
 	}
+	c.startGo(j)
+}
+
+// startGo sends j, fails the test unless the host is ready, and starts
+// the ranks.
+func (c *client) startGo(j wire.StartJob) {
+	c.t.Helper()
 	c.send(wire.KindStart, j)
 	var ready wire.Ready
 	c.recv(wire.KindReady, &ready)

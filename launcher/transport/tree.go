@@ -1001,18 +1001,24 @@ func (l *link) holds(i int) bool {
 // it holds SSH sessions. Only Spreadable kinds.
 func (t *Tree) Spread(k wire.Kind, payload []byte) {
 	frame := wire.AppendFrame(nil, k, payload)
-	t.rmu.Lock()
-	roots := make([]*link, 0, len(t.roots))
-	for _, l := range t.roots {
-		roots = append(roots, l)
-	}
-	t.rmu.Unlock()
+	roots := t.rootLinks()
 	slices.SortFunc(roots, func(a, b *link) int { return a.n.i - b.n.i }) // in the launch's order, as before
 	for _, l := range roots {
 		if err := l.send(wire.KindSpread, frame); err != nil {
 			t.log.Debug("spread failed", zap.String("host", l.n.h.Name), zap.Stringer("kind", k), zap.Error(err))
 		}
 	}
+}
+
+// rootLinks are the links the launcher holds itself now, in no order.
+func (t *Tree) rootLinks() []*link {
+	t.rmu.Lock()
+	defer t.rmu.Unlock()
+	roots := make([]*link, 0, len(t.roots))
+	for _, l := range t.roots {
+		roots = append(roots, l)
+	}
+	return roots
 }
 
 // Hold holds the frames written through every link the launcher holds
@@ -1022,12 +1028,7 @@ func (t *Tree) Spread(k wire.Kind, payload []byte) {
 // first-level link, not one per host. Only for one goroutine's burst
 // of sends that waits for no answer meanwhile.
 func (t *Tree) Hold() (release func() error) {
-	t.rmu.Lock()
-	roots := make([]*link, 0, len(t.roots))
-	for _, l := range t.roots {
-		roots = append(roots, l)
-	}
-	t.rmu.Unlock()
+	roots := t.rootLinks()
 	for _, l := range roots {
 		l.raw.Hold()
 	}
