@@ -252,27 +252,13 @@ func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hos
 			var once sync.Once
 			first := func() {
 				once.Do(func() {
-					// The relay's links to its children go out
-					// together: one write, not one each. A write
-					// that fails fails the relay's stream, which
-					// the children's dials then meet.
-					release := func() error { return nil }
-					if len(after[i]) > 0 {
-						if hd, ok := ds.For(hosts[after[i][0]]).(transport.Holder); ok {
-							release = hd.HoldFor(h)
-						}
+					ks := after[i]
+					wg.Add(len(ks))
+					hs := make([]hostfile.Host, len(ks))
+					for j, k := range ks {
+						hs[j] = hosts[k]
 					}
-					for _, k := range after[i] {
-						wg.Add(1)
-						if p, ok := ds.For(hosts[k]).(transport.Prelinker); ok {
-							p.Prelink(ctx, hosts[k], func() { dial(k) })
-						} else {
-							dial(k)
-						}
-					}
-					if err := release(); err != nil {
-						log.Debug("links to a relay's children not sent", zap.String("relay", h.Name), zap.Error(err))
-					}
+					ds.Prelink(ctx, hs, func(j int) { dial(ks[j]) })
 				})
 			}
 			// The dial ends in done, in this goroutine or, where it

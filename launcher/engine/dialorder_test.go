@@ -86,17 +86,23 @@ type prelinkDialer struct {
 	pmu      sync.Mutex
 	readied  map[string]bool
 	tooEarly []string // dialed before their ready
+	calls    int      // Prelink calls: one per relay with children
 	timers   sync.WaitGroup
 }
 
-func (d *prelinkDialer) Prelink(ctx context.Context, h hostfile.Host, ready func()) {
-	d.timers.Go(func() {
-		time.Sleep(30 * time.Millisecond) // after the others' dials have ended
-		d.pmu.Lock()
-		d.readied[h.Name] = true
-		d.pmu.Unlock()
-		ready()
-	})
+func (d *prelinkDialer) Prelink(ctx context.Context, hs []hostfile.Host, ready func(k int)) {
+	d.pmu.Lock()
+	d.calls++
+	d.pmu.Unlock()
+	for k, h := range hs {
+		d.timers.Go(func() {
+			time.Sleep(30 * time.Millisecond) // after the others' dials have ended
+			d.pmu.Lock()
+			d.readied[h.Name] = true
+			d.pmu.Unlock()
+			ready(k)
+		})
+	}
 }
 
 func (d *prelinkDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
@@ -136,5 +142,8 @@ func TestDialPrelink(t *testing.T) {
 	d.timers.Wait()
 	if len(d.tooEarly) > 0 {
 		t.Errorf("dialed before the transport said they were ready: %v", d.tooEarly)
+	}
+	if d.calls != 2 {
+		t.Errorf("%d Prelink calls, want 2 (r0's children together, then a's)", d.calls)
 	}
 }

@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"context"
+
 	"go.uber.org/zap"
 
 	"github.com/gangway-hpc/gangway/hostfile"
@@ -39,4 +41,35 @@ func (d Dialers) PeerName(h hostfile.Host) string {
 		return pn.PeerName(h)
 	}
 	return h.Name
+}
+
+// Prelink starts what hs's dials will wait for where their Dialer can
+// (Prelinker), each Dialer's hosts together, and calls ready(k) once for
+// hs[k] when its dial may start: at once for a host whose Dialer
+// starts nothing ahead.
+func (d Dialers) Prelink(ctx context.Context, hs []hostfile.Host, ready func(k int)) {
+	var local, remote []int
+	for k, h := range hs {
+		switch _, ok := d.For(h).(Prelinker); {
+		case !ok:
+			ready(k)
+		case plan.IsLocal(h):
+			local = append(local, k)
+		default:
+			remote = append(remote, k)
+		}
+	}
+	for _, g := range []struct {
+		d  Dialer
+		ks []int
+	}{{d.Local, local}, {d.Remote, remote}} {
+		if len(g.ks) == 0 {
+			continue
+		}
+		sub := make([]hostfile.Host, len(g.ks))
+		for j, k := range g.ks {
+			sub[j] = hs[k]
+		}
+		g.d.(Prelinker).Prelink(ctx, sub, func(j int) { ready(g.ks[j]) })
+	}
 }

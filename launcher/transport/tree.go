@@ -219,22 +219,16 @@ func (t *Tree) dial(ctx context.Context, n *node) (io.ReadWriteCloser, string, e
 	return t.dialLinked(ctx, n, c, relay, pl)
 }
 
-// Prelinker is a Dialer that can start what a host's dial will wait for
-// ahead of the dial.
+// Prelinker is a Dialer that can start what hosts' dials will wait for
+// ahead of the dials.
 type Prelinker interface {
-	// Prelink starts what h's dial will wait for and calls ready once,
-	// from any goroutine, when the dial would find it: at once when
-	// there is nothing to start, else once the answer is in, ctx has
-	// ended, or the answer is overdue (the dial then waits as it would
-	// have). Prelink sends what it starts, and waits for no answer.
-	Prelink(ctx context.Context, h hostfile.Host, ready func())
-}
-
-// Holder is a Dialer that can gather a burst of frames through the
-// stream a host's frames take (Tree.HoldFor): the engine holds a relay's
-// stream while it prelinks the relay's children.
-type Holder interface {
-	HoldFor(h hostfile.Host) (release func() error)
+	// Prelink starts what each of hs's dials will wait for and calls
+	// ready(k) once for hs[k], from any goroutine, when its dial would
+	// find it: at once when there is nothing to start, else once the
+	// answer is in, ctx has ended, or the answer is overdue (the dial
+	// then waits as it would have). Prelink sends what it starts, all of
+	// it together where it can, and waits for no answer.
+	Prelink(ctx context.Context, hs []hostfile.Host, ready func(k int))
 }
 
 // prelinked is a link sent for a host ahead of its dial, which takes
@@ -245,13 +239,51 @@ type prelinked struct {
 	wait <-chan linkAnswer
 }
 
-// Prelink sends h's link to its relay, when the relay is up, so that
-// h's dial starts once the relay has logged in to h: a host whose relay
-// is still logging in holds nothing at the launcher, where its dial
-// would have held a goroutine and its stack (at 4,096 hosts through a
-// tree of width 32, three quarters of the launch's goroutines at their
-// peak).
-func (t *Tree) Prelink(ctx context.Context, h hostfile.Host, ready func()) {
+// Prelink sends each host's link to its relay, when the relay is up, so
+// that the host's dial starts once the relay has logged in to it: a host
+// whose relay is still logging in holds nothing at the launcher, where
+// its dial would have held a goroutine and its stack (at 4,096 hosts
+// through a tree of width 32, three quarters of the launch's goroutines
+// at their peak). The links leave together: the first-level links they
+// go through are held (wire.Conn.Hold) while they are sent, one write
+// per link instead of one per host. Nothing here waits while they are
+// held: a relay is up only once its own dial has ended, so the child
+// targets the transport gives (child) are known by then, and a link is
+// sent, not answered, here. A write that fails fails the relay's
+// stream, which the hosts' dials then meet.
+func (t *Tree) Prelink(ctx context.Context, hs []hostfile.Host, ready func(k int)) {
+	var held []*wire.Conn
+	for _, h := range hs {
+		if raw := t.relayRaw(h); raw != nil && !slices.Contains(held, raw) {
+			raw.Hold()
+			held = append(held, raw)
+		}
+	}
+	for k, h := range hs {
+		t.prelink(ctx, h, func() { ready(k) })
+	}
+	for _, raw := range held {
+		if err := raw.Release(); err != nil {
+			t.log.Debug("links to a relay's children not sent", zap.Error(err))
+		}
+	}
+}
+
+// relayRaw is the stream of the first-level link that h's relay is
+// reached through, or nil (h has no relay, or it is not up).
+func (t *Tree) relayRaw(h hostfile.Host) *wire.Conn {
+	i, ok := t.index[treeKey(h)]
+	if !ok || TreeParent(i, t.width) < 0 {
+		return nil
+	}
+	if l := t.top[TreeParent(i, t.width)].Load(); l != nil {
+		return l.raw
+	}
+	return nil
+}
+
+// prelink is Prelink for one host.
+func (t *Tree) prelink(ctx context.Context, h hostfile.Host, ready func()) {
 	i, ok := t.index[treeKey(h)]
 	if !ok || TreeParent(i, t.width) < 0 {
 		ready()
@@ -1041,23 +1073,6 @@ func (t *Tree) Hold() (release func() error) {
 		}
 		return errors.Join(errs...)
 	}
-}
-
-// HoldFor is Hold for the one link the launcher holds that h's frames
-// go through (h's own, or its first-level relay's): a relay's links to
-// its children (Prelink) go out together. Nothing is held when h has no
-// link now.
-func (t *Tree) HoldFor(h hostfile.Host) (release func() error) {
-	i, ok := t.index[treeKey(h)]
-	if !ok {
-		return func() error { return nil }
-	}
-	l := t.top[i].Load()
-	if l == nil || l.raw == nil {
-		return func() error { return nil }
-	}
-	l.raw.Hold()
-	return l.raw.Release
 }
 
 // Covers reports whether h is a host of the tree, which Spread reaches.

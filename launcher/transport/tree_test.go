@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"reflect"
 	"slices"
@@ -518,9 +519,8 @@ func (w *countWriter) count() int {
 }
 
 // TestTreeHold: frames for the hosts behind a first-level link, sent
-// while the tree holds (the starts) or while their relay's link is held
-// (its children's links), leave in one write at the release, in the
-// order sent; a host the tree does not know holds nothing.
+// while the tree holds (the starts), leave in one write at the release,
+// in the order sent.
 func TestTreeHold(t *testing.T) {
 	hosts := []hostfile.Host{{Name: "a"}, {Name: "b"}, {Name: "c"}}
 	tr := &Tree{hosts: hosts, index: map[nodeKey]int{}, width: 1, log: zap.NewNop(), nodes: make([]*node, 3), top: make([]atomic.Pointer[link], 3), roots: map[int]*link{}}
@@ -576,8 +576,82 @@ func TestTreeHold(t *testing.T) {
 		w.writes = 0
 	}
 	send(tr.Hold, 32)
-	send(func() func() error { return tr.HoldFor(hosts[1]) }, 32)
-	if err := tr.HoldFor(hostfile.Host{Name: "elsewhere"})(); err != nil {
-		t.Fatal(err)
+}
+
+// childBase is a treeBase whose children are reached at their names.
+type childBase struct{ treeBase }
+
+func (childBase) child(_ context.Context, h hostfile.Host) (childTarget, error) {
+	return childTarget{Addr: h.Name + ":22122", User: "u"}, nil
+}
+
+// TestTreePrelinkTogether: the links for a relay's children leave in one
+// write, in order, each child's ready runs once (here when the launch
+// ends, no answer coming), and a host with no relay, or one the tree
+// does not know, is ready at once.
+func TestTreePrelinkTogether(t *testing.T) {
+	const width, n = 4, 12 // hosts 0-3 first level; 4-7 behind 0
+	hosts := make([]hostfile.Host, n)
+	for i := range hosts {
+		hosts[i] = hostfile.Host{Name: fmt.Sprintf("h%d", i)}
+	}
+	tr := &Tree{hosts: hosts, index: map[nodeKey]int{}, width: width, base: childBase{}, log: zap.NewNop(), nodes: make([]*node, n), top: make([]atomic.Pointer[link], n), roots: map[int]*link{}}
+	for i, h := range hosts {
+		tr.index[treeKey(h)] = i
+		tr.nodes[i] = &node{t: tr, i: i, h: h, up: make(chan struct{})}
+	}
+	var w countWriter
+	relay := newLink(tr.nodes[0], nil)
+	relay.raw = wire.NewConn(pipeConn{bytes.NewReader(nil), &w})
+	relay.keyUser = "u" // its certificate for u is out already
+	relay.n.setUp(relay)
+	close(relay.facts)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	readied := map[string]int{}
+	prelink := func(hs ...hostfile.Host) {
+		tr.Prelink(ctx, hs, func(k int) {
+			mu.Lock()
+			readied[hs[k].Name]++
+			mu.Unlock()
+		})
+	}
+	prelink(hosts[1], hostfile.Host{Name: "elsewhere"})
+	mu.Lock()
+	if readied["h1"] != 1 || readied["elsewhere"] != 1 {
+		t.Errorf("hosts with nothing to start ready %v, want once each at once", readied)
+	}
+	mu.Unlock()
+	prelink(hosts[4:8]...)
+	if got := w.count(); got != 1 {
+		t.Errorf("%d writes for a relay's four children, want 1", got)
+	}
+	r := wire.NewConn(pipeConn{&w.buf, io.Discard})
+	for i := 4; i < 8; i++ {
+		m, err := r.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l wire.Link
+		if err := m.Decode(&l); err != nil || m.Kind != wire.KindLink || l.Host != i || l.Addr != hosts[i].Name+":22122" {
+			t.Fatalf("frame for h%d: %s %+v %v", i, m.Kind, l, err)
+		}
+	}
+	cancel()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		got := maps.Clone(readied)
+		mu.Unlock()
+		if len(got) == 6 || time.Now().After(deadline) {
+			for i := 4; i < 8; i++ {
+				if got[hosts[i].Name] != 1 {
+					t.Errorf("%s ready %d times once the launch ended, want 1", hosts[i].Name, got[hosts[i].Name])
+				}
+			}
+			break
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
