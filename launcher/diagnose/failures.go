@@ -1,9 +1,12 @@
 package diagnose
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/gangway-hpc/gangway/hostfile"
 	"github.com/gangway-hpc/gangway/internal/textx"
 	"github.com/gangway-hpc/gangway/launcher/plan"
 )
@@ -13,7 +16,8 @@ import (
 type failureGroup struct {
 	what  string // the failure without rank, host and pid
 	ranks []int
-	hosts []string // in order of first appearance
+	hosts []string       // in the order of their lowest failed rank
+	first map[string]int // each host's lowest failed rank
 	errs  []*RankError
 }
 
@@ -32,13 +36,20 @@ func groupFailures(fs []*RankError) []*failureGroup {
 		}
 		g.ranks = append(g.ranks, f.Rank)
 		g.errs = append(g.errs, f)
-		found := false
-		for _, h := range g.hosts {
-			found = found || h == f.Host
+		if r, ok := g.first[f.Host]; !ok || f.Rank < r {
+			if !ok {
+				g.hosts = append(g.hosts, f.Host)
+			}
+			if g.first == nil {
+				g.first = map[string]int{}
+			}
+			g.first[f.Host] = f.Rank
 		}
-		if !found {
-			g.hosts = append(g.hosts, f.Host)
-		}
+	}
+	// A group's hosts in the order of their ranks (the job's order), not
+	// the order their failures came in.
+	for _, g := range out {
+		slices.SortStableFunc(g.hosts, func(a, b string) int { return cmp.Compare(g.first[a], g.first[b]) })
 	}
 	return out
 }
@@ -52,15 +63,15 @@ func (g *failureGroup) String() string {
 	return fmt.Sprintf("ranks %s on %s: %s", plan.Ranges(g.ranks), hostList(g.hosts), g.what)
 }
 
-// hostList is "a", "2 hosts (a, b)", or past four names "9 hosts (a, b, c, d, ...)".
+// hostList is "a", "2 hosts (a, b)", or past four names every name in
+// Slurm's compressed form: "312 hosts (gpu[0033-0064,0101-0380])".
 func hostList(hosts []string) string {
 	if len(hosts) == 1 {
 		return hosts[0]
 	}
-	names := hosts
-	more := ""
-	if len(names) > 4 {
-		names, more = names[:4], ", ..."
+	list := strings.Join(hosts, ", ")
+	if len(hosts) > 4 {
+		list = hostfile.CompressNodeList(hosts)
 	}
-	return fmt.Sprintf("%s (%s%s)", textx.Count(len(hosts), "host"), strings.Join(names, ", "), more)
+	return fmt.Sprintf("%s (%s)", textx.Count(len(hosts), "host"), list)
 }

@@ -1,9 +1,11 @@
 package diagnose
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/gangway-hpc/gangway/bench"
 )
@@ -16,7 +18,7 @@ type Failures struct {
 	// Ranks is the job's number of ranks; RunningAtFirst how many other
 	// ranks still ran when the blamed one failed.
 	Ranks, RunningAtFirst int
-	Lost                  []string                // the lost agents, as said
+	Lost                  []Lost                  // the lost agents, in the order lost
 	Tail                  func(rank int) []string // a rank's last stderr lines
 }
 
@@ -95,9 +97,65 @@ func (fs Failures) Write(w io.Writer, cause error) {
 	if stopped := fs.RunningAtFirst - others; first != nil && stopped > 0 {
 		fmt.Fprintf(w, "launcher: %s stopped\n", plural(stopped, "other rank was", "other ranks were"))
 	}
-	for _, l := range fs.Lost {
+	for _, l := range lostLines(fs.Lost) {
 		fmt.Fprintf(w, "launcher: %s\n", l)
 	}
+}
+
+// Lost is an agent lost during an attempt.
+type Lost struct {
+	Msg   string // as the launcher says it: "lost the agent on b: connection closed"
+	Host  string
+	Index int // the host's place in the job, which orders a group's hosts
+	// Relay is the relay of the agent tree whose loss cut the host off,
+	// and Why what that loss was ("connection closed"); "" when the host
+	// was lost itself.
+	Relay, Why string
+}
+
+// LostMessages are the messages of ls, one per host (the --report file's).
+func LostMessages(ls []Lost) []string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, l.Msg)
+	}
+	return out
+}
+
+// lostLines are the lines that say ls: a host lost itself on a line of
+// its own, the hosts one relay's loss cut off on one line naming them
+// all (hundreds, at a relay of a large job's tree) where there are
+// several, in the order each group's first host was lost.
+func lostLines(ls []Lost) []string {
+	type cut struct{ relay, why string }
+	var lines []string
+	groups := map[cut][]Lost{}
+	at := map[cut]int{} // the group's line
+	for _, l := range ls {
+		if l.Relay == "" {
+			lines = append(lines, l.Msg)
+			continue
+		}
+		k := cut{l.Relay, l.Why}
+		if _, ok := at[k]; !ok {
+			at[k] = len(lines)
+			lines = append(lines, "")
+		}
+		groups[k] = append(groups[k], l)
+	}
+	for k, g := range groups {
+		if len(g) == 1 {
+			lines[at[k]] = g[0].Msg
+			continue
+		}
+		slices.SortFunc(g, func(a, b Lost) int { return cmp.Compare(a.Index, b.Index) })
+		names := make([]string, len(g))
+		for i, l := range g {
+			names[i] = l.Host
+		}
+		lines[at[k]] = fmt.Sprintf("lost the agents on %s: cut off: their relay %s was lost (%s)", hostList(names), k.relay, k.why)
+	}
+	return lines
 }
 
 // plural is "N one" or "N many", as n asks.

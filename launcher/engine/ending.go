@@ -86,7 +86,7 @@ func (r *runner) summary(code int, attempts []bench.Attempt) int {
 	if a := attempts[len(attempts)-1]; a.Rank != nil {
 		blamed = *a.Rank
 	}
-	rep.Failures, rep.Lost = j.failures().Report(blamed), j.st.lost
+	rep.Failures, rep.Lost = j.failures().Report(blamed), diagnose.LostMessages(j.st.lost)
 	rep.Selftest = j.selftest
 	if err := WriteBench(r.cfg.Bench, rep, r.d.Stdout); err != nil {
 		fmt.Fprintf(r.d.Stderr, "launcher: %v\n", err)

@@ -131,7 +131,7 @@ type state struct {
 	stopping       bool
 	ended          bool // the job's end is decided (its context has a cause, or a hang dump runs): nothing more is blamed
 	killed         bool
-	lost           []string
+	lost           []diagnose.Lost
 	barrier        barrier           // the PMI barrier the job is in
 	dump           *dump             // the stacks being collected, nil when none are
 	names          map[string]string // the job's PMI name service: service -> port
@@ -247,7 +247,7 @@ func (st *state) apply(ev any) []action {
 		var acts []action
 		for h, name := range st.hosts {
 			if !st.done[h] {
-				st.lost = append(st.lost, name+" (did not confirm the end of its ranks)")
+				st.lost = append(st.lost, diagnose.Lost{Msg: name + " (did not confirm the end of its ranks)", Host: name, Index: h})
 				st.markDone(h)
 				acts = append(append(acts, actClose{h}), st.noDumpFrom(h)...)
 			}
@@ -397,22 +397,26 @@ func (st *state) lose(host int, err error) []action {
 	if err == io.EOF {
 		msg = fmt.Sprintf("lost the agent on %s: connection closed", name)
 	}
+	lost := diagnose.Lost{Msg: msg, Host: name, Index: host}
+	rankMsg := msg
 	var cut *transport.CutOffError
-	via := ""
 	if errors.As(err, &cut) {
-		via = cut.Relay
-		msg = fmt.Sprintf("lost the agent on %s: %v", name, cut)
+		lost.Relay, lost.Why = cut.Relay, cut.Why()
+		lost.Msg = fmt.Sprintf("lost the agent on %s: %v", name, cut)
+		// Every rank its relay cut off fails the same way, whichever
+		// host: they read as one failure (diagnose groups them).
+		rankMsg = "lost the agent: " + cut.Error()
 		// The relay's loss comes first, whichever session the launcher
 		// saw end first: it is the job's failure, the rest follow.
 		if r := slices.Index(st.hosts, cut.Relay); r >= 0 && !st.done[r] {
 			acts = append(st.lose(r, cut.Err), acts...)
 		}
 	}
-	st.lost = append(st.lost, msg)
+	st.lost = append(st.lost, lost)
 	for r, h := range st.hostOf {
 		if h == host && !st.exited[r] {
 			st.exited[r] = true
-			acts = append(acts, st.fail(&diagnose.RankError{Rank: r, Host: name, ExitCode: diagnose.ExitLost, Err: msg, CutOffBy: via})...)
+			acts = append(acts, st.fail(&diagnose.RankError{Rank: r, Host: name, ExitCode: diagnose.ExitLost, Err: rankMsg, CutOffBy: lost.Relay})...)
 		}
 	}
 	return acts

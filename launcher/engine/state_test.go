@@ -121,8 +121,29 @@ func TestApplyLostAgentSilent(t *testing.T) {
 	mid := fmt.Errorf("wire: short output frame (5 of 65477 bytes): %w", transport.SilentError{After: 15 * time.Second})
 	runEvents(st, evLost{1, mid})
 	want := "lost the agent on b: no answer to SSH keepalives for 15s (host hung, stopped or cut off)"
-	if !reflect.DeepEqual(st.lost, []string{want}) {
-		t.Errorf("lost %q, want %q", st.lost, want)
+	if !reflect.DeepEqual(diagnose.LostMessages(st.lost), []string{want}) {
+		t.Errorf("lost %q, want %q", diagnose.LostMessages(st.lost), want)
+	}
+}
+
+// TestApplyCutOff: a host cut off by its relay's loss loses the relay
+// first; its ranks fail with the relay's loss, in words that do not
+// name the host (so diagnose groups every host it cut off), and its
+// loss records the relay and why for the report's one line.
+func TestApplyCutOff(t *testing.T) {
+	st := twoHosts()
+	runEvents(st, evLost{1, &transport.CutOffError{Relay: "a", Err: io.EOF}})
+	if len(st.lost) != 2 || st.lost[0].Host != "a" || st.lost[0].Relay != "" {
+		t.Fatalf("lost %+v, want the relay a first, lost itself", st.lost)
+	}
+	want := diagnose.Lost{Msg: "lost the agent on b: cut off: its relay a was lost (connection closed)", Host: "b", Index: 1, Relay: "a", Why: "connection closed"}
+	if st.lost[1] != want {
+		t.Errorf("lost %+v, want %+v", st.lost[1], want)
+	}
+	for _, f := range st.failures {
+		if f.Host == "b" && (f.Err != "lost the agent: cut off: its relay a was lost (connection closed)" || f.CutOffBy != "a") {
+			t.Errorf("rank %d on b failed with %q (cut off by %q)", f.Rank, f.Err, f.CutOffBy)
+		}
 	}
 }
 
@@ -133,8 +154,8 @@ func TestApplyLostAgent(t *testing.T) {
 	if !errors.As(cause(acts), &re) || re.Rank != 3 || re.Host != "b" || re.ExitCode != diagnose.ExitLost {
 		t.Fatalf("cause %v, want rank 3 on b with exit code %d", cause(acts), diagnose.ExitLost)
 	}
-	if want := "lost the agent on b: connection closed"; re.Err != want || !reflect.DeepEqual(st.lost, []string{want}) {
-		t.Errorf("lost %q, error %q, want %q", st.lost, re.Err, want)
+	if want := "lost the agent on b: connection closed"; re.Err != want || !reflect.DeepEqual(diagnose.LostMessages(st.lost), []string{want}) {
+		t.Errorf("lost %q, error %q, want %q", diagnose.LostMessages(st.lost), re.Err, want)
 	}
 	if len(st.failures) != 1 {
 		t.Errorf("failures %v: rank 2 had exited, only rank 3 was running", st.failures)
@@ -166,8 +187,8 @@ func TestApplyProtocolViolation(t *testing.T) {
 		if count[actClose](acts) != 1 || len(st.lost) != 1 {
 			t.Errorf("%+v: actions %v, lost %v: want the session closed and the host lost", ev, acts, st.lost)
 		}
-		if !strings.Contains(st.lost[0], "protocol violation: it sent ") || !strings.HasPrefix(st.lost[0], "lost the agent on ") {
-			t.Errorf("%+v: message %q does not name the host and the violation", ev, st.lost[0])
+		if !strings.Contains(st.lost[0].Msg, "protocol violation: it sent ") || !strings.HasPrefix(st.lost[0].Msg, "lost the agent on ") {
+			t.Errorf("%+v: message %q does not name the host and the violation", ev, st.lost[0].Msg)
 		}
 	}
 }
@@ -259,8 +280,8 @@ func TestApplySubtreeFences(t *testing.T) {
 	} {
 		st := twoHosts()
 		runEvents(st, tc.events...)
-		if !reflect.DeepEqual(st.lost, []string{tc.want}) {
-			t.Errorf("%s: lost %q, want %q", tc.name, st.lost, tc.want)
+		if !reflect.DeepEqual(diagnose.LostMessages(st.lost), []string{tc.want}) {
+			t.Errorf("%s: lost %q, want %q", tc.name, diagnose.LostMessages(st.lost), tc.want)
 		}
 	}
 }
@@ -285,8 +306,8 @@ func TestApplyFencesOneInFlight(t *testing.T) {
 	} {
 		st := twoHosts()
 		acts := runEvents(st, tc.events...)
-		if !reflect.DeepEqual(st.lost, []string{tc.want}) || count[actClose](acts) != 1 {
-			t.Errorf("%s: lost %q, actions %v; want %q and the session closed", tc.name, st.lost, acts, tc.want)
+		if !reflect.DeepEqual(diagnose.LostMessages(st.lost), []string{tc.want}) || count[actClose](acts) != 1 {
+			t.Errorf("%s: lost %q, actions %v; want %q and the session closed", tc.name, diagnose.LostMessages(st.lost), acts, tc.want)
 		}
 		var re *diagnose.RankError
 		if !errors.As(cause(acts), &re) || re.Host != "b" || re.ExitCode != diagnose.ExitLost {
@@ -304,8 +325,8 @@ func TestApplyFencesOneInFlight(t *testing.T) {
 func TestApplyExitsOnce(t *testing.T) {
 	st := twoHosts()
 	acts := runEvents(st, evExit{1, wire.Exit{Rank: 2, Code: 1}}, evExit{1, wire.Exit{Rank: 2, Code: 1}}, evExit{1, wire.Exit{Rank: 2, Code: 1}})
-	if want := []string{"lost the agent on b: protocol violation: it sent a second exit for rank 2"}; !reflect.DeepEqual(st.lost, want) {
-		t.Errorf("lost %q, want %q", st.lost, want)
+	if want := []string{"lost the agent on b: protocol violation: it sent a second exit for rank 2"}; !reflect.DeepEqual(diagnose.LostMessages(st.lost), want) {
+		t.Errorf("lost %q, want %q", diagnose.LostMessages(st.lost), want)
 	}
 	var re *diagnose.RankError
 	if !errors.As(cause(acts), &re) || re.Rank != 2 || re.ExitCode != 1 {
@@ -339,8 +360,8 @@ func TestApplyStarted(t *testing.T) {
 	} {
 		st := twoHosts()
 		runEvents(st, tc.events...)
-		if !reflect.DeepEqual(st.lost, tc.want) {
-			t.Errorf("%s: lost %q, want %q", tc.name, st.lost, tc.want)
+		if !reflect.DeepEqual(diagnose.LostMessages(st.lost), tc.want) {
+			t.Errorf("%s: lost %q, want %q", tc.name, diagnose.LostMessages(st.lost), tc.want)
 		}
 	}
 }
@@ -350,8 +371,8 @@ func TestApplyStarted(t *testing.T) {
 func TestApplyAgentError(t *testing.T) {
 	st := twoHosts()
 	acts := runEvents(st, evAgentError{0, "bad signal"}, evAgentError{0, "again"})
-	if want := []string{"lost the agent on a: it reported an error: bad signal"}; !reflect.DeepEqual(st.lost, want) {
-		t.Errorf("lost %q, want %q", st.lost, want)
+	if want := []string{"lost the agent on a: it reported an error: bad signal"}; !reflect.DeepEqual(diagnose.LostMessages(st.lost), want) {
+		t.Errorf("lost %q, want %q", diagnose.LostMessages(st.lost), want)
 	}
 	if count[actClose](acts) != 1 || !st.done[0] {
 		t.Errorf("actions %v: want host a closed once", acts)
@@ -389,8 +410,8 @@ func TestApplyGiveUp(t *testing.T) {
 	if !reflect.DeepEqual(acts, []action{actClose{1}}) || !st.finished() {
 		t.Errorf("give up: %v, finished %v; want host b closed and the job finished", acts, st.finished())
 	}
-	if len(st.lost) != 1 || st.lost[0] != "b (did not confirm the end of its ranks)" {
-		t.Errorf("lost %q", st.lost)
+	if len(st.lost) != 1 || st.lost[0].Msg != "b (did not confirm the end of its ranks)" {
+		t.Errorf("lost %q", diagnose.LostMessages(st.lost))
 	}
 }
 
@@ -654,8 +675,8 @@ func TestApplyExitBatch(t *testing.T) {
 	// Rank 0 runs on a, not b: b is lost at it, rank 3's exit unheard.
 	st := twoHosts()
 	runEvents(st, evExits{1, []wire.Exit{{Rank: 2}, {Rank: 0, Code: 1}, {Rank: 3, Code: 5}}})
-	if want := []string{"lost the agent on b: protocol violation: it sent an exit for rank 0, which it does not run"}; !reflect.DeepEqual(st.lost, want) {
-		t.Errorf("lost %q, want %q", st.lost, want)
+	if want := []string{"lost the agent on b: protocol violation: it sent an exit for rank 0, which it does not run"}; !reflect.DeepEqual(diagnose.LostMessages(st.lost), want) {
+		t.Errorf("lost %q, want %q", diagnose.LostMessages(st.lost), want)
 	}
 	if st.exited[0] {
 		t.Errorf("rank 0's exit was taken from b")
@@ -696,12 +717,12 @@ func TestApplyGatheredStarted(t *testing.T) {
 		st := twoHosts()
 		runEvents(st, tc.events...)
 		if len(st.lost) != len(tc.want) {
-			t.Errorf("%s: lost %q, want %q", tc.name, st.lost, tc.want)
+			t.Errorf("%s: lost %q, want %q", tc.name, diagnose.LostMessages(st.lost), tc.want)
 			continue
 		}
 		for i := range tc.want {
-			if !strings.HasPrefix(st.lost[i], tc.want[i]) {
-				t.Errorf("%s: lost %q, want %q", tc.name, st.lost, tc.want)
+			if !strings.HasPrefix(st.lost[i].Msg, tc.want[i]) {
+				t.Errorf("%s: lost %q, want %q", tc.name, diagnose.LostMessages(st.lost), tc.want)
 			}
 		}
 	}

@@ -621,11 +621,15 @@ type CutOffError struct {
 }
 
 func (e *CutOffError) Error() string {
-	why := "connection closed"
-	if !errors.Is(e.Err, io.EOF) {
-		why = e.Err.Error()
+	return fmt.Sprintf("cut off: its relay %s was lost (%s)", e.Relay, e.Why())
+}
+
+// Why is how the relay was lost: "connection closed", or its error.
+func (e *CutOffError) Why() string {
+	if errors.Is(e.Err, io.EOF) {
+		return "connection closed"
 	}
-	return fmt.Sprintf("cut off: its relay %s was lost (%s)", e.Relay, why)
+	return e.Err.Error()
 }
 
 func (e *CutOffError) Unwrap() error { return e.Err }

@@ -85,8 +85,8 @@ func TestTreeOutputOrder(t *testing.T) {
 // TestRelayKilled: 5 agent processes, tree width 2: the launcher holds
 // hosts 0 and 1, host 0 relays for hosts 2 and 3, host 1 for host 4.
 // SIGKILL host 0's agent mid-job: the launcher fails with 255 naming the
-// relay and both hosts lost behind it, and no rank or child is left on
-// any host.
+// relay and both hosts lost behind it (on one line, as the failures of
+// their ranks), and no rank or child is left on any host.
 func TestRelayKilled(t *testing.T) {
 	t.Parallel()
 	_, agentBin := e2e.BuildBinaries(t)
@@ -107,11 +107,13 @@ func TestRelayKilled(t *testing.T) {
 		t.Errorf("exit code %d, want 255 (agent lost)", code)
 	}
 	relay := c.Hosts[0].Addr
-	for _, h := range []int{2, 3} {
-		want := fmt.Sprintf("lost the agent on %s: cut off: its relay %s was lost", c.Hosts[h].Addr, relay)
-		if !strings.Contains(stderr, want) {
-			t.Errorf("stderr does not say %q:\n%s", want, stderr)
-		}
+	// The hosts the relay cut off are named on one line, in job order,
+	// and their ranks' failures read as one.
+	if want := fmt.Sprintf("lost the agents on 2 hosts (%s, %s): cut off: their relay %s was lost", c.Hosts[2].Addr, c.Hosts[3].Addr, relay); !strings.Contains(stderr, want) {
+		t.Errorf("stderr does not say %q:\n%s", want, stderr)
+	}
+	if want := fmt.Sprintf("ranks %d-%d on 2 hosts (%s, %s): lost the agent: cut off: its relay %s was lost", 2*perHost, 4*perHost-1, c.Hosts[2].Addr, c.Hosts[3].Addr, relay); !strings.Contains(stderr, want) {
+		t.Errorf("stderr does not say %q:\n%s", want, stderr)
 	}
 	if want := "lost the agent on " + relay; !strings.Contains(stderr, want) {
 		t.Errorf("stderr does not name the relay (%q):\n%s", want, stderr)
