@@ -286,7 +286,7 @@ func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hos
 		dial(i)
 	}
 	w.report(status, syncx.Done(wg.Wait)) // returns when every dial has ended
-	var errs []error
+	var errs hostErrors
 	for i := range hosts {
 		if sessions[i] == nil {
 			err := w.err(i)
@@ -313,11 +313,11 @@ func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hos
 	var ge errUnreachableGrace
 	switch cause := context.Cause(ctx); {
 	case cause == context.DeadlineExceeded:
-		return nil, fmt.Errorf("hosts not reachable within --start-timeout %v: %w", wait.timeout, errors.Join(errs...))
+		return nil, fmt.Errorf("hosts not reachable within --start-timeout %v: %w", wait.timeout, errs)
 	case errors.As(cause, &ge):
-		return nil, fmt.Errorf("%w: %w", ge, errors.Join(errs...))
+		return nil, fmt.Errorf("%w: %w", ge, errs)
 	}
-	return nil, fmt.Errorf("cannot reach every host: %w", errors.Join(errs...))
+	return nil, fmt.Errorf("cannot reach every host: %w", errs)
 }
 
 // dialOrder is when each host's dial starts: roots at once, after[i]
@@ -347,6 +347,69 @@ func dialOrder(hosts []hostfile.Host, ds transport.Dialers) (roots []int, after 
 		roots = append(roots, i)
 	}
 	return roots, after
+}
+
+// hostErrors are the hosts a launch could not reach, and why: a line a
+// host, but more than four hosts that failed the same way share one
+// line naming every one in Slurm's node-list form ("40 hosts
+// (gpu[0101-0140]), port 22122: connection refused (...)"), at the place
+// of the first: a rack down in a job of thousands reads as one line.
+type hostErrors []*hostError
+
+func (es hostErrors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+func (es hostErrors) Error() string {
+	type reason struct{ port, why string }
+	reasonOf := func(e *hostError) reason {
+		why := e.Err.Error()
+		if p, r, ok := cutAddr(e.Host, why); ok {
+			return reason{p, r}
+		}
+		return reason{"", why}
+	}
+	names := map[reason][]string{}
+	for _, e := range es {
+		r := reasonOf(e)
+		names[r] = append(names[r], e.Host)
+	}
+	var lines []string
+	said := map[reason]bool{}
+	for _, e := range es {
+		r := reasonOf(e)
+		switch {
+		case len(names[r]) <= 4:
+			lines = append(lines, e.Error())
+		case !said[r]:
+			said[r] = true
+			port := ""
+			if r.port != "" {
+				port = ", port " + r.port
+			}
+			lines = append(lines, fmt.Sprintf("%d hosts (%s)%s: %s", len(names[r]), hostfile.CompressNodeList(names[r]), port, r.why))
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// cutAddr splits an error that names h's address first ("h:22122:
+// connection refused") into the port and what follows; ok is false for
+// any other error.
+func cutAddr(name, why string) (port, rest string, ok bool) {
+	after, ok := strings.CutPrefix(why, name+":")
+	if !ok {
+		return "", "", false
+	}
+	p, r, ok := strings.Cut(after, ": ")
+	if !ok || p == "" || strings.ContainsAny(p, " ") {
+		return "", "", false
+	}
+	return p, r, true
 }
 
 // errUnreachableGrace ends the wait when hosts where nothing answers
@@ -594,12 +657,8 @@ func waitingLine(hosts []hostfile.Host, ready int, lastErr map[int]error, how st
 	by := map[string]*reason{}
 	for _, i := range idx {
 		name, why := hosts[i].Name, lastErr[i].Error()
-		// An error that names the address (host:port: ...) says where
-		// itself; group on what follows.
-		if rest, ok := strings.CutPrefix(why, name+":"); ok {
-			if p, r, ok := strings.Cut(rest, ": "); ok && p != "" && !strings.ContainsAny(p, " ") {
-				name, why = name+":"+p, r
-			}
+		if p, r, ok := cutAddr(name, why); ok {
+			name, why = name+":"+p, r
 		}
 		r := by[why]
 		if r == nil {

@@ -110,3 +110,36 @@ func TestUnreachableGrace(t *testing.T) {
 		})
 	}
 }
+
+// TestHostErrors: hosts that could not be reached are a line each, but
+// more than four that failed the same way (the same port and reason)
+// share one line naming every one, in node-list form, at the place of
+// the first; the errors stay reachable through errors.Is and As.
+func TestHostErrors(t *testing.T) {
+	refused := func(h string) *hostError {
+		return &hostError{Host: h, Err: errors.New(h + ":22122: connection refused (is the agent running, and on this port? -p/--port, or host:slots:port)")}
+	}
+	var es hostErrors
+	for i := range 6 {
+		es = append(es, refused(fmt.Sprintf("gpu%04d", 101+i)))
+	}
+	es = append(es[:1], append(hostErrors{{Host: "gpu0007", Err: transport.Permanent(errors.New("host key mismatch"))}}, es[1:]...)...)
+	es = append(es, refused("gpu0200"), &hostError{Host: "gpu0300", Err: errors.New("gpu0300:2222: connection refused (is the agent running, and on this port? -p/--port, or host:slots:port)")})
+	want := strings.Join([]string{
+		"7 hosts (gpu[0101-0106,0200]), port 22122: connection refused (is the agent running, and on this port? -p/--port, or host:slots:port)",
+		"host gpu0007: host key mismatch",
+		"host gpu0300: gpu0300:2222: connection refused (is the agent running, and on this port? -p/--port, or host:slots:port)",
+	}, "\n")
+	if got := es.Error(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	// Four the same way stay a line each, as a small launch's do.
+	if got, want := es[:4].Error(), strings.Join([]string{es[0].Error(), es[1].Error(), es[2].Error(), es[3].Error()}, "\n"); got != want {
+		t.Errorf("four hosts: got\n%s\nwant\n%s", got, want)
+	}
+	err := fmt.Errorf("cannot reach every host: %w", es)
+	var he *hostError
+	if !errors.Is(err, transport.ErrPermanent) || !errors.As(err, &he) || he.Host != "gpu0101" {
+		t.Errorf("errors.Is/As through the hosts' errors: %v, %v", errors.Is(err, transport.ErrPermanent), he)
+	}
+}
