@@ -41,9 +41,15 @@ func TestBed(t *testing.T) {
 
 	// On the nodes, node names resolve (the bed's hosts file) and
 	// hostname is the node's name; the step sees its allocation.
-	out, err := b.Command(t.Context(), "srun", "-N2", "-n2", "sh", "-c", `echo "$(hostname) $SLURMD_NODENAME $(getent hosts cn2 | cut -d' ' -f1)"`).CombinedOutput()
+	// The step's output is its stdout: srun says on its stderr that the
+	// job waits while the nodes finish registering ("srun: job 2 queued
+	// and waiting for resources").
+	step := b.Command(t.Context(), "srun", "-N2", "-n2", "sh", "-c", `echo "$(hostname) $SLURMD_NODENAME $(getent hosts cn2 | cut -d' ' -f1)"`)
+	var stepErr bytes.Buffer
+	step.Stderr = &stepErr
+	out, err := step.Output()
 	if err != nil {
-		t.Fatalf("srun: %v\n%s%s", err, out, b.Logs())
+		t.Fatalf("srun: %v\n%s%s%s", err, out, stepErr.Bytes(), b.Logs())
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	slices.Sort(lines)
