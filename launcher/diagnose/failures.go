@@ -60,17 +60,22 @@ func (g *failureGroup) String() string {
 	if len(g.errs) == 1 {
 		return g.errs[0].Error()
 	}
-	return fmt.Sprintf("ranks %s on %s: %s", plan.Ranges(g.ranks), hostList(g.hosts), g.what)
+	return fmt.Sprintf("ranks %s on %s: %s", plan.Ranges(g.ranks), HostList(g.hosts), g.what)
 }
 
-// hostList is "a", "2 hosts (a, b)", or past four names every name in
-// Slurm's compressed form: "312 hosts (gpu[0033-0064,0101-0380])".
-func hostList(hosts []string) string {
+// ShortList is how many hosts a report names one by one; past it, every
+// name in Slurm's node-list form (HostList), and the launch's failure
+// says hosts that failed alike on one line.
+const ShortList = 4
+
+// HostList is "a", "2 hosts (a, b)", or past ShortList names every name
+// in Slurm's compressed form: "312 hosts (gpu[0033-0064,0101-0380])".
+func HostList(hosts []string) string {
 	if len(hosts) == 1 {
 		return hosts[0]
 	}
 	list := strings.Join(hosts, ", ")
-	if len(hosts) > 4 {
+	if len(hosts) > ShortList {
 		list = hostfile.CompressNodeList(hosts)
 	}
 	return fmt.Sprintf("%s (%s)", textx.Count(len(hosts), "host"), list)

@@ -18,8 +18,8 @@ func TestHostList(t *testing.T) {
 		{[]string{"a", "b", "c", "d", "e", "f"}, "6 hosts (a,b,c,d,e,f)"},
 		{[]string{"gpu0036", "gpu0033", "gpu0034", "gpu0035", "gpu0101", "login1"}, "6 hosts (gpu[0033-0036,0101],login1)"},
 	} {
-		if got := hostList(tc.in); got != tc.want {
-			t.Errorf("hostList(%v) = %q, want %q", tc.in, got, tc.want)
+		if got := HostList(tc.in); got != tc.want {
+			t.Errorf("HostList(%v) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

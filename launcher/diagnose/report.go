@@ -153,7 +153,7 @@ func lostLines(ls []Lost) []string {
 		for i, l := range g {
 			names[i] = l.Host
 		}
-		lines[at[k]] = fmt.Sprintf("lost the agents on %s: cut off: their relay %s was lost (%s)", hostList(names), k.relay, k.why)
+		lines[at[k]] = fmt.Sprintf("lost the agents on %s: cut off: their relay %s was lost (%s)", HostList(names), k.relay, k.why)
 	}
 	return lines
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/gangway-hpc/gangway/hostfile"
 	"github.com/gangway-hpc/gangway/internal/syncx"
 	"github.com/gangway-hpc/gangway/launcher/cli"
+	"github.com/gangway-hpc/gangway/launcher/diagnose"
 	"github.com/gangway-hpc/gangway/launcher/plan"
 	"github.com/gangway-hpc/gangway/launcher/rankenv"
 	"github.com/gangway-hpc/gangway/launcher/transport"
@@ -350,8 +351,8 @@ func dialOrder(hosts []hostfile.Host, ds transport.Dialers) (roots []int, after 
 }
 
 // hostErrors are the hosts a launch could not reach, and why: a line a
-// host, but more than four hosts that failed the same way share one
-// line naming every one in Slurm's node-list form ("40 hosts
+// host, but more than diagnose.ShortList hosts that failed the same way
+// share one line naming every one in Slurm's node-list form ("40 hosts
 // (gpu[0101-0140]), port 22122: connection refused (...)"), at the place
 // of the first: a rack down in a job of thousands reads as one line.
 type hostErrors []*hostError
@@ -383,7 +384,7 @@ func (es hostErrors) Error() string {
 	for _, e := range es {
 		r := reasonOf(e)
 		switch {
-		case len(names[r]) <= 4:
+		case len(names[r]) <= diagnose.ShortList:
 			lines = append(lines, e.Error())
 		case !said[r]:
 			said[r] = true
@@ -391,7 +392,7 @@ func (es hostErrors) Error() string {
 			if r.port != "" {
 				port = ", port " + r.port
 			}
-			lines = append(lines, fmt.Sprintf("%d hosts (%s)%s: %s", len(names[r]), hostfile.CompressNodeList(names[r]), port, r.why))
+			lines = append(lines, fmt.Sprintf("%s%s: %s", diagnose.HostList(names[r]), port, r.why))
 		}
 	}
 	return strings.Join(lines, "\n")
