@@ -88,15 +88,24 @@ func TestTreeShape(t *testing.T) {
 	}
 }
 
+// newTestTree is a tree of width over hosts, every node down, with base
+// (nil: none) beneath it.
+func newTestTree(hosts []hostfile.Host, width int, base treeBase) *Tree {
+	n := len(hosts)
+	tr := &Tree{hosts: hosts, index: map[nodeKey]int{}, width: width, base: base, log: zap.NewNop(), nodes: make([]*node, n), top: make([]atomic.Pointer[link], n), roots: map[int]*link{}}
+	for i, h := range hosts {
+		tr.index[treeKey(h)] = i
+		tr.nodes[i] = &node{t: tr, i: i, h: h, up: make(chan struct{})}
+	}
+	return tr
+}
+
 // testTree is a tree of width 1 over hosts a, b, c whose first link (a)
 // runs over a pipe; the far end is what a's agent would read and write.
 func testTree(t *testing.T) (root, mid, leaf *link, agent *wire.Conn) {
 	t.Helper()
 	hosts := []hostfile.Host{{Name: "a"}, {Name: "b"}, {Name: "c"}}
-	tr := &Tree{hosts: hosts, index: map[nodeKey]int{}, width: 1, log: zap.NewNop(), nodes: make([]*node, 3), top: make([]atomic.Pointer[link], 3), roots: map[int]*link{}}
-	for i, h := range hosts {
-		tr.nodes[i] = &node{t: tr, i: i, h: h, up: make(chan struct{})}
-	}
+	tr := newTestTree(hosts, 1, nil)
 	near, far := net.Pipe()
 	root = newLink(tr.nodes[0], nil)
 	root.raw = wire.NewConn(near)
@@ -523,11 +532,7 @@ func (w *countWriter) count() int {
 // in the order sent.
 func TestTreeHold(t *testing.T) {
 	hosts := []hostfile.Host{{Name: "a"}, {Name: "b"}, {Name: "c"}}
-	tr := &Tree{hosts: hosts, index: map[nodeKey]int{}, width: 1, log: zap.NewNop(), nodes: make([]*node, 3), top: make([]atomic.Pointer[link], 3), roots: map[int]*link{}}
-	for i, h := range hosts {
-		tr.index[treeKey(h)] = i
-		tr.nodes[i] = &node{t: tr, i: i, h: h, up: make(chan struct{})}
-	}
+	tr := newTestTree(hosts, 1, nil)
 	var w countWriter
 	root := newLink(tr.nodes[0], nil)
 	root.raw = wire.NewConn(pipeConn{bytes.NewReader(nil), &w})
@@ -595,11 +600,7 @@ func TestTreePrelinkTogether(t *testing.T) {
 	for i := range hosts {
 		hosts[i] = hostfile.Host{Name: fmt.Sprintf("h%d", i)}
 	}
-	tr := &Tree{hosts: hosts, index: map[nodeKey]int{}, width: width, base: childBase{}, log: zap.NewNop(), nodes: make([]*node, n), top: make([]atomic.Pointer[link], n), roots: map[int]*link{}}
-	for i, h := range hosts {
-		tr.index[treeKey(h)] = i
-		tr.nodes[i] = &node{t: tr, i: i, h: h, up: make(chan struct{})}
-	}
+	tr := newTestTree(hosts, width, childBase{})
 	var w countWriter
 	relay := newLink(tr.nodes[0], nil)
 	relay.raw = wire.NewConn(pipeConn{bytes.NewReader(nil), &w})
