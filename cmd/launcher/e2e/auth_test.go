@@ -218,6 +218,37 @@ func TestUnreachableHostGrace(t *testing.T) {
 	t.Logf("stderr:\n%s", stderr)
 }
 
+// TestUnreachableRack: five dead hosts (a rack down: nothing listens on
+// the agents' port there) among two good ones with 8 ranks each: the
+// launch fails with status 1 after the grace, saying the five on one
+// line in node-list form with their port and reason, and no rank runs.
+// The launch is flat (--tree-width 0, in the tree phase too): through a
+// tree the hosts behind a dead relay wait for it and are named with
+// "its relay R is not connected yet", one line per relay, not dialed
+// themselves.
+func TestUnreachableRack(t *testing.T) {
+	t.Parallel()
+	c := e2e.StartLocal(t, 2)
+	addr, port := c.Unused(t)
+	prefix := addr[:strings.LastIndex(addr, ".")+1]
+	hosts := c.HostList(perHost)
+	for i := 240; i < 245; i++ {
+		hosts += fmt.Sprintf(",%s%d:%d:%d", prefix, i, perHost, port)
+	}
+	stdout, stderr, code := c.RunLauncher(t, fake(t, 7*perHost, hosts, "exit:0", "--tree-width", "0")...)
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	want := fmt.Sprintf("(--unreachable-grace 10s; give --start-timeout to wait for them longer): 5 hosts (%s[240-244]), port %d: connection refused", prefix, port)
+	if !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+	if stdout != "" {
+		t.Errorf("a rank ran although hosts were missing:\n%s", stdout)
+	}
+	t.Logf("stderr:\n%s", stderr)
+}
+
 // TestStartNoSuchHostFailsAtOnce: a host name that does not resolve
 // (.invalid never does) fails the launch at once with its own message,
 // not after --start-timeout: the message says so (a timeout would say
