@@ -161,6 +161,13 @@ func treeDialers(cfg cli.Config, d Deps, jobID string, hosts []hostfile.Host) (t
 	if err != nil {
 		return ds, nil, fmt.Errorf("%w: %v", cli.ErrUsage, err)
 	}
+	// Where the launch gives hosts that refuse connections a grace, the
+	// hosts behind a relay that is down are reached around it, so that
+	// the grace ends naming the dead relay alone; where it waits the
+	// whole start timeout for hosts that come up late, they wait for
+	// their relay instead (the launcher then holds no connections for
+	// them: thousands of pods may come up late).
+	tree.SetGoAround(cfg.Transport.UnreachableGrace > 0)
 	d.Log.Info("agent tree", zap.Int("width", w), zap.Int("hosts", len(remote)), zap.Int("levels", transport.TreeDepth(len(remote), w)))
 	ds.Remote = tree
 	return ds, tree, nil

@@ -214,7 +214,7 @@ func dialError(addr, why, name string, err error) error {
 	case wire.DialNoRoute:
 		return Unreachable(fmt.Errorf("%s: no route to host (host down, or a firewall drops the port)", addr))
 	case wire.DialTimeout:
-		return fmt.Errorf("%s: no answer (host down, or a firewall drops the port)", addr)
+		return noAnswerError{fmt.Errorf("%s: no answer (host down, or a firewall drops the port)", addr)}
 	case wire.DialDNS:
 		return Unreachable(fmt.Errorf("%s: cannot resolve %q: %v", addr, name, err))
 	}

@@ -194,3 +194,15 @@ func (u unreachableError) Is(target error) bool { return target == ErrUnreachabl
 
 // Unreachable marks err as a host where nothing answers yet.
 func Unreachable(err error) error { return unreachableError{err} }
+
+// ErrNoAnswer marks dial errors that say a TCP connect timed out: nothing
+// answered (the host down, or a firewall drops the port). Not
+// ErrUnreachable: the launch waits --start-timeout for such a host, as
+// for one that is only slow. The agent tree goes around a relay that
+// fails so (Tree.SetGoAround).
+var ErrNoAnswer = errors.New("no answer")
+
+type noAnswerError struct{ error }
+
+func (e noAnswerError) Unwrap() error        { return e.error }
+func (e noAnswerError) Is(target error) bool { return target == ErrNoAnswer }

@@ -106,8 +106,14 @@ type Tree struct {
 	rmu   sync.Mutex             // guards roots
 	roots map[int]*link          // the links the launcher holds itself (parent nil), by host
 
+	// around: a host whose relay is down (its own last attempt found
+	// nothing listening, or nothing answering) once the host has waited
+	// relayWait for it is reached by the launcher itself (SetGoAround).
+	around bool
+
 	refusedOnce sync.Once // the warning that a host refused a job certificate
 	jumpOnce    sync.Once // the warning that a relay could not reach a host behind jump hosts
+	aroundOnce  sync.Once // the warning that hosts behind a dead relay are reached directly
 }
 
 // TreeBase reports whether d can be the base of a tree: the agent
@@ -149,6 +155,21 @@ type nodeKey struct {
 }
 
 func treeKey(h hostfile.Host) nodeKey { return nodeKey{h.Name, h.Port} }
+
+// SetGoAround says whether the hosts behind a relay that is down are
+// reached by the launcher itself (on), or wait for their relay (off, as
+// when the launch waits the whole --start-timeout for hosts that come
+// up late: mpi-operator's worker pods). A relay is down when its own
+// last attempt found nothing listening or nothing answering there
+// (refused, no route, a lookup that failed, a TCP connect that timed
+// out), not when it is only slow to log in or reached through a relay
+// that is not up itself; a host goes around it once it has waited
+// relayWait for it (an agent that is starting listens within that).
+// With it on, a dead host among thousands is named alone, as in a flat
+// launch, not with every host behind it; the launcher then holds one
+// more connection per host around it (at most the tree's width per dead
+// relay). Set before the first Dial.
+func (t *Tree) SetGoAround(on bool) { t.around = on }
 
 // PeerName is as the base says.
 func (t *Tree) PeerName(h hostfile.Host) string { return t.base.PeerName(h) }
@@ -207,13 +228,18 @@ func (t *Tree) dial(ctx context.Context, n *node) (io.ReadWriteCloser, string, e
 		return nil, "", err
 	}
 	pl, err := relay.waitReady(ctx, relayWait)
-	if errors.Is(err, errRelayFailed) {
+	switch {
+	case errors.Is(err, errRelayFailed):
 		// A host whose relay cannot be reached is reached directly: it
 		// is tried, and named if it fails, as in a flat launch.
 		t.log.Debug("relay not reached; dialing directly", zap.String("host", n.h.Name), zap.String("relay", relay.h.Name))
 		return t.dialDirect(ctx, n)
-	}
-	if err != nil {
+	case t.around && errors.Is(err, errRelayDown):
+		t.aroundOnce.Do(func() {
+			t.log.Warn("a relay is down; the launcher reaches the hosts behind such relays itself", zap.String("host", n.h.Name), zap.String("relay", relay.h.Name), zap.String("why", relay.lastErr()))
+		})
+		return t.dialDirect(ctx, n)
+	case err != nil:
 		return nil, "", err
 	}
 	return t.dialLinked(ctx, n, c, relay, pl)
@@ -432,7 +458,7 @@ func (t *Tree) awaitLinked(ctx context.Context, n *node, c childTarget, relay *n
 		return nil, "", context.Cause(ctx)
 	case <-pl.dead:
 		pl.unexpect(i)
-		return nil, "", Unreachable(fmt.Errorf("its relay %s was lost: %w", relay.h.Name, pl.cause()))
+		return nil, "", Unreachable(viaRelay(fmt.Errorf("its relay %s was lost: %w", relay.h.Name, pl.cause())))
 	}
 	if ans.err != nil {
 		return nil, "", ans.err
@@ -514,6 +540,7 @@ type node struct {
 	l      *link
 	up     chan struct{} // closed when l or failed changes (then made anew)
 	failed bool          // its last attempt failed for good (ErrPermanent)
+	down   error         // its last attempt found nothing there (isDown): the error, else nil
 	pre    *prelinked    // a link sent ahead of its dial (Prelink)
 }
 
@@ -523,6 +550,51 @@ type node struct {
 // the same start timeout and grace as any host: at thousands of hosts a
 // loaded relay must not send its whole subtree to the launcher.
 var errRelayFailed = errors.New("relay failed")
+
+// errRelayDown marks the error of a host that waited relayWait for a
+// relay that is down (node.down): the host can go around it
+// (Tree.SetGoAround).
+var errRelayDown = errors.New("relay down")
+
+// relayDownError is the error of a host whose relay is down: unreachable
+// for the engine (the wait for hosts where nothing answers applies).
+type relayDownError struct{ relay string }
+
+func (e relayDownError) Error() string {
+	return fmt.Sprintf("its relay %s is not connected yet", e.relay)
+}
+
+func (e relayDownError) Is(target error) bool {
+	return target == errRelayDown || target == ErrUnreachable || target == errViaRelay
+}
+
+// errViaRelay marks errors that say a host's relay is not up, was lost or
+// cut it off: nothing about the host itself, so they do not make the
+// host down.
+var errViaRelay = errors.New("via its relay")
+
+// viaRelay marks err as about a host's relay, not the host itself.
+func viaRelay(err error) error { return viaRelayError{err} }
+
+type viaRelayError struct{ error }
+
+func (e viaRelayError) Unwrap() error        { return e.error }
+func (e viaRelayError) Is(target error) bool { return target == errViaRelay }
+
+// isDown reports whether err, a host's own attempt's, says nothing is
+// there: nothing listening, no route, a failed lookup, or nothing
+// answering a TCP connect (ErrNoAnswer); not a slow login, a refusal, or
+// the host's own relay not being up (errViaRelay, CutOffError).
+func isDown(err error) bool {
+	if err == nil || errors.Is(err, errViaRelay) {
+		return false
+	}
+	var ce *CutOffError
+	if errors.As(err, &ce) {
+		return false
+	}
+	return errors.Is(err, ErrUnreachable) || errors.Is(err, ErrNoAnswer)
+}
 
 // relays reports whether the node has children in the tree.
 func (n *node) relays() bool {
@@ -535,9 +607,24 @@ func (n *node) noteErr(err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.failed = errors.Is(err, ErrPermanent)
+	n.down = nil
+	if isDown(err) {
+		n.down = err
+	}
 	if n.failed {
 		n.changed()
 	}
+}
+
+// lastErr is the node's last attempt's error when it found nothing
+// there, for a log.
+func (n *node) lastErr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.down == nil {
+		return ""
+	}
+	return n.down.Error()
 }
 
 func (n *node) setUp(l *link) {
@@ -600,7 +687,7 @@ func (n *node) waitReady(ctx context.Context, d time.Duration) (*link, error) {
 			case <-ctx.Done():
 				return nil, context.Cause(ctx)
 			case <-t.C:
-				return nil, Unreachable(fmt.Errorf("its relay %s has not answered yet", n.h.Name))
+				return nil, Unreachable(viaRelay(fmt.Errorf("its relay %s has not answered yet", n.h.Name)))
 			}
 		}
 		select {
@@ -608,7 +695,13 @@ func (n *node) waitReady(ctx context.Context, d time.Duration) (*link, error) {
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		case <-t.C:
-			return nil, Unreachable(fmt.Errorf("its relay %s is not connected yet", n.h.Name))
+			n.mu.Lock()
+			down := n.l == nil && n.down != nil
+			n.mu.Unlock()
+			if down {
+				return nil, relayDownError{n.h.Name}
+			}
+			return nil, Unreachable(viaRelay(fmt.Errorf("its relay %s is not connected yet", n.h.Name)))
 		}
 	}
 }

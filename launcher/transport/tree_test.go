@@ -656,3 +656,143 @@ func TestTreePrelinkTogether(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// downBase is a treeBase whose Dial fails as why says for a host (a
+// wire.Dial* reason, or any other text for an error of its own), else
+// opens a pipe.
+type downBase struct {
+	childBase
+	why    map[string]string
+	mu     sync.Mutex
+	dialed []string
+	ends   []net.Conn
+}
+
+func (b *downBase) Dial(_ context.Context, h hostfile.Host) (io.ReadWriteCloser, string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.dialed = append(b.dialed, h.Name)
+	addr := h.Name + ":22122"
+	switch why := b.why[h.Name]; why {
+	case "":
+		near, far := net.Pipe()
+		b.ends = append(b.ends, far)
+		return near, addr, nil
+	case wire.DialRefused, wire.DialNoRoute, wire.DialTimeout, wire.DialDNS:
+		return nil, "", dialError(addr, why, h.Name, errors.New(why))
+	default:
+		return nil, "", fmt.Errorf("%s: %s", addr, why)
+	}
+}
+
+func (b *downBase) wasDialed(name string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Contains(b.dialed, name)
+}
+
+// TestTreeGoesAround: with SetGoAround on, a host whose relay is down
+// (nothing listening there, or nothing answering) is reached directly
+// once it has waited for the relay; a host whose relay failed otherwise
+// (a slow login), or whose relay is only waiting for its own relay,
+// waits and is named "its relay R is not connected yet", as every host
+// behind a relay that is down is with SetGoAround off.
+func TestTreeGoesAround(t *testing.T) {
+	defer func(d time.Duration) { relayWait = d }(relayWait)
+	relayWait = 20 * time.Millisecond
+	// Width 4 over 40 hosts: h0-h3 the first level; h1's children are
+	// h8-h11, h2's h12-h15, h3's h16-h19, h8's h36-h39.
+	hosts := make([]hostfile.Host, 40)
+	for i := range hosts {
+		hosts[i] = hostfile.Host{Name: fmt.Sprintf("h%d", i)}
+	}
+	why := map[string]string{"h1": wire.DialRefused, "h2": wire.DialTimeout, "h3": "ssh handshake failed: timeout"}
+	for _, around := range []bool{false, true} {
+		t.Run(fmt.Sprintf("around=%v", around), func(t *testing.T) {
+			base := &downBase{why: why}
+			tr := newTestTree(hosts, 4, base)
+			tr.SetGoAround(around)
+			var links []io.Closer
+			t.Cleanup(func() {
+				for _, l := range links {
+					l.Close()
+				}
+				for _, c := range base.ends {
+					c.Close()
+				}
+			})
+			ctx := context.Background()
+			dial := func(name string) error {
+				var h hostfile.Host
+				for _, x := range hosts {
+					if x.Name == name {
+						h = x
+					}
+				}
+				rwc, _, err := tr.Dial(ctx, h)
+				if err == nil {
+					links = append(links, rwc)
+				}
+				return err
+			}
+			for _, r := range []string{"h1", "h2", "h3"} {
+				if err := dial(r); err == nil {
+					t.Fatalf("%s reached; want its dial to fail", r)
+				}
+			}
+			for _, c := range []struct {
+				host, relay string
+				around      bool // reached directly when around is on
+			}{
+				{"h8", "h1", true},   // refused
+				{"h12", "h2", true},  // nothing answered
+				{"h16", "h3", false}, // a slow login: waited for
+			} {
+				err := dial(c.host)
+				if around && c.around {
+					if err != nil || !base.wasDialed(c.host) {
+						t.Errorf("%s behind %s: %v, dialed directly %v; want reached directly", c.host, c.relay, err, base.wasDialed(c.host))
+					}
+					continue
+				}
+				want := "its relay " + c.relay + " is not connected yet"
+				if err == nil || err.Error() != want || !errors.Is(err, ErrUnreachable) || base.wasDialed(c.host) {
+					t.Errorf("%s behind %s: %v (dialed directly %v); want %q, unreachable, not dialed", c.host, c.relay, err, base.wasDialed(c.host), want)
+				}
+			}
+			if !around {
+				// h8 is waiting for its relay, which is down: h8 is not
+				// down itself, and h36 behind it waits for it.
+				err := dial("h36")
+				if err == nil || err.Error() != "its relay h8 is not connected yet" || errors.Is(err, errRelayDown) || base.wasDialed("h36") {
+					t.Errorf("h36 behind h8 (waiting for h1): %v; want it to wait for h8", err)
+				}
+			}
+		})
+	}
+}
+
+// TestIsDown: what makes a host's relay down, from the host's own
+// attempt's error.
+func TestIsDown(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"refused", dialError("a:1", wire.DialRefused, "", errors.New("x")), true},
+		{"no route", dialError("a:1", wire.DialNoRoute, "", errors.New("x")), true},
+		{"lookup failed for now", dialError("a:1", wire.DialDNS, "a", errors.New("x")), true},
+		{"no answer", dialError("a:1", wire.DialTimeout, "", errors.New("x")), true},
+		{"no such host", dialError("a:1", wire.DialNoSuchHost, "a", errors.New("x")), false},
+		{"slow login", errors.New("a:1: ssh handshake failed: timeout"), false},
+		{"its relay not up", relayDownError{"r"}, false},
+		{"its relay not answering", Unreachable(viaRelay(errors.New("its relay r has not answered yet"))), false},
+		{"cut off", Unreachable(&CutOffError{Relay: "r", Err: io.EOF}), false},
+		{"none", nil, false},
+	} {
+		if got := isDown(c.err); got != c.want {
+			t.Errorf("%s: isDown(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+}

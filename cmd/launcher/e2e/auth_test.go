@@ -222,10 +222,9 @@ func TestUnreachableHostGrace(t *testing.T) {
 // the agents' port there) among two good ones with 8 ranks each: the
 // launch fails with status 1 after the grace, saying the five on one
 // line in node-list form with their port and reason, and no rank runs.
-// The launch is flat (--tree-width 0, in the tree phase too): through a
-// tree the hosts behind a dead relay wait for it and are named with
-// "its relay R is not connected yet", one line per relay, not dialed
-// themselves.
+// In the tree phase (every host behind the one before it) the five are a
+// chain of dead relays: each is reached around the one before it and
+// named itself, not "its relay R is not connected yet".
 func TestUnreachableRack(t *testing.T) {
 	t.Parallel()
 	c := e2e.StartLocal(t, 2)
@@ -235,13 +234,16 @@ func TestUnreachableRack(t *testing.T) {
 	for i := 240; i < 245; i++ {
 		hosts += fmt.Sprintf(",%s%d:%d:%d", prefix, i, perHost, port)
 	}
-	stdout, stderr, code := c.RunLauncher(t, fake(t, 7*perHost, hosts, "exit:0", "--tree-width", "0")...)
+	stdout, stderr, code := c.RunLauncher(t, fake(t, 7*perHost, hosts, "exit:0")...)
 	if code != 1 {
 		t.Fatalf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	want := fmt.Sprintf("(--unreachable-grace 10s; give --start-timeout to wait for them longer): 5 hosts (%s[240-244]), port %d: connection refused", prefix, port)
 	if !strings.Contains(stderr, want) {
 		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+	if strings.Contains(stderr, "its relay") {
+		t.Errorf("hosts named after their relay, not themselves:\n%s", stderr)
 	}
 	if stdout != "" {
 		t.Errorf("a rank ran although hosts were missing:\n%s", stdout)

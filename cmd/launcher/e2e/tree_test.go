@@ -82,6 +82,46 @@ func TestTreeOutputOrder(t *testing.T) {
 	}
 }
 
+// TestDeadRelay: a dead host (nothing listens on its port) at the first
+// level of a tree of width 2 over six hosts, with two live hosts behind
+// it and 8 ranks a host: the launcher reaches the two around it, and the
+// launch fails with status 1 after the grace naming the dead host alone,
+// as a flat launch does, not the hosts behind it; no rank runs.
+func TestDeadRelay(t *testing.T) {
+	t.Parallel()
+	c := e2e.StartLocal(t, 5)
+	addr, port := c.Unused(t)
+	dead := fmt.Sprintf("%s:%d", addr, port)
+	// Width 2: the launcher reaches hosts 0 and 1 (the dead one); host 0
+	// relays for hosts 2 and 3, host 1 for hosts 4 and 5.
+	var hosts []string
+	for i, h := range c.Hosts {
+		hosts = append(hosts, fmt.Sprintf("%s:%d:%d", h.Addr, perHost, h.Port))
+		if i == 0 {
+			hosts = append(hosts, fmt.Sprintf("%s:%d:%d", addr, perHost, port))
+		}
+	}
+	stdout, stderr, code := c.RunLauncher(t, fake(t, 6*perHost, strings.Join(hosts, ","), "exit:0", "--tree-width", "2", "-v")...)
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		"a relay is down; the launcher reaches the hosts behind such relays itself",
+		"launcher: ready 5/6; every other host is ready, waiting 10s more (--unreachable-grace) for " + dead + ": connection refused",
+		"hosts still unreachable 10s after every other host was ready (--unreachable-grace 10s; give --start-timeout to wait for them longer): host " + addr + ": " + dead + ": connection refused",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, e2e.Tail(stderr, 6000))
+		}
+	}
+	if strings.Contains(stderr, "is not connected yet") {
+		t.Errorf("hosts named after their dead relay:\n%s", e2e.Tail(stderr, 6000))
+	}
+	if stdout != "" {
+		t.Errorf("a rank ran although a host was missing:\n%s", stdout)
+	}
+}
+
 // TestRelayKilled: 5 agent processes, tree width 2: the launcher holds
 // hosts 0 and 1, host 0 relays for hosts 2 and 3, host 1 for host 4.
 // SIGKILL host 0's agent mid-job: the launcher fails with 255 naming the
