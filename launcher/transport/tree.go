@@ -278,40 +278,45 @@ type prelinked struct {
 // sent, not answered, here. A write that fails fails the relay's
 // stream, which the hosts' dials then meet.
 func (t *Tree) Prelink(ctx context.Context, hs []hostfile.Host, ready func(k int)) {
-	var held []*wire.Conn
-	for _, h := range hs {
-		if raw := t.relayRaw(h); raw != nil && !slices.Contains(held, raw) {
-			raw.Hold()
-			held = append(held, raw)
+	type hold struct {
+		raw   *wire.Conn
+		relay string // the first-level host it is the stream of
+	}
+	var held []hold
+	idx := make([]int, len(hs)) // each host's index in the tree, -1 for none
+	for k, h := range hs {
+		i, ok := t.index[treeKey(h)]
+		if !ok {
+			i = -1
+		}
+		idx[k] = i
+		if l := t.relayTop(i); l != nil && !slices.ContainsFunc(held, func(x hold) bool { return x.raw == l.raw }) {
+			l.raw.Hold()
+			held = append(held, hold{l.raw, l.n.h.Name})
 		}
 	}
-	for k, h := range hs {
-		t.prelink(ctx, h, func() { ready(k) })
+	for k, i := range idx {
+		t.prelink(ctx, i, func() { ready(k) })
 	}
-	for _, raw := range held {
-		if err := raw.Release(); err != nil {
-			t.log.Debug("links to a relay's children not sent", zap.Error(err))
+	for _, x := range held {
+		if err := x.raw.Release(); err != nil {
+			t.log.Debug("links to the hosts behind a first-level host not sent", zap.String("host", x.relay), zap.Error(err))
 		}
 	}
 }
 
-// relayRaw is the stream of the first-level link that h's relay is
-// reached through, or nil (h has no relay, or it is not up).
-func (t *Tree) relayRaw(h hostfile.Host) *wire.Conn {
-	i, ok := t.index[treeKey(h)]
-	if !ok || TreeParent(i, t.width) < 0 {
+// relayTop is the first-level link that host i's relay is reached
+// through, or nil (i is -1, at the first level, or its relay is not up).
+func (t *Tree) relayTop(i int) *link {
+	if i < 0 || TreeParent(i, t.width) < 0 {
 		return nil
 	}
-	if l := t.top[TreeParent(i, t.width)].Load(); l != nil {
-		return l.raw
-	}
-	return nil
+	return t.top[TreeParent(i, t.width)].Load()
 }
 
-// prelink is Prelink for one host.
-func (t *Tree) prelink(ctx context.Context, h hostfile.Host, ready func()) {
-	i, ok := t.index[treeKey(h)]
-	if !ok || TreeParent(i, t.width) < 0 {
+// prelink is Prelink for host i of the tree (-1: a host outside it).
+func (t *Tree) prelink(ctx context.Context, i int, ready func()) {
+	if i < 0 || TreeParent(i, t.width) < 0 {
 		ready()
 		return
 	}
