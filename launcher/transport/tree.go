@@ -114,6 +114,7 @@ type Tree struct {
 	refusedOnce sync.Once // the warning that a host refused a job certificate
 	jumpOnce    sync.Once // the warning that a relay could not reach a host behind jump hosts
 	aroundOnce  sync.Once // the warning that hosts behind a dead relay are reached directly
+	reachOnce   sync.Once // the warning that a relay could not reach a host the launcher reaches
 }
 
 // TreeBase reports whether d can be the base of a tree: the agent
@@ -488,7 +489,21 @@ func (t *Tree) awaitLinked(ctx context.Context, n *node, c childTarget, relay *n
 			})
 			return t.dialDirect(ctx, n)
 		case a.Dial != "":
-			return nil, "", dialError(c.Addr, a.Dial, a.DNSName, errors.New(a.Err))
+			// The relay found nothing there, or not the name. The
+			// launcher tries the host itself, as a flat launch would:
+			// a dead host is then named with the launcher's own error
+			// and waited for as the launcher's own attempts are (an
+			// mpi-operator worker whose name appears once its pod is
+			// up), and a host only the launcher can reach (a firewall
+			// between the nodes, a name only its resolver knows) is
+			// reached, with one warning.
+			rwc, addr, err := t.dialDirect(ctx, n)
+			if err == nil {
+				t.reachOnce.Do(func() {
+					t.log.Warn("a relay could not reach a host the launcher reaches; the launcher reaches such hosts itself (a firewall between the nodes, or a name only the launcher resolves? --tree-width 0 keeps the launch flat)", zap.String("host", h.Name), zap.String("relay", relay.h.Name), zap.String("why", dialError(c.Addr, a.Dial, a.DNSName, errors.New(a.Err)).Error()))
+				})
+			}
+			return rwc, addr, err
 		}
 		return nil, "", fmt.Errorf("through relay %s: %s", relay.h.Name, a.Err)
 	}

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -793,6 +794,49 @@ func TestIsDown(t *testing.T) {
 	} {
 		if got := isDown(c.err); got != c.want {
 			t.Errorf("%s: isDown(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+}
+
+// TestTreeTriesWhatRelayCannotReach: a host its relay found nothing at
+// (refused, no answer) or could not resolve is tried by the launcher
+// itself: reached when the launcher can reach it, else failed with the
+// launcher's own error, as in a flat launch (a name only the relay
+// cannot resolve fails as the launcher's attempt does, not at once as a
+// name that does not resolve).
+func TestTreeTriesWhatRelayCannotReach(t *testing.T) {
+	for _, relayWhy := range []string{wire.DialRefused, wire.DialTimeout, wire.DialNoSuchHost} {
+		for _, own := range []string{"", wire.DialRefused} {
+			t.Run(relayWhy+"/launcher "+cmp.Or(own, "reaches"), func(t *testing.T) {
+				base := &downBase{why: map[string]string{"b": own}}
+				hosts := []hostfile.Host{{Name: "a"}, {Name: "b"}}
+				tr := newTestTree(hosts, 1, base)
+				pl := newLink(tr.nodes[0], nil)
+				ch := make(chan linkAnswer, 1)
+				ch <- linkAnswer{linked: wire.Linked{Host: 1, Err: "dial tcp: " + relayWhy, Dial: relayWhy, DNSName: "b"}}
+				rwc, _, err := tr.awaitLinked(context.Background(), tr.nodes[1], childTarget{Addr: "b:22122", User: "u"}, tr.nodes[0], pl, ch)
+				t.Cleanup(func() {
+					if rwc != nil {
+						rwc.Close()
+					}
+					for _, c := range base.ends {
+						c.Close()
+					}
+				})
+				if !base.wasDialed("b") {
+					t.Fatalf("the launcher did not try b itself (err %v)", err)
+				}
+				switch own {
+				case "":
+					if err != nil || Relayed(rwc) {
+						t.Errorf("b: %v (relayed %v); want reached by the launcher", err, Relayed(rwc))
+					}
+				default:
+					if err == nil || !errors.Is(err, ErrUnreachable) || errors.Is(err, ErrPermanent) || !strings.Contains(err.Error(), "b:22122: connection refused") {
+						t.Errorf("b: %v; want the launcher's own refusal, unreachable, not permanent", err)
+					}
+				}
+			})
 		}
 	}
 }
