@@ -258,7 +258,7 @@ func (a *Agent) hello(ctx context.Context, conn *wire.Conn, login account.Login)
 		_ = conn.Send(wire.KindError, wire.Error{Msg: err.Error()})
 		return h, wire.Facts{}, err
 	}
-	f, err := a.gather(ctx, h.Peers, login)
+	f, err := a.gather(ctx, h.Peers, time.Duration(h.ResolveWaitMS)*time.Millisecond, login)
 	if err != nil {
 		_ = conn.Send(wire.KindError, wire.Error{Msg: err.Error()})
 		return h, f, err
@@ -306,7 +306,12 @@ func (a *Agent) track(job string, d int) {
 	}
 }
 
-func (a *Agent) gather(ctx context.Context, peers []string, login account.Login) (wire.Facts, error) {
+// maxResolveWait bounds how long a Hello may have the agent wait for its
+// peers' names to resolve (wire.Hello.ResolveWaitMS); the session's end
+// ends the wait sooner.
+const maxResolveWait = time.Hour
+
+func (a *Agent) gather(ctx context.Context, peers []string, resolveWait time.Duration, login account.Login) (wire.Facts, error) {
 	a.mu.Lock()
 	if a.smi == nil {
 		a.smi = facts.CachedNvidiaSMI(time.Minute, a.Facts.NvidiaSMI)
@@ -318,7 +323,7 @@ func (a *Agent) gather(ctx context.Context, peers []string, login account.Login)
 	if o.Name == "" {
 		o.Name = a.Name
 	}
-	o.Peers = peers
+	o.Peers, o.ResolveWait = peers, min(resolveWait, maxResolveWait)
 	f, err := facts.Gather(ctx, o)
 	if err != nil {
 		return f, fmt.Errorf("host discovery: %w", err)

@@ -44,6 +44,10 @@ type Options struct {
 	Peers []string
 	// LookupIP resolves a peer name; nil means net.DefaultResolver.
 	LookupIP func(ctx context.Context, host string) ([]net.IP, error)
+	// ResolveWait is how long a peer name that does not resolve
+	// (NXDOMAIN) is looked up again before Gather records it as such
+	// (wire.Hello.ResolveWaitMS); 0: not again.
+	ResolveWait time.Duration
 	// Euid is the effective user id used for CanDropCaches; nil means
 	// os.Geteuid.
 	Euid func() int

@@ -130,6 +130,13 @@ type Hello struct {
 	// sessions, as srun's readiness lines give them); the agent reports
 	// its route to each in Facts.Routes.
 	Peers []string `json:"peers,omitempty"`
+	// ResolveWaitMS: a peer name that does not resolve (NXDOMAIN) is
+	// looked up again, every 250 ms, for up to this long before the agent
+	// answers with its facts: the launcher of an mpi-operator job asks
+	// for it (a worker pod's DNS record appears once the pod is up, and
+	// its peers' routes are taken at the Hello). 0: no wait. Older agents
+	// ignore it.
+	ResolveWaitMS int64 `json:"resolve_wait_ms,omitempty"`
 	// Health asks the agent to check its host before this attempt; nil
 	// asks for no checks (--no-health-check).
 	Health *HealthRequest `json:"health,omitempty"`

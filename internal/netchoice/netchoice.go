@@ -297,7 +297,13 @@ func names(nics []NIC) string {
 func triedAddrs(routes []Route, peer string, byName map[string]NIC) string {
 	var s []string
 	for _, r := range routes {
-		if r.Peer != peer || r.Addr == "" {
+		if r.Peer != peer {
+			continue
+		}
+		if r.Addr == "" {
+			if r.Err != "" {
+				s = append(s, r.Err) // its name did not resolve there
+			}
 			continue
 		}
 		n, ok := byName[r.Iface]
@@ -314,8 +320,11 @@ func triedAddrs(routes []Route, peer string, byName map[string]NIC) string {
 			s = append(s, r.Addr+" via "+r.Iface+", which has no address")
 		}
 	}
-	if len(s) == 0 {
+	switch {
+	case len(s) == 0:
 		return "no addresses"
+	case !slices.ContainsFunc(routes, func(r Route) bool { return r.Peer == peer && r.Addr != "" }):
+		return strings.Join(s, ", ")
 	}
 	return "tried " + strings.Join(s, ", ")
 }

@@ -145,6 +145,12 @@ func TestChooseInterfaceErrors(t *testing.T) {
 			err:  "host a: no usable network interface: no route to peer b (no addresses)",
 		},
 		{
+			name: "peer whose name did not resolve there",
+			h: HostNet{Host: "a", Peers: []string{"b"}, NICs: []NIC{lo, enp1A}, Routes: []Route{
+				{Peer: "b", Err: "resolve b: lookup b on 10.0.0.53:53: no such host"}}},
+			err: "host a: no usable network interface: no route to peer b (resolve b: lookup b on 10.0.0.53:53: no such host)",
+		},
+		{
 			name: "two peers unreachable, only through a down NIC",
 			h: HostNet{Host: "a", Peers: []string{"b", "c"}, NICs: []NIC{down(ib0)}, Routes: []Route{
 				{Peer: "b", Addr: "192.168.1.2", Iface: "ib0"}, {Peer: "c", Addr: "192.168.1.3", Iface: "ib0"}}},

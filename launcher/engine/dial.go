@@ -75,6 +75,15 @@ func dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 	// What a relay's Hello and every other host's ask of their network,
 	// made once for the hosts to share (each Hello is only encoded).
 	relayNet, leafNet := netRequest(net, cfg.Env.Vars, true), netRequest(net, cfg.Env.Vars, false)
+	// In an mpi-operator launcher pod the workers' names appear in the
+	// cluster DNS as their pods come up, and a host takes its routes to
+	// its peers at the Hello: each host looks a peer's missing name up
+	// again until shortly before the launch stops waiting, so that a
+	// worker whose pod comes up late is among its peers' routes.
+	var resolveBy time.Time
+	if cfg.Transport.MPIOperator {
+		resolveBy = time.Now().Add(cfg.Transport.StartTimeout - resolveMargin)
+	}
 	hello := func(i int, addrs map[string]string) wire.Hello {
 		// Chosen by index, then named: PeerNames of the whole list per
 		// host was O(hosts^2) at ten thousand hosts.
@@ -86,7 +95,11 @@ func dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 		if tree != nil && tree.Relays(hosts[i]) {
 			n = relayNet
 		}
-		return wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: p, Health: req, Net: n, BatchExits: true, Gather: true, Brief: chooseAtHosts}
+		hi := wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: p, Health: req, Net: n, BatchExits: true, Gather: true, Brief: chooseAtHosts}
+		if !resolveBy.IsZero() {
+			hi.ResolveWaitMS = max(time.Until(resolveBy), 0).Milliseconds()
+		}
+		return hi
 	}
 	logHosts(d.Log, cfg.Place, hosts)
 	wait := dialWait{timeout: cfg.Transport.StartTimeout, grace: cfg.Transport.UnreachableGrace}
@@ -131,6 +144,12 @@ func netRequest(net *wire.NetRequest, vars map[string]string, relay bool) *wire.
 	}
 	return &wire.NetRequest{Force: net.Force, Brief: true}
 }
+
+// resolveMargin is how long before the end of --start-timeout a host
+// stops waiting for its peers' names (wire.Hello.ResolveWaitMS): its
+// facts arrive while the launch still waits, and the host whose name
+// never appeared is the one named.
+const resolveMargin = 5 * time.Second
 
 // treeDialers are the Dialers of one attempt: with --tree-width (or auto
 // at its size) the remote hosts are reached through a tree of relays

@@ -187,3 +187,110 @@ func TestMPIOperator(t *testing.T) {
 		})
 	}
 }
+
+// TestMPIOperatorLateWorker: worker 1's pod comes up after the launcher
+// pod started (its agent not running yet and its DNS name not in the
+// cluster DNS, as a headless Service publishes a pod's record once it is
+// up), flat and through the agent tree (--tree-width 1: worker 0 relays
+// for worker 1, as thousands of workers would have it by default). The
+// launcher waits for worker 1 (through the tree: worker 0's relay cannot
+// resolve the name, and the launcher tries it itself, instead of failing
+// at once on a name that does not resolve), and worker 0 waits for worker
+// 1's name before it takes its routes to its peers (wire.Hello's
+// ResolveWaitMS), so that its network choice finds worker 1. Once the
+// record and the agent appear, the four ranks meet and the launcher exits
+// 0.
+func TestMPIOperatorLateWorker(t *testing.T) {
+	roottest.RequireRoot(t)
+	for _, width := range []string{"0", "1"} {
+		t.Run("tree-width="+width, func(t *testing.T) { lateWorker(t, width) })
+	}
+}
+
+func lateWorker(t *testing.T, width string) {
+	agentBin, launcherBin := binaries(t)
+	b := newBed(t, testbed.Options{Prefix: "gwo1", Hosts: 2, Subnet: 211})
+	hosts := b.Hosts()
+	secret := writeOperatorSecret(t)
+	dir := t.TempDir()
+	names := []string{"pi-worker-0.pi.default.svc", "pi-worker-1.pi.default.svc"}
+	etcHosts := filepath.Join(dir, "hosts")
+	// The pods bind-mount this file: it is rewritten in place (same
+	// inode), never replaced.
+	publish := func(n int) {
+		t.Helper()
+		text := "127.0.0.1\tlocalhost\n"
+		for i := range n {
+			text += fmt.Sprintf("%s\t%s\tpi-worker-%d\n", hosts[i].Addr, names[i], i)
+		}
+		if err := os.WriteFile(etcHosts, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	worker := func(i int) *testbed.Proc {
+		t.Helper()
+		argv := podCommand(secret, etcHosts, fmt.Sprintf("pi-worker-%d", i),
+			agentBin, "--host-key", filepath.Join(dir, fmt.Sprintf("host_key_%d", i)))
+		cmd := b.Command(t.Context(), i, argv[0], argv[1:]...)
+		cmd.Env = append(os.Environ(), "HOME=/root", "K_MPI_JOB_ROLE=worker", "TMPDIR="+t.TempDir())
+		p, err := b.StartCmd(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("agent %s (%s) output:\n%s", names[i], p, e2e.Tail(p.Output(), 4000))
+			}
+		})
+		waitBanner(t, fmt.Sprintf("%s:%d", hosts[i].Addr, agentPort), p)
+		return p
+	}
+	publish(1)
+	w0 := worker(0)
+
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hf := filepath.Join(t.TempDir(), "hostfile")
+	if err := os.WriteFile(hf, []byte(names[0]+":2\n"+names[1]+":2\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HOME=/root", "SSH_AUTH_SOCK=", "K_MPI_JOB_ROLE=launcher", "NVIDIA_VISIBLE_DEVICES=", "NVIDIA_DRIVER_CAPABILITIES=",
+		"HYDRA_HOST_FILE=" + hf, "HYDRA_LAUNCH_EXTRA_ARGS=-o ConnectionAttempts=10"}
+	tag := newTag(t)
+	argv := podCommand(secret, etcHosts, "pi-launcher", launcherBin, "-l", "--tree-width", width,
+		"-x", tagEnv+"="+tag, "-x", helperEnv+"=rendezvous", "-x", "GORACE=atexit_sleep_ms=0", self)
+	l := start(t, env, argv[0], argv[1:]...)
+	// Worker 1's pod comes up once the launcher has logged in to worker
+	// 0 and a moment has passed (worker 0's first lookups of worker 1's
+	// name fail, and, flat, the launcher's own).
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(w0.Output(), `"subsystem":"gangway"`) {
+		select {
+		case <-l.done:
+			t.Fatalf("the launcher ended before worker 1 came up: %v", l)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the launcher did not log in to worker 0: %v", l)
+		}
+	}
+	select {
+	case <-l.done:
+		t.Fatalf("the launcher ended before worker 1 came up: %v", l)
+	case <-time.After(time.Second):
+	}
+	publish(2)
+	worker(1)
+	if !l.wait(jobTimeout) {
+		t.Fatalf("launcher still running after %v: %v", jobTimeout, l)
+	}
+	if l.code != 0 {
+		t.Fatalf("launcher: %v", l)
+	}
+	port := checkRendezvous(t, l.stdout.String(), func(r int) string { return names[r/2] }, hosts[0].Addr)
+	left := waitNoTagged(t, tag, 10*time.Second)
+	t.Logf("4 ranks on %v, worker 1 late, MASTER_ADDR %s:%s; launcher ran %v; no rank left (checked in %v)\n%s",
+		names, hosts[0].Addr, port, l.took.Round(time.Millisecond), left.Round(time.Millisecond), e2e.Tail(l.stderr.String(), 3000))
+}
