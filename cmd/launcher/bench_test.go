@@ -84,39 +84,45 @@ func TestBenchSynthetic(t *testing.T) {
 	t.Run("two hosts", func(t *testing.T) {
 		c := e2e.StartLocal(t, 2)
 		h1, h2 := c.Hosts[0].Addr, c.Hosts[1].Addr
-		dir := t.TempDir()
-		rj, pp := filepath.Join(dir, "r.json"), filepath.Join(dir, "p.png")
-		args := append([]string{"-l", "-H", c.HostList(4), "-np", "8", "--report", rj, "--plot", pp, bin}, synthArgs...)
-		stdout, stderr, code := c.RunLauncher(t, args...)
-		if code != 0 {
-			t.Fatalf("launcher exit code %d\nstdout:\n%s\nstderr:\n%s", code, e2e.Tail(stdout, 2000), stderr)
+		// Flat, and through the agent tree (make test's tree phase does not
+		// run this package: its other launches are local).
+		for _, width := range []string{"0", "1"} {
+			t.Run("tree width "+width, func(t *testing.T) {
+				dir := t.TempDir()
+				rj, pp := filepath.Join(dir, "r.json"), filepath.Join(dir, "p.png")
+				args := append([]string{"-l", "-H", c.HostList(4), "-np", "8", "--tree-width", width, "--report", rj, "--plot", pp, bin}, synthArgs...)
+				stdout, stderr, code := c.RunLauncher(t, args...)
+				if code != 0 {
+					t.Fatalf("launcher exit code %d\nstdout:\n%s\nstderr:\n%s", code, e2e.Tail(stdout, 2000), stderr)
+				}
+				sum := summaryAfterRanks(t, stdout)
+				t.Logf("console summary:\n%s", sum)
+				mr := checkSynthetic(t, readReport(t, rj), sum, h2, []string{h1, h2})
+				for _, h := range []string{h1, h2} {
+					if !regexp.MustCompile(`(?m)^  host ` + regexp.QuoteMeta(h) + ` +[0-9.]+ ± [0-9.]+ images/sec  \(4 ranks, `).MatchString(sum) {
+						t.Errorf("summary lacks the subtotal of host %s", h)
+					}
+				}
+				if len(mr.Hosts) != 2 || !near(mr.Hosts[0].Total+mr.Hosts[1].Total, mr.Value) {
+					t.Fatalf("hosts %+v: want two subtotals adding up to %v", mr.Hosts, mr.Value)
+				}
+				for _, hr := range mr.Hosts {
+					want := []int{0, 1, 2, 3}
+					if hr.Host == h2 {
+						want = []int{4, 5, 6, 7}
+					}
+					if !slices.Equal(hr.Ranks, want) {
+						t.Errorf("host %s has ranks %v, want %v", hr.Host, hr.Ranks, want)
+					}
+				}
+				if mr.SlowestHost == nil {
+					t.Error("no slowest host")
+				} else {
+					t.Logf("slowest host %s at %+.2f%% (the slowed rank is on %s)", mr.SlowestHost.Host, mr.SlowestHost.DeviationPct, h2)
+				}
+				checkPlot(t, pp, "synthetic-2-hosts.png")
+			})
 		}
-		sum := summaryAfterRanks(t, stdout)
-		t.Logf("console summary:\n%s", sum)
-		mr := checkSynthetic(t, readReport(t, rj), sum, h2, []string{h1, h2})
-		for _, h := range []string{h1, h2} {
-			if !regexp.MustCompile(`(?m)^  host ` + regexp.QuoteMeta(h) + ` +[0-9.]+ ± [0-9.]+ images/sec  \(4 ranks, `).MatchString(sum) {
-				t.Errorf("summary lacks the subtotal of host %s", h)
-			}
-		}
-		if len(mr.Hosts) != 2 || !near(mr.Hosts[0].Total+mr.Hosts[1].Total, mr.Value) {
-			t.Fatalf("hosts %+v: want two subtotals adding up to %v", mr.Hosts, mr.Value)
-		}
-		for _, hr := range mr.Hosts {
-			want := []int{0, 1, 2, 3}
-			if hr.Host == h2 {
-				want = []int{4, 5, 6, 7}
-			}
-			if !slices.Equal(hr.Ranks, want) {
-				t.Errorf("host %s has ranks %v, want %v", hr.Host, hr.Ranks, want)
-			}
-		}
-		if mr.SlowestHost == nil {
-			t.Error("no slowest host")
-		} else {
-			t.Logf("slowest host %s at %+.2f%% (the slowed rank is on %s)", mr.SlowestHost.Host, mr.SlowestHost.DeviationPct, h2)
-		}
-		checkPlot(t, pp, "synthetic-2-hosts.png")
 	})
 	t.Run("analyze", func(t *testing.T) {
 		if localLog == "" {

@@ -159,7 +159,7 @@ func TestBindingPE(t *testing.T) {
 		t.Skipf("%d CPUs allowed; the test needs 2", len(cpus))
 	}
 	c := e2e.StartLocal(t, 2)
-	for _, tt := range []struct {
+	cases := []struct {
 		mapBy string
 		np    int
 		want  []string // rank -> its Cpus_allowed_list
@@ -169,27 +169,32 @@ func TestBindingPE(t *testing.T) {
 		// One socket here (checked below): a rank per host, bound to
 		// every allowed CPU, the socket's.
 		{"ppr:1:socket", 2, []string{agent.FormatCPUList(cpus), agent.FormatCPUList(cpus)}},
-	} {
-		t.Run(tt.mapBy, func(t *testing.T) {
-			if strings.HasSuffix(tt.mapBy, "socket") && sockets(cpus) != 1 {
-				t.Skipf("%d sockets; the case expects one", sockets(cpus))
-			}
-			stdout, stderr, code := c.RunLauncher(t, append(c.SSHFlags(), "-l", "--map-by", tt.mapBy, "-H", c.HostList(max(tt.np/2, 1)), "--report-bindings",
-				"sh", "-c", "grep Cpus_allowed_list /proc/self/status")...)
-			if code != 0 {
-				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
-			}
-			t.Logf("stderr:\n%s", stderr)
-			got := e2e.RankLines(stdout)
-			if len(got) != tt.np {
-				t.Fatalf("%d ranks printed, want %d:\n%s", len(got), tt.np, stdout)
-			}
-			for r, want := range tt.want {
-				if l := got[r]; len(l) != 1 || strings.Join(strings.Fields(l[0]), " ") != "Cpus_allowed_list: "+want {
-					t.Errorf("rank %d: %q, want Cpus_allowed_list: %s", r, l, want)
+	}
+	// Flat, and through the agent tree (make test's tree phase does not
+	// run this package: its other launches are local).
+	for _, width := range []string{"0", "1"} {
+		for _, tt := range cases {
+			t.Run(tt.mapBy+"/tree width "+width, func(t *testing.T) {
+				if strings.HasSuffix(tt.mapBy, "socket") && sockets(cpus) != 1 {
+					t.Skipf("%d sockets; the case expects one", sockets(cpus))
 				}
-			}
-		})
+				stdout, stderr, code := c.RunLauncher(t, append(c.SSHFlags(), "-l", "--tree-width", width, "--map-by", tt.mapBy, "-H", c.HostList(max(tt.np/2, 1)), "--report-bindings",
+					"sh", "-c", "grep Cpus_allowed_list /proc/self/status")...)
+				if code != 0 {
+					t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+				}
+				t.Logf("stderr:\n%s", stderr)
+				got := e2e.RankLines(stdout)
+				if len(got) != tt.np {
+					t.Fatalf("%d ranks printed, want %d:\n%s", len(got), tt.np, stdout)
+				}
+				for r, want := range tt.want {
+					if l := got[r]; len(l) != 1 || strings.Join(strings.Fields(l[0]), " ") != "Cpus_allowed_list: "+want {
+						t.Errorf("rank %d: %q, want Cpus_allowed_list: %s", r, l, want)
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 // its own ranks, a failing rank stops only its own job, and both end as
 // their ranks decide.
 func TestConcurrentJobs(t *testing.T) {
+	e2e.OneHost(t)
 	t.Parallel()
 	c := e2e.StartLocal(t, 1)
 	dir := t.TempDir()
