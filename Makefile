@@ -34,9 +34,10 @@ deps:
 
 # The second run puts every host of the end-to-end tests behind the one
 # before it (the agent tree as a chain): the same tests through relays.
-# Tests whose launches reach one host skip it (e2e.OneHost: a tree
-# reaches one host flat); cmd/launcher's launches are local but for two
-# tests, which run flat and through the tree in the first run.
+# Tests none of whose launches can use a tree skip it (e2e.NoTree: one
+# host, which a tree reaches flat; local ranks; --transport ssh; mpirun);
+# cmd/launcher's launches are local but for two tests, which run flat
+# and through the tree in the first run.
 TREE_E2E = ./cmd/launcher/e2e/ ./cmd/launcher/e2e/nettest/ \
 	./cmd/launcher/e2e/hostnet/ ./cmd/launcher/e2e/pod/ ./cmd/launcher/e2e/firstnodes/ \
 	./cmd/launcher/e2e/slurm/

@@ -11,13 +11,15 @@ import (
 // that every test's launches go through relays.
 const TreePhaseEnv = "GANGWAY_TREE_WIDTH"
 
-// OneHost marks a test whose launches reach one host or none (or only
-// with --transport ssh, which starts every agent itself): a tree of any
-// width reaches a single host flat, so the second run would run the test
-// exactly as the first did. It skips the test there, and only there.
-func OneHost(t testing.TB) {
+// NoTree marks a test none of whose launches can go through the tree,
+// why says how: "one host" (a tree of any width reaches a single host
+// flat), "local ranks only", "--transport ssh" (it starts every agent
+// itself), "mpirun launches the ranks" (--mpi=openmpi). The second run
+// would run the test exactly as the first did; NoTree skips it there,
+// and only there.
+func NoTree(t testing.TB, why string) {
 	t.Helper()
 	if os.Getenv(TreePhaseEnv) != "" {
-		t.Skip("one host: a tree reaches it flat, so the tree phase runs it as the first run did (" + TreePhaseEnv + " is set)")
+		t.Skip(why + ": no launch of this test goes through the tree, so the tree phase (" + TreePhaseEnv + " set) would run it as the first run did")
 	}
 }

@@ -320,7 +320,7 @@ func TestAgentKilledLeavesNothing(t *testing.T) {
 // of the job is gone. Local mode has one host: it runs two DGX nodes'
 // ranks (2×perHost) there.
 func TestLocalLauncherKilledLeavesNothing(t *testing.T) {
-	e2e.OneHost(t)
+	e2e.NoTree(t, "local ranks only")
 	roottest.RequireRoot(t)
 	launcherBin, _ := e2e.BuildBinaries(t)
 	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGHUP} {

@@ -180,7 +180,7 @@ func TestSameEnvironmentLocalAndRemote(t *testing.T) {
 // and that -x and -genv win over forwarded values and each other in
 // command-line order.
 func TestForwardingFlagsRemote(t *testing.T) {
-	e2e.OneHost(t)
+	e2e.NoTree(t, "one host")
 	launcherBin, agentBin := e2e.BuildBinaries(t)
 	c := e2e.StartProcs(t, 1, agentBin, e2e.Wrapped(append([]string{"env", "-i"}, agentEnv...)...))
 	user := []string{"PATH=/home/ana/.local/bin:/usr/bin:/bin", "MYVAR=x", "NCCL_DEBUG=INFO", "DISPLAY=:0", "HOME=/home/ana"}

@@ -345,7 +345,7 @@ func TestHostileExitFlood(t *testing.T) {
 // sends before it answers the stop: the host is not cut off before the
 // flood is in.
 func TestHostileAbortFlood(t *testing.T) {
-	e2e.OneHost(t)
+	e2e.NoTree(t, "one host")
 	msg := strings.Repeat("a", 900<<10)
 	remote := fakeAgents(t, map[string]fakeAgent{"liar": {attack: func(s *fakeSession) error {
 		e, err := wire.Encode(wire.KindAbort, wire.Abort{Rank: 0, Code: 3, Msg: msg})

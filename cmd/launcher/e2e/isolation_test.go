@@ -18,7 +18,7 @@ import (
 // descriptors with default signals, and no rank's forged writes reach
 // another rank's tag, output file or PMI stream.
 func TestLocalRanksIsolated(t *testing.T) {
-	e2e.OneHost(t)
+	e2e.NoTree(t, "local ranks only")
 	roottest.RequireRoot(t) // the job cgroup
 	launcherBin, _ := e2e.BuildBinaries(t)
 	const np = 16

@@ -25,7 +25,7 @@ import (
 // its own ranks, a failing rank stops only its own job, and both end as
 // their ranks decide.
 func TestConcurrentJobs(t *testing.T) {
-	e2e.OneHost(t)
+	e2e.NoTree(t, "one host")
 	t.Parallel()
 	c := e2e.StartLocal(t, 1)
 	dir := t.TempDir()

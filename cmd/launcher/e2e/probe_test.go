@@ -21,7 +21,7 @@ import (
 // read (the agent's peak RSS stays small), and a working directory's
 // existence inside a root-only directory is not told either.
 func TestUserCannotProbeAsRoot(t *testing.T) {
-	e2e.OneHost(t)
+	e2e.NoTree(t, "one host")
 	agenttest.RequireRoot(t)
 	t.Parallel()
 	u := agenttest.NewUser(t, "")

@@ -31,7 +31,7 @@ func TestSelftestLoopback(t *testing.T) {
 // TestSelftestOneHost: with one host there is no pair; the launcher says
 // so and runs the job.
 func TestSelftestOneHost(t *testing.T) {
-	e2e.OneHost(t)
+	e2e.NoTree(t, "one host")
 	t.Parallel()
 	c := e2e.StartLocal(t, 1)
 	stdout, stderr, code := c.RunLauncher(t, fake(t, 2, c.HostList(2), "exit:0", "--selftest=strict")...)

@@ -126,7 +126,7 @@ func userDir(t *testing.T) string {
 // not in the ranks' output, any file of the output directory, or the
 // launcher's report.
 func TestUserStacksNeverReadRootFiles(t *testing.T) {
-	e2e.OneHost(t)
+	e2e.NoTree(t, "one host")
 	agenttest.RequireRoot(t)
 	proctest.RequireGDBPython(t)
 	t.Parallel()
@@ -196,7 +196,7 @@ func TestUserStacksNeverReadRootFiles(t *testing.T) {
 // keeps its resident memory: its peak after the dump is logged and
 // compared with before. The job goes on.
 func TestUserStacksDevZeroFrame(t *testing.T) {
-	e2e.OneHost(t)
+	e2e.NoTree(t, "one host")
 	agenttest.RequireRoot(t)
 	proctest.RequireGDBPython(t)
 	t.Parallel()
@@ -261,7 +261,7 @@ func vmKiB(t *testing.T, key string) int {
 // least gdb's 20 s), and is stopped at that bound or at the dump's end;
 // rank 0's stacks say so; the rank is left running, not stopped, and the job goes on.
 func TestUserStacksFIFOFrame(t *testing.T) {
-	e2e.OneHost(t)
+	e2e.NoTree(t, "one host")
 	agenttest.RequireRoot(t)
 	proctest.RequireGDBPython(t)
 	t.Parallel()
@@ -313,7 +313,7 @@ func stateOf(pid int) string {
 // shell and 20 sleeps) gets 8 attached, its leader first, and its stacks
 // say how many were left out and why.
 func TestUserStacksProcessCap(t *testing.T) {
-	e2e.OneHost(t)
+	e2e.NoTree(t, "one host")
 	agenttest.RequireRoot(t)
 	proctest.RequireGDBPython(t)
 	t.Parallel()

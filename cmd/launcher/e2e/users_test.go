@@ -122,7 +122,7 @@ func checkRankRunsAs(t *testing.T, l *e2e.Launch, u *agenttest.User, dir string)
 // working directory, with the user's identity; --output-filename files
 // are the launcher's own, on its side.
 func TestJobRunsAsUser(t *testing.T) {
-	e2e.OneHost(t)
+	e2e.NoTree(t, "one host")
 	agenttest.RequireRoot(t)
 	t.Parallel()
 	u := agenttest.NewUser(t, "")
@@ -156,7 +156,7 @@ func TestJobRunsAsUser(t *testing.T) {
 // shows the exception. A rank that puts a link there to a file it may not
 // read gets nothing sent: the agent, root, reads only the user's own file.
 func TestUserRankRootCause(t *testing.T) {
-	e2e.OneHost(t)
+	e2e.NoTree(t, "one host")
 	agenttest.RequireRoot(t)
 	t.Parallel()
 	u := agenttest.NewUser(t, "")
@@ -188,7 +188,7 @@ func TestUserRankRootCause(t *testing.T) {
 // TestJobWorkdirNotReachable: a working directory the user cannot reach
 // refuses the job on every host before any rank starts, naming the user.
 func TestJobWorkdirNotReachable(t *testing.T) {
-	e2e.OneHost(t)
+	e2e.NoTree(t, "one host")
 	agenttest.RequireRoot(t)
 	t.Parallel()
 	u := agenttest.NewUser(t, "")
@@ -207,7 +207,7 @@ func TestJobWorkdirNotReachable(t *testing.T) {
 // refused with the reason, unless the agent names the user in
 // --drop-caches-users; root may.
 func TestDropCachesByUser(t *testing.T) {
-	e2e.OneHost(t)
+	e2e.NoTree(t, "one host")
 	agenttest.RequireRoot(t)
 	t.Parallel()
 	u := agenttest.NewUser(t, "")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
 	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
@@ -105,6 +106,7 @@ func checkOMPILines(t *testing.T, out string, size int) {
 }
 
 func TestOpenMPIMpirun(t *testing.T) {
+	e2e.NoTree(t, "mpirun launches the ranks")
 	roottest.RequireRoot(t)
 	mpirun, err := exec.LookPath("mpirun.openmpi")
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gangway-hpc/gangway/agent/agenttest/sshtest"
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 	"github.com/gangway-hpc/gangway/cmd/internal/testbed"
 )
 
@@ -22,6 +23,7 @@ import (
 // connection finds the broken pair: the job fails before any rank
 // starts, naming the pair and an ephemeral port, not 22.
 func TestTransportSSHPreflight(t *testing.T) {
+	e2e.NoTree(t, "--transport ssh")
 	agentBin, launcherBin := binaries(t)
 	b := newBed(t, testbed.Options{Prefix: "gwn5", Hosts: 2, Subnet: 185})
 	keys, err := sshtest.GenKeys(t.TempDir())

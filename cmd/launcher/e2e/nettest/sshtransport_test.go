@@ -21,7 +21,7 @@ import (
 // launcher exits, the namespace holds sshd alone: no agent --stdio, no
 // rank, no sshd session process.
 func TestTransportSSH(t *testing.T) {
-	e2e.OneHost(t)
+	e2e.NoTree(t, "--transport ssh")
 	roottest.RequireRoot(t)
 	agentBin, launcherBin := binaries(t)
 	b := newBed(t, testbed.Options{Prefix: "gwn3", Hosts: 1, Subnet: 183})

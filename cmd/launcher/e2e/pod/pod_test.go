@@ -202,7 +202,7 @@ func (c *container) stop(t *testing.T, bed *testbed.Bed) {
 // mounted key the script says the identity will change, and it does, and
 // the CA line then refuses the worker's name to it.
 func TestStartAgentAsPod(t *testing.T) {
-	e2e.OneHost(t)
+	e2e.NoTree(t, "one host")
 	roottest.RequireRoot(t)
 	bed, err := testbed.New(t.Context(), testbed.Options{Prefix: "gwk", Hosts: 1, Subnet: 213, Logf: t.Logf})
 	if err != nil {
