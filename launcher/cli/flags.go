@@ -68,7 +68,7 @@ func (p *Placement) register(fs *flag.FlagSet, in *flagInputs) {
 		fs.IntVar(&p.NPerNode, n, 0, "ranks per host")
 	}
 	fs.BoolVar(&p.Oversubscribe, "oversubscribe", false, "allow more ranks than slots")
-	fs.IntVar(&p.Spares, "spares", 0, "the last N hosts of the list stand by, to take the place of a host left out (unhealthy, lost, or blamed for a failure)")
+	fs.IntVar(&p.Spares, "spares", 0, "the last N hosts of the list stand by, to take the place of a host left out (not reached at the start, unhealthy, lost, or blamed for a failure)")
 	for _, n := range []string{"gpus-per-rank", "gpus-per-proc"} {
 		fs.IntVar(&p.GPUsPer, n, 1, "GPUs given to each rank in CUDA_VISIBLE_DEVICES on hosts with GPUs")
 	}

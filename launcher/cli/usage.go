@@ -237,7 +237,9 @@ Control:
                            agent was lost, or whose rank's failure names the
                            node (SIGBUS, a GPU, ECC or InfiniBand error), is
                            left out of the next attempt and a spare takes its
-                           place, ranks renumbered as placed afresh
+                           place, ranks renumbered as placed afresh; so is a
+                           host not reached at the start (nothing answered),
+                           before any rank starts
   -hang-timeout SECONDS    when no rank printed anything for this long,
                            collect every rank's stacks (DIR/rank.R/stacks.txt
                            with -output-filename DIR, else a temporary

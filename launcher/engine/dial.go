@@ -340,7 +340,7 @@ func dialAll(ctx context.Context, log *zap.Logger, status io.Writer, hosts []hos
 	var ge errUnreachableGrace
 	switch cause := context.Cause(ctx); {
 	case cause == context.DeadlineExceeded:
-		return nil, fmt.Errorf("hosts not reachable within --start-timeout %v: %w", wait.timeout, errs)
+		return nil, fmt.Errorf("%w: %w", errStartTimeout{wait.timeout}, errs)
 	case errors.As(cause, &ge):
 		return nil, fmt.Errorf("%w: %w", ge, errs)
 	}
@@ -437,6 +437,34 @@ func cutAddr(name, why string) (port, rest string, ok bool) {
 		return "", "", false
 	}
 	return p, r, true
+}
+
+// errStartTimeout ends the wait when hosts were still not reached at
+// --start-timeout.
+type errStartTimeout struct{ timeout time.Duration }
+
+func (e errStartTimeout) Error() string {
+	return fmt.Sprintf("hosts not reachable within --start-timeout %v", e.timeout)
+}
+
+// notReached are the hosts a dial phase's error says were not reached
+// when the wait for them ended (--start-timeout, --unreachable-grace),
+// none of them having failed for good (a refused login or host key, a
+// name that does not resolve: what a spare must not hide); nil for any
+// other error.
+func notReached(err error) []*hostError {
+	var hes hostErrors
+	var st errStartTimeout
+	var ge errUnreachableGrace
+	if !errors.As(err, &hes) || !errors.As(err, &st) && !errors.As(err, &ge) {
+		return nil
+	}
+	for _, e := range hes {
+		if errors.Is(e.Err, transport.ErrPermanent) {
+			return nil
+		}
+	}
+	return hes
 }
 
 // errUnreachableGrace ends the wait when hosts where nothing answers

@@ -115,10 +115,12 @@ func Run(ctx context.Context, cfg cli.Config, d Deps, l rankenv.Layout) int {
 }
 
 // replaceUnfit is the layout to try the attempt again on when it ended
-// before any rank started because hosts failed their health checks or
-// the fabric self-test found them slow, and enough spares stand by to take
-// every such host's place (ok false otherwise: the error ends the job as
-// before). It says on the console which host goes and which spare comes.
+// before any rank started because hosts were not reached in time (a node
+// down at the launch: nothing answered within --unreachable-grace or
+// --start-timeout), failed their health checks or the fabric self-test
+// found them slow, and enough spares stand by to take every such host's
+// place (ok false otherwise: the error ends the job as before). It says
+// on the console which host goes and which spare comes.
 func (r *runner) replaceUnfit(l rankenv.Layout, err error) (rankenv.Layout, []bench.LeftOut, bool) {
 	if r.phase >= phaseRun || err == nil || len(l.Spares) == 0 {
 		return l, nil, false
@@ -126,7 +128,11 @@ func (r *runner) replaceUnfit(l rankenv.Layout, err error) (rankenv.Layout, []be
 	var out []diagnose.Blame
 	var he *health.Error
 	var se *SelftestError
-	switch {
+	switch nr := notReached(err); {
+	case nr != nil:
+		for _, e := range nr {
+			out = append(out, diagnose.Blame{Host: e.Host, Why: "not reached: " + e.Err.Error()})
+		}
 	case errors.As(err, &he):
 		for _, h := range he.Hosts {
 			var why []string
@@ -245,7 +251,7 @@ func (r *runner) run(ctx, bctx context.Context, cancel context.CancelCauseFunc, 
 	}
 	// Before anything is prepared anywhere: an unhealthy host ends the
 	// launch as a host that cannot be reached does, unless a spare can
-	// take its place (Run's replaceUnfit).
+	// take its place (Run's replaceUnfit, for both).
 	if err := checkHealth(r.d.Log, r.cfg, c); err != nil {
 		c.Close()
 		return err

@@ -273,3 +273,45 @@ func TestStartNoSuchHostFailsAtOnce(t *testing.T) {
 		t.Errorf("waited for --start-timeout on a name that does not resolve")
 	}
 }
+
+// TestUnreachableHostSpare: a dead host (nothing listens on its port)
+// among three good ones, the last standing by (--spares 1), 8 ranks a
+// host: once the grace has passed the launcher leaves the dead host out
+// before the start and the spare takes its place, saying so; the job
+// runs every rank on the three good hosts, none on the dead one, and
+// exits 0.
+func TestUnreachableHostSpare(t *testing.T) {
+	t.Parallel()
+	c := e2e.StartLocal(t, 3)
+	addr, port := c.Unused(t)
+	dead := fmt.Sprintf("%s:%d", addr, port)
+	hosts := []string{fmt.Sprintf("%s:%d:%d", c.Hosts[0].Addr, perHost, c.Hosts[0].Port), fmt.Sprintf("%s:%d:%d", addr, perHost, port)}
+	for _, h := range c.Hosts[1:] {
+		hosts = append(hosts, fmt.Sprintf("%s:%d:%d", h.Addr, perHost, h.Port))
+	}
+	np := 3 * perHost
+	stdout, stderr, code := c.RunLauncher(t, fake(t, np, strings.Join(hosts, ","), "env", "-x", "GANGWAY_FAKE_VARS=RANK,GANGWAY_HOST", "--spares", "1")...)
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	want := fmt.Sprintf("launcher: leaving out %s before the start (not reached: %s: connection refused", addr, dead)
+	if !strings.Contains(stderr, want) || !strings.Contains(stderr, "; spare "+c.Hosts[2].Addr+" takes its place") {
+		t.Errorf("stderr does not say %q and that spare %s takes its place:\n%s", want, c.Hosts[2].Addr, stderr)
+	}
+	got := rankVars(t, stdout)
+	if len(got) != np {
+		t.Fatalf("output from %d ranks, want %d:\n%s", len(got), np, stdout)
+	}
+	per := map[string]int{}
+	for r := range np {
+		per[got[r]["GANGWAY_HOST"]]++
+	}
+	for _, h := range c.Hosts {
+		if per[h.Addr] != perHost {
+			t.Errorf("%d ranks on %s, want %d (ranks by host: %v)", per[h.Addr], h.Addr, perHost, per)
+		}
+	}
+	if per[addr] != 0 {
+		t.Errorf("%d ranks on the dead host", per[addr])
+	}
+}
