@@ -171,73 +171,61 @@ func TestFactsDecoderConcurrent(t *testing.T) {
 // FactsDecoder, as the launcher decodes a job's hosts: many of the same
 // shape, each with its own name, port and address.
 func BenchmarkDecodeFactsShared(b *testing.B) {
-	for _, name := range []string{"loopback-agent", "dgx-h100"} {
-		ms := hostsLike(b, name, 1024)
-		for _, shared := range []bool{false, true} {
-			how := "plain"
-			if shared {
-				how = "shared"
+	eachShape(b, 1024, func(b *testing.B, ms []Msg, decode func(*FactsDecoder, Msg, *Facts) error) {
+		var d FactsDecoder
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			m := ms[i%len(ms)]
+			i++
+			var f Facts
+			if err := decode(&d, m, &f); err != nil {
+				b.Fatal(err)
 			}
-			b.Run(name+"-brief/"+how, func(b *testing.B) {
-				var d FactsDecoder
-				b.ReportAllocs()
-				i := 0
-				for b.Loop() {
-					m := ms[i%len(ms)]
-					i++
-					var f Facts
-					var err error
-					if shared {
-						err = d.Decode(m, &f)
-					} else {
-						err = m.Decode(&f)
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
 		}
-	}
+	})
 }
 
 // BenchmarkFactsHeld reports the heap a launch holds per host for its
 // hosts' decoded facts (until the attempt is planned): 4,096 hosts of
 // each fixture's shape, decoded whole each or through a FactsDecoder.
 func BenchmarkFactsHeld(b *testing.B) {
-	for _, name := range []string{"loopback-agent", "dgx-h100"} {
-		ms := hostsLike(b, name, 4096)
-		for _, shared := range []bool{false, true} {
-			how := "plain"
-			if shared {
-				how = "shared"
-			}
-			b.Run(name+"-brief/"+how, func(b *testing.B) {
-				var held int64
-				for b.Loop() {
-					var d FactsDecoder
-					out := make([]Facts, len(ms))
-					var before, after runtime.MemStats
-					runtime.GC()
-					runtime.ReadMemStats(&before)
-					for i, m := range ms {
-						var err error
-						if shared {
-							err = d.Decode(m, &out[i])
-						} else {
-							err = m.Decode(&out[i])
-						}
-						if err != nil {
-							b.Fatal(err)
-						}
-					}
-					runtime.GC()
-					runtime.ReadMemStats(&after)
-					held = (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / int64(len(ms))
-					runtime.KeepAlive(out)
+	eachShape(b, 4096, func(b *testing.B, ms []Msg, decode func(*FactsDecoder, Msg, *Facts) error) {
+		var held int64
+		for b.Loop() {
+			var d FactsDecoder
+			out := make([]Facts, len(ms))
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			for i, m := range ms {
+				if err := decode(&d, m, &out[i]); err != nil {
+					b.Fatal(err)
 				}
-				b.ReportMetric(float64(held), "B-held/host")
-			})
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			held = (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / int64(len(ms))
+			runtime.KeepAlive(out)
+		}
+		b.ReportMetric(float64(held), "B-held/host")
+	})
+}
+
+// eachShape runs bench for n hosts like each fixture, their facts decoded
+// whole each ("plain", Msg.Decode) and through a FactsDecoder ("shared").
+func eachShape(b *testing.B, n int, bench func(b *testing.B, ms []Msg, decode func(*FactsDecoder, Msg, *Facts) error)) {
+	hows := []struct {
+		name   string
+		decode func(*FactsDecoder, Msg, *Facts) error
+	}{
+		{"plain", func(_ *FactsDecoder, m Msg, f *Facts) error { return m.Decode(f) }},
+		{"shared", func(d *FactsDecoder, m Msg, f *Facts) error { return d.Decode(m, f) }},
+	}
+	for _, name := range []string{"loopback-agent", "dgx-h100"} {
+		ms := hostsLike(b, name, n)
+		for _, how := range hows {
+			b.Run(name+"-brief/"+how.name, func(b *testing.B) { bench(b, ms, how.decode) })
 		}
 	}
 }
