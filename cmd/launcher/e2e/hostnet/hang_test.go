@@ -72,9 +72,12 @@ func TestHangDiagnosis(t *testing.T) {
 	}
 	// Native stacks: gdb's, in rank 2's file, or the file says gdb is not
 	// installed. On a loaded two-CPU machine four gdbs loading torch's
-	// symbols at once may not all finish within the dump's time: rank 2's
-	// file may then say its gdb was stopped, as long as another rank's
-	// gdb got through (the tools name gdb's py-bt only when one did).
+	// symbols at once may not finish within the dump's time, none of them
+	// (the full suite, beside other packages' tests): rank 2's file must
+	// then say that its gdb was stopped and why, which is what this test
+	// can hold at any load. That gdb's native and Python stacks arrive
+	// whole is held on a lighter rank by cmd/launcher's
+	// TestDumpPythonWithoutStopping.
 	native := func(r string) (string, bool) {
 		b, err := os.ReadFile(filepath.Join(dir, "rank."+r, "stacks.txt"))
 		return string(b), err == nil && (strings.Contains(string(b), "Thread 1 ") || strings.Contains(string(b), "gdb is not installed"))
@@ -86,8 +89,8 @@ func TestHangDiagnosis(t *testing.T) {
 				others++
 			}
 		}
-		if !strings.Contains(b, "(gdb stopped after ") || !strings.Contains(b, "the dump's time is up") || others == 0 {
-			t.Errorf("rank 2's stacks.txt has no native stacks (and %d other ranks' have):\n%s", others, e2e.Tail(b, 1500))
+		if !strings.Contains(b, "(gdb stopped after ") || !strings.Contains(b, "the dump's time is up") {
+			t.Errorf("rank 2's stacks.txt has no native stacks and does not say its gdb was stopped (%d other ranks' have native stacks):\n%s", others, e2e.Tail(b, 1500))
 		}
 		t.Logf("rank 2's gdb ran out of the dump's time; %d other ranks have native stacks", others)
 	}
