@@ -88,6 +88,41 @@ func writeOperatorSecret(t *testing.T) string {
 	return dir
 }
 
+// writePodHosts writes the hosts file the pods bind-mount (podScript),
+// standing in for the cluster DNS: the first n workers' names with their
+// addresses. It writes in place (same inode), so pods see a rewrite.
+func writePodHosts(t *testing.T, path string, hosts []testbed.Host, names []string, n int) {
+	t.Helper()
+	text := "127.0.0.1\tlocalhost\n"
+	for i := range n {
+		text += fmt.Sprintf("%s\t%s\tpi-worker-%d\n", hosts[i].Addr, names[i], i)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startWorkerPod starts worker i's pod on host i of b: the agent as its
+// command, with its defaults but for a host key under dir (a pod's /etc
+// is its own); its output is logged if the test fails.
+func startWorkerPod(t *testing.T, b *testbed.Bed, i int, agentBin, secret, etcHosts, dir, name string) *testbed.Proc {
+	t.Helper()
+	argv := podCommand(secret, etcHosts, fmt.Sprintf("pi-worker-%d", i),
+		agentBin, "--host-key", filepath.Join(dir, fmt.Sprintf("host_key_%d", i)))
+	cmd := b.Command(t.Context(), i, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "HOME=/root", "K_MPI_JOB_ROLE=worker", "TMPDIR="+t.TempDir())
+	p, err := b.StartCmd(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent %s (%s) output:\n%s", name, p, e2e.Tail(p.Output(), 4000))
+		}
+	})
+	return p
+}
+
 // TestMPIOperator runs an MPIJob as mpi-operator (v2beta1) sets it up, on
 // two namespace hosts: each worker pod's command is the agent in place
 // of "/usr/sbin/sshd -De", and the launcher pod runs the launcher with no
@@ -106,32 +141,12 @@ func TestMPIOperator(t *testing.T) {
 	dir := t.TempDir()
 	names := []string{"pi-worker-0.pi.default.svc", "pi-worker-1.pi.default.svc"}
 	etcHosts := filepath.Join(dir, "hosts")
-	hostsText := "127.0.0.1\tlocalhost\n"
-	for i, h := range hosts {
-		hostsText += fmt.Sprintf("%s\t%s\tpi-worker-%d\n", h.Addr, names[i], i)
-	}
-	if err := os.WriteFile(etcHosts, []byte(hostsText), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writePodHosts(t, etcHosts, hosts, names, len(hosts))
 
-	// The worker pods: the agent as their command, with its defaults but
-	// for a host key outside the machine's /etc (a pod's /etc is its own).
+	// The worker pods.
 	agents := map[int]*testbed.Proc{}
 	for i := range hosts {
-		argv := podCommand(secret, etcHosts, fmt.Sprintf("pi-worker-%d", i),
-			agentBin, "--host-key", filepath.Join(dir, fmt.Sprintf("host_key_%d", i)))
-		cmd := b.Command(t.Context(), i, argv[0], argv[1:]...)
-		cmd.Env = append(os.Environ(), "HOME=/root", "K_MPI_JOB_ROLE=worker", "TMPDIR="+t.TempDir())
-		p, err := b.StartCmd(cmd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		agents[i] = p
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("agent %s (%s) output:\n%s", names[i], p, e2e.Tail(p.Output(), 4000))
-			}
-		})
+		agents[i] = startWorkerPod(t, b, i, agentBin, secret, etcHosts, dir, names[i])
 	}
 	for i, h := range hosts {
 		waitBanner(t, fmt.Sprintf("%s:%d", h.Addr, agentPort), agents[i])
@@ -215,33 +230,10 @@ func lateWorker(t *testing.T, width string) {
 	dir := t.TempDir()
 	names := []string{"pi-worker-0.pi.default.svc", "pi-worker-1.pi.default.svc"}
 	etcHosts := filepath.Join(dir, "hosts")
-	// The pods bind-mount this file: it is rewritten in place (same
-	// inode), never replaced.
-	publish := func(n int) {
-		t.Helper()
-		text := "127.0.0.1\tlocalhost\n"
-		for i := range n {
-			text += fmt.Sprintf("%s\t%s\tpi-worker-%d\n", hosts[i].Addr, names[i], i)
-		}
-		if err := os.WriteFile(etcHosts, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publish := func(n int) { writePodHosts(t, etcHosts, hosts, names, n) }
 	worker := func(i int) *testbed.Proc {
 		t.Helper()
-		argv := podCommand(secret, etcHosts, fmt.Sprintf("pi-worker-%d", i),
-			agentBin, "--host-key", filepath.Join(dir, fmt.Sprintf("host_key_%d", i)))
-		cmd := b.Command(t.Context(), i, argv[0], argv[1:]...)
-		cmd.Env = append(os.Environ(), "HOME=/root", "K_MPI_JOB_ROLE=worker", "TMPDIR="+t.TempDir())
-		p, err := b.StartCmd(cmd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("agent %s (%s) output:\n%s", names[i], p, e2e.Tail(p.Output(), 4000))
-			}
-		})
+		p := startWorkerPod(t, b, i, agentBin, secret, etcHosts, dir, names[i])
 		waitBanner(t, fmt.Sprintf("%s:%d", hosts[i].Addr, agentPort), p)
 		return p
 	}
