@@ -479,29 +479,29 @@ func (t *Tree) awaitLinked(ctx context.Context, n *node, c childTarget, relay *n
 				t.log.Warn("a host refused the relay's job certificate; the launcher reaches such hosts itself", zap.String("host", h.Name), zap.String("relay", relay.h.Name), zap.String("why", a.Err))
 			})
 			return t.dialDirect(ctx, n)
-		case a.Dial != "" && c.Jumped:
-			// Behind jump hosts for the launcher, and not reachable
-			// from the relay either (a name only the bastion resolves,
-			// a network only it routes): the launcher goes through the
-			// jumps itself.
-			t.jumpOnce.Do(func() {
-				t.log.Warn("a relay could not reach a host the launcher reaches through its jump hosts; the launcher reaches such hosts itself", zap.String("host", h.Name), zap.String("relay", relay.h.Name), zap.String("why", a.Err))
-			})
-			return t.dialDirect(ctx, n)
 		case a.Dial != "":
 			// The relay found nothing there, or not the name. The
 			// launcher tries the host itself, as a flat launch would:
 			// a dead host is then named with the launcher's own error
 			// and waited for as the launcher's own attempts are (an
 			// mpi-operator worker whose name appears once its pod is
-			// up), and a host only the launcher can reach (a firewall
-			// between the nodes, a name only its resolver knows) is
-			// reached, with one warning.
+			// up), and a host only the launcher can reach is reached,
+			// with one warning: behind jump hosts (a name only the
+			// bastion resolves, a network only it routes) through the
+			// jumps, else a firewall between the nodes or a name only
+			// the launcher resolves.
 			rwc, addr, err := t.dialDirect(ctx, n)
 			if err == nil {
-				t.reachOnce.Do(func() {
-					t.log.Warn("a relay could not reach a host the launcher reaches; the launcher reaches such hosts itself (a firewall between the nodes, or a name only the launcher resolves? --tree-width 0 keeps the launch flat)", zap.String("host", h.Name), zap.String("relay", relay.h.Name), zap.String("why", dialError(c.Addr, a.Dial, a.DNSName, errors.New(a.Err)).Error()))
-				})
+				why := zap.String("why", dialError(c.Addr, a.Dial, a.DNSName, errors.New(a.Err)).Error())
+				if c.Jumped {
+					t.jumpOnce.Do(func() {
+						t.log.Warn("a relay could not reach a host the launcher reaches through its jump hosts; the launcher reaches such hosts itself", zap.String("host", h.Name), zap.String("relay", relay.h.Name), why)
+					})
+				} else {
+					t.reachOnce.Do(func() {
+						t.log.Warn("a relay could not reach a host the launcher reaches; the launcher reaches such hosts itself (a firewall between the nodes, or a name only the launcher resolves? --tree-width 0 keeps the launch flat)", zap.String("host", h.Name), zap.String("relay", relay.h.Name), why)
+					})
+				}
 			}
 			return rwc, addr, err
 		}
