@@ -180,7 +180,7 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login ac
 		defer w.stop()
 		heard = w.heard
 	}
-	s := &session{heard: heard, a: a, login: login, conn: conn, log: log, jobID: h.JobID, facts: f, fences: map[int]func(map[string]string, error){}, stdin: make(chan stdinChunk, 4), batchExits: h.BatchExits, gather: h.Gather, fenceSpans: h.FenceSpans,
+	s := &session{heard: heard, a: a, login: login, conn: conn, log: log, jobID: h.JobID, facts: f, fences: map[int]func(map[string]string, error){}, stdin: make(chan stdinChunk, 4), batchExits: h.BatchExits, gather: h.Gather, fenceSpans: h.FenceSpans, ends: h.Ends,
 		names: &launcherNames{conn: conn, wait: map[uint64]chan wire.NameReply{}}}
 	a.track(h.JobID, 1)
 	defer a.track(h.JobID, -1)

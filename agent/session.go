@@ -32,6 +32,7 @@ type session struct {
 	batchExits bool           // the launcher takes exits that waited together as one frame (Hello.BatchExits)
 	gather     bool           // the launcher takes a relay's gathered answers (Hello.Gather)
 	fenceSpans bool           // the launcher takes this relay's Fences as spans (Hello.FenceSpans)
+	ends       bool           // the launcher takes Ends in place of successful exits and Done (Hello.Ends)
 	exits      exitBatch      // exits waiting while one is sent
 	lostOutput atomic.Int64   // pieces of rank output the launcher was not sent (outputLost)
 	dumpBusy   atomic.Bool    // a dump is collecting: one asked meanwhile is answered at once, empty
@@ -169,6 +170,7 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 	case wire.KindGo:
 		if rl := s.relay.Load(); rl != nil {
 			rl.Begin(wire.KindStarted) // the children have theirs (spread)
+			rl.OwnGo()
 		}
 		return s.spawn(ctx)
 	case wire.KindPing:
@@ -195,6 +197,9 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 		st, err := decode[wire.Stop](m)
 		if err != nil {
 			return err
+		}
+		if r := s.relay.Load(); r != nil {
+			r.Stopped() // the subtree's ends go up within the stop's bounds
 		}
 		s.stopAll(st.Grace)
 	case wire.KindFenceDone:
@@ -252,6 +257,7 @@ func (s *session) handle(ctx context.Context, m wire.Msg) error {
 			r = relay.New(ctx, s.conn, s.log.Named("relay"))
 			r.SetGather(s.gather)
 			r.SetFenceSpans(s.fenceSpans)
+			r.SetEnds(s.ends)
 			s.relay.Store(r)
 		}
 		return r.SetKey(k)

@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -467,6 +469,79 @@ func TestExitsLinger(t *testing.T) {
 			t.Fatalf("after the stop %+v", xs)
 		}
 		c.recv(wire.KindDone, nil)
+	})
+}
+
+// endsJob is exitsJob told Hello.Ends as well.
+func endsJob(t *testing.T, scripts ...string) *client {
+	c := serve(t, &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)})
+	c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "ends", Host: "h0", BatchExits: true, Ends: true})
+	c.recv(wire.KindFacts, nil)
+	j := wire.StartJob{JobID: "ends", StdinRank: -1, KillGrace: time.Second}
+	for r, sh := range scripts {
+		j.Ranks = append(j.Ranks, wire.RankSpec{Rank: r, LocalRank: r, Argv: []string{"/bin/sh", "-c", sh}, Env: []string{"PATH=/usr/bin:/bin"}})
+	}
+	c.send(wire.KindStart, j)
+	c.recv(wire.KindReady, nil)
+	c.send(wire.KindGo, nil)
+	c.recv(wire.KindStarted, nil)
+	return c
+}
+
+// TestEnds: told Hello.Ends, a host whose eight ranks all exit 0 sends
+// one Ends (Self, Last) and no exit; one whose rank fails sends every
+// exit (the successes held before the failure with it or before it)
+// and an Ends that is its Done.
+func TestEnds(t *testing.T) {
+	t.Run("clean", func(t *testing.T) {
+		var scripts []string
+		for r := range 8 {
+			scripts = append(scripts, fmt.Sprintf("sleep 0.%d; exit 0", r))
+		}
+		c := endsJob(t, scripts...)
+		m := c.next()
+		e, err := m.Ends()
+		if err != nil {
+			t.Fatalf("after Started: %s %s (%v), want ends", m.Kind, m.Payload, err)
+		}
+		if !e.Self || e.Done || !e.Last || len(e.Hosts)+len(e.Spans) != 0 {
+			t.Errorf("ends %+v, want self and last alone", e)
+		}
+	})
+	t.Run("a failure", func(t *testing.T) {
+		c := endsJob(t, "exit 0", "exit 0", "sleep 1; exit 3", "sleep 1.5; exit 0")
+		codes := map[int]int{}
+		var order []int
+		for {
+			m := c.next()
+			if m.Kind == wire.KindEnds {
+				e, err := m.Ends()
+				if err != nil || !e.Done || e.Self || !e.Last {
+					t.Fatalf("ends %+v (%v), want done and last", e, err)
+				}
+				break
+			}
+			if m.Kind != wire.KindExit {
+				t.Fatalf("got %s, want exits then ends", m.Kind)
+			}
+			xs, err := m.Exits()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range xs {
+				if _, dup := codes[x.Rank]; dup {
+					t.Fatalf("rank %d's exit twice", x.Rank)
+				}
+				codes[x.Rank] = x.Code
+				order = append(order, x.Rank)
+			}
+		}
+		if !reflect.DeepEqual(codes, map[int]int{0: 0, 1: 0, 2: 3, 3: 0}) {
+			t.Errorf("exits %v, want every rank's", codes)
+		}
+		if i := slices.Index(order, 2); i < 2 || order[len(order)-1] != 3 {
+			t.Errorf("exits in the order %v, want ranks 0 and 1 (held) before rank 2's failure, rank 3 after", order)
+		}
 	})
 }
 

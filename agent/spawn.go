@@ -46,6 +46,7 @@ func (s *session) spawn(ctx context.Context) error {
 		rank := specs[i].Rank
 		if err := errs[i]; err != nil {
 			res := proc.StartResult(rank, err)
+			s.exits.failed()
 			_ = s.conn.Send(wire.KindExit, wire.Exit{Rank: rank, Code: res.Code, Err: err.Error()})
 			continue
 		}
@@ -84,6 +85,7 @@ func (s *session) rankSpecs(j *wire.StartJob, cg *proc.Cgroup) (specs []proc.Spe
 		env := rankEnv(base, s.login.Account, s.errorFile(j.Env, r), j.Env, r, s.pmiEnv[r.Rank])
 		cpus, err := binder.bind(j.Bind, r, s.facts)
 		if err != nil {
+			s.exits.failed()
 			_ = s.conn.Send(wire.KindExit, wire.Exit{Rank: r.Rank, Code: 1, Err: "-bind-to " + j.Bind + ": " + err.Error()})
 			continue
 		}
@@ -174,7 +176,7 @@ func (s *session) jobEnded(cg *proc.Cgroup, started bool) {
 	s.exits.flushed()
 	if started {
 		s.dumping.Lock() // stacks being collected go first
-		_ = s.conn.Send(wire.KindDone, nil)
+		s.sendEnd()
 		s.dumping.Unlock()
 	}
 	if s.pmi != nil && s.pmi.Held() > freeOSMemoryAbove {
@@ -185,6 +187,23 @@ func (s *session) jobEnded(cg *proc.Cgroup, started bool) {
 		// job that kept much, and after Done.
 		debug.FreeOSMemory()
 	}
+}
+
+// sendEnd says that this host's job ended, every exit sent: Done, or,
+// told Hello.Ends, one Ends marked Last (its relay, if it has one,
+// counts it): Self when every rank exited 0 (their exits were held, not
+// sent), else Done. A relay whose children were given the job takes it
+// into its subtree's Ends instead.
+func (s *session) sendEnd() {
+	if !s.ends {
+		_ = s.conn.Send(wire.KindDone, nil)
+		return
+	}
+	clean := s.exits.clean()
+	if rl := s.relay.Load(); rl != nil && rl.OwnEnded(clean) {
+		return
+	}
+	_ = s.conn.Send(wire.KindEnds, wire.Ends{Self: clean, Done: !clean, Last: true})
 }
 
 // freeOSMemoryAbove is how many bytes of PMI keys a job must have kept
@@ -199,7 +218,31 @@ type exitBatch struct {
 	running int            // started ranks whose exit has not come yet
 	linger  *time.Timer    // armed while successful exits wait for others
 	timers  sync.WaitGroup // the linger's callback, from arming to its end
+
+	// Told Hello.Ends: the successful exits held back (sent only if a
+	// failure follows, before it), and whether one failed.
+	held    []wire.Exit
+	unclean bool
 }
+
+// failed records an exit that failed, sent by other means (a rank that
+// could not be started): the host's end is not a clean one.
+func (b *exitBatch) failed() {
+	b.mu.Lock()
+	b.unclean = true
+	b.mu.Unlock()
+}
+
+// clean reports whether every exit was a success (none failed).
+func (b *exitBatch) clean() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.unclean
+}
+
+// success reports whether x is a rank's success: code 0, no signal, no
+// error.
+func success(x wire.Exit) bool { return x.Code == 0 && x.Signal == 0 && x.Err == "" }
 
 // exitLinger is how long a rank's successful exit may wait for its
 // host's other ranks' exits before it is sent alone. Only reports of
@@ -223,12 +266,39 @@ func (b *exitBatch) expectExits(n int) {
 // wire.MaxExitBatch bytes a frame) before it returns. A successful exit
 // while other ranks still run waits too, at most exitLinger (see there).
 // Done waits for every exit (exitBatch.flushed).
+//
+// Told Hello.Ends, a success is held and never sent while every exit
+// before it was one too (the host's Ends says them all); the first
+// failure sends the held successes before it, and every exit after it
+// goes as above.
 func (s *session) sendExit(x wire.Exit) {
+	b := &s.exits
+	if s.ends {
+		b.mu.Lock()
+		if !b.unclean && success(x) {
+			b.held = append(b.held, x)
+			b.running--
+			b.mu.Unlock()
+			return
+		}
+		if !b.unclean {
+			b.unclean = true
+			b.pending = append(b.held, b.pending...)
+			b.held = nil
+		}
+		b.mu.Unlock()
+	}
 	if !s.batchExits {
+		b.mu.Lock()
+		held := b.pending
+		b.pending = nil
+		b.mu.Unlock()
+		for _, h := range held {
+			_ = s.conn.Send(wire.KindExit, h)
+		}
 		_ = s.conn.Send(wire.KindExit, x)
 		return
 	}
-	b := &s.exits
 	b.mu.Lock()
 	b.pending = append(b.pending, x)
 	b.running--
@@ -236,7 +306,7 @@ func (s *session) sendExit(x wire.Exit) {
 		b.mu.Unlock()
 		return
 	}
-	if x.Code == 0 && x.Signal == 0 && x.Err == "" && b.running > 0 && pendingSize(b.pending) <= wire.MaxExitBatch {
+	if success(x) && b.running > 0 && pendingSize(b.pending) <= wire.MaxExitBatch {
 		if b.linger == nil {
 			b.timers.Add(1)
 			d := exitLinger

@@ -74,8 +74,15 @@ type Relay struct {
 	// runs ranks, and the barrier being gathered.
 	started  map[int]bool
 	ownRanks bool
+	ownJob   bool // this host's own session was given the job (with ranks or none)
 	barrier  gather
 	spans    bool // send Fences as spans (Hello.FenceSpans)
+
+	// Ends held per subtree (ends.go); endsMu is held from an Ends'
+	// making to its send, before mu.
+	endsOn bool
+	ends   ends
+	endsMu sync.Mutex
 
 	// Answers gathered per subtree (answers.go).
 	gatherOn bool
@@ -326,6 +333,22 @@ func (r *Relay) read(c *child) {
 				continue // into this relay's Fences
 			}
 		}
+		if m.Kind == wire.KindEnds {
+			taken, eerr := r.childEnds(c, m)
+			if eerr != nil {
+				c.close(eerr)
+				continue
+			}
+			if taken {
+				m.Release()
+				continue // into this relay's Ends
+			}
+		}
+		if m.Kind == wire.KindCut {
+			// A grandchild lost: a host held as ended goes up first, so
+			// that the launcher does not count it lost.
+			r.flushEnds()
+		}
 		if taken, aerr := r.childAnswer(c, m); aerr != nil || taken {
 			m.Release()
 			if aerr != nil {
@@ -340,6 +363,8 @@ func (r *Relay) read(c *child) {
 		}
 	}
 	c.close(nil)
+	r.endsMu.Lock()
+	defer r.endsMu.Unlock()
 	r.mu.Lock()
 	if r.kids[c.host] == c {
 		delete(r.kids, c.host)
@@ -354,6 +379,7 @@ func (r *Relay) read(c *child) {
 		flush = r.ready()
 	}
 	answers := r.childLost(c.host)
+	endsHeld, endsDue := r.childGone(c.host)
 	r.mu.Unlock()
 	r.send(flush)
 	for _, g := range answers {
@@ -362,6 +388,8 @@ func (r *Relay) read(c *child) {
 	if closed {
 		return
 	}
+	r.sendEnds(endsHeld)      // before its Cut: a host held as ended is not counted lost
+	defer r.sendEnds(endsDue) // before endsMu's unlock (deferred first)
 	cut := wire.Cut{Host: c.host}
 	var silent silentError
 	switch {
@@ -516,6 +544,15 @@ func (r *Relay) Spread(m wire.Msg) {
 func (r *Relay) OwnJob(ranks bool) {
 	r.mu.Lock()
 	r.ownRanks = ranks
+	r.ownJob = true
+	r.mu.Unlock()
+}
+
+// OwnGo says this host's own session started its job's ranks (Go):
+// the subtree's ends wait for its own end too.
+func (r *Relay) OwnGo() {
+	r.mu.Lock()
+	r.ownJob = true
 	r.mu.Unlock()
 }
 
@@ -656,6 +693,10 @@ func (r *Relay) Close() {
 	r.closed = true
 	for k := range r.rounds {
 		r.endRound(k) // what they hold goes nowhere: the session is ending
+	}
+	if t := r.ends.timer; t != nil && t.Stop() {
+		r.ends.timer = nil
+		r.wg.Done()
 	}
 	kids := make([]*child, 0, len(r.kids))
 	for _, c := range r.kids {

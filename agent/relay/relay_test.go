@@ -374,6 +374,85 @@ func TestRelayGathers(t *testing.T) {
 	})
 }
 
+// TestRelayEnds: through a relay, real agents of eight ranks each told
+// Hello.Ends: the child whose ranks all exit 0 sends nothing up alone
+// (no exit, no done); the child whose rank fails has its eight exits
+// passed up and then its Done; and once the relay's own host has ended,
+// one Ends names the clean child.
+func TestRelayEnds(t *testing.T) {
+	c := agenttest.StartLocal(t, 2)
+	up := newUpstream()
+	r := relay.New(t.Context(), up, zaptest.NewLogger(t))
+	t.Cleanup(r.Close)
+	if err := r.SetKey(key(t, c)); err != nil {
+		t.Fatal(err)
+	}
+	r.SetEnds(true)
+	for i, h := range c.Hosts {
+		if err := r.Link(link(t, i+1, h.HostPort())); err != nil {
+			t.Fatal(err)
+		}
+		if l := linked(t, up, i+1); l.Err != "" {
+			t.Fatalf("linked: %+v", l)
+		}
+		forward(t, r, i+1, wire.KindHello, wire.Hello{Version: wire.Version, JobID: "relaytest", Host: h.Name, BatchExits: true, Ends: true})
+		up.wait(t, func(m wire.Msg) bool {
+			host, in, err := m.Envelope()
+			return err == nil && host == i+1 && in.Kind == wire.KindFacts
+		})
+	}
+	r.OwnJob(true)
+	for i := range c.Hosts {
+		j := wire.StartJob{JobID: "relaytest", StdinRank: -1, KillGrace: time.Second}
+		for l := range 8 {
+			sh := "exit 0"
+			if i == 1 && l == 2 {
+				sh = "sleep 0.5; exit 3"
+			}
+			j.Ranks = append(j.Ranks, wire.RankSpec{Rank: 8*i + l, LocalRank: l, Argv: []string{"/bin/sh", "-c", sh}, Env: []string{"PATH=/usr/bin:/bin"}})
+		}
+		forward(t, r, i+1, wire.KindStart, j)
+	}
+	r.Spread(wire.Msg{Kind: wire.KindSpread, Payload: wire.AppendFrame(nil, wire.KindGo, nil)})
+	up.wait(t, func(m wire.Msg) bool {
+		host, in, err := m.Envelope()
+		return err == nil && host == 2 && in.Kind == wire.KindDone
+	})
+	if !r.OwnEnded(true) {
+		t.Fatal("own end not taken")
+	}
+	e, err := up.wait(t, kindIs(wire.KindEnds)).Ends()
+	if err != nil || !e.Self || !e.Last || !slices.Equal(e.Hosts, []int{1}) {
+		t.Fatalf("ends %+v (%v), want self and host 1, last", e, err)
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	codes := map[int]int{}
+	for _, m := range up.msgs {
+		host, in, err := m.Envelope()
+		if m.Kind != wire.KindRelayed || err != nil {
+			continue
+		}
+		switch {
+		case host == 1 && (in.Kind == wire.KindExit || in.Kind == wire.KindDone || in.Kind == wire.KindEnds):
+			t.Errorf("the clean child's %s went up", in.Kind)
+		case host == 2 && in.Kind == wire.KindExit:
+			xs, err := in.Exits()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range xs {
+				codes[x.Rank] = x.Code
+			}
+		case host == 2 && in.Kind == wire.KindDone && len(codes) != 8:
+			t.Errorf("child 2's done after %d exits, want its 8", len(codes))
+		}
+	}
+	if codes[10] != 3 || len(codes) != 8 {
+		t.Errorf("child 2's exits %v, want its 8, rank 10's 3", codes)
+	}
+}
+
 // forward sends v to child host as the launcher's envelope would.
 func forward(t *testing.T, r *relay.Relay, host int, k wire.Kind, v any) {
 	t.Helper()

@@ -160,3 +160,40 @@ func FuzzMsgGathered(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMsgEnds: an ends frame's payload never panics, and what decodes is
+// not both self and done, names its hosts ascending, once each, not
+// negative, and its spans in order and apart.
+func FuzzMsgEnds(f *testing.F) {
+	f.Add([]byte(`{"self":true,"last":true}`))
+	f.Add([]byte(`{"done":true,"hosts":[3,9,10],"last":true}`))
+	f.Add([]byte(`{"spans":[[33,64],[1057,1088]]}`))
+	f.Add([]byte(`{"self":true,"done":true}`))
+	f.Add([]byte(`{"hosts":[4,4]}`))
+	f.Add([]byte(`{"spans":[[5,3]]}`))
+	f.Add([]byte(`{"spans":[[1,2],[3,4]]}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		e, err := Msg{Kind: KindEnds, Payload: payload}.Ends()
+		if err != nil {
+			return
+		}
+		if e.Self && e.Done {
+			t.Fatalf("%q: both self and done", payload)
+		}
+		last := -1
+		for _, h := range e.Hosts {
+			if h <= last {
+				t.Fatalf("%q: host %d out of order", payload, h)
+			}
+			last = h
+		}
+		next := 0
+		for _, s := range e.Spans {
+			if s[0] < next || s[0] > s[1] {
+				t.Fatalf("%q: span %v out of order", payload, s)
+			}
+			next = s[1] + 2
+		}
+	})
+}

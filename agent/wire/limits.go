@@ -74,7 +74,7 @@ func Limit(k Kind) int {
 		return stdinHeader + MaxStdinData
 	case KindRelay, KindRelayed, KindSpread:
 		return MaxEnvelope
-	case KindFences, KindGathered:
+	case KindFences, KindGathered, KindEnds:
 		return MaxJobControl
 	case KindRelayKey, KindLink, KindLinked, KindUnlink, KindCut:
 		return MaxControl

@@ -405,3 +405,72 @@ func (m Msg) Envelope() (host int, inner Msg, err error) {
 // SendMsg writes a received frame again, unchanged: a relay passes a
 // child's frame on with it.
 func (c *Conn) SendMsg(m Msg) error { return c.write(m.Kind, nil, m.Payload) }
+
+// Ends is how a host told Hello.Ends says that a job's ranks ended. A
+// host whose every rank exited 0 (code 0, no signal, no error) sends
+// Self in place of those exits and of its Done: the launcher needs a
+// rank's exit only when it failed (blame, spares, the report). A host
+// any of whose ranks failed sends every exit as it comes (the successes
+// that waited before the first failure with it) and then Done. A relay
+// holds its own and its children's ends and sends them up in one frame
+// for its subtree (Hosts, or Spans when told Hello.FenceSpans, as its
+// fences name them), once the subtree has ended or after a short wait.
+// A relay's frames reach the launcher in the order it read them, so a
+// host's Ends comes after the output and the frames its relay forwarded
+// before it.
+type Ends struct {
+	// Self: every rank of the sender's own job exited 0 and the job's
+	// resources are released.
+	Self bool `json:"self,omitempty"`
+	// Done: the sender's own job ended, not all of it with 0: its exits
+	// went as they came, and this is its Done.
+	Done bool `json:"done,omitempty"`
+	// Hosts and Spans: hosts behind the sender (indices in the launch)
+	// that ended as Self says; ascending, each once.
+	Hosts []int    `json:"hosts,omitempty"`
+	Spans [][2]int `json:"spans,omitempty"`
+	// Last: nothing of the sender's subtree ends after this frame: the
+	// sender's own end was said (here or in an earlier frame) if it ran
+	// ranks, and every child it passed a start to has sent its Last or
+	// was lost. Its relay reads it; the launcher does not need it.
+	Last bool `json:"last,omitempty"`
+}
+
+// hosts is e's hosts as a Fences, for CheckSpans, Count and Each.
+func (e Ends) hosts() Fences { return Fences{Hosts: e.Hosts, Spans: e.Spans} }
+
+// CheckSpans is Fences.CheckSpans for e's Spans, in a launch of n hosts.
+func (e Ends) CheckSpans(n int) error { return e.hosts().CheckSpans(n) }
+
+// Count is how many hosts behind the sender e names; Spans must have
+// passed CheckSpans.
+func (e Ends) Count() int { return e.hosts().Count() }
+
+// Each calls fn for every host behind the sender that e names, as
+// Fences.Each does.
+func (e Ends) Each(fn func(host int) bool) { e.hosts().Each(fn) }
+
+// Ends decodes an ends frame: not both Self and Done, Hosts ascending
+// and not negative, Spans ascending and apart from 0 (the launcher
+// checks them against its launch: CheckSpans).
+func (m Msg) Ends() (Ends, error) {
+	var e Ends
+	if m.Kind != KindEnds {
+		return e, fmt.Errorf("wire: %s frame is not ends", m.Kind)
+	}
+	if err := m.Decode(&e); err != nil {
+		return e, err
+	}
+	if e.Self && e.Done {
+		return e, errors.New("wire: ends: both self and done")
+	}
+	for i, h := range e.Hosts {
+		if h < 0 || (i > 0 && h <= e.Hosts[i-1]) {
+			return e, fmt.Errorf("wire: ends: host %d out of order, repeated or below 0", h)
+		}
+	}
+	if err := e.CheckSpans(1 << 30); err != nil { // any launch's bound: no overflow past it
+		return e, fmt.Errorf("wire: ends: %w", err)
+	}
+	return e, nil
+}

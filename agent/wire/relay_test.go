@@ -395,3 +395,42 @@ func TestHandshakeWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestMsgEnds: an ends frame decodes with its hosts ascending and once,
+// its spans in order and apart, not both self and done.
+func TestMsgEnds(t *testing.T) {
+	for _, tc := range []struct {
+		payload string
+		want    Ends
+		err     string
+	}{
+		{`{"self":true,"last":true}`, Ends{Self: true, Last: true}, ""},
+		{`{"done":true,"hosts":[3,9,10]}`, Ends{Done: true, Hosts: []int{3, 9, 10}}, ""},
+		{`{"spans":[[33,64],[66,70]],"last":true}`, Ends{Spans: [][2]int{{33, 64}, {66, 70}}, Last: true}, ""},
+		{`{}`, Ends{}, ""},
+		{`{"self":true,"done":true}`, Ends{}, "both self and done"},
+		{`{"hosts":[4,4]}`, Ends{}, "host 4 out of order, repeated or below 0"},
+		{`{"hosts":[9,3]}`, Ends{}, "host 3 out of order"},
+		{`{"hosts":[-1]}`, Ends{}, "host -1 out of order"},
+		{`{"spans":[[1,2],[3,4]]}`, Ends{}, "span 1 [3, 4] is not within"},
+		{`{"spans":[[5,3]]}`, Ends{}, "span 0 [5, 3]"},
+		{`{"hosts":"x"}`, Ends{}, "decode"},
+	} {
+		e, err := Msg{Kind: KindEnds, Payload: []byte(tc.payload)}.Ends()
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %+v, %v; want %q", tc.payload, e, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(e, tc.want) {
+			t.Errorf("%s: %+v, %v; want %+v", tc.payload, e, err, tc.want)
+		}
+	}
+	if _, err := (Msg{Kind: KindDone}).Ends(); err == nil {
+		t.Error("a done frame decoded as ends")
+	}
+	if Limit(KindEnds) == 0 || KindEnds.String() != "ends" {
+		t.Errorf("ends: limit %d, name %q", Limit(KindEnds), KindEnds)
+	}
+}

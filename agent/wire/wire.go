@@ -28,8 +28,9 @@ import (
 // Version 4 added StartJob.Env (a version-3 agent would drop it, and the
 // ranks the launcher's forwarded environment, silently).
 // Version 5 added the agent tree's kinds (relay.go): a version-4 agent
-// would take a Link for a protocol violation.
-const Version = 5
+// would take a Link for a protocol violation. Version 6 added Ends
+// (KindEnds): a relay of version 5 would cut off a child that sent one.
+const Version = 6
 
 // Subsystem is the SSH subsystem name the agent serves the protocol on.
 const Subsystem = "gangway"
@@ -78,6 +79,7 @@ const (
 	KindFences                         // A->L Fences: a subtree's hosts entered barrier Seq (relay.go)
 	KindGathered                       // A->L Gathered: a subtree's answers of one kind, in one frame (relay.go)
 	KindJob                            // L->A StartJob: what every host's start shares, sent once (spread) before the hosts' own (StartJob.Shared)
+	KindEnds                           // A->L Ends: hosts whose every rank exited 0, told Hello.Ends, in place of their exits and Done (relay.go)
 )
 
 var kindNames = map[Kind]string{
@@ -90,7 +92,7 @@ var kindNames = map[Kind]string{
 	KindName: "name", KindNameReply: "name-reply", KindSelftest: "selftest", KindSelftestResult: "selftest-result",
 	KindRelayKey: "relay-key", KindLink: "link", KindLinked: "linked", KindUnlink: "unlink", KindCut: "cut",
 	KindRelay: "relay", KindRelayed: "relayed", KindSpread: "spread", KindFences: "fences",
-	KindGathered: "gathered", KindJob: "job",
+	KindGathered: "gathered", KindJob: "job", KindEnds: "ends",
 }
 
 func (k Kind) String() string {
@@ -175,6 +177,13 @@ type Hello struct {
 	// each barrier, three runs). Deeper relays are not told: they send
 	// Hosts to their relay, which merges them. Older agents ignore it.
 	FenceSpans bool `json:"fence_spans,omitempty"`
+	// Ends says the launcher takes Ends: a host whose every rank exited 0
+	// sends one Ends in place of its ranks' exits and its Done, and a
+	// relay of the agent tree holds its subtree's and sends them up
+	// together, once its subtree has ended (relay.go). A failure is sent
+	// as it comes, as ever. Told it, the agent ends every job it
+	// started with an Ends marked Last. Older agents ignore it.
+	Ends bool `json:"ends,omitempty"`
 }
 
 // MaxExitBatch bounds the exits batched into one exit frame (their error

@@ -95,7 +95,7 @@ func dial(ctx context.Context, cfg cli.Config, d Deps, jobID string, l rankenv.L
 		if tree != nil && tree.Relays(hosts[i]) {
 			n = relayNet
 		}
-		hi := wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: p, Health: req, Net: n, BatchExits: true, Gather: true, Brief: chooseAtHosts}
+		hi := wire.Hello{Version: wire.Version, Launcher: d.Version, JobID: jobID, Host: hosts[i].Name, Peers: p, Health: req, Net: n, BatchExits: true, Gather: true, Ends: true, Brief: chooseAtHosts}
 		if !resolveBy.IsZero() {
 			hi.ResolveWaitMS = max(time.Until(resolveBy), 0).Milliseconds()
 		}

@@ -222,3 +222,78 @@ func TestDrainsDoNotWaitForTheLoop(t *testing.T) {
 		t.Fatalf("%d events, want %d", len(j.events), hosts)
 	}
 }
+
+// TestDrainEnds: a relay's Ends for hosts whose own messages still wait
+// (their relay read their output and exits before it sent the Ends, on
+// its own stream) has each such host's end come after those messages,
+// from its drain; a host with nothing waiting ends with the relay's
+// event. Each host's end comes once.
+func TestDrainEnds(t *testing.T) {
+	const hosts, perHost = 64, 200
+	j := &job{log: zap.NewNop(), events: make(chan any, 16), quit: make(chan struct{})}
+	t.Cleanup(func() { close(j.quit); j.readers.Wait() })
+	streams := make([]*notifyingStream, hosts)
+	for i := range hosts {
+		streams[i] = &notifyingStream{}
+		s := &session{idx: i, conn: wire.NewConn(streams[i]), readDone: make(chan struct{}), notify: streams[i]}
+		j.sessions = append(j.sessions, s)
+		s.notify.Notify(func() { j.ready(s) })
+	}
+	// Host 0 is the relay; the others' messages are queued, as the
+	// transport queues them before their relay's Ends, the odd ones'
+	// all taken before the Ends, the even ones' not.
+	var ended []int
+	for i := 1; i < hosts; i++ {
+		for r := range perHost {
+			streams[i].push(exitMsg(t, r), nil)
+		}
+		ended = append(ended, i)
+	}
+	next := make([]int, hosts)
+	take := func(ev any) []int {
+		switch ev := j.cook(ev).(type) {
+		case evExit:
+			if got := ev.x.Rank; got != next[ev.host] {
+				t.Fatalf("host %d: rank %d's exit where %d's was due", ev.host, got, next[ev.host])
+			}
+			next[ev.host]++
+		case evEnds:
+			for _, h := range ev.hosts {
+				if next[h] != perHost {
+					t.Fatalf("host %d's end after %d of its %d messages", h, next[h], perHost)
+				}
+			}
+			return ev.hosts
+		default:
+			t.Fatalf("unexpected event %#v", ev)
+		}
+		return nil
+	}
+	for i := 1; i < hosts; i += 2 {
+		for next[i] < perHost {
+			take(<-j.events)
+		}
+	}
+	e := wire.Ends{Hosts: ended, Last: true}
+	ev := evEnds{host: 0, e: e, hosts: j.endedHosts(j.sessions[0], e)}
+	seen := map[int]int{}
+	for _, h := range ev.hosts {
+		seen[h]++
+	}
+	for len(seen) < hosts-1 {
+		var ev any
+		select {
+		case ev = <-j.events:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no event for 20 s: %d of %d hosts ended", len(seen), hosts-1)
+		}
+		for _, h := range take(ev) {
+			seen[h]++
+		}
+	}
+	for h, n := range seen {
+		if n != 1 {
+			t.Errorf("host %d ended %d times", h, n)
+		}
+	}
+}

@@ -204,9 +204,9 @@ func (j *job) output(s *session, sc *scratch, m wire.Msg) bool {
 func (j *job) control(s *session, m wire.Msg) bool {
 	ev, err := decode(s.idx, m)
 	if err != nil {
-		if m.Kind == wire.KindGathered {
+		if m.Kind == wire.KindGathered || m.Kind == wire.KindEnds {
 			// Dropped, it would leave its whole subtree's answers
-			// waiting out the step's timeout.
+			// waiting out the step's timeout, or its ends unheard.
 			j.send(evViolation{host: s.idx, what: err.Error()})
 			return false
 		}
@@ -231,11 +231,58 @@ func (j *job) control(s *session, m wire.Msg) bool {
 		if !j.jobHosts(s, ev.g.Hosts, "a "+ev.g.Kind.String()+" answer") {
 			return false
 		}
+	case evEnds:
+		if !j.jobHosts(s, ev.e.Hosts, "an end") {
+			return false
+		}
+		spans, ok := j.jobSpans(s, ev.e.Spans)
+		if !ok {
+			return false
+		}
+		ev.e.Spans = spans
+		if n := ev.e.Count(); n > 0 {
+			j.log.Debug("subtree ends", zap.String("relay", s.host.Name), zap.Int("hosts", n), zap.Bool("last", ev.e.Last))
+		}
+		ev.hosts = j.endedHosts(s, ev.e)
+		ev.e.Hosts, ev.e.Spans = nil, nil
+		if !j.send(ev) {
+			return false
+		}
+		return !ev.e.Last
 	}
 	if e, ok := ev.(evAgentError); ok {
 		s.said.Store(&e.msg) // for a send that fails after it (sendFailed)
 	}
 	return j.send(ev) && m.Kind != wire.KindDone
+}
+
+// endedHosts is the hosts behind relay s that e says ended cleanly and
+// whose own messages have all been handled: their relay read their
+// output before their end, and its Ends, on its own stream, would
+// otherwise overtake what their drains have yet to take. A host whose
+// messages still wait is marked ended and its drain sends its end once
+// they are handled (drain). The check needs no lock: the transport
+// queued a host's messages before its relay's Ends, and a drain marks
+// itself pending before it takes a message and ends it draining after.
+func (j *job) endedHosts(s *session, e wire.Ends) []int {
+	var out []int
+	e.Each(func(h int) bool {
+		t := j.sessions[h]
+		if t == s || t.notify == nil || t.readOver.Load() {
+			out = append(out, h) // in order on s's stream, or read no more
+			return true
+		}
+		t.ended.Store(true)
+		if t.pending.Load() || t.draining.Load() {
+			j.ready(t) // its drain sends it (once more round, if one runs)
+			return true
+		}
+		if t.ended.CompareAndSwap(true, false) {
+			out = append(out, h)
+		}
+		return true
+	})
+	return out
 }
 
 // jobHosts turns the tree's indices in hosts, named by relay s in what
@@ -363,6 +410,11 @@ func (j *job) drain(s *session) {
 		for {
 			m, ok, err := s.conn.Poll()
 			if !ok && err == nil {
+				if s.ended.CompareAndSwap(true, false) {
+					// Its relay said it ended; all of its messages
+					// before that are handled now.
+					j.send(evEnds{host: s.idx, hosts: []int{s.idx}})
+				}
 				break
 			}
 			if !j.handle(s, sc, m, err) {
@@ -438,6 +490,11 @@ func decode(host int, m wire.Msg) (any, error) {
 		return evAgentError{host: host, msg: e.Msg}, err
 	case wire.KindDone:
 		return evDone{host: host}, nil
+	case wire.KindEnds:
+		var ev evEnds
+		ev.host = host
+		ev.e, err = m.Ends()
+		return ev, err
 	case wire.KindGathered:
 		var ev evGathered
 		ev.host = host

@@ -36,6 +36,10 @@ type session struct {
 	draining atomic.Bool
 	pending  atomic.Bool
 	readOver atomic.Bool
+	// ended: its relay's Ends says the host ended cleanly while its own
+	// messages still waited: its drain sends the end once they are
+	// handled (job.endedHosts).
+	ended atomic.Bool
 }
 
 // sendFailed is the error of a send to s that failed with err: the

@@ -55,7 +55,16 @@ type (
 		host int
 		n    wire.Name
 	}
-	evDone      struct{ host int }
+	evDone struct{ host int }
+	// evEnds is an Ends (wire.Ends): from host itself (its own end: every
+	// rank exited 0, or its Done), and for the hosts behind it (a relay),
+	// as the job's indices, that ended cleanly, each once its own
+	// messages were handled (job.endedHosts).
+	evEnds struct {
+		host  int
+		e     wire.Ends
+		hosts []int
+	}
 	evViolation struct { // the host broke the protocol
 		host int
 		what string
@@ -117,6 +126,9 @@ type (
 type state struct {
 	hosts  []string // host names, by session index
 	hostOf []int    // session index, by rank
+	// byHost is the ranks in host order: host h's are
+	// byHost[hostStart[h]:hostStart[h+1]].
+	byHost, hostStart []int
 	stateOptions
 
 	exited     []bool // by rank: its Exit came (at most one per rank), or its host was lost
@@ -162,7 +174,54 @@ func newState(hosts []string, ranks []plan.Rank, o stateOptions) *state {
 	for _, r := range ranks {
 		st.hostOf[r.Rank] = r.Host
 	}
+	st.hostStart = make([]int, len(hosts)+1)
+	for _, h := range st.hostOf {
+		st.hostStart[h+1]++
+	}
+	for h := range hosts {
+		st.hostStart[h+1] += st.hostStart[h]
+	}
+	st.byHost = make([]int, len(st.hostOf))
+	next := slices.Clone(st.hostStart[:len(hosts)])
+	for r, h := range st.hostOf {
+		st.byHost[next[h]] = r
+		next[h]++
+	}
 	return st
+}
+
+// ranksOf is host's ranks, ascending.
+func (st *state) ranksOf(host int) []int { return st.byHost[st.hostStart[host]:st.hostStart[host+1]] }
+
+// ends takes an Ends: the sender's own end (every rank exited 0, or its
+// Done), and the hosts behind it that ended cleanly. A clean end stands
+// for the exits of the host's ranks not heard from (each exited 0),
+// and for its Done. Hosts already done are not heard.
+func (st *state) ends(ev evEnds) []action {
+	var acts []action
+	if (ev.e.Self || ev.e.Done) && !st.done[ev.host] {
+		if ev.e.Self {
+			st.endClean(ev.host)
+		} else {
+			st.markDone(ev.host)
+		}
+		acts = append(acts, st.noDumpFrom(ev.host)...)
+	}
+	for _, h := range ev.hosts {
+		if !st.done[h] {
+			st.endClean(h)
+			acts = append(acts, st.noDumpFrom(h)...)
+		}
+	}
+	return acts
+}
+
+// endClean ends a host whose every rank exited 0.
+func (st *state) endClean(host int) {
+	for _, r := range st.ranksOf(host) {
+		st.exited[r] = true
+	}
+	st.markDone(host)
 }
 
 // finished reports whether every host has ended (confirmed or lost) and
@@ -202,6 +261,8 @@ func (st *state) apply(ev any) []action {
 		return st.name(ev.host, ev.n)
 	case evDone:
 		st.markDone(ev.host)
+	case evEnds:
+		return st.ends(ev)
 	case evLost:
 		return st.lose(ev.host, ev.err)
 	case evViolation:
@@ -413,8 +474,8 @@ func (st *state) lose(host int, err error) []action {
 		}
 	}
 	st.lost = append(st.lost, lost)
-	for r, h := range st.hostOf {
-		if h == host && !st.exited[r] {
+	for _, r := range st.ranksOf(host) {
+		if !st.exited[r] {
 			st.exited[r] = true
 			acts = append(acts, st.fail(&diagnose.RankError{Rank: r, Host: name, ExitCode: diagnose.ExitLost, Err: rankMsg, CutOffBy: lost.Relay})...)
 		}

@@ -727,3 +727,42 @@ func TestApplyGatheredStarted(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyEnds: an Ends is its sender's own end (Self: every rank
+// exited 0; Done: its Done) and the clean end of the hosts behind it:
+// their ranks count as exited, the hosts as done, whatever the
+// placement (ranks round-robin here); a host already done is not heard;
+// a failure among them is blamed as ever, the clean ends not counted
+// as running.
+func TestApplyEnds(t *testing.T) {
+	var ranks []plan.Rank
+	for r := range 9 {
+		ranks = append(ranks, rk(r, r%3, r/3, 3, r%3))
+	}
+	st := newState([]string{"r", "a", "b"}, ranks, testOptions)
+	if got := st.ranksOf(1); !slices.Equal(got, []int{1, 4, 7}) {
+		t.Fatalf("ranks of host 1: %v", got)
+	}
+	acts := runEvents(st, evEnds{host: 0, e: wire.Ends{Self: true}, hosts: []int{1}})
+	if len(acts) != 0 || !st.done[0] || !st.done[1] || st.done[2] || st.finished() {
+		t.Fatalf("after r's ends: acts %v, done %v", acts, st.done)
+	}
+	for r := range 9 {
+		if want := r%3 != 2; st.exited[r] != want {
+			t.Errorf("rank %d exited %v, want %v", r, st.exited[r], want)
+		}
+	}
+	acts = runEvents(st, evExit{2, wire.Exit{Rank: 5, Code: 3}})
+	if cause(acts) == nil || st.runningAtFirst != 2 {
+		t.Errorf("rank 5's failure: cause %v, %d others running, want blamed with 2 (ranks 2 and 8)", cause(acts), st.runningAtFirst)
+	}
+	// Host 1 again (a relay's second word on it) changes nothing.
+	runEvents(st, evEnds{host: 0, hosts: []int{1}}, evExit{2, wire.Exit{Rank: 2, Stopped: true, Code: 143}}, evExit{2, wire.Exit{Rank: 8, Stopped: true, Code: 143}})
+	if st.finished() {
+		t.Fatal("finished before b's end")
+	}
+	runEvents(st, evEnds{host: 2, e: wire.Ends{Done: true, Last: true}})
+	if !st.finished() || len(st.failures) != 1 || st.failures[0].Rank != 5 {
+		t.Errorf("after b's done: finished %v, failures %v", st.finished(), st.failures)
+	}
+}

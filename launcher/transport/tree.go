@@ -1081,6 +1081,42 @@ func (l *link) deliver(m wire.Msg) error {
 		if bad >= 0 {
 			return fmt.Errorf("protocol violation of relay %s: a fence for host %d, which is not behind it", l.n.h.Name, bad)
 		}
+	case wire.KindEnds:
+		// A relay's hosts that ended cleanly (Hello.Ends): checked as a
+		// fence's are; the engine decodes them again, small as they are.
+		e, err := m.Ends()
+		if err != nil {
+			return fmt.Errorf("relay %s: %w", l.n.h.Name, err)
+		}
+		if err := e.CheckSpans(len(l.n.t.nodes)); err != nil {
+			return fmt.Errorf("protocol violation of relay %s: %w", l.n.h.Name, err)
+		}
+		var gone []int
+		e.Each(func(h int) bool {
+			if h == l.n.i || !l.holds(h) {
+				gone = append(gone, h)
+			}
+			return true
+		})
+		if len(gone) > 0 {
+			// A host unlinked since (the launcher gave up on it, or
+			// cut it off) is not this relay's to end any more: the
+			// rest of its ends stand.
+			l.n.t.log.Debug("ends for hosts not behind their relay dropped", zap.String("relay", l.n.h.Name), zap.Ints("hosts", gone))
+			var keep []int
+			e.Each(func(h int) bool {
+				if !slices.Contains(gone, h) {
+					keep = append(keep, h)
+				}
+				return true
+			})
+			e.Hosts, e.Spans = keep, nil
+			p, err := wire.Encode(wire.KindEnds, e)
+			if err != nil {
+				return err
+			}
+			m = wire.Msg{Kind: wire.KindEnds, Payload: p.Payload()}
+		}
 	case wire.KindGathered:
 		// A relay's answers for its subtree (Hello.Gather): the hosts
 		// alone, as for fences; the engine decodes the answers, once.

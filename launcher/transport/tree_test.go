@@ -232,10 +232,10 @@ func (p pipeConn) Close() error                { return nil }
 func TestInQueue(t *testing.T) {
 	var q inQueue
 	q.init()
-	q.push(wire.Msg{Kind: wire.KindFacts, Payload: []byte(`{"version":5}`)})
+	q.push(wire.Msg{Kind: wire.KindFacts, Payload: []byte(`{"version":6}`)})
 	q.push(wire.Msg{Kind: wire.KindPing})
 	m, err := q.recv()
-	if err != nil || m.Kind != wire.KindFacts || string(m.Payload) != `{"version":5}` {
+	if err != nil || m.Kind != wire.KindFacts || string(m.Payload) != `{"version":6}` {
 		t.Fatalf("recv: %v %q %v", m.Kind, m.Payload, err)
 	}
 	q.push(wire.Msg{Kind: wire.KindDone, Payload: []byte(`{}`)})
@@ -400,6 +400,54 @@ func TestLinkFences(t *testing.T) {
 			var got wire.Fences
 			if err := m.Decode(&got); err != nil || !reflect.DeepEqual(got, tc.f) {
 				t.Fatalf("b's fences reached the engine as %+v (%v), want %+v", got, err, tc.f)
+			}
+		})
+	}
+}
+
+// TestLinkEnds: a relay's ends reach the engine on its stream; a host it
+// names that is not behind it (its relay itself, or one unlinked since:
+// the launcher gave up on it) is dropped and the rest stand; spans past
+// the launch, or a frame that does not decode, end the relay's stream
+// as its protocol violation.
+func TestLinkEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		e    wire.Ends
+		want []int // the hosts the engine gets
+		err  string
+	}{
+		{"hosts", wire.Ends{Self: true, Hosts: []int{2}, Last: true}, []int{2}, ""},
+		{"spans", wire.Ends{Spans: [][2]int{{2, 2}}}, []int{2}, ""},
+		{"its relay too", wire.Ends{Hosts: []int{0, 1, 2}}, []int{2}, ""},
+		{"none left", wire.Ends{Done: true, Spans: [][2]int{{0, 1}}}, nil, ""},
+		{"a span past the launch", wire.Ends{Spans: [][2]int{{1, 1 << 20}}}, nil, "protocol violation of relay b: fences: span 0 [1, 1048576] is not within [0, 2] in order"},
+		{"out of order", wire.Ends{Hosts: []int{2, 2}}, nil, "relay b: wire: ends: host 2 out of order"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, mid, leaf, agent := testTree(t)
+			for _, l := range []*link{root, mid, leaf} {
+				l.n.setUp(l) // as the dials do
+			}
+			e, _ := wire.Encode(wire.KindEnds, tc.e)
+			if err := agent.SendEnvelope(wire.KindRelayed, 1, wire.KindEnds, e.Payload()); err != nil {
+				t.Fatal(err)
+			}
+			m, err := wire.NewConn(mid).Recv()
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("b's stream got %s, %v; want %q", m.Kind, err, tc.err)
+				}
+				return
+			}
+			if err != nil || m.Kind != wire.KindEnds {
+				t.Fatalf("b's stream got %s, %v; want its ends", m.Kind, err)
+			}
+			got, err := m.Ends()
+			var hosts []int
+			got.Each(func(h int) bool { hosts = append(hosts, h); return true })
+			if err != nil || !slices.Equal(hosts, tc.want) || got.Self != tc.e.Self || got.Done != tc.e.Done || got.Last != tc.e.Last {
+				t.Fatalf("b's ends reached the engine as %+v, hosts %v (%v); want hosts %v of %+v", got, hosts, err, tc.want, tc.e)
 			}
 		})
 	}
