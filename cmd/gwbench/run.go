@@ -49,6 +49,10 @@ type options struct {
 	// scaleRanks are the ranks per agent of the scale scenario
 	// (-scale-ranks; default 1).
 	scaleRanks int
+	// scaleQuiet adds a quiet job to the scale scenario: ranks that
+	// sleep this long, for the launcher's CPU over a job's end
+	// (-scale-quiet; 0: none).
+	scaleQuiet time.Duration
 }
 
 var scenarios = []string{"memory", "launch", "output", "pmi", "failstop", "recover", "scale", "treepath", "slurm"}
@@ -65,6 +69,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.warmup, "warmup", 1, "warm-up runs per launcher and case, not counted")
 	scaleCounts := fs.String("scale-counts", "", "comma-separated agent counts for the scale scenario instead of its own (256,1024,4096,10000; -quick 64,256)")
 	fs.IntVar(&o.scaleRanks, "scale-ranks", 1, "ranks per agent in the scale scenario (1 to 16; 8 is a DGX host's shape)")
+	fs.DurationVar(&o.scaleQuiet, "scale-quiet", 0, "also run a quiet job in the scale scenario, every rank sleeping this long, for the launcher's CPU over the job's end (0: none; 60s shows it at 4096 agents)")
 	scaleWidths := fs.String("scale-widths", "", "comma-separated --tree-width values the scale scenario runs (default 0,32: flat and tree)")
 	only := fs.String("only", "", "comma-separated scenarios to run: "+strings.Join(scenarios, ","))
 	fs.StringVar(&o.binDir, "bin", "bin", "directory holding launcher and agent")
@@ -115,6 +120,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.scaleWidths, err = intList("-scale-widths", *scaleWidths, func(n int) bool { return n == 0 || n >= 2 && n <= 1024 }, "0 (flat) or a tree width from 2 to 1024"); err != nil {
 		return o, err
+	}
+	if o.scaleQuiet < 0 || o.scaleQuiet > time.Hour {
+		return o, fmt.Errorf("-scale-quiet %v: from 0 to 1h", o.scaleQuiet)
 	}
 	if o.scaleRanks < 1 || o.scaleRanks > 16 {
 		return o, errors.New("-scale-ranks must be 1..16")

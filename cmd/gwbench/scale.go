@@ -212,6 +212,13 @@ func (b *bench) scaleCount(ctx context.Context, la *loopAgents, rank string, n i
 			},
 		})
 	}
+	if b.o.scaleQuiet > 0 {
+		for _, width := range b.widths() {
+			argv := append(append([]string{b.bins.launcher}, la.args(hf)...), sshConfig...)
+			c, r := quietContender(scaleRanksCase(n, k, width), argv, width, n*k, b.o.scaleQuiet, timeout)
+			cs, rows = append(cs, c), append(rows, r)
+		}
+	}
 	b.progress("scale: %d agents, flat and tree (%d+%d rounds)", n, b.o.warmup, b.o.runs)
 	res := b.interleave(ctx, caseSpec{scenario: "scale", name: "loopback agents", metric: "all ranks started (latest rank start - launcher fork)", unit: "ms"}, cs)
 	for i, r := range res {
