@@ -489,9 +489,10 @@ func endsJob(t *testing.T, scripts ...string) *client {
 }
 
 // TestEnds: told Hello.Ends, a host whose eight ranks all exit 0 sends
-// one Ends (Self, Last) and no exit; one whose rank fails sends every
-// exit (the successes held before the failure with it or before it)
-// and an Ends that is its Done.
+// one Ends (Self, Last) and no exit, and so does one whose ranks the
+// launcher stopped; one whose rank fails sends every exit (the
+// successes held before the failure with it or before it) and an Ends
+// that is its Done.
 func TestEnds(t *testing.T) {
 	t.Run("clean", func(t *testing.T) {
 		var scripts []string
@@ -506,6 +507,18 @@ func TestEnds(t *testing.T) {
 		}
 		if !e.Self || e.Done || !e.Last || len(e.Hosts)+len(e.Spans) != 0 {
 			t.Errorf("ends %+v, want self and last alone", e)
+		}
+	})
+	t.Run("stopped", func(t *testing.T) {
+		// The launcher stops the job (a failure elsewhere): ranks ended
+		// by its stop are not failures it blames, and go unsent too.
+		c := endsJob(t, "exit 0", "exec sleep 600", "exec sleep 600", "trap 'exit 0' TERM; sleep 600 & wait")
+		time.Sleep(200 * time.Millisecond) // rank 0 has ended
+		c.send(wire.KindStop, wire.Stop{Grace: time.Second})
+		m := c.next()
+		e, err := m.Ends()
+		if err != nil || !e.Self || !e.Last {
+			t.Fatalf("after the stop: %s %s (%v), want ends with self", m.Kind, m.Payload, err)
 		}
 	})
 	t.Run("a failure", func(t *testing.T) {

@@ -191,8 +191,8 @@ func (s *session) jobEnded(cg *proc.Cgroup, started bool) {
 
 // sendEnd says that this host's job ended, every exit sent: Done, or,
 // told Hello.Ends, one Ends marked Last (its relay, if it has one,
-// counts it): Self when every rank exited 0 (their exits were held, not
-// sent), else Done. A relay whose children were given the job takes it
+// counts it): Self when every rank exited 0 or was stopped by the
+// launcher (their exits were held, not sent), else Done. A relay whose children were given the job takes it
 // into its subtree's Ends instead.
 func (s *session) sendEnd() {
 	if !s.ends {
@@ -219,8 +219,8 @@ type exitBatch struct {
 	linger  *time.Timer    // armed while successful exits wait for others
 	timers  sync.WaitGroup // the linger's callback, from arming to its end
 
-	// Told Hello.Ends: the successful exits held back (sent only if a
-	// failure follows, before it), and whether one failed.
+	// Told Hello.Ends: the successful and stopped exits held back (sent
+	// only if a failure follows, before it), and whether one failed.
 	held    []wire.Exit
 	unclean bool
 }
@@ -233,7 +233,8 @@ func (b *exitBatch) failed() {
 	b.mu.Unlock()
 }
 
-// clean reports whether every exit was a success (none failed).
+// clean reports whether every exit was a success or the launcher's
+// stop (none failed).
 func (b *exitBatch) clean() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -267,15 +268,18 @@ func (b *exitBatch) expectExits(n int) {
 // while other ranks still run waits too, at most exitLinger (see there).
 // Done waits for every exit (exitBatch.flushed).
 //
-// Told Hello.Ends, a success is held and never sent while every exit
-// before it was one too (the host's Ends says them all); the first
-// failure sends the held successes before it, and every exit after it
-// goes as above.
+// Told Hello.Ends, a success, or an exit the launcher caused (its stop,
+// a dump's signal: Stopped, which it does not blame), is held and never
+// sent while every exit before it was one too (the host's Ends says
+// them all); the first failure sends those held before it, and every
+// exit after it goes as above. So a job stopped at a failure ends at the
+// launcher with the failure and one Ends a subtree, not an exit frame
+// and a Done a host.
 func (s *session) sendExit(x wire.Exit) {
 	b := &s.exits
 	if s.ends {
 		b.mu.Lock()
-		if !b.unclean && success(x) {
+		if !b.unclean && (success(x) || x.Stopped) {
 			b.held = append(b.held, x)
 			b.running--
 			b.mu.Unlock()

@@ -9,7 +9,8 @@ import (
 )
 
 // Ends held per subtree (wire.Ends, told Hello.Ends). A host whose every
-// rank exited 0 sends one Ends in place of their exits and its Done; a
+// rank exited 0 (or was stopped by the launcher) sends one Ends in place
+// of their exits and its Done; a
 // relay takes its own host's and its children's into one frame for its
 // subtree, sent once the subtree has ended: its own host's job (if it
 // runs ranks) and every child it passed a start to (each child's Ends
@@ -58,7 +59,7 @@ func (r *Relay) SetEnds(on bool) {
 	r.mu.Unlock()
 }
 
-// OwnEnded takes this host's own job's end (clean: every rank exited 0)
+// OwnEnded takes this host's own job's end (clean: no rank failed)
 // into the subtree's Ends when children were given the job (true);
 // false: the session sends its Ends itself.
 func (r *Relay) OwnEnded(clean bool) bool {

@@ -407,9 +407,10 @@ func (m Msg) Envelope() (host int, inner Msg, err error) {
 func (c *Conn) SendMsg(m Msg) error { return c.write(m.Kind, nil, m.Payload) }
 
 // Ends is how a host told Hello.Ends says that a job's ranks ended. A
-// host whose every rank exited 0 (code 0, no signal, no error) sends
-// Self in place of those exits and of its Done: the launcher needs a
-// rank's exit only when it failed (blame, spares, the report). A host
+// host whose every rank exited 0 (code 0, no signal, no error) or was
+// stopped by the launcher sends Self in place of those exits and of its
+// Done: the launcher needs a rank's exit only when it failed (blame,
+// spares, the report). A host
 // any of whose ranks failed sends every exit as it comes (the successes
 // that waited before the first failure with it) and then Done. A relay
 // holds its own and its children's ends and sends them up in one frame
@@ -419,8 +420,10 @@ func (c *Conn) SendMsg(m Msg) error { return c.write(m.Kind, nil, m.Payload) }
 // host's Ends comes after the output and the frames its relay forwarded
 // before it.
 type Ends struct {
-	// Self: every rank of the sender's own job exited 0 and the job's
-	// resources are released.
+	// Self: every rank of the sender's own job exited 0, or was ended by
+	// the launcher (its stop, a dump's signal: an Exit marked Stopped,
+	// which the launcher does not blame), and the job's resources are
+	// released.
 	Self bool `json:"self,omitempty"`
 	// Done: the sender's own job ended, not all of it with 0: its exits
 	// went as they came, and this is its Done.

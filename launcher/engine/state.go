@@ -57,7 +57,8 @@ type (
 	}
 	evDone struct{ host int }
 	// evEnds is an Ends (wire.Ends): from host itself (its own end: every
-	// rank exited 0, or its Done), and for the hosts behind it (a relay),
+	// rank exited 0 or was stopped, or its Done), and for the hosts
+	// behind it (a relay),
 	// as the job's indices, that ended cleanly, each once its own
 	// messages were handled (job.endedHosts).
 	evEnds struct {
@@ -193,9 +194,11 @@ func newState(hosts []string, ranks []plan.Rank, o stateOptions) *state {
 // ranksOf is host's ranks, ascending.
 func (st *state) ranksOf(host int) []int { return st.byHost[st.hostStart[host]:st.hostStart[host+1]] }
 
-// ends takes an Ends: the sender's own end (every rank exited 0, or its
+// ends takes an Ends: the sender's own end (every rank exited 0 or was
+// stopped by the launcher, or its
 // Done), and the hosts behind it that ended cleanly. A clean end stands
-// for the exits of the host's ranks not heard from (each exited 0),
+// for the exits of the host's ranks not heard from (each exited 0, or
+// was stopped: neither is blamed),
 // and for its Done. Hosts already done are not heard.
 func (st *state) ends(ev evEnds) []action {
 	var acts []action
@@ -216,7 +219,7 @@ func (st *state) ends(ev evEnds) []action {
 	return acts
 }
 
-// endClean ends a host whose every rank exited 0.
+// endClean ends a host none of whose ranks failed.
 func (st *state) endClean(host int) {
 	for _, r := range st.ranksOf(host) {
 		st.exited[r] = true
