@@ -110,6 +110,10 @@ type Tree struct {
 	// nothing listening, or nothing answering) once the host has waited
 	// relayWait for it is reached by the launcher itself (SetGoAround).
 	around bool
+	// relayWait is how long a host waits for its relay's session before
+	// its dial fails (and is tried again): the launcher's status line
+	// then names the host and why (defaultRelayWait; a test's own).
+	relayWait time.Duration
 
 	refusedOnce sync.Once // the warning that a host refused a job certificate
 	jumpOnce    sync.Once // the warning that a relay could not reach a host behind jump hosts
@@ -138,7 +142,7 @@ func NewTree(base Dialer, hosts []hostfile.Host, width int, jobID string, lifeti
 		return nil, fmt.Errorf("--tree-width %d makes a tree of %d levels over %d hosts; at most %d", width, TreeDepth(len(hosts), width), len(hosts), wire.MaxTreeDepth)
 	}
 	t := &Tree{base: ad, hosts: hosts, index: map[nodeKey]int{}, width: width, jobID: jobID, lifetime: lifetime, log: log, nodes: make([]*node, len(hosts)),
-		top: make([]atomic.Pointer[link], len(hosts)), roots: map[int]*link{}}
+		top: make([]atomic.Pointer[link], len(hosts)), roots: map[int]*link{}, relayWait: defaultRelayWait}
 	for i, h := range hosts {
 		t.index[treeKey(h)] = i
 		t.nodes[i] = &node{t: t, i: i, h: h, up: make(chan struct{})}
@@ -228,7 +232,7 @@ func (t *Tree) dial(ctx context.Context, n *node) (io.ReadWriteCloser, string, e
 	if err != nil {
 		return nil, "", err
 	}
-	pl, err := relay.waitReady(ctx, relayWait)
+	pl, err := relay.waitReady(ctx, t.relayWait)
 	switch {
 	case errors.Is(err, errRelayFailed):
 		// A host whose relay cannot be reached is reached directly: it
@@ -349,7 +353,7 @@ func (t *Tree) prelink(ctx context.Context, i int, ready func()) {
 		f.fire()
 		return
 	}
-	f.arm(ctx, c.handshake()+relayWait)
+	f.arm(ctx, c.handshake()+t.relayWait)
 }
 
 // prelinkFire calls a Prelink's ready once, on the first of: the answer,
@@ -546,10 +550,8 @@ type Notifier interface {
 	Notify(ready func())
 }
 
-// relayWait is how long a host waits for its relay's session before its
-// dial fails (and is tried again): the launcher's status line then names
-// the host and why.
-var relayWait = 5 * time.Second
+// defaultRelayWait is a tree's relayWait.
+const defaultRelayWait = 5 * time.Second
 
 // node is one host's place in the tree: its current link, if any.
 type node struct {

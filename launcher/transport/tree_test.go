@@ -93,7 +93,7 @@ func TestTreeShape(t *testing.T) {
 // (nil: none) beneath it.
 func newTestTree(hosts []hostfile.Host, width int, base treeBase) *Tree {
 	n := len(hosts)
-	tr := &Tree{hosts: hosts, index: map[nodeKey]int{}, width: width, base: base, log: zap.NewNop(), nodes: make([]*node, n), top: make([]atomic.Pointer[link], n), roots: map[int]*link{}}
+	tr := &Tree{hosts: hosts, index: map[nodeKey]int{}, width: width, base: base, log: zap.NewNop(), nodes: make([]*node, n), top: make([]atomic.Pointer[link], n), roots: map[int]*link{}, relayWait: defaultRelayWait}
 	for i, h := range hosts {
 		tr.index[treeKey(h)] = i
 		tr.nodes[i] = &node{t: tr, i: i, h: h, up: make(chan struct{})}
@@ -747,8 +747,6 @@ func (b *downBase) wasDialed(name string) bool {
 // waits and is named "its relay R is not connected yet", as every host
 // behind a relay that is down is with SetGoAround off.
 func TestTreeGoesAround(t *testing.T) {
-	defer func(d time.Duration) { relayWait = d }(relayWait)
-	relayWait = 20 * time.Millisecond
 	// Width 4 over 40 hosts: h0-h3 the first level; h1's children are
 	// h8-h11, h2's h12-h15, h3's h16-h19, h8's h36-h39.
 	hosts := make([]hostfile.Host, 40)
@@ -761,6 +759,7 @@ func TestTreeGoesAround(t *testing.T) {
 			base := &downBase{why: why}
 			tr := newTestTree(hosts, 4, base)
 			tr.SetGoAround(around)
+			tr.relayWait = 20 * time.Millisecond
 			var links []io.Closer
 			t.Cleanup(func() {
 				for _, l := range links {
