@@ -374,10 +374,17 @@ func TestExitsBatched(t *testing.T) {
 // on an agent whose successful exits wait at most linger, and returns
 // the client.
 func exitsJob(t *testing.T, linger time.Duration, scripts ...string) *client {
-	c := serve(t, &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t), exitLinger: linger})
-	c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "linger", Host: "h0", BatchExits: true})
+	a := &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t), exitLinger: linger}
+	return scriptsJob(t, a, wire.Hello{Version: wire.Version, JobID: "linger", Host: "h0", BatchExits: true}, scripts...)
+}
+
+// scriptsJob starts a job of one rank per script on a after hi, up to
+// its Started, and returns the client.
+func scriptsJob(t *testing.T, a *Agent, hi wire.Hello, scripts ...string) *client {
+	c := serve(t, a)
+	c.send(wire.KindHello, hi)
 	c.recv(wire.KindFacts, nil)
-	j := wire.StartJob{JobID: "linger", StdinRank: -1, KillGrace: time.Second}
+	j := wire.StartJob{JobID: hi.JobID, StdinRank: -1, KillGrace: time.Second}
 	for r, sh := range scripts {
 		j.Ranks = append(j.Ranks, wire.RankSpec{Rank: r, LocalRank: r, Argv: []string{"/bin/sh", "-c", sh}, Env: []string{"PATH=/usr/bin:/bin"}})
 	}
@@ -474,18 +481,8 @@ func TestExitsLinger(t *testing.T) {
 
 // endsJob is exitsJob told Hello.Ends as well.
 func endsJob(t *testing.T, scripts ...string) *client {
-	c := serve(t, &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)})
-	c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "ends", Host: "h0", BatchExits: true, Ends: true})
-	c.recv(wire.KindFacts, nil)
-	j := wire.StartJob{JobID: "ends", StdinRank: -1, KillGrace: time.Second}
-	for r, sh := range scripts {
-		j.Ranks = append(j.Ranks, wire.RankSpec{Rank: r, LocalRank: r, Argv: []string{"/bin/sh", "-c", sh}, Env: []string{"PATH=/usr/bin:/bin"}})
-	}
-	c.send(wire.KindStart, j)
-	c.recv(wire.KindReady, nil)
-	c.send(wire.KindGo, nil)
-	c.recv(wire.KindStarted, nil)
-	return c
+	a := &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)}
+	return scriptsJob(t, a, wire.Hello{Version: wire.Version, JobID: "ends", Host: "h0", BatchExits: true, Ends: true}, scripts...)
 }
 
 // TestEnds: told Hello.Ends, a host whose eight ranks all exit 0 sends

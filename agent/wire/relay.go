@@ -410,9 +410,9 @@ func (c *Conn) SendMsg(m Msg) error { return c.write(m.Kind, nil, m.Payload) }
 // host whose every rank exited 0 (code 0, no signal, no error) or was
 // stopped by the launcher sends Self in place of those exits and of its
 // Done: the launcher needs a rank's exit only when it failed (blame,
-// spares, the report). A host
-// any of whose ranks failed sends every exit as it comes (the successes
-// that waited before the first failure with it) and then Done. A relay
+// spares, the report). A host any of whose ranks failed sends every
+// exit as it comes (those that waited before the first failure with it)
+// and then Done. A relay
 // holds its own and its children's ends and sends them up in one frame
 // for its subtree (Hosts, or Spans when told Hello.FenceSpans, as its
 // fences name them), once the subtree has ended or after a short wait.

@@ -275,7 +275,7 @@ func TestDrainEnds(t *testing.T) {
 		}
 	}
 	e := wire.Ends{Hosts: ended, Last: true}
-	ev := evEnds{host: 0, e: e, hosts: j.endedHosts(j.sessions[0], e)}
+	ev := evEnds{host: 0, e: e, hosts: j.endedHosts(e)}
 	seen := map[int]int{}
 	for _, h := range ev.hosts {
 		seen[h]++

@@ -243,7 +243,7 @@ func (j *job) control(s *session, m wire.Msg) bool {
 		if n := ev.e.Count(); n > 0 {
 			j.log.Debug("subtree ends", zap.String("relay", s.host.Name), zap.Int("hosts", n), zap.Bool("last", ev.e.Last))
 		}
-		ev.hosts = j.endedHosts(s, ev.e)
+		ev.hosts = j.endedHosts(ev.e)
 		ev.e.Hosts, ev.e.Spans = nil, nil
 		if !j.send(ev) {
 			return false
@@ -256,7 +256,7 @@ func (j *job) control(s *session, m wire.Msg) bool {
 	return j.send(ev) && m.Kind != wire.KindDone
 }
 
-// endedHosts is the hosts behind relay s that e says ended cleanly and
+// endedHosts is the hosts behind a relay that its e says ended cleanly and
 // whose own messages have all been handled: their relay read their
 // output before their end, and its Ends, on its own stream, would
 // otherwise overtake what their drains have yet to take. A host whose
@@ -264,12 +264,12 @@ func (j *job) control(s *session, m wire.Msg) bool {
 // they are handled (drain). The check needs no lock: the transport
 // queued a host's messages before its relay's Ends, and a drain marks
 // itself pending before it takes a message and ends it draining after.
-func (j *job) endedHosts(s *session, e wire.Ends) []int {
+func (j *job) endedHosts(e wire.Ends) []int {
 	var out []int
 	e.Each(func(h int) bool {
 		t := j.sessions[h]
-		if t == s || t.notify == nil || t.readOver.Load() {
-			out = append(out, h) // in order on s's stream, or read no more
+		if t.notify == nil || t.readOver.Load() {
+			out = append(out, h) // no queue of its own, or read no more
 			return true
 		}
 		t.ended.Store(true)

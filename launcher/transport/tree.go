@@ -1093,25 +1093,20 @@ func (l *link) deliver(m wire.Msg) error {
 		if err := e.CheckSpans(len(l.n.t.nodes)); err != nil {
 			return fmt.Errorf("protocol violation of relay %s: %w", l.n.h.Name, err)
 		}
-		var gone []int
+		keep, dropped := make([]int, 0, e.Count()), 0
 		e.Each(func(h int) bool {
-			if h == l.n.i || !l.holds(h) {
-				gone = append(gone, h)
+			if h != l.n.i && l.holds(h) {
+				keep = append(keep, h)
+			} else {
+				dropped++
 			}
 			return true
 		})
-		if len(gone) > 0 {
+		if dropped > 0 {
 			// A host unlinked since (the launcher gave up on it, or
 			// cut it off) is not this relay's to end any more: the
 			// rest of its ends stand.
-			l.n.t.log.Debug("ends for hosts not behind their relay dropped", zap.String("relay", l.n.h.Name), zap.Ints("hosts", gone))
-			var keep []int
-			e.Each(func(h int) bool {
-				if !slices.Contains(gone, h) {
-					keep = append(keep, h)
-				}
-				return true
-			})
+			l.n.t.log.Debug("ends for hosts not behind their relay dropped", zap.String("relay", l.n.h.Name), zap.Int("hosts", dropped))
 			e.Hosts, e.Spans = keep, nil
 			p, err := wire.Encode(wire.KindEnds, e)
 			if err != nil {

@@ -359,6 +359,24 @@ func TestPrelinkFire(t *testing.T) {
 	}
 }
 
+// fromRelayB is what the engine reads on relay b's stream (b behind a,
+// c behind b: testTree, every link up) once b's agent sent v of kind k.
+func fromRelayB(t *testing.T, k wire.Kind, v any) (wire.Msg, error) {
+	t.Helper()
+	root, mid, leaf, agent := testTree(t)
+	for _, l := range []*link{root, mid, leaf} {
+		l.n.setUp(l) // as the dials do
+	}
+	e, err := wire.Encode(k, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.SendEnvelope(wire.KindRelayed, 1, k, e.Payload()); err != nil {
+		t.Fatal(err)
+	}
+	return wire.NewConn(mid).Recv()
+}
+
 // TestLinkFences: a relay's combined fence reaches the engine whole, its
 // puts untouched, its hosts named as hosts, as spans or both; one that
 // names a host not behind the relay that sent it, or a span past the
@@ -379,15 +397,7 @@ func TestLinkFences(t *testing.T) {
 		{"a span past the launch", wire.Fences{Seq: 2, Spans: [][2]int{{1, 1 << 40}}}, "protocol violation of relay b: fences: span 0 [1, 1099511627776] is not within [0, 2] in order"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			root, mid, leaf, agent := testTree(t)
-			for _, l := range []*link{root, mid, leaf} {
-				l.n.setUp(l) // as the dials do
-			}
-			f, _ := wire.Encode(wire.KindFences, tc.f)
-			if err := agent.SendEnvelope(wire.KindRelayed, 1, wire.KindFences, f.Payload()); err != nil {
-				t.Fatal(err)
-			}
-			m, err := wire.NewConn(mid).Recv()
+			m, err := fromRelayB(t, wire.KindFences, tc.f)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("b's stream got %s, %v; want %q", m.Kind, err, tc.err)
@@ -425,15 +435,7 @@ func TestLinkEnds(t *testing.T) {
 		{"out of order", wire.Ends{Hosts: []int{2, 2}}, nil, "relay b: wire: ends: host 2 out of order"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			root, mid, leaf, agent := testTree(t)
-			for _, l := range []*link{root, mid, leaf} {
-				l.n.setUp(l) // as the dials do
-			}
-			e, _ := wire.Encode(wire.KindEnds, tc.e)
-			if err := agent.SendEnvelope(wire.KindRelayed, 1, wire.KindEnds, e.Payload()); err != nil {
-				t.Fatal(err)
-			}
-			m, err := wire.NewConn(mid).Recv()
+			m, err := fromRelayB(t, wire.KindEnds, tc.e)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("b's stream got %s, %v; want %q", m.Kind, err, tc.err)
