@@ -2,7 +2,9 @@ package agent
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -24,8 +26,9 @@ import (
 
 // client is the launcher's end of an in-process session.
 type client struct {
-	t    *testing.T
-	conn *wire.Conn
+	t       *testing.T
+	conn    *wire.Conn
+	started wire.Started // scriptsJob's job's
 }
 
 // serve starts a session of a on one end of a pipe and returns the
@@ -287,6 +290,20 @@ func procAlive(pid int) bool {
 	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
 }
 
+// waitReaped waits until pid is gone from /proc (reaped, not a zombie),
+// at most 10 s.
+func waitReaped(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d not reaped in 10 s", pid)
+		}
+	}
+}
+
 // TestErrorFilesGoWithTheJob: a failed rank's TORCHELASTIC_ERROR_FILE is
 // read into its Exit, and the job's error-file directory is gone once the
 // job is done, before the session ends: an agent killed after the job (a
@@ -391,7 +408,7 @@ func scriptsJob(t *testing.T, a *Agent, hi wire.Hello, scripts ...string) *clien
 	c.send(wire.KindStart, j)
 	c.recv(wire.KindReady, nil)
 	c.send(wire.KindGo, nil)
-	c.recv(wire.KindStarted, nil)
+	c.recv(wire.KindStarted, &c.started)
 	return c
 }
 
@@ -502,20 +519,30 @@ func TestEnds(t *testing.T) {
 		if err != nil {
 			t.Fatalf("after Started: %s %s (%v), want ends", m.Kind, m.Payload, err)
 		}
-		if !e.Self || e.Done || !e.Last || len(e.Hosts)+len(e.Spans) != 0 {
+		if !e.Self || e.Done || !e.Last || e.Stopped != 0 || len(e.Hosts)+len(e.Spans) != 0 {
 			t.Errorf("ends %+v, want self and last alone", e)
 		}
 	})
 	t.Run("stopped", func(t *testing.T) {
 		// The launcher stops the job (a failure elsewhere): ranks ended
-		// by its stop are not failures it blames, and go unsent too.
-		c := endsJob(t, "exit 0", "exec sleep 600", "exec sleep 600", "trap 'exit 0' TERM; sleep 600 & wait")
-		time.Sleep(200 * time.Millisecond) // rank 0 has ended
+		// by its stop are not failures it blames, and go unsent too,
+		// counted as its stop's (one ended well before it: not counted;
+		// one exits 0 at the TERM: its stop's all the same).
+		scripts := []string{"exit 0", "trap 'exit 0' TERM; sleep 600 & wait"}
+		for range 6 {
+			scripts = append(scripts, "exec sleep 600")
+		}
+		c := endsJob(t, scripts...)
+		// Rank 0 ended before the stop: reaped, and its result taken a
+		// few instructions after that (by the reaper, which marks it
+		// ended before a stop can claim it).
+		waitReaped(t, c.started.Pids[0])
+		time.Sleep(50 * time.Millisecond)
 		c.send(wire.KindStop, wire.Stop{Grace: time.Second})
 		m := c.next()
 		e, err := m.Ends()
-		if err != nil || !e.Self || !e.Last {
-			t.Fatalf("after the stop: %s %s (%v), want ends with self", m.Kind, m.Payload, err)
+		if err != nil || !e.Self || !e.Last || e.Stopped != 7 {
+			t.Fatalf("after the stop: %s %s (%v), want ends with self, 7 stopped", m.Kind, m.Payload, err)
 		}
 	})
 	t.Run("a failure", func(t *testing.T) {
@@ -526,7 +553,7 @@ func TestEnds(t *testing.T) {
 			m := c.next()
 			if m.Kind == wire.KindEnds {
 				e, err := m.Ends()
-				if err != nil || !e.Done || e.Self || !e.Last {
+				if err != nil || !e.Done || e.Self || !e.Last || e.Stopped != 0 {
 					t.Fatalf("ends %+v (%v), want done and last", e, err)
 				}
 				break

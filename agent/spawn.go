@@ -192,18 +192,19 @@ func (s *session) jobEnded(cg *proc.Cgroup, started bool) {
 // sendEnd says that this host's job ended, every exit sent: Done, or,
 // told Hello.Ends, one Ends marked Last (its relay, if it has one,
 // counts it): Self when every rank exited 0 or was stopped by the
-// launcher (their exits were held, not sent), else Done. A relay whose children were given the job takes it
-// into its subtree's Ends instead.
+// launcher (their exits were held, not sent; Stopped counts the
+// latter), else Done. A relay whose children were given the job takes
+// it into its subtree's Ends instead.
 func (s *session) sendEnd() {
 	if !s.ends {
 		_ = s.conn.Send(wire.KindDone, nil)
 		return
 	}
-	clean := s.exits.clean()
-	if rl := s.relay.Load(); rl != nil && rl.OwnEnded(clean) {
+	clean, stopped := s.exits.clean()
+	if rl := s.relay.Load(); rl != nil && rl.OwnEnded(clean, stopped) {
 		return
 	}
-	_ = s.conn.Send(wire.KindEnds, wire.Ends{Self: clean, Done: !clean, Last: true})
+	_ = s.conn.Send(wire.KindEnds, wire.Ends{Self: clean, Done: !clean, Stopped: stopped, Last: true})
 }
 
 // freeOSMemoryAbove is how many bytes of PMI keys a job must have kept
@@ -223,6 +224,7 @@ type exitBatch struct {
 	// only if a failure follows, before it), and whether one failed.
 	held    []wire.Exit
 	unclean bool
+	stopped int // of held, those the launcher ended (Exit.Stopped)
 }
 
 // failed records an exit that failed, sent by other means (a rank that
@@ -234,11 +236,14 @@ func (b *exitBatch) failed() {
 }
 
 // clean reports whether every exit was a success or the launcher's
-// stop (none failed).
-func (b *exitBatch) clean() bool {
+// stop (none failed), and if so how many were its stop.
+func (b *exitBatch) clean() (clean bool, stopped int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return !b.unclean
+	if b.unclean {
+		return false, 0
+	}
+	return true, b.stopped
 }
 
 // success reports whether x is a rank's success: code 0, no signal, no
@@ -281,6 +286,9 @@ func (s *session) sendExit(x wire.Exit) {
 		b.mu.Lock()
 		if !b.unclean && (success(x) || x.Stopped) {
 			b.held = append(b.held, x)
+			if x.Stopped {
+				b.stopped++
+			}
 			b.running--
 			b.mu.Unlock()
 			return

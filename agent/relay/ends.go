@@ -47,6 +47,7 @@ type ends struct {
 	ownSent  bool         // own's end has gone up
 	last     map[int]bool // children whose Last came
 	hosts    []int        // hosts behind the relay that ended cleanly, not yet sent
+	stopped  int          // of the ranks of own and hosts not yet sent, those the launcher ended
 	timer    *time.Timer
 	stopping bool // the launcher has stopped the job: wait endsStopWait at most
 	over     bool // this relay's Last has gone up
@@ -59,10 +60,11 @@ func (r *Relay) SetEnds(on bool) {
 	r.mu.Unlock()
 }
 
-// OwnEnded takes this host's own job's end (clean: no rank failed)
-// into the subtree's Ends when children were given the job (true);
-// false: the session sends its Ends itself.
-func (r *Relay) OwnEnded(clean bool) bool {
+// OwnEnded takes this host's own job's end (clean: no rank failed;
+// stopped: how many of its ranks the launcher ended) into the subtree's
+// Ends when children were given the job (true); false: the session
+// sends its Ends itself.
+func (r *Relay) OwnEnded(clean bool, stopped int) bool {
 	r.endsMu.Lock()
 	defer r.endsMu.Unlock()
 	r.mu.Lock()
@@ -73,6 +75,7 @@ func (r *Relay) OwnEnded(clean bool) bool {
 	r.ends.own = ownFailed
 	if clean {
 		r.ends.own = ownClean
+		r.ends.stopped += stopped
 	}
 	e := r.endsDue()
 	r.mu.Unlock()
@@ -121,6 +124,7 @@ func (r *Relay) childEnds(c *child, m wire.Msg) (taken bool, err error) {
 		es.hosts = append(es.hosts, c.host)
 	}
 	es.hosts = append(es.hosts, e.Hosts...)
+	es.stopped += e.Stopped
 	if e.Last {
 		if es.last == nil {
 			es.last = map[int]bool{}
@@ -247,6 +251,7 @@ func (r *Relay) endsNow(last bool) *wire.Ends {
 			e.Hosts, e.Spans = nil, f.Spans
 		}
 	}
+	e.Stopped, es.stopped = es.stopped, 0
 	if last {
 		es.over = true
 	}

@@ -97,7 +97,8 @@ func setEndsWait(t *testing.T, normal, stop time.Duration) {
 // TestEndsSubtree: a relay sends its subtree's ends once, when its own
 // host and every child it started have ended: its own (Self) apart, its
 // children's and theirs as hosts, or as spans when the launcher takes
-// them; a child whose rank failed has its Done passed up at once, in an
+// them, with the count of their ranks the launcher stopped summed; a
+// child whose rank failed has its Done passed up at once, in an
 // envelope, and is not named.
 func TestEndsSubtree(t *testing.T) {
 	setEndsWait(t, time.Hour, time.Hour)
@@ -107,18 +108,18 @@ func TestEndsSubtree(t *testing.T) {
 		if taken, err := r.childEnds(c5, endsMsg(t, wire.Ends{Done: true, Last: true})); !taken || err != nil {
 			t.Fatalf("child 5's ends: taken %v, %v", taken, err)
 		}
-		if taken, err := r.childEnds(c9, endsMsg(t, wire.Ends{Self: true, Hosts: []int{10, 12}, Last: true})); !taken || err != nil {
+		if taken, err := r.childEnds(c9, endsMsg(t, wire.Ends{Self: true, Hosts: []int{10, 12}, Stopped: 5, Last: true})); !taken || err != nil {
 			t.Fatalf("child 9's ends: taken %v, %v", taken, err)
 		}
 		if got := up.sent(); len(got) != 0 {
 			t.Fatalf("spans %v: ends %+v before the relay's own host ended", spans, got)
 		}
-		if !r.OwnEnded(true) {
+		if !r.OwnEnded(true, 3) {
 			t.Fatal("own end not taken with children started")
 		}
-		want := wire.Ends{Self: true, Hosts: []int{9, 10, 12}, Last: true}
+		want := wire.Ends{Self: true, Hosts: []int{9, 10, 12}, Stopped: 8, Last: true}
 		if spans {
-			want = wire.Ends{Self: true, Spans: [][2]int{{9, 10}, {12, 12}}, Last: true}
+			want = wire.Ends{Self: true, Spans: [][2]int{{9, 10}, {12, 12}}, Stopped: 8, Last: true}
 		}
 		if got := up.await(t, 1); !reflect.DeepEqual(got, []wire.Ends{want}) {
 			t.Errorf("spans %v: ends %+v, want %+v", spans, got, want)
@@ -140,26 +141,26 @@ func TestEndsWaitBounded(t *testing.T) {
 		if _, err := r.childEnds(&child{host: 5, name: "n5"}, endsMsg(t, wire.Ends{Self: true, Last: true})); err != nil {
 			t.Fatal(err)
 		}
-		r.OwnEnded(false)
+		r.OwnEnded(false, 2) // its stopped ranks' exits went up as they came
 		got := up.await(t, 1)
 		if want := (wire.Ends{Done: true, Hosts: []int{5}}); !reflect.DeepEqual(got[0], want) {
 			t.Errorf("after the wait: %+v, want %+v", got[0], want)
 		}
-		if _, err := r.childEnds(&child{host: 9, name: "n9"}, endsMsg(t, wire.Ends{Self: true, Last: true})); err != nil {
+		if _, err := r.childEnds(&child{host: 9, name: "n9"}, endsMsg(t, wire.Ends{Self: true, Stopped: 1, Last: true})); err != nil {
 			t.Fatal(err)
 		}
-		if got := up.await(t, 2); !reflect.DeepEqual(got[1], wire.Ends{Hosts: []int{9}, Last: true}) {
+		if got := up.await(t, 2); !reflect.DeepEqual(got[1], wire.Ends{Hosts: []int{9}, Stopped: 1, Last: true}) {
 			t.Errorf("at the last child's end: %+v", got[1])
 		}
 	})
 	t.Run("stopped", func(t *testing.T) {
 		setEndsWait(t, time.Hour, 20*time.Millisecond)
 		r, up := endsRelay(t, false)
-		if _, err := r.childEnds(&child{host: 5, name: "n5"}, endsMsg(t, wire.Ends{Self: true, Last: true})); err != nil {
+		if _, err := r.childEnds(&child{host: 5, name: "n5"}, endsMsg(t, wire.Ends{Self: true, Stopped: 8, Last: true})); err != nil {
 			t.Fatal(err)
 		}
 		r.Stopped()
-		if got := up.await(t, 1); !reflect.DeepEqual(got[0], wire.Ends{Hosts: []int{5}}) {
+		if got := up.await(t, 1); !reflect.DeepEqual(got[0], wire.Ends{Hosts: []int{5}, Stopped: 8}) {
 			t.Errorf("after the stop: %+v", got[0])
 		}
 	})
@@ -169,7 +170,7 @@ func TestEndsWaitBounded(t *testing.T) {
 		if _, err := r.childEnds(&child{host: 5, name: "n5"}, endsMsg(t, wire.Ends{Self: true, Last: true})); err != nil {
 			t.Fatal(err)
 		}
-		r.OwnEnded(true)
+		r.OwnEnded(true, 0)
 		r.mu.Lock()
 		delete(r.started, 9)
 		held, due := r.childGone(9)
@@ -216,13 +217,13 @@ func TestEndsViolations(t *testing.T) {
 	if taken, err := off.childEnds(c5, endsMsg(t, wire.Ends{Self: true, Last: true})); taken || err != nil {
 		t.Errorf("not told Hello.Ends: taken %v, %v", taken, err)
 	}
-	if off.OwnEnded(true) {
+	if off.OwnEnded(true, 0) {
 		t.Error("not told Hello.Ends: own end taken")
 	}
 	alone := New(t.Context(), newRecUp(), zaptest.NewLogger(t))
 	defer alone.Close()
 	alone.SetEnds(true)
-	if alone.OwnEnded(true) {
+	if alone.OwnEnded(true, 0) {
 		t.Error("no child started: own end taken")
 	}
 }
@@ -251,7 +252,7 @@ func TestEndsOrder(t *testing.T) {
 			wg.Go(func() {
 				time.Sleep(time.Duration(h) * 30 * time.Microsecond)
 				if h == kids/2 {
-					r.OwnEnded(true)
+					r.OwnEnded(true, 0)
 				}
 				if _, err := r.childEnds(&child{host: h, name: "n"}, endsMsg(t, wire.Ends{Self: true, Last: true})); err != nil {
 					t.Error(err)

@@ -418,7 +418,7 @@ func TestRelayEnds(t *testing.T) {
 		host, in, err := m.Envelope()
 		return err == nil && host == 2 && in.Kind == wire.KindDone
 	})
-	if !r.OwnEnded(true) {
+	if !r.OwnEnded(true, 0) {
 		t.Fatal("own end not taken")
 	}
 	e, err := up.wait(t, kindIs(wire.KindEnds)).Ends()

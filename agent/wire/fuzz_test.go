@@ -168,6 +168,8 @@ func FuzzMsgEnds(f *testing.F) {
 	f.Add([]byte(`{"self":true,"last":true}`))
 	f.Add([]byte(`{"done":true,"hosts":[3,9,10],"last":true}`))
 	f.Add([]byte(`{"spans":[[33,64],[1057,1088]]}`))
+	f.Add([]byte(`{"self":true,"stopped":8,"hosts":[2,5]}`))
+	f.Add([]byte(`{"stopped":-3}`))
 	f.Add([]byte(`{"self":true,"done":true}`))
 	f.Add([]byte(`{"hosts":[4,4]}`))
 	f.Add([]byte(`{"spans":[[5,3]]}`))
@@ -180,6 +182,9 @@ func FuzzMsgEnds(f *testing.F) {
 		}
 		if e.Self && e.Done {
 			t.Fatalf("%q: both self and done", payload)
+		}
+		if e.Stopped < 0 {
+			t.Fatalf("%q: %d stopped", payload, e.Stopped)
 		}
 		last := -1
 		for _, h := range e.Hosts {

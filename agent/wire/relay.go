@@ -432,6 +432,11 @@ type Ends struct {
 	// that ended as Self says; ascending, each once.
 	Hosts []int    `json:"hosts,omitempty"`
 	Spans [][2]int `json:"spans,omitempty"`
+	// Stopped: how many of the ranks this frame ends (the sender's own,
+	// when Self, and those of the hosts named) were ended by the
+	// launcher (an Exit marked Stopped) rather than by their own exit 0,
+	// for the launcher's count of the ranks its stop ended.
+	Stopped int `json:"stopped,omitempty"`
 	// Last: nothing of the sender's subtree ends after this frame: the
 	// sender's own end was said (here or in an earlier frame) if it ran
 	// ranks, and every child it passed a start to has sent its Last or
@@ -453,8 +458,8 @@ func (e Ends) Count() int { return e.hosts().Count() }
 // Fences.Each does.
 func (e Ends) Each(fn func(host int) bool) { e.hosts().Each(fn) }
 
-// Ends decodes an ends frame: not both Self and Done, Hosts ascending
-// and not negative, Spans ascending and apart from 0 (the launcher
+// Ends decodes an ends frame: not both Self and Done, Stopped not
+// negative, Hosts ascending and not negative, Spans ascending and apart from 0 (the launcher
 // checks them against its launch: CheckSpans).
 func (m Msg) Ends() (Ends, error) {
 	var e Ends
@@ -466,6 +471,9 @@ func (m Msg) Ends() (Ends, error) {
 	}
 	if e.Self && e.Done {
 		return e, errors.New("wire: ends: both self and done")
+	}
+	if e.Stopped < 0 {
+		return e, fmt.Errorf("wire: ends: %d ranks stopped", e.Stopped)
 	}
 	for i, h := range e.Hosts {
 		if h < 0 || (i > 0 && h <= e.Hosts[i-1]) {

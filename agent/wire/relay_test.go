@@ -408,6 +408,8 @@ func TestMsgEnds(t *testing.T) {
 		{`{"done":true,"hosts":[3,9,10]}`, Ends{Done: true, Hosts: []int{3, 9, 10}}, ""},
 		{`{"spans":[[33,64],[66,70]],"last":true}`, Ends{Spans: [][2]int{{33, 64}, {66, 70}}, Last: true}, ""},
 		{`{}`, Ends{}, ""},
+		{`{"self":true,"stopped":7,"hosts":[2]}`, Ends{Self: true, Stopped: 7, Hosts: []int{2}}, ""},
+		{`{"stopped":-1}`, Ends{}, "-1 ranks stopped"},
 		{`{"self":true,"done":true}`, Ends{}, "both self and done"},
 		{`{"hosts":[4,4]}`, Ends{}, "host 4 out of order, repeated or below 0"},
 		{`{"hosts":[9,3]}`, Ends{}, "host 3 out of order"},

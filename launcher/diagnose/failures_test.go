@@ -110,3 +110,31 @@ func TestLostLines(t *testing.T) {
 		t.Errorf("LostMessages: %q, want every host's message", got)
 	}
 }
+
+// TestWriteStopped: the report's count of stopped ranks is what their
+// hosts said the stop ended, printed only when a rank was blamed, within
+// the ranks that did not fail.
+func TestWriteStopped(t *testing.T) {
+	r2 := &RankError{Rank: 2, Host: "cn1", Pid: 10, ExitCode: 7}
+	r9 := &RankError{Rank: 9, Host: "cn2", Pid: 11, ExitCode: 1}
+	for _, tc := range []struct {
+		name    string
+		fs      Failures
+		cause   error
+		want    string // "" for no count
+		wantNot bool
+	}{
+		{"blamed", Failures{List: []*RankError{r2}, Ranks: 16, Stopped: 15}, r2, "launcher: 15 other ranks were stopped\n", false},
+		{"one", Failures{List: []*RankError{r2}, Ranks: 16, Stopped: 1}, r2, "launcher: 1 other rank was stopped\n", false},
+		{"none stopped", Failures{List: []*RankError{r2}, Ranks: 16}, r2, "other rank", true},
+		{"no rank blamed", Failures{List: []*RankError{r2}, Ranks: 16, Stopped: 15}, fmt.Errorf("timed out"), "other rank", true},
+		{"more than are left", Failures{List: []*RankError{r2, r9}, Ranks: 16, Stopped: 40}, r2, "launcher: 14 other ranks were stopped\n", false},
+	} {
+		tc.fs.Tail = func(int) []string { return nil }
+		var b strings.Builder
+		tc.fs.Write(&b, tc.cause)
+		if strings.Contains(b.String(), tc.want) == tc.wantNot {
+			t.Errorf("%s: report %s %q:\n%s", tc.name, map[bool]string{false: "lacks", true: "has"}[tc.wantNot], tc.want, b.String())
+		}
+	}
+}

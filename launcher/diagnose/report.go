@@ -15,11 +15,12 @@ import (
 // of --report (Report) are made from them.
 type Failures struct {
 	List []*RankError // each failed rank once, in the order they failed
-	// Ranks is the job's number of ranks; RunningAtFirst how many other
-	// ranks still ran when the blamed one failed.
-	Ranks, RunningAtFirst int
-	Lost                  []Lost                  // the lost agents, in the order lost
-	Tail                  func(rank int) []string // a rank's last stderr lines
+	// Ranks is the job's number of ranks; Stopped how many ranks their
+	// hosts said the launcher's stop ended (not those that had ended
+	// well, nor those that failed, nor those never heard from).
+	Ranks, Stopped int
+	Lost           []Lost                  // the lost agents, in the order lost
+	Tail           func(rank int) []string // a rank's last stderr lines
 }
 
 // Report is the failure report for --report: every failed rank of the
@@ -88,13 +89,12 @@ func (fs Failures) Write(w io.Writer, cause error) {
 			fmt.Fprintf(w, "launcher: also failed while stopping: %s\n", g)
 		}
 	}
-	// Ranks that failed after the first were running when it did, but
-	// are listed above, not counted as stopped.
-	others := len(fs.List) - 1
 	if n := len(fs.List); n > 1 {
 		fmt.Fprintf(w, "launcher: %d of %d ranks failed\n", n, fs.Ranks)
 	}
-	if stopped := fs.RunningAtFirst - others; first != nil && stopped > 0 {
+	// A relay's count is taken as it says, within what the job has left
+	// (it could forge its children's output as well).
+	if stopped := min(fs.Stopped, fs.Ranks-len(fs.List)); first != nil && stopped > 0 {
 		fmt.Fprintf(w, "launcher: %s stopped\n", plural(stopped, "other rank was", "other ranks were"))
 	}
 	for _, l := range lostLines(fs.Lost) {

@@ -113,5 +113,5 @@ func (r *runner) lastProgress() *time.Time {
 
 // failures are the attempt's failures as the loop recorded them.
 func (j *job) failures() diagnose.Failures {
-	return diagnose.Failures{List: j.st.failures, Ranks: len(j.ranks), RunningAtFirst: j.st.runningAtFirst, Lost: j.st.lost, Tail: j.out.tail}
+	return diagnose.Failures{List: j.st.failures, Ranks: len(j.ranks), Stopped: j.st.stoppedRanks, Lost: j.st.lost, Tail: j.out.tail}
 }

@@ -139,15 +139,16 @@ type state struct {
 	ndone      int
 	failures   []*diagnose.RankError
 	first      *diagnose.RankError // the failure that stopped the job, if one did
-	// runningAtFirst is how many other ranks still ran when first failed.
-	runningAtFirst int
-	stopping       bool
-	ended          bool // the job's end is decided (its context has a cause, or a hang dump runs): nothing more is blamed
-	killed         bool
-	lost           []diagnose.Lost
-	barrier        barrier           // the PMI barrier the job is in
-	dump           *dump             // the stacks being collected, nil when none are
-	names          map[string]string // the job's PMI name service: service -> port
+	// stoppedRanks is how many ranks the hosts said the launcher's stop
+	// ended (an Exit marked Stopped, an Ends' count), for the report.
+	stoppedRanks int
+	stopping     bool
+	ended        bool // the job's end is decided (its context has a cause, or a hang dump runs): nothing more is blamed
+	killed       bool
+	lost         []diagnose.Lost
+	barrier      barrier           // the PMI barrier the job is in
+	dump         *dump             // the stacks being collected, nil when none are
+	names        map[string]string // the job's PMI name service: service -> port
 }
 
 // stateOptions are what the job's loop decides with besides the events.
@@ -201,6 +202,7 @@ func (st *state) ranksOf(host int) []int { return st.byHost[st.hostStart[host]:s
 // was stopped: neither is blamed),
 // and for its Done. Hosts already done are not heard.
 func (st *state) ends(ev evEnds) []action {
+	st.stoppedRanks += ev.e.Stopped
 	var acts []action
 	if (ev.e.Self || ev.e.Done) && !st.done[ev.host] {
 		if ev.e.Self {
@@ -375,11 +377,12 @@ func (st *state) exit(host int, x wire.Exit) []action {
 		return st.violation(host, fmt.Sprintf("a second exit for rank %d", x.Rank))
 	}
 	st.exited[x.Rank] = true
+	if x.Stopped && (st.stopping || st.ended) {
+		st.stoppedRanks++
+		return nil // we asked for it (a stop, or a dump's SIGABRT)
+	}
 	if x.Code == 0 && x.Err == "" {
 		return nil
-	}
-	if x.Stopped && (st.stopping || st.ended) {
-		return nil // we asked for it (a stop, or a dump's SIGABRT)
 	}
 	return st.fail(&diagnose.RankError{Rank: x.Rank, Host: st.hosts[host], Pid: x.Pid, ExitCode: x.Code, Signal: x.Signal, SignalName: x.SignalName, Err: x.Err, ErrorFile: x.ErrorFile})
 }
@@ -398,11 +401,6 @@ func (st *state) fail(e *diagnose.RankError) []action {
 		return nil
 	}
 	st.first = e
-	for r, done := range st.exited {
-		if !done && r != e.Rank {
-			st.runningAtFirst++
-		}
-	}
 	return append([]action{actCancel{e}}, st.stop()...)
 }
 

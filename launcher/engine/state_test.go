@@ -104,13 +104,31 @@ func TestApplyBlame(t *testing.T) {
 	}
 }
 
-// TestApplyRunningAtFirst: the ranks counted as stopped are those still
-// running when the first failure came, not those that had ended well.
-func TestApplyRunningAtFirst(t *testing.T) {
+// TestApplyStoppedCount: the ranks counted as stopped are those their
+// hosts said the stop ended: an exit marked Stopped, an Ends' count; not
+// those that had ended well (held in a clean end the launcher hears of
+// only later, through a relay: the count it once took of ranks not yet
+// known to have ended took them for running), nor one that exits 0 of
+// itself after the failure, nor the failed ones.
+func TestApplyStoppedCount(t *testing.T) {
 	st := twoHosts()
-	runEvents(st, evExit{0, wire.Exit{Rank: 0}}, evExit{1, wire.Exit{Rank: 3, Code: 2}})
-	if st.first == nil || st.first.Rank != 3 || st.runningAtFirst != 2 {
-		t.Errorf("first %v, running at first %d; want rank 3 and 2 (ranks 1, 2)", st.first, st.runningAtFirst)
+	acts := runEvents(st, evExit{1, wire.Exit{Rank: 3, Code: 2}})
+	if cause(acts) == nil || st.first == nil || st.first.Rank != 3 {
+		t.Fatalf("rank 3's failure not blamed: %v", acts)
+	}
+	runEvents(st,
+		evExit{1, wire.Exit{Rank: 2, Code: 143, Signal: 15, Stopped: true}},
+		evEnds{host: 1, e: wire.Ends{Done: true, Last: true}},
+		// a: rank 0 had exited 0 before the failure, rank 1 was stopped
+		evEnds{host: 0, e: wire.Ends{Self: true, Stopped: 1, Last: true}})
+	if !st.finished() || st.stoppedRanks != 2 {
+		t.Errorf("finished %v, %d stopped; want 2 (ranks 1 and 2)", st.finished(), st.stoppedRanks)
+	}
+	st = twoHosts()
+	runEvents(st, evExit{1, wire.Exit{Rank: 3, Code: 2}}, evExit{1, wire.Exit{Rank: 2}}, evExit{0, wire.Exit{Rank: 1, Code: 1}},
+		evExit{0, wire.Exit{Rank: 0, Code: 143, Stopped: true}})
+	if st.stoppedRanks != 1 || len(st.failures) != 2 {
+		t.Errorf("%d stopped, failures %v; want 1 (rank 0), ranks 3 and 1 failed", st.stoppedRanks, st.failures)
 	}
 }
 
@@ -733,7 +751,7 @@ func TestApplyGatheredStarted(t *testing.T) {
 // their ranks count as exited, the hosts as done, whatever the
 // placement (ranks round-robin here); a host already done is not heard;
 // a failure among them is blamed as ever, the clean ends not counted
-// as running.
+// as stopped.
 func TestApplyEnds(t *testing.T) {
 	var ranks []plan.Rank
 	for r := range 9 {
@@ -753,8 +771,8 @@ func TestApplyEnds(t *testing.T) {
 		}
 	}
 	acts = runEvents(st, evExit{2, wire.Exit{Rank: 5, Code: 3}})
-	if cause(acts) == nil || st.runningAtFirst != 2 {
-		t.Errorf("rank 5's failure: cause %v, %d others running, want blamed with 2 (ranks 2 and 8)", cause(acts), st.runningAtFirst)
+	if cause(acts) == nil {
+		t.Errorf("rank 5's failure not blamed: %v", acts)
 	}
 	// Host 1 again (a relay's second word on it) changes nothing.
 	runEvents(st, evEnds{host: 0, hosts: []int{1}}, evExit{2, wire.Exit{Rank: 2, Stopped: true, Code: 143}}, evExit{2, wire.Exit{Rank: 8, Stopped: true, Code: 143}})
@@ -762,7 +780,7 @@ func TestApplyEnds(t *testing.T) {
 		t.Fatal("finished before b's end")
 	}
 	runEvents(st, evEnds{host: 2, e: wire.Ends{Done: true, Last: true}})
-	if !st.finished() || len(st.failures) != 1 || st.failures[0].Rank != 5 {
-		t.Errorf("after b's done: finished %v, failures %v", st.finished(), st.failures)
+	if !st.finished() || len(st.failures) != 1 || st.failures[0].Rank != 5 || st.stoppedRanks != 2 {
+		t.Errorf("after b's done: finished %v, failures %v, %d stopped (want 2: ranks 2 and 8)", st.finished(), st.failures, st.stoppedRanks)
 	}
 }

@@ -74,19 +74,29 @@ func rankVars(t *testing.T, stdout string) map[int]map[string]string {
 	return got
 }
 
-// TestExitCodeAcrossHosts: a rank on the third host exits 5; the launcher
-// returns 5 and every other rank, on every host, is stopped.
+// TestExitCodeAcrossHosts: 3 hosts x 8 ranks; rank 21, on the third
+// host, exits 5: the launcher returns 5, every other rank on every host
+// is stopped, and the report counts the 23 its stop ended (through
+// relays too, where each clean host's count goes up in its subtree's
+// ends).
 func TestExitCodeAcrossHosts(t *testing.T) {
 	t.Parallel()
-	c := e2e.StartLocal(t, 3)
+	const hosts, np, failing = 3, 3 * perHost, 2*perHost + 5
+	c := e2e.StartLocal(t, hosts)
 	trigger := filepath.Join(t.TempDir(), "fail")
-	l := c.StartLauncher(t, fake(t, 6, c.HostList(2), "byrank:5=failonfile:"+trigger+":5,*=sleep", "--kill-grace", "5s")...)
-	out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(6))
+	l := c.StartLauncher(t, fake(t, np, c.HostList(perHost), fmt.Sprintf("byrank:%d=failonfile:%s:5,*=sleep", failing, trigger), "--kill-grace", "5s")...)
+	out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(np))
 	if !ok {
 		t.Fatalf("not every rank started:\n%s\nstderr:\n%s", out, l.Stderr)
 	}
 	ready := e2e.ReadyPids(out)
-	others := pidsOf(t, ready, 0, 1, 2, 3, 4)
+	var rest []int
+	for r := range np {
+		if r != failing {
+			rest = append(rest, r)
+		}
+	}
+	others := pidsOf(t, ready, rest...)
 	if left := proctest.WaitGone(0, others...); len(left) != len(others) {
 		t.Fatalf("ranks gone before the failure: running %v of %v", left, others)
 	}
@@ -100,13 +110,15 @@ func TestExitCodeAcrossHosts(t *testing.T) {
 	if code != 5 {
 		t.Fatalf("exit code %d, want 5\nstderr:\n%s", code, stderr)
 	}
-	if !strings.Contains(stderr, "rank 5 on "+c.Hosts[2].Addr) {
-		t.Errorf("stderr does not blame rank 5 on %s:\n%s", c.Hosts[2].Addr, stderr)
+	for _, want := range []string{fmt.Sprintf("rank %d on %s", failing, c.Hosts[2].Addr), "launcher: 23 other ranks were stopped\n"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
 	}
 	if left := proctest.WaitGone(e2e.Deadline, others...); len(left) > 0 {
 		t.Errorf("ranks still running after the launcher returned: %v", left)
 	}
-	t.Logf("failure to launcher exit: %v; other ranks stopped on all 3 hosts (pids %v)", took.Round(time.Millisecond), others)
+	t.Logf("failure to launcher exit: %v; other ranks stopped on all %d hosts", took.Round(time.Millisecond), hosts)
 }
 
 // TestSignalsEscalateAcrossHosts: the launcher's first SIGTERM reaches
