@@ -129,7 +129,8 @@ func startWorkerPod(t *testing.T, b *testbed.Bed, i int, agentBin, secret, etcHo
 // -H, reading the hostfile the operator names in the variable of each
 // mpiImplementation (the file at a temporary path, not /etc/mpi), with
 // the operator's Secret as ~/.ssh and worker names that resolve as
-// <job>-worker-<i>.<job>.<namespace>.svc. Four ranks meet at MASTER_ADDR
+// <job>-worker-<i>.<job>.<namespace>.svc. Sixteen ranks (slotsPerWorker 8,
+// as a GPU job has it) meet at MASTER_ADDR
 // (worker 0's address, which the launcher found under its DNS name); the
 // launcher exits 0 and nothing is left.
 func TestMPIOperator(t *testing.T) {
@@ -162,12 +163,12 @@ func TestMPIOperator(t *testing.T) {
 		name, file string
 		env        []string
 	}{
-		{"OpenMPI", "pi-worker-0.pi.default.svc slots=2\npi-worker-1.pi.default.svc slots=2\n", []string{
+		{"OpenMPI", "pi-worker-0.pi.default.svc slots=8\npi-worker-1.pi.default.svc slots=8\n", []string{
 			"OMPI_MCA_orte_keep_fqdn_hostnames=true", "OMPI_MCA_orte_default_hostfile=HOSTFILE",
-			"OMPI_MCA_plm_rsh_args=-o ConnectionAttempts=10", "OMPI_MCA_orte_set_default_slots=2"}},
-		{"Intel", "pi-worker-0.pi.default.svc:2\npi-worker-1.pi.default.svc:2\n", []string{
-			"I_MPI_HYDRA_HOST_FILE=HOSTFILE", "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS=-o ConnectionAttempts=10", "I_MPI_PERHOST=2"}},
-		{"MPICH", "pi-worker-0.pi.default.svc:2\npi-worker-1.pi.default.svc:2\n", []string{
+			"OMPI_MCA_plm_rsh_args=-o ConnectionAttempts=10", "OMPI_MCA_orte_set_default_slots=8"}},
+		{"Intel", "pi-worker-0.pi.default.svc:8\npi-worker-1.pi.default.svc:8\n", []string{
+			"I_MPI_HYDRA_HOST_FILE=HOSTFILE", "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS=-o ConnectionAttempts=10", "I_MPI_PERHOST=8"}},
+		{"MPICH", "pi-worker-0.pi.default.svc:8\npi-worker-1.pi.default.svc:8\n", []string{
 			"HYDRA_HOST_FILE=HOSTFILE", "HYDRA_LAUNCH_EXTRA_ARGS=-o ConnectionAttempts=10"}},
 	}
 	for _, impl := range impls {
@@ -192,12 +193,12 @@ func TestMPIOperator(t *testing.T) {
 			}
 			// MASTER_ADDR: the launcher resolved worker 0's name to its
 			// address.
-			port := checkRendezvous(t, l.stdout.String(), func(r int) string { return names[r/2] }, hosts[0].Addr)
+			port := checkRendezvous(t, l.stdout.String(), 16, func(r int) string { return names[r/8] }, hosts[0].Addr)
 			left := waitNoTagged(t, tag, 10*time.Second)
 			for i, h := range hosts {
 				waitNetnsOnly(t, h.NS, 10*time.Second, agents[i].Pid)
 			}
-			t.Logf("%s: 4 ranks on %v, MASTER_ADDR %s:%s; launcher ran %v; no rank left (checked in %v)",
+			t.Logf("%s: 16 ranks on %v, MASTER_ADDR %s:%s; launcher ran %v; no rank left (checked in %v)",
 				impl.name, names, hosts[0].Addr, port, l.took.Round(time.Millisecond), left.Round(time.Millisecond))
 		})
 	}
@@ -213,8 +214,8 @@ func TestMPIOperator(t *testing.T) {
 // at once on a name that does not resolve), and worker 0 waits for worker
 // 1's name before it takes its routes to its peers (wire.Hello's
 // ResolveWaitMS), so that its network choice finds worker 1. Once the
-// record and the agent appear, the four ranks meet and the launcher exits
-// 0.
+// record and the agent appear, the sixteen ranks (8 a worker, as a GPU
+// job's slotsPerWorker gives) meet and the launcher exits 0.
 func TestMPIOperatorLateWorker(t *testing.T) {
 	roottest.RequireRoot(t)
 	for _, width := range []string{"0", "1"} {
@@ -245,7 +246,7 @@ func lateWorker(t *testing.T, width string) {
 		t.Fatal(err)
 	}
 	hf := filepath.Join(t.TempDir(), "hostfile")
-	if err := os.WriteFile(hf, []byte(names[0]+":2\n"+names[1]+":2\n"), 0o444); err != nil {
+	if err := os.WriteFile(hf, []byte(names[0]+":8\n"+names[1]+":8\n"), 0o444); err != nil {
 		t.Fatal(err)
 	}
 	env := []string{"HOME=/root", "SSH_AUTH_SOCK=", "K_MPI_JOB_ROLE=launcher", "NVIDIA_VISIBLE_DEVICES=", "NVIDIA_DRIVER_CAPABILITIES=",
@@ -281,8 +282,8 @@ func lateWorker(t *testing.T, width string) {
 	if l.code != 0 {
 		t.Fatalf("launcher: %v", l)
 	}
-	port := checkRendezvous(t, l.stdout.String(), func(r int) string { return names[r/2] }, hosts[0].Addr)
+	port := checkRendezvous(t, l.stdout.String(), 16, func(r int) string { return names[r/8] }, hosts[0].Addr)
 	left := waitNoTagged(t, tag, 10*time.Second)
-	t.Logf("4 ranks on %v, worker 1 late, MASTER_ADDR %s:%s; launcher ran %v; no rank left (checked in %v)\n%s",
+	t.Logf("16 ranks on %v, worker 1 late, MASTER_ADDR %s:%s; launcher ran %v; no rank left (checked in %v)\n%s",
 		names, hosts[0].Addr, port, l.took.Round(time.Millisecond), left.Round(time.Millisecond), e2e.Tail(l.stderr.String(), 3000))
 }

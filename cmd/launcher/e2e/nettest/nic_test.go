@@ -35,35 +35,35 @@ func TestMasterAddrDeadEnd(t *testing.T) {
 	}
 	tag := newTag(t)
 	l := run(t, nil, launcherBin, "-i", keys.ClientKey, "--known-hosts", kh,
-		"-H", hosts[0].Addr+":2,"+hosts[1].Addr+":2", "-l", "-np", "4",
+		"-H", hosts[0].Addr+":8,"+hosts[1].Addr+":8", "-l", "-np", "16",
 		"-x", tagEnv+"="+tag, "-x", helperEnv+"=rendezvous", "-x", "GORACE=atexit_sleep_ms=0",
 		self)
 	if l.code != 0 {
 		t.Fatalf("launcher: %v", l)
 	}
 	t.Logf("dead-end address of host 0: %s", hosts[0].DeadEndAddr)
-	port := checkRendezvous(t, l.stdout.String(), func(r int) string { return hosts[r/2].Addr }, hosts[0].Addr)
+	port := checkRendezvous(t, l.stdout.String(), 16, func(r int) string { return hosts[r/8].Addr }, hosts[0].Addr)
 	left := waitNoTagged(t, tag, 10*time.Second)
 	for i, h := range hosts {
 		waitNetnsOnly(t, h.NS, 10*time.Second, agents[i].Pid)
 	}
-	t.Logf("4 ranks on 2 hosts with dead-end NICs: MASTER_ADDR %s:%s reached from both hosts; launcher ran %v; no rank left (checked in %v)",
+	t.Logf("16 ranks on 2 hosts with dead-end NICs: MASTER_ADDR %s:%s reached from both hosts; launcher ran %v; no rank left (checked in %v)",
 		hosts[0].Addr, port, l.took.Round(time.Millisecond), left.Round(time.Millisecond))
 }
 
-// checkRendezvous checks the output of 4 ranks of the rendezvous helper
-// (2 per host): each says its GANGWAY_HOST (wantHost) and MASTER_ADDR
+// checkRendezvous checks the output of np ranks of the rendezvous
+// helper: each says its GANGWAY_HOST (wantHost) and MASTER_ADDR
 // (master) with the one MASTER_PORT, every rank reached rank 0 and rank
-// 0 heard from the 3 others (WORLD_SIZE=4). It returns the port.
-func checkRendezvous(t *testing.T, out string, wantHost func(rank int) string, master string) string {
+// 0 heard from the others (WORLD_SIZE=np). It returns the port.
+func checkRendezvous(t *testing.T, out string, np int, wantHost func(rank int) string, master string) string {
 	t.Helper()
 	lines := e2e.RankLines(out)
 	t.Logf("rank lines: %v", lines)
-	if len(lines) != 4 {
-		t.Fatalf("output of %d ranks, want 4:\n%s", len(lines), out)
+	if len(lines) != np {
+		t.Fatalf("output of %d ranks, want %d:\n%s", len(lines), np, out)
 	}
 	var port string
-	for r := range 4 {
+	for r := range np {
 		got := lines[r]
 		if len(got) != 2 {
 			t.Errorf("rank %d printed %q, want 2 lines", r, got)
@@ -88,7 +88,7 @@ func checkRendezvous(t *testing.T, out string, wantHost func(rank int) string, m
 		}
 		want := fmt.Sprintf("rank %d reached master", r)
 		if r == 0 {
-			want = "rank 0 heard from 3 ranks"
+			want = fmt.Sprintf("rank 0 heard from %d ranks", np-1)
 		}
 		if got[1] != want {
 			t.Errorf("rank %d: %q, want %q", r, got[1], want)
