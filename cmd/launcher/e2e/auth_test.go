@@ -279,10 +279,11 @@ func TestStartNoSuchHostFailsAtOnce(t *testing.T) {
 // host: once the grace has passed the launcher leaves the dead host out
 // before the start and the spare takes its place, saying so; the job
 // runs every rank on the three good hosts, none on the dead one, and
-// exits 0.
+// exits 0. The agents are processes, as users run them.
 func TestUnreachableHostSpare(t *testing.T) {
 	t.Parallel()
-	c := e2e.StartLocal(t, 3)
+	_, agentBin := e2e.BuildBinaries(t)
+	c := e2e.StartProcs(t, 3, agentBin)
 	addr, port := c.Unused(t)
 	dead := fmt.Sprintf("%s:%d", addr, port)
 	hosts := []string{fmt.Sprintf("%s:%d:%d", c.Hosts[0].Addr, perHost, c.Hosts[0].Port), fmt.Sprintf("%s:%d:%d", addr, perHost, port)}

@@ -86,10 +86,12 @@ func TestTreeOutputOrder(t *testing.T) {
 // level of a tree of width 2 over six hosts, with two live hosts behind
 // it and 8 ranks a host: the launcher reaches the two around it, and the
 // launch fails with status 1 after the grace naming the dead host alone,
-// as a flat launch does, not the hosts behind it; no rank runs.
+// as a flat launch does, not the hosts behind it; no rank runs. The
+// agents are processes, as users run them.
 func TestDeadRelay(t *testing.T) {
 	t.Parallel()
-	c := e2e.StartLocal(t, 5)
+	_, agentBin := e2e.BuildBinaries(t)
+	c := e2e.StartProcs(t, 5, agentBin)
 	addr, port := c.Unused(t)
 	dead := fmt.Sprintf("%s:%d", addr, port)
 	// Width 2: the launcher reaches hosts 0 and 1 (the dead one); host 0
