@@ -546,7 +546,9 @@ func TestEnds(t *testing.T) {
 		}
 	})
 	t.Run("a failure", func(t *testing.T) {
-		c := endsJob(t, "exit 0", "exit 0", "sleep 1; exit 3", "sleep 1.5; exit 0")
+		// Eight ranks: four end well first (held), rank 4 fails, three
+		// more end well after it (sent as they come).
+		c := endsJob(t, "exit 0", "exit 0", "exit 0", "exit 0", "sleep 1; exit 3", "sleep 1.5; exit 0", "sleep 1.5; exit 0", "sleep 1.5; exit 0")
 		codes := map[int]int{}
 		var order []int
 		for {
@@ -573,11 +575,11 @@ func TestEnds(t *testing.T) {
 				order = append(order, x.Rank)
 			}
 		}
-		if !reflect.DeepEqual(codes, map[int]int{0: 0, 1: 0, 2: 3, 3: 0}) {
+		if !reflect.DeepEqual(codes, map[int]int{0: 0, 1: 0, 2: 0, 3: 0, 4: 3, 5: 0, 6: 0, 7: 0}) {
 			t.Errorf("exits %v, want every rank's", codes)
 		}
-		if i := slices.Index(order, 2); i < 2 || order[len(order)-1] != 3 {
-			t.Errorf("exits in the order %v, want ranks 0 and 1 (held) before rank 2's failure, rank 3 after", order)
+		if i := slices.Index(order, 4); i != 4 || len(order) != 8 {
+			t.Errorf("exits in the order %v, want ranks 0-3 (held) before rank 4's failure, ranks 5-7 after", order)
 		}
 	})
 }
