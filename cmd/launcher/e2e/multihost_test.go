@@ -15,28 +15,29 @@ import (
 	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 )
 
-// TestEnvAcrossHosts runs 6 ranks over 3 in-process agents and checks
+// TestEnvAcrossHosts runs 3 in-process agents x 8 ranks and checks
 // every rank's identity, rendezvous and host variables, and the tags.
 func TestEnvAcrossHosts(t *testing.T) {
 	t.Parallel()
-	c := e2e.StartLocal(t, 3)
+	const hosts, np = 3, 3 * perHost
+	c := e2e.StartLocal(t, hosts)
 	vars := "RANK,LOCAL_RANK,WORLD_SIZE,MASTER_ADDR,MASTER_PORT,HOROVOD_HOSTNAME,GANGWAY_HOST"
-	stdout, stderr, code := c.RunLauncher(t, fake(t, 6, c.HostList(2), "env", "-x", "GANGWAY_FAKE_VARS="+vars)...)
+	stdout, stderr, code := c.RunLauncher(t, fake(t, np, c.HostList(perHost), "env", "-x", "GANGWAY_FAKE_VARS="+vars)...)
 	if code != 0 {
 		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	got := rankVars(t, stdout)
-	if len(got) != 6 {
-		t.Fatalf("output from %d ranks, want 6:\n%s", len(got), stdout)
+	if len(got) != np {
+		t.Fatalf("output from %d ranks, want %d:\n%s", len(got), np, stdout)
 	}
 	port := got[0]["MASTER_PORT"]
 	if n, err := strconv.Atoi(port); err != nil || n <= 0 {
 		t.Errorf("MASTER_PORT %q is not a port", port)
 	}
-	for r := range 6 {
-		h := c.Hosts[r/2]
+	for r := range np {
+		h := c.Hosts[r/perHost]
 		want := map[string]string{
-			"RANK": strconv.Itoa(r), "LOCAL_RANK": strconv.Itoa(r % 2), "WORLD_SIZE": "6",
+			"RANK": strconv.Itoa(r), "LOCAL_RANK": strconv.Itoa(r % perHost), "WORLD_SIZE": strconv.Itoa(np),
 			"MASTER_ADDR": c.Hosts[0].Addr, "MASTER_PORT": port,
 			"HOROVOD_HOSTNAME": h.Addr, "GANGWAY_HOST": h.Addr,
 		}
@@ -121,19 +122,21 @@ func TestExitCodeAcrossHosts(t *testing.T) {
 	t.Logf("failure to launcher exit: %v; other ranks stopped on all %d hosts", took.Round(time.Millisecond), hosts)
 }
 
-// TestSignalsEscalateAcrossHosts: the launcher's first SIGTERM reaches
-// every rank on every host as SIGTERM; the second kills them all.
+// TestSignalsEscalateAcrossHosts: 2 hosts x 8 ranks; the launcher's
+// first SIGTERM reaches every rank on every host as SIGTERM; the second
+// kills them all.
 func TestSignalsEscalateAcrossHosts(t *testing.T) {
 	t.Parallel()
+	const np = 2 * perHost
 	c := e2e.StartLocal(t, 2)
-	l := c.StartLauncher(t, fake(t, 4, c.HostList(2), "trapterm", "--kill-grace", "10m")...)
-	out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(4))
+	l := c.StartLauncher(t, fake(t, np, c.HostList(perHost), "trapterm", "--kill-grace", "10m")...)
+	out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(np))
 	if !ok {
 		t.Fatalf("not every rank started:\n%s\nstderr:\n%s", out, l.Stderr)
 	}
-	pids := pidsOf(t, e2e.ReadyPids(out), 0, 1, 2, 3)
+	pids := pidsOf(t, e2e.ReadyPids(out), span(0, np)...)
 	l.Signal(syscall.SIGTERM)
-	out, ok = l.Stdout.WaitFor(e2e.Deadline, func(s string) bool { return strings.Count(s, "] term ") >= 4 })
+	out, ok = l.Stdout.WaitFor(e2e.Deadline, func(s string) bool { return strings.Count(s, "] term ") >= np })
 	if !ok {
 		t.Fatalf("not every rank got SIGTERM:\n%s", out)
 	}
