@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -26,19 +27,20 @@ s.listen()
 print("worker %d of %d listening on %s rank %s" % (i, len(workers), workers[i], os.environ["RANK"]))
 `
 
-// TestTFConfig: with --tf-config, 4 ranks on 2 loopback agents each find
+// TestTFConfig: with --tf-config, 2 loopback agents x 8 ranks each find
 // themselves in TF_CONFIG's worker list at their rank's index, on their
 // own host's address, and can listen there.
 func TestTFConfig(t *testing.T) {
 	t.Parallel()
+	const np = 2 * perHost
 	c := e2e.StartLocal(t, 2)
-	stdout, stderr, code := c.RunLauncher(t, "-np", "4", "-H", c.HostList(2), "--tf-config", "24222", "python3", "-c", tfWorker)
+	stdout, stderr, code := c.RunLauncher(t, "-np", strconv.Itoa(np), "-H", c.HostList(perHost), "--tf-config", "24222", "python3", "-c", tfWorker)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	for r := range 4 {
-		h := c.Hosts[r/2]
-		want := fmt.Sprintf("worker %d of 4 listening on %s:%d rank %d\n", r, h.Addr, 24222+r%2, r)
+	for r := range np {
+		h := c.Hosts[r/perHost]
+		want := fmt.Sprintf("worker %d of %d listening on %s:%d rank %d\n", r, np, h.Addr, 24222+r%perHost, r)
 		if !strings.Contains(stdout, want) {
 			t.Errorf("no %q in:\n%s", want, stdout)
 		}
