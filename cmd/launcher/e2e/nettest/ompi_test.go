@@ -160,7 +160,7 @@ func TestOpenMPIMpirun(t *testing.T) {
 	}
 
 	t.Run("TwoHosts", func(t *testing.T) {
-		calls := mpirunJob(t, 2, 2)
+		calls := mpirunJob(t, 2, 8)
 		if len(calls) != 2 {
 			t.Errorf("%d daemon launches, want 2: %v", len(calls), calls)
 		}
@@ -169,7 +169,7 @@ func TestOpenMPIMpirun(t *testing.T) {
 	// routed_radix 1 makes a chain: mpirun starts host 0's orted, which
 	// starts host 1's through the agent, which starts host 2's.
 	t.Run("TreeSpawn", func(t *testing.T) {
-		calls := mpirunJob(t, 3, 2, "--mca", "routed_radix", "1")
+		calls := mpirunJob(t, 3, 8, "--mca", "routed_radix", "1")
 		want := []rshCall{{"", addrs[0]}, {hosts[0].NS, addrs[1]}, {hosts[1].NS, addrs[2]}}
 		for _, w := range want {
 			if !slices.Contains(calls, w) {
@@ -190,7 +190,7 @@ func TestOpenMPIMpirun(t *testing.T) {
 	}
 	launcherOMPI := func(t *testing.T, tag string, extra ...string) *launch {
 		args := []string{"--mpi", "openmpi", "-i", keys.ClientKey, "--known-hosts", kh,
-			"-H", addrs[0] + ":2," + addrs[1] + ":2", "-np", "4",
+			"-H", addrs[0] + ":8," + addrs[1] + ":8", "-np", "16",
 			"-mca", "oob_tcp_if_include", cidr, "-mca", "btl_tcp_if_include", cidr,
 			"-mca", "pml", "ob1", "-mca", "btl", "tcp,self", "-x", tagEnv + "=" + tag}
 		return start(t, nil, launcherBin, append(args, extra...)...)
@@ -268,7 +268,7 @@ func TestOpenMPIMpirun(t *testing.T) {
 			t.Fatalf("launcher --mpi=openmpi: %v", l)
 		}
 		t.Logf("launcher --mpi=openmpi output:\n%s", l.stdout.String())
-		checkOMPILines(t, l.stdout.String(), 4)
+		checkOMPILines(t, l.stdout.String(), 16)
 		if strings.Contains(l.stderr.String(), "same hostname") {
 			t.Errorf("-mca btl tcp,self leaves shared memory out, yet a hostname warning:\n%s", l.stderr.String())
 		}
@@ -277,7 +277,7 @@ func TestOpenMPIMpirun(t *testing.T) {
 		for i, h := range hosts {
 			clean = max(clean, waitNetnsOnly(t, h.NS, 10*time.Second, agents[i].Pid))
 		}
-		t.Logf("4 ranks on 2 hosts: launcher --mpi=openmpi ran %v; no rank left (checked in %v); namespaces back to their agents after %v",
+		t.Logf("16 ranks on 2 hosts: launcher --mpi=openmpi ran %v; no rank left (checked in %v); namespaces back to their agents after %v",
 			l.took.Round(time.Millisecond), left.Round(time.Millisecond), clean.Round(time.Millisecond))
 	})
 
@@ -306,9 +306,9 @@ func TestOpenMPIMpirun(t *testing.T) {
 	t.Run("LauncherMPIOpenMPIKilled", func(t *testing.T) {
 		tag := newTag(t)
 		l := launcherOMPI(t, tag, "sleep", "60")
-		watch(t, l, func() bool { return len(taggedProcs(tag)) == 4 })
-		if n := len(taggedProcs(tag)); n != 4 {
-			t.Fatalf("%d of 4 ranks running: %v", n, l)
+		watch(t, l, func() bool { return len(taggedProcs(tag)) == 16 })
+		if n := len(taggedProcs(tag)); n != 16 {
+			t.Fatalf("%d of 16 ranks running: %v", n, l)
 		}
 		desc := descendants(l.cmd.Process.Pid)
 		t.Cleanup(func() { killProcs(desc) })
