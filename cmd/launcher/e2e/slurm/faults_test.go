@@ -25,17 +25,18 @@ func waitReady(t *testing.T, j *job, n int) {
 	}
 }
 
-// TestSallocFailingRank: rank 4 (on cn3) exits 7 while the others sleep:
-// the launcher stops the whole gang on every node and exits 7 naming the
-// rank; nothing is left on any node.
+// TestSallocFailingRank: 3 nodes x 8 ranks; rank 20 (on cn3) exits 7
+// while the others sleep: the launcher stops the whole gang on every node
+// and exits 7 naming the rank and counting the 23 it stopped; nothing is
+// left on any node.
 func TestSallocFailingRank(t *testing.T) {
 	b := bed(t)
-	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=2"}, "--kill-grace", "2s", "-x", "FAIL=4", "sh", "-c", sleeper)...)
+	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=8"}, "--kill-grace", "2s", "-x", "FAIL=20", "sh", "-c", sleeper)...)
 	j.wait(t)
 	if j.code != 7 {
-		t.Fatalf("exit code %d, want rank 4's 7: %v", j.code, j)
+		t.Fatalf("exit code %d, want rank 20's 7: %v", j.code, j)
 	}
-	for _, want := range []string{"rank 4", "cn3", "launcher: 5 other ranks were stopped", "launcher: exit code 7"} {
+	for _, want := range []string{"rank 20 on cn3", "launcher: 23 other ranks were stopped", "launcher: exit code 7"} {
 		if !strings.Contains(j.stderr.String(), want) {
 			t.Errorf("launcher's report lacks %q:\n%s", want, j.stderr.String())
 		}
@@ -49,9 +50,9 @@ func TestSallocFailingRank(t *testing.T) {
 // and nothing is left on any node.
 func TestScancel(t *testing.T) {
 	b := bed(t)
-	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=2"}, "--kill-grace", "2s", "sh", "-c", sleeper)...)
+	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=8"}, "--kill-grace", "2s", "sh", "-c", sleeper)...)
 	id := j.jobID(t)
-	waitReady(t, j, 6)
+	waitReady(t, j, 24)
 	if out, err := b.Command(t.Context(), "scancel", id).CombinedOutput(); err != nil {
 		t.Fatalf("scancel %s: %v: %s", id, err, out)
 	}
@@ -75,9 +76,9 @@ func TestLauncherKilled(t *testing.T) {
 	b := bed(t)
 	// salloc exits 0 when its command dies of a signal: a shell between
 	// them reports how the launcher ended.
-	report := []string{"-N3", "--ntasks-per-node=2", "sh", "-c", `"$@"; echo "launcher exit status $?" >&2`, "sh"}
+	report := []string{"-N3", "--ntasks-per-node=8", "sh", "-c", `"$@"; echo "launcher exit status $?" >&2`, "sh"}
 	j := startJob(t, b, nil, sallocLauncher(t, report, "sh", "-c", sleeper)...)
-	waitReady(t, j, 6)
+	waitReady(t, j, 24)
 	l, ok := findProc(j.tag, "launcher")
 	if !ok {
 		t.Fatalf("no launcher process among the job's: %v", taggedProcs(j.tag))
@@ -207,8 +208,8 @@ func cancel(t *testing.T, b *slurmbed.Bed, ids ...string) {
 // left.
 func TestInterrupted(t *testing.T) {
 	b := bed(t)
-	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=2"}, "--kill-grace", "2s", "sh", "-c", sleeper)...)
-	waitReady(t, j, 6)
+	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=8"}, "--kill-grace", "2s", "sh", "-c", sleeper)...)
+	waitReady(t, j, 24)
 	l, ok := findProc(j.tag, "launcher")
 	if !ok {
 		t.Fatalf("no launcher process among the job's: %v", taggedProcs(j.tag))
