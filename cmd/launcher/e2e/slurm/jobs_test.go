@@ -18,61 +18,67 @@ import (
 // within a kernel.
 var mpichEnv = []string{"-x", "UCX_TLS=tcp,self,sm", "-x", "UCX_NET_DEVICES=enp1s0f0", "-x", "UCX_WARN_UNUSED_ENV_VARS=n"}
 
-// TestSallocMPICH: `salloc -N3 --ntasks-per-node=2 launcher mpitest`: the
+// TestSallocMPICH: `salloc -N3 --ntasks-per-node=8 launcher mpitest`: the
 // launcher reads the allocation, starts one agent per node with srun, and
-// a real MPICH program runs 6 ranks, 2 per node, with the PMI the agents
+// a real MPICH program runs 24 ranks, 8 per node, with the PMI the agents
 // serve (ranks and node-local ranks checked). The ranks' environment is
 // the job's, not the agents' step's. Nothing is written under the
 // launcher's HOME (no known_hosts), and nothing is left on any node.
 func TestSallocMPICH(t *testing.T) {
+	const per, np = 8, 24
 	b := bed(t)
 	bin := compileMPITest(t)
 	home := t.TempDir()
 	args := append([]string{"--kill-grace", "2s"}, mpichEnv...)
-	j := startJob(t, b, []string{"HOME=" + home}, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=2"}, append(args, bin)...)...)
+	j := startJob(t, b, []string{"HOME=" + home}, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=8"}, append(args, bin)...)...)
 	j.wait(t)
 	if j.code != 0 {
 		t.Fatalf("salloc launcher mpitest: %v", j)
 	}
 	lines := e2e.RankLines(j.stdout.String())
-	for r := range 6 {
-		want := fmt.Sprintf("rank %d size 6 local %d/2 sum 15 bcast ok", r, r%2)
+	for r := range np {
+		want := fmt.Sprintf("rank %d size %d local %d/%d sum %d bcast ok", r, np, r%per, per, np*(np-1)/2)
 		if got := lines[r]; len(got) != 1 || got[0] != want {
 			t.Errorf("rank %d printed %q, want [%q]", r, got, want)
 		}
 	}
-	if len(lines) != 6 {
-		t.Errorf("%d ranks printed, want 6:\n%s", len(lines), j.stdout.String())
+	if len(lines) != np {
+		t.Errorf("%d ranks printed, want %d:\n%s", len(lines), np, j.stdout.String())
 	}
 	if ents, _ := os.ReadDir(home); len(ents) != 0 {
 		t.Errorf("the launcher wrote under its HOME: %v", ents)
 	}
 	checkNothingLeft(t, b, j)
-	t.Logf("6 MPICH ranks on 3 Slurm nodes: salloc ran %v", j.took)
+	t.Logf("%d MPICH ranks on 3 Slurm nodes: salloc ran %v", np, j.took)
 }
 
-// TestSallocEnvironment: every rank sees its launcher identity, its own
-// node's hostname and SLURMD_NODENAME, the job's SLURM_JOB_ID, and none of
-// the agent's own step (SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_ID) or the
-// launcher's key; -x reaches the ranks; the ranks of each node are
-// numbered as the plan says (fill by slot).
+// TestSallocEnvironment: every rank of 3 nodes x 8 sees its launcher
+// identity, its own node's hostname and SLURMD_NODENAME, the job's
+// SLURM_JOB_ID, and none of the agent's own step (SLURM_PROCID,
+// SLURM_NTASKS, SLURM_STEP_ID) or the launcher's key; -x reaches the
+// ranks; the ranks of each node are numbered as the plan says (fill by
+// slot).
 func TestSallocEnvironment(t *testing.T) {
+	const per, np = 8, 24
 	b := bed(t)
 	script := `echo "rank=$RANK local=$LOCAL_RANK/$LOCAL_WORLD_SIZE size=$WORLD_SIZE host=$(hostname) node=$SLURMD_NODENAME job=$SLURM_JOB_ID` +
 		` procid=${SLURM_PROCID-unset} ntasks=${SLURM_NTASKS-unset} step=${SLURM_STEP_ID-unset} key=${GANGWAY_SRUN_LAUNCHER_KEY-unset} x=$FROM_X"`
-	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=2"}, "-x", "FROM_X=yes", "sh", "-c", script)...)
+	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=8"}, "-x", "FROM_X=yes", "sh", "-c", script)...)
 	id := j.jobID(t)
 	j.wait(t)
 	if j.code != 0 {
 		t.Fatalf("salloc launcher sh: %v", j)
 	}
 	lines := e2e.RankLines(j.stdout.String())
-	for r := range 6 {
-		node := fmt.Sprintf("cn%d", r/2+1)
-		want := fmt.Sprintf("rank=%d local=%d/2 size=6 host=%s node=%s job=%s procid=unset ntasks=unset step=unset key=unset x=yes", r, r%2, node, node, id)
+	for r := range np {
+		node := fmt.Sprintf("cn%d", r/per+1)
+		want := fmt.Sprintf("rank=%d local=%d/%d size=%d host=%s node=%s job=%s procid=unset ntasks=unset step=unset key=unset x=yes", r, r%per, per, np, node, node, id)
 		if got := lines[r]; len(got) != 1 || got[0] != want {
 			t.Errorf("rank %d printed %q, want [%q]", r, got, want)
 		}
+	}
+	if len(lines) != np {
+		t.Errorf("%d ranks printed, want %d", len(lines), np)
 	}
 	checkNothingLeft(t, b, j)
 }
