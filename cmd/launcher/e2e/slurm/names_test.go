@@ -36,7 +36,7 @@ func localNamesBed(t *testing.T) *slurmbed.Bed {
 // addresses they reported (and the launcher dialled), not by names, so
 // the interface choice finds the data NIC on both (before, every host
 // failed with "no usable network interface: no route to peer cn2 (no
-// addresses)"). MASTER_ADDR is cn1's address.
+// addresses)"). MASTER_ADDR is cn1's address. 8 ranks a node.
 func TestSallocNodeNamesUnresolved(t *testing.T) {
 	b := localNamesBed(t)
 	// The bed is what it claims: on cn1, cn2 does not resolve.
@@ -44,18 +44,21 @@ func TestSallocNodeNamesUnresolved(t *testing.T) {
 		t.Fatalf("cn2 resolves on cn1 (%s): the bed does not reproduce the case", strings.TrimSpace(string(out)))
 	}
 	script := `echo "rank=$RANK host=$(hostname) master=$MASTER_ADDR ifname=$NCCL_SOCKET_IFNAME"`
-	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N2", "--ntasks-per-node=2"}, "-v", "sh", "-c", script)...)
+	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N2", "--ntasks-per-node=8"}, "-v", "sh", "-c", script)...)
 	j.wait(t)
 	if j.code != 0 {
 		t.Fatalf("salloc launcher sh: %v", j)
 	}
 	master := b.Nodes()[0].Addr
 	lines := e2e.RankLines(j.stdout.String())
-	for r := range 4 {
-		want := fmt.Sprintf("rank=%d host=cn%d master=%s ifname==enp1s0f0", r, r/2+1, master)
+	for r := range 16 {
+		want := fmt.Sprintf("rank=%d host=cn%d master=%s ifname==enp1s0f0", r, r/8+1, master)
 		if got := lines[r]; len(got) != 1 || got[0] != want {
 			t.Errorf("rank %d printed %q, want [%q]", r, got, want)
 		}
+	}
+	if len(lines) != 16 {
+		t.Errorf("%d ranks printed, want 16", len(lines))
 	}
 	checkNothingLeft(t, b, j)
 }
