@@ -142,6 +142,7 @@ type state struct {
 	// stoppedRanks is how many ranks the hosts said the launcher's stop
 	// ended (an Exit marked Stopped, an Ends' count), for the report.
 	stoppedRanks int
+	saidSignal   bool // the first stopping signal was said (signalled)
 	stopping     bool
 	ended        bool // the job's end is decided (its context has a cause, or a hang dump runs): nothing more is blamed
 	killed       bool
@@ -280,15 +281,18 @@ func (st *state) apply(ev any) []action {
 	case evGathered:
 		return st.gathered(ev)
 	case evSignal:
-		if ev.n == 1 {
-			return append([]action{actSay{fmt.Sprintf("got %s, stopping every rank (again to kill)", diagnose.SignalName(ev.sig))}}, st.stop()...)
-		}
-		return append([]action{actSay{fmt.Sprintf("got %s again, killing every rank", diagnose.SignalName(ev.sig))}}, st.kill()...)
+		return st.signalled(ev.sig, ev.n)
 	case evCancel:
 		st.ended = true
 		var te *diagnose.TimeoutError
 		if errors.As(ev.cause, &te) && !st.stopping {
 			return st.startDump(te.Error()+": collecting every rank's stacks, then stopping every rank", true, true, nil, st.dumpGrace())
+		}
+		if se := (*diagnose.SignalError)(nil); errors.As(ev.cause, &se) {
+			// The signal's own event may reach the loop only after the
+			// stop has ended every rank (one relay's ends can end the
+			// job): said here, the signal is never left unsaid.
+			return st.signalled(se.Signal, 1)
 		}
 		return st.stop()
 	case evHang:
@@ -402,6 +406,20 @@ func (st *state) fail(e *diagnose.RankError) []action {
 	}
 	st.first = e
 	return append([]action{actCancel{e}}, st.stop()...)
+}
+
+// signalled is the launcher's n-th stopping signal, from its event or
+// from the job's context, which it cancelled (whichever the loop takes
+// first): the first is said, once, and stops every rank; a second kills.
+func (st *state) signalled(sig os.Signal, n int) []action {
+	if n == 1 {
+		if st.saidSignal {
+			return nil
+		}
+		st.saidSignal = true
+		return append([]action{actSay{fmt.Sprintf("got %s, stopping every rank (again to kill)", diagnose.SignalName(sig))}}, st.stop()...)
+	}
+	return append([]action{actSay{fmt.Sprintf("got %s again, killing every rank", diagnose.SignalName(sig))}}, st.kill()...)
 }
 
 // stop stops every rank, once. The hosts then have --kill-grace and

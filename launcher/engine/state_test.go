@@ -227,6 +227,20 @@ func TestApplySignals(t *testing.T) {
 	if got := diagnose.ExitCode(&diagnose.SignalError{Signal: syscall.SIGINT}, false); got != 130 {
 		t.Errorf("SIGINT: exit %d, want 130", got)
 	}
+	// The job's context cancelled by the signal, taken before the
+	// signal's own event: the signal is said there, once, and stops;
+	// its event then adds nothing; a second signal kills.
+	st = twoHosts()
+	acts = runEvents(st, evCancel{&diagnose.SignalError{Signal: syscall.SIGINT}})
+	if say, _ := find[actSay](acts); count[actStop](acts) != 1 || say.line != "got SIGINT, stopping every rank (again to kill)" {
+		t.Errorf("cancelled by SIGINT: %v, want it said and a stop", acts)
+	}
+	if acts := runEvents(st, evSignal{sig: syscall.SIGINT, n: 1}); len(acts) != 0 {
+		t.Errorf("the signal's event after its cancel: %v, want nothing", acts)
+	}
+	if acts := runEvents(st, evSignal{sig: syscall.SIGINT, n: 2}); count[actKill](acts) != 1 {
+		t.Errorf("second signal after the cancel: %v, want a kill", acts)
+	}
 	// A signal after a rank failed keeps the rank's code: the first cause wins.
 	st = twoHosts()
 	acts = runEvents(st, evExit{0, wire.Exit{Rank: 0, Code: 5}}, evSignal{sig: syscall.SIGTERM, n: 1})
