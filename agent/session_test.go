@@ -2,9 +2,7 @@ package agent
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/gangway-hpc/gangway/agent/proc/proctest"
 	"github.com/gangway-hpc/gangway/agent/wire"
 )
 
@@ -295,7 +294,7 @@ func procAlive(pid int) bool {
 func waitReaped(t *testing.T, pid int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); errors.Is(err, fs.ErrNotExist) {
+		if proctest.State(pid) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {

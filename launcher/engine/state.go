@@ -288,7 +288,8 @@ func (st *state) apply(ev any) []action {
 		if errors.As(ev.cause, &te) && !st.stopping {
 			return st.startDump(te.Error()+": collecting every rank's stacks, then stopping every rank", true, true, nil, st.dumpGrace())
 		}
-		if se := (*diagnose.SignalError)(nil); errors.As(ev.cause, &se) {
+		var se *diagnose.SignalError
+		if errors.As(ev.cause, &se) {
 			// The signal's own event may reach the loop only after the
 			// stop has ended every rank (one relay's ends can end the
 			// job): said here, the signal is never left unsaid.

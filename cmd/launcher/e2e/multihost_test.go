@@ -79,11 +79,12 @@ func rankVars(t *testing.T, stdout string) map[int]map[string]string {
 // host, exits 5: the launcher returns 5, every other rank on every host
 // is stopped, and the report counts the 23 its stop ended (through
 // relays too, where each clean host's count goes up in its subtree's
-// ends).
+// ends). The agents are processes, as users run them.
 func TestExitCodeAcrossHosts(t *testing.T) {
 	t.Parallel()
 	const hosts, np, failing = 3, 3 * perHost, 2*perHost + 5
-	c := e2e.StartLocal(t, hosts)
+	_, agentBin := e2e.BuildBinaries(t)
+	c := e2e.StartProcs(t, hosts, agentBin)
 	trigger := filepath.Join(t.TempDir(), "fail")
 	l := c.StartLauncher(t, fake(t, np, c.HostList(perHost), fmt.Sprintf("byrank:%d=failonfile:%s:5,*=sleep", failing, trigger), "--kill-grace", "5s")...)
 	out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(np))
@@ -124,11 +125,12 @@ func TestExitCodeAcrossHosts(t *testing.T) {
 
 // TestSignalsEscalateAcrossHosts: 2 hosts x 8 ranks; the launcher's
 // first SIGTERM reaches every rank on every host as SIGTERM; the second
-// kills them all.
+// kills them all. The agents are processes, as users run them.
 func TestSignalsEscalateAcrossHosts(t *testing.T) {
 	t.Parallel()
 	const np = 2 * perHost
-	c := e2e.StartLocal(t, 2)
+	_, agentBin := e2e.BuildBinaries(t)
+	c := e2e.StartProcs(t, 2, agentBin)
 	l := c.StartLauncher(t, fake(t, np, c.HostList(perHost), "trapterm", "--kill-grace", "10m")...)
 	out, ok := l.Stdout.WaitFor(e2e.Deadline, e2e.HasReady(np))
 	if !ok {
