@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,20 +12,49 @@ import (
 	"github.com/gangway-hpc/gangway/launcher"
 )
 
-// TestSelftestLoopback: --selftest=strict over 3 in-process agents on
-// loopback addresses measures the 3 pairs both ways, names no host, and
-// the job runs.
+// TestSelftestLoopback: --selftest over 3 in-process agents on loopback
+// addresses measures the 3 pairs both ways, judges the hosts and runs
+// the job. Whether a loopback host comes out slow is the machine's
+// load, not the launcher's doing (this package's tests run in parallel,
+// and on two CPUs one pair was once under a third of the others), so the
+// judgement is read, not asserted; --selftest=strict stopping a job for
+// a slow host, and not for even ones, is nettest's TestSelftest, on
+// links shaped with tc.
 func TestSelftestLoopback(t *testing.T) {
 	t.Parallel()
 	c := e2e.StartLocal(t, 3)
-	stdout, stderr, code := c.RunLauncher(t, fake(t, 3, c.HostList(1), "exit:0", "--selftest=strict")...)
+	stdout, stderr, code := c.RunLauncher(t, fake(t, 3, c.HostList(1), "exit:0", "--selftest")...)
 	if code != 0 {
 		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"launcher: selftest: 3 pairs of 3 hosts, at most 64 MiB or 2s each way", "launcher: selftest: no outlier"} {
-		if !strings.Contains(stderr, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	if want := "launcher: selftest: 3 pairs of 3 hosts, at most 64 MiB or 2s each way"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+	// "A (a) -> B (b)  N MB/s   B (b) -> A (a)  M MB/s": both ways
+	// measured, with a figure each, and no error after them.
+	pairLine := regexp.MustCompile(`^launcher: selftest:   (\S+ \(\S+\)) +-> (\S+ \(\S+\)) +([0-9.]+) MB/s   (\S+ \(\S+\)) +-> (\S+ \(\S+\)) +([0-9.]+) MB/s$`)
+	pairs := 0
+	for _, line := range strings.Split(stderr, "\n") {
+		if !strings.HasPrefix(line, "launcher: selftest:   ") {
+			continue
 		}
+		pairs++
+		m := pairLine.FindStringSubmatch(line)
+		if m == nil || m[1] != m[5] || m[2] != m[4] || m[1] == m[2] {
+			t.Errorf("not a pair measured both ways: %q", line)
+			continue
+		}
+		for _, v := range []string{m[3], m[6]} {
+			if mbps, err := strconv.ParseFloat(v, 64); err != nil || mbps <= 0 {
+				t.Errorf("a direction without a figure: %q", line)
+			}
+		}
+	}
+	if pairs != 3 {
+		t.Errorf("%d pair lines, want 3:\n%s", pairs, stderr)
+	}
+	if !strings.Contains(stderr, "launcher: selftest: no outlier") && !strings.Contains(stderr, "launcher: selftest: slow hosts, under 33% of the median: ") {
+		t.Errorf("stderr lacks the judgement of the hosts:\n%s", stderr)
 	}
 	t.Logf("stderr:\n%s", stderr)
 }
