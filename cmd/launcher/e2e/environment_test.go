@@ -76,41 +76,66 @@ func runEnvJob(t *testing.T, launcherBin string, env []string, np int, args ...s
 	return out
 }
 
-// dryRunSources is --dry-run's account of rank r's environment: each
+// rankSources is --dry-run's account of one rank's environment: each
 // variable's source, and the names its "# nccl:" and "# agent adds:"
 // lines give.
-func dryRunSources(t *testing.T, launcherBin string, env []string, np, r int, args ...string) (map[string]string, []string) {
+type rankSources struct {
+	src  map[string]string
+	adds []string
+}
+
+// dryRunSources is --dry-run's account of every rank's environment, by
+// rank: one run, which prints them all.
+func dryRunSources(t *testing.T, launcherBin string, env []string, np int, args ...string) []rankSources {
 	t.Helper()
 	argv := append(append(append([]string{"-i"}, env...), launcherBin, "--dry-run", "-np", strconv.Itoa(np)), args...)
 	l := e2e.StartProc(t, nil, "env", append(argv, dumpEnv("/nonexistent")...)...)
 	if code := l.Wait(t); code != 0 {
 		t.Fatalf("--dry-run exit %d: %s", code, l.Stderr)
 	}
-	src, adds := map[string]string{}, []string{}
-	sec := false
-	cur := ""
+	out := make([]rankSources, np)
+	var cur *rankSources // the rank whose section this is, nil outside one
+	source := ""
 	sc := bufio.NewScanner(strings.NewReader(l.Stdout.String()))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "# environment rank "):
-			sec = strings.HasPrefix(line, "# environment rank "+strconv.Itoa(r)+" ")
-		case !sec:
+			cur = nil
+			f := strings.Fields(strings.TrimPrefix(line, "# environment rank "))
+			if len(f) == 0 {
+				break
+			}
+			r, err := strconv.Atoi(f[0])
+			if err != nil || r < 0 || r >= np {
+				t.Fatalf("--dry-run: %q: not a rank of %d", line, np)
+			}
+			if out[r].src != nil {
+				t.Fatalf("--dry-run: rank %d's environment twice", r)
+			}
+			out[r] = rankSources{src: map[string]string{}, adds: []string{}}
+			cur, source = &out[r], ""
+		case cur == nil:
 		case strings.HasPrefix(line, "# source: "):
-			cur = strings.TrimPrefix(line, "# source: ")
+			source = strings.TrimPrefix(line, "# source: ")
 		case strings.HasPrefix(line, "# nccl: "), strings.HasPrefix(line, "# agent adds: "):
 			for _, w := range strings.FieldsFunc(line, func(c rune) bool { return c == ' ' || c == ',' || c == ':' || c == '(' || c == ')' }) {
 				if w == strings.ToUpper(w) && strings.ContainsAny(w, "_") || w == "HOME" || w == "USER" || w == "SHELL" || w == "LOGNAME" {
-					adds = append(adds, w)
+					cur.adds = append(cur.adds, w)
 				}
 			}
 		case !strings.HasPrefix(line, "#"):
 			k, _, _ := strings.Cut(line, "=")
-			src[k] = cur
+			cur.src[k] = source
 		}
 	}
-	return src, adds
+	for r := range out {
+		if out[r].src == nil {
+			t.Fatalf("--dry-run printed no environment for rank %d of %d", r, np)
+		}
+	}
+	return out
 }
 
 // TestSameEnvironmentLocalAndRemote runs the same job, with a real user's
@@ -132,8 +157,9 @@ func TestSameEnvironmentLocalAndRemote(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		userMap[k] = v
 	}
+	sources := dryRunSources(t, launcherBin, user, np, remoteArgs...)
 	for r := range np {
-		src, adds := dryRunSources(t, launcherBin, user, np, r, remoteArgs...)
+		src, adds := sources[r].src, sources[r].adds
 		mayDiffer := func(k string) bool {
 			_, home := rankenv.HostSpecific(k)
 			return home || src[k] == rankenv.SrcLauncher || src[k] == rankenv.SrcNCCL || slices.Contains(adds, k)

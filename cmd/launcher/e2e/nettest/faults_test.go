@@ -79,6 +79,7 @@ func waitTagged(t *testing.T, l *launch, tag string, n int) {
 // session. Resumed, the launcher finds its agents gone: exit 255, naming
 // both.
 func TestFaultLauncherStopped(t *testing.T) {
+	t.Parallel() // waits out agents' and the launcher's liveness bounds: with the other such test
 	_, launcherBin := binaries(t)
 	b, hosts, ssh := faultBed(t, "gwn6", 186)
 	tag := newTag(t)
@@ -114,6 +115,7 @@ func TestFaultLauncherStopped(t *testing.T) {
 // ranks that write continuously (their agent's writes to the launcher
 // block on the dead link).
 func TestFaultLinkDown(t *testing.T) {
+	t.Parallel() // waits out agents' and the launcher's liveness bounds: with the other such test
 	_, launcherBin := binaries(t)
 	b, hosts, ssh := faultBed(t, "gwn7", 187)
 	h1 := b.Hosts()[1].Addr
