@@ -466,7 +466,13 @@ func (st *state) lose(host int, err error) []action {
 	name := st.hosts[host]
 	var silent transport.SilentError
 	var stalled transport.StalledError
+	var cut *transport.CutOffError
 	switch {
+	case errors.As(err, &cut):
+		// Cut off by its relay's loss: the relay's keepalives or stall
+		// (inside the CutOffError) are the relay's, said below as why
+		// the relay was lost, not the host's own.
+		err = cut
 	case errors.As(err, &silent):
 		// The keepalives are why, whatever the frame reader was in the
 		// middle of when the connection closed.
@@ -480,8 +486,7 @@ func (st *state) lose(host int, err error) []action {
 	}
 	lost := diagnose.Lost{Msg: msg, Host: name, Index: host}
 	rankMsg := msg
-	var cut *transport.CutOffError
-	if errors.As(err, &cut) {
+	if cut != nil {
 		lost.Relay, lost.Why = cut.Relay, cut.Why()
 		lost.Msg = fmt.Sprintf("lost the agent on %s: %v", name, cut)
 		// Every rank its relay cut off fails the same way, whichever

@@ -147,21 +147,40 @@ func TestApplyLostAgentSilent(t *testing.T) {
 // TestApplyCutOff: a host cut off by its relay's loss loses the relay
 // first; its ranks fail with the relay's loss, in words that do not
 // name the host (so diagnose groups every host it cut off), and its
-// loss records the relay and why for the report's one line.
+// loss records the relay and why for the report's one line, whether the
+// relay's connection closed or went silent (a relay hung or stopped: its
+// keepalives' error is inside the cut, and is the relay's, not the
+// host's), and whatever the host's reader was in the middle of.
 func TestApplyCutOff(t *testing.T) {
-	st := twoHosts()
-	runEvents(st, evLost{1, &transport.CutOffError{Relay: "a", Err: io.EOF}})
-	if len(st.lost) != 2 || st.lost[0].Host != "a" || st.lost[0].Relay != "" {
-		t.Fatalf("lost %+v, want the relay a first, lost itself", st.lost)
-	}
-	want := diagnose.Lost{Msg: "lost the agent on b: cut off: its relay a was lost (connection closed)", Host: "b", Index: 1, Relay: "a", Why: "connection closed"}
-	if st.lost[1] != want {
-		t.Errorf("lost %+v, want %+v", st.lost[1], want)
-	}
-	for _, f := range st.failures {
-		if f.Host == "b" && (f.Err != "lost the agent: cut off: its relay a was lost (connection closed)" || f.CutOffBy != "a") {
-			t.Errorf("rank %d on b failed with %q (cut off by %q)", f.Rank, f.Err, f.CutOffBy)
-		}
+	silent := transport.SilentError{After: 15 * time.Second}
+	for _, tc := range []struct {
+		name     string
+		err      error  // host b's session's end
+		relayMsg string // what is said of the relay a
+		why      string
+	}{
+		{"closed", &transport.CutOffError{Relay: "a", Err: io.EOF}, "lost the agent on a: connection closed", "connection closed"},
+		{"silent", &transport.CutOffError{Relay: "a", Err: silent}, "lost the agent on a: " + silent.Error(), silent.Error()},
+		{"silent, mid-frame", fmt.Errorf("wire: short output frame (5 of 65477 bytes): %w", &transport.CutOffError{Relay: "a", Err: silent}),
+			"lost the agent on a: " + silent.Error(), silent.Error()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := twoHosts()
+			runEvents(st, evLost{1, tc.err})
+			if len(st.lost) != 2 || st.lost[0].Host != "a" || st.lost[0].Relay != "" || st.lost[0].Msg != tc.relayMsg {
+				t.Fatalf("lost %+v, want the relay a first, lost itself: %q", st.lost, tc.relayMsg)
+			}
+			cutMsg := "cut off: its relay a was lost (" + tc.why + ")"
+			want := diagnose.Lost{Msg: "lost the agent on b: " + cutMsg, Host: "b", Index: 1, Relay: "a", Why: tc.why}
+			if st.lost[1] != want {
+				t.Errorf("lost %+v, want %+v", st.lost[1], want)
+			}
+			for _, f := range st.failures {
+				if f.Host == "b" && (f.Err != "lost the agent: "+cutMsg || f.CutOffBy != "a") {
+					t.Errorf("rank %d on b failed with %q (cut off by %q)", f.Rank, f.Err, f.CutOffBy)
+				}
+			}
+		})
 	}
 }
 

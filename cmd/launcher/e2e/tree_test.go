@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/gangway-hpc/gangway/agent/proc/proctest"
@@ -167,6 +168,79 @@ func TestRelayKilled(t *testing.T) {
 	}
 	if left := proctest.WaitGone(e2e.Deadline, all...); len(left) > 0 {
 		t.Errorf("ranks or children left running: %v", left)
+	}
+	if left := waitUnmarked(mark, e2e.Deadline); len(left) > 0 {
+		t.Errorf("processes of the job left running:%s", describe(left))
+	}
+	t.Logf("launcher stderr:\n%s", stderr)
+}
+
+// TestRelayHung: as TestRelayKilled, but host 0's agent is stopped
+// (SIGSTOP: a relay hung, its connections open and silent) instead of
+// killed. The launcher's keepalives (its -F configuration: every second,
+// lost after 3 unanswered) find the relay silent: exit 255, the relay
+// named as the job's failure with the keepalives' words, and the two
+// hosts behind it as cut off by it, on one line (not each as silent on
+// its own). While the relay stays stopped, the hosts behind it stop
+// their ranks (they hear no heartbeat for their --launcher-timeout), as
+// do the hosts the launcher stopped; the relay's own ranks, whose agent
+// cannot act, go once it is resumed.
+func TestRelayHung(t *testing.T) {
+	t.Parallel()
+	_, agentBin := e2e.BuildBinaries(t)
+	const hosts = 5
+	c := e2e.StartProcs(t, hosts, agentBin, e2e.AgentArgs("--launcher-timeout", "10s"))
+	mark := newMark(t)
+	killMarked(t, mark)
+	conf := filepath.Join(t.TempDir(), "ssh_config")
+	if err := os.WriteFile(conf, []byte("Host *\n    ServerAliveInterval 1\n    ServerAliveCountMax 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	np := hosts * perHost
+	l := c.StartLauncher(t, childRanks(np, c.HostList(perHost), mark, "-F", conf, "--tree-width", "2", "--kill-grace", "5s")...)
+	ranks, children := startedWithChildren(t, l.Stdout, l.Stderr, np)
+	relayPid := c.Procs[0].Pid()
+	if err := syscall.Kill(relayPid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := syscall.Kill(relayPid, syscall.SIGCONT); err != nil {
+				t.Errorf("resume the relay's agent: %v", err)
+			}
+		}
+	}
+	t.Cleanup(resume) // before the cluster's own cleanup stops it
+	code := l.Wait(t)
+	stderr := l.Stderr.String()
+	relay := c.Hosts[0].Addr
+	silent := "no answer to SSH keepalives for 3s (host hung, stopped or cut off)"
+	if code != 255 {
+		t.Errorf("exit code %d, want 255 (agent lost)", code)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("launcher: job failed: ranks 0-%d on %s: lost the agent on %s: %s", perHost-1, relay, relay, silent),
+		fmt.Sprintf("lost the agents on 2 hosts (%s, %s): cut off: their relay %s was lost (%s)", c.Hosts[2].Addr, c.Hosts[3].Addr, relay, silent),
+		fmt.Sprintf("ranks %d-%d on 2 hosts (%s, %s): lost the agent: cut off: its relay %s was lost (%s)", 2*perHost, 4*perHost-1, c.Hosts[2].Addr, c.Hosts[3].Addr, relay, silent),
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, stderr)
+		}
+	}
+	for _, h := range []int{1, 2, 3, 4} {
+		if strings.Contains(stderr, "lost the agent on "+c.Hosts[h].Addr+": no answer") {
+			t.Errorf("host %d named silent on its own, not cut off by its relay:\n%s", h, stderr)
+		}
+	}
+	// The relay still stopped: every other host's ranks and children end.
+	if left := proctest.WaitGone(e2e.Deadline, treesOf(t, ranks, children, span(perHost, np)...)...); len(left) > 0 {
+		t.Errorf("ranks or children left running on the hosts around and behind the hung relay: %v", left)
+	}
+	resume()
+	if left := proctest.WaitGone(e2e.Deadline, treesOf(t, ranks, children, span(0, np)...)...); len(left) > 0 {
+		t.Errorf("ranks or children left running once the relay resumed: %v", left)
 	}
 	if left := waitUnmarked(mark, e2e.Deadline); len(left) > 0 {
 		t.Errorf("processes of the job left running:%s", describe(left))
