@@ -563,6 +563,7 @@ type node struct {
 	up     chan struct{} // closed when l or failed changes (then made anew)
 	failed bool          // its last attempt failed for good (ErrPermanent)
 	down   error         // its last attempt found nothing there (isDown): the error, else nil
+	lost   error         // its link died after its facts came (its dial had ended, and nothing dials it again): why, until a link is up again
 	pre    *prelinked    // a link sent ahead of its dial (Prelink)
 }
 
@@ -587,6 +588,28 @@ func (e relayDownError) Error() string {
 }
 
 func (e relayDownError) Is(target error) bool {
+	return target == errRelayDown || target == ErrUnreachable || target == errViaRelay
+}
+
+// relayLostError is the error of a host whose relay was reached and then
+// lost during the launch (node.lost): nothing will reach the relay again,
+// so the host does not wait for it; like a relay that is down, it is
+// gone around (Tree.SetGoAround), else the host is unreachable through
+// it. The relay itself is then reported lost by the engine, as any host
+// whose session ends.
+type relayLostError struct {
+	relay string
+	err   error
+}
+
+func (e relayLostError) Error() string {
+	if e.err == io.EOF {
+		return fmt.Sprintf("its relay %s was lost: connection closed", e.relay)
+	}
+	return fmt.Sprintf("its relay %s was lost: %v", e.relay, e.err)
+}
+
+func (e relayLostError) Is(target error) bool {
 	return target == errRelayDown || target == ErrUnreachable || target == errViaRelay
 }
 
@@ -639,20 +662,24 @@ func (n *node) noteErr(err error) {
 }
 
 // lastErr is the node's last attempt's error when it found nothing
-// there, for a log.
+// there, or how its link was lost after its dial, for a log.
 func (n *node) lastErr() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.down == nil {
-		return ""
+	switch {
+	case n.down != nil:
+		return n.down.Error()
+	case n.lost != nil && n.l == nil:
+		return (relayLostError{n.h.Name, n.lost}).Error()
 	}
-	return n.down.Error()
+	return ""
 }
 
 func (n *node) setUp(l *link) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.l = l
+	n.lost = nil
 	n.t.top[n.i].Store(l.top())
 	n.t.rmu.Lock()
 	if l.parent == nil {
@@ -665,10 +692,20 @@ func (n *node) setUp(l *link) {
 }
 
 func (n *node) setDown(l *link) {
+	cause := l.cause()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.l == l {
 		n.l = nil
+		if isClosed(l.facts) {
+			// Its facts came, so the engine's dial of it has ended (with
+			// them, or ends now) and will not be tried again: hosts
+			// waiting for it as their relay would wait in vain.
+			n.lost = cause
+			if n.lost == nil {
+				n.lost = io.EOF
+			}
+		}
 		n.t.top[n.i].Store(nil)
 		if l.parent == nil {
 			n.t.rmu.Lock()
@@ -694,10 +731,13 @@ func (n *node) waitReady(ctx context.Context, d time.Duration) (*link, error) {
 	defer t.Stop()
 	for {
 		n.mu.Lock()
-		l, up, failed := n.l, n.up, n.failed
+		l, up, failed, lost := n.l, n.up, n.failed, n.lost
 		n.mu.Unlock()
 		if l == nil && failed {
 			return nil, errRelayFailed
+		}
+		if l == nil && lost != nil {
+			return nil, relayLostError{n.h.Name, lost}
 		}
 		if l != nil {
 			select {

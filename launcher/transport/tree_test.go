@@ -889,3 +889,93 @@ func TestTreeTriesWhatRelayCannotReach(t *testing.T) {
 		}
 	}
 }
+
+// TestTreeRelayLost: a relay reached (its facts came) and then lost
+// during the launch is not waited for by the hosts behind it, since
+// nothing will dial it again: with SetGoAround on they are reached
+// directly, else they fail at once, unreachable, naming the relay and
+// how it was lost. A relay lost before its facts came is being dialed
+// again by its own attempts: the hosts behind it wait for it, as before.
+func TestTreeRelayLost(t *testing.T) {
+	// Width 4 over 12 hosts: h0's children are h4-h7, h1's h8-h11.
+	hosts := make([]hostfile.Host, 12)
+	for i := range hosts {
+		hosts[i] = hostfile.Host{Name: fmt.Sprintf("h%d", i)}
+	}
+	for _, around := range []bool{false, true} {
+		t.Run(fmt.Sprintf("around=%v", around), func(t *testing.T) {
+			base := &downBase{}
+			tr := newTestTree(hosts, 4, base)
+			tr.SetGoAround(around)
+			tr.relayWait = 50 * time.Millisecond
+			var links []io.Closer
+			t.Cleanup(func() {
+				for _, l := range links {
+					l.Close()
+				}
+				for _, c := range base.ends {
+					c.Close()
+				}
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			dial := func(i int) error {
+				rwc, _, err := tr.Dial(ctx, hosts[i])
+				if err == nil {
+					links = append(links, rwc)
+				}
+				return err
+			}
+			// h0 answers its Hello with facts, then its agent dies; h1
+			// dies before its facts.
+			for _, i := range []int{0, 1} {
+				if err := dial(i); err != nil {
+					t.Fatalf("h%d: %v", i, err)
+				}
+			}
+			agent0, agent1 := base.ends[0], base.ends[1]
+			if err := wire.NewConn(agent0).Send(wire.KindFacts, wire.Facts{Version: wire.Version, Hostname: "h0"}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-links[0].(*link).facts:
+			case <-ctx.Done():
+				t.Fatal("h0's facts did not come")
+			}
+			agent0.Close()
+			agent1.Close()
+			for _, l := range links[:2] {
+				select {
+				case <-l.(*link).dead:
+				case <-ctx.Done():
+					t.Fatal("a relay's link outlived its agent")
+				}
+			}
+
+			err := dial(4) // behind h0, lost after its facts
+			switch {
+			case around:
+				if err != nil || !base.wasDialed("h4") {
+					t.Errorf("h4 behind lost h0: %v, dialed directly %v; want reached directly", err, base.wasDialed("h4"))
+				}
+			default:
+				want := "its relay h0 was lost: connection closed"
+				if err == nil || err.Error() != want || !errors.Is(err, ErrUnreachable) || base.wasDialed("h4") {
+					t.Errorf("h4 behind lost h0: %v (dialed directly %v); want %q, unreachable, not dialed", err, base.wasDialed("h4"), want)
+				}
+			}
+			err = dial(8) // behind h1, lost before its facts: waited for
+			if want := "its relay h1 is not connected yet"; err == nil || err.Error() != want || base.wasDialed("h8") {
+				t.Errorf("h8 behind h1 (lost before its facts): %v (dialed directly %v); want %q, not dialed", err, base.wasDialed("h8"), want)
+			}
+			// A relay up again is waited for no more than before: h0
+			// dialed again, h5 goes through it.
+			if err := dial(0); err != nil {
+				t.Fatalf("h0 again: %v", err)
+			}
+			if tr.nodes[0].lastErr() != "" {
+				t.Errorf("h0 up again still says %q", tr.nodes[0].lastErr())
+			}
+		})
+	}
+}
