@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io"
 	"sync/atomic"
 	"time"
 
@@ -57,8 +58,18 @@ func (s *session) sendFailed(what string, err error) error {
 	if m := s.said.Load(); m != nil {
 		return &hostError{Host: s.host.Name, Err: errors.New(*m)}
 	}
+	if err == io.EOF {
+		err = closedError{err} // the words the launcher uses for a lost agent
+	}
 	return &hostError{Host: s.host.Name, Err: fmt.Errorf("%s: %w", what, err)}
 }
+
+// closedError is a bare io.EOF said as "connection closed", as the
+// launcher says of an agent lost mid-job; it is still io.EOF.
+type closedError struct{ error }
+
+func (closedError) Error() string   { return "connection closed" }
+func (e closedError) Unwrap() error { return e.error }
 
 // close ends the session: the connection, then the heartbeat (whose
 // send, blocked on an agent that stopped reading, the close ends).
