@@ -41,6 +41,22 @@ import (
 // launcher's connection drops.
 const LostGrace = 2 * time.Second
 
+// StoppedError is the cause the agent's context ends with when the agent
+// itself is told to stop (a signal: systemctl stop, docker stop, a
+// Ctrl-C): each launcher session tells its launcher so before it closes,
+// and the launcher says why it lost the host, not only that its
+// connection closed.
+type StoppedError struct{ Signal string }
+
+func (e StoppedError) Error() string {
+	return fmt.Sprintf("the agent was stopped (%s); its ranks are stopped", e.Signal)
+}
+
+// lastWords bounds how long a session tries to tell its launcher that
+// the agent is stopping before it closes (the launcher may have stopped
+// reading).
+const lastWords = time.Second
+
 // Agent serves launcher sessions. The zero value is not usable; set Log.
 type Agent struct {
 	Name    string // reported name; default hostname
@@ -160,7 +176,13 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login ac
 	defer conn.Close()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	stop := context.AfterFunc(ctx, func() {
+		var se StoppedError
+		if errors.As(context.Cause(ctx), &se) {
+			sayBounded(conn, wire.Error{Msg: se.Error()}, lastWords)
+		}
+		conn.Close()
+	})
 	defer stop()
 
 	h, f, err := a.hello(ctx, conn, login)
@@ -220,6 +242,23 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login ac
 	s.removeErrorFiles()
 	s.releaseJob()
 	return err
+}
+
+// sayBounded sends e on conn, waiting at most d for the send: a launcher
+// that stopped reading does not hold the agent's stop. The send, if it
+// is still blocked, ends when conn is closed; the caller closes it.
+func sayBounded(conn *wire.Conn, e wire.Error, d time.Duration) {
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		_ = conn.Send(wire.KindError, e)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-sent:
+	case <-t.C:
+	}
 }
 
 // hello reads the launcher's Hello and answers it with this host's

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -720,5 +722,62 @@ func TestOutputLostIsSaid(t *testing.T) {
 		if n, _ := e.ContextMap()["pieces"].(int64); n < 2 {
 			t.Errorf("the session's summary says %v pieces: it is said only for more than one", e.ContextMap()["pieces"])
 		}
+	}
+}
+
+// TestStoppedSaysWhy: when the agent is told to stop (its context ends
+// with StoppedError: SIGTERM from systemctl or docker), each launcher
+// session tells its launcher so before it closes; a session that ends
+// for another reason closes without a word.
+func TestStoppedSaysWhy(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		cause error
+		want  string // the Error's text, "" for none
+	}{
+		{"stopped", StoppedError{Signal: "SIGTERM"}, "the agent was stopped (SIGTERM); its ranks are stopped"},
+		{"cancelled", context.Canceled, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)}
+			ours, theirs := net.Pipe()
+			ctx, cancel := context.WithCancelCause(t.Context())
+			done := make(chan struct{})
+			var served error
+			go func() {
+				defer close(done)
+				served = a.ServeSession(ctx, theirs)
+			}()
+			t.Cleanup(func() {
+				ours.Close()
+				<-done
+			})
+			cl := &client{t: t, conn: wire.NewConn(ours)}
+			cl.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "stop", Host: "h0"})
+			cl.recv(wire.KindFacts, nil)
+			cancel(c.cause)
+			m, err := cl.conn.Recv()
+			switch {
+			case c.want == "":
+				if err == nil {
+					t.Fatalf("got %s %s, want the session closed without a word", m.Kind, m.Payload)
+				}
+			case err != nil || m.Kind != wire.KindError:
+				t.Fatalf("got %s %s (%v), want an Error", m.Kind, m.Payload, err)
+			default:
+				var e wire.Error
+				if err := m.Decode(&e); err != nil || e.Msg != c.want {
+					t.Errorf("Error %q (%v), want %q", e.Msg, err, c.want)
+				}
+			}
+			select {
+			case <-done:
+				if !errors.Is(served, c.cause) {
+					t.Errorf("ServeSession returned %v, want the cause %v", served, c.cause)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("session still running 30 s after its context ended")
+			}
+		})
 	}
 }

@@ -159,9 +159,20 @@ func (s *Server) serveConn(ctx context.Context, c *startupConn, cfg *ssh.ServerC
 	auditLogin(log, li)
 	t0 := time.Now()
 	defer func() { log.Info("logout", zap.Duration("duration", time.Since(t0))) }()
+	server := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() { sc.Close() })
+	var open atomic.Int32
+	stop := context.AfterFunc(ctx, func() {
+		if server.Err() != nil && open.Load() > 0 {
+			// The server is stopping: its sessions get a moment to say
+			// so on their channels (a launcher session tells its
+			// launcher why) before the connection closes under them.
+			t := time.NewTimer(lastWords)
+			<-t.C
+		}
+		sc.Close()
+	})
 	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -170,7 +181,6 @@ func (s *Server) serveConn(ctx context.Context, c *startupConn, cfg *ssh.ServerC
 	if maxSessions <= 0 {
 		maxSessions = DefaultMaxSessions
 	}
-	var open atomic.Int32
 	refused := 0
 	for nc := range chans {
 		if nc.ChannelType() != "session" {
@@ -206,6 +216,12 @@ func (s *Server) serveConn(ctx context.Context, c *startupConn, cfg *ssh.ServerC
 	// their processes; wg.Wait (deferred) waits for that.
 	cancel()
 }
+
+// lastWords is how long a connection stays open once the server stops,
+// while it has sessions: what they say as the agent stops (its launcher
+// sessions send why) reaches the client, and the server's stop takes at
+// most this much longer.
+const lastWords = time.Second
 
 // refuseConn tells a connection the agent will not serve why, as the
 // refusal of the first channel it opens (ssh prints "open failed:

@@ -7,8 +7,10 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"sync"
 	"syscall"
 
+	"github.com/gangway-hpc/gangway/agent"
 	"github.com/gangway-hpc/gangway/agent/proc"
 )
 
@@ -36,7 +38,35 @@ func main() {
 	if code, ok := proc.PID1(os.Args); ok { // a container's init: reap, run the agent as its child
 		os.Exit(code)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:]))
+	ctx, stop := stopOnSignal()
+	code := run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// stopOnSignal is a context that ends at the first SIGINT or SIGTERM
+// (systemctl stop, docker stop, a Ctrl-C) with agent.StoppedError
+// naming it, so that each launcher session tells its launcher why; later
+// signals are taken and ignored while the agent stops its ranks. stop
+// ends it and waits for its goroutine.
+func stopOnSignal() (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case sig := <-sigs:
+			name := "SIGTERM"
+			if sig == os.Interrupt {
+				name = "SIGINT"
+			}
+			cancel(agent.StoppedError{Signal: name})
+		case <-ctx.Done():
+		}
+	})
+	return ctx, func() {
+		cancel(nil)
+		wg.Wait()
+	}
 }
