@@ -613,6 +613,14 @@ func (e relayLostError) Is(target error) bool {
 	return target == errRelayDown || target == ErrUnreachable || target == errViaRelay
 }
 
+// agentSaidError is how a link ended whose agent sent an Error and then
+// closed its stream: in the words the launcher uses for an agent's Error.
+// It is io.EOF as well (the stream ended).
+type agentSaidError struct{ msg string }
+
+func (e agentSaidError) Error() string        { return "it reported an error: " + e.msg }
+func (e agentSaidError) Is(target error) bool { return target == io.EOF }
+
 // errViaRelay marks errors that say a host's relay is not up, was lost or
 // cut it off: nothing about the host itself, so they do not make the
 // host down.
@@ -781,6 +789,10 @@ func (e *CutOffError) Error() string {
 
 // Why is how the relay was lost: "connection closed", or its error.
 func (e *CutOffError) Why() string {
+	var said agentSaidError
+	if errors.As(e.Err, &said) {
+		return said.Error()
+	}
 	if errors.Is(e.Err, io.EOF) {
 		return "connection closed"
 	}
@@ -808,6 +820,7 @@ type link struct {
 	kids    map[int]*link  // made at the first child: most links have none
 	pending map[int]waiter // made at the first Dial waiting on this relay
 	err     error          // why the link ended
+	said    string         // the agent's Error, if it sent one: why, when its stream then ends
 	dead    chan struct{}
 	closed  bool
 
@@ -923,6 +936,11 @@ func (l *link) fail(err error) {
 		l.mu.Unlock()
 		return
 	default:
+	}
+	if err == io.EOF && l.said != "" {
+		// The agent said why before it closed (it was stopped, say):
+		// that is why its link ended, and why its subtree is cut off.
+		err = agentSaidError{l.said}
 	}
 	l.err = err
 	close(l.dead)
@@ -1153,6 +1171,13 @@ func (l *link) deliver(m wire.Msg) error {
 				return err
 			}
 			m = wire.Msg{Kind: wire.KindEnds, Payload: p.Payload()}
+		}
+	case wire.KindError:
+		var e wire.Error
+		if m.Decode(&e) == nil && e.Msg != "" {
+			l.mu.Lock()
+			l.said = e.Msg
+			l.mu.Unlock()
 		}
 	case wire.KindGathered:
 		// A relay's answers for its subtree (Hello.Gather): the hosts

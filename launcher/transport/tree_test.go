@@ -216,6 +216,46 @@ func TestLinkCut(t *testing.T) {
 	}
 }
 
+// TestLinkAgentSaid: a relay's agent that sends an Error and then closes
+// its stream (it was stopped) ends its link with its words, not a bare
+// EOF, and its subtree is cut off with them: the engine reports the
+// relay and the hosts behind it with why, whichever it handles first.
+// An agent that closes without a word ends it with EOF, as before.
+func TestLinkAgentSaid(t *testing.T) {
+	for _, c := range []struct {
+		name, said string
+		why        string // the cut-off hosts' CutOffError.Why
+	}{
+		{"said", "the agent was stopped (SIGTERM); its ranks are stopped", "it reported an error: the agent was stopped (SIGTERM); its ranks are stopped"},
+		{"silent", "", "connection closed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root, mid, leaf, agent := testTree(t)
+			if c.said != "" {
+				if err := agent.Send(wire.KindError, wire.Error{Msg: c.said}); err != nil {
+					t.Fatal(err)
+				}
+				// The engine gets the Error itself too.
+				if m, err := root.RecvMsg(); err != nil || m.Kind != wire.KindError {
+					t.Fatalf("root got %s, %v; want the Error", m.Kind, err)
+				}
+			}
+			agent.Close()
+			_, err := root.RecvMsg()
+			if !errors.Is(err, io.EOF) || (c.said != "" && err.Error() != "it reported an error: "+c.said) {
+				t.Errorf("root's end %q (EOF: %v)", err, errors.Is(err, io.EOF))
+			}
+			for _, l := range []*link{mid, leaf} {
+				_, err := l.RecvMsg()
+				var cut *CutOffError
+				if !errors.As(err, &cut) || cut.Relay != "a" || cut.Why() != c.why {
+					t.Errorf("%s's end %v, want cut off by a: %s", l.n.h.Name, err, c.why)
+				}
+			}
+		})
+	}
+}
+
 // pipeConn is a stream reading from r and writing to w.
 type pipeConn struct {
 	r io.Reader
