@@ -782,6 +782,39 @@ func (b *downBase) wasDialed(name string) bool {
 	return slices.Contains(b.dialed, name)
 }
 
+// treeDialer is a tree of width over hosts on base, going around relays
+// that are down when around says so and waiting wait for a relay, and a
+// dial of one of its hosts by name; what the dials open, and base's far
+// ends, are closed when the test ends.
+func treeDialer(t *testing.T, hosts []hostfile.Host, width int, base *downBase, around bool, wait time.Duration) (*Tree, func(name string) (io.ReadWriteCloser, error)) {
+	t.Helper()
+	tr := newTestTree(hosts, width, base)
+	tr.SetGoAround(around)
+	tr.relayWait = wait
+	var links []io.Closer
+	t.Cleanup(func() {
+		for _, l := range links {
+			l.Close()
+		}
+		for _, c := range base.ends {
+			c.Close()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return tr, func(name string) (io.ReadWriteCloser, error) {
+		i, ok := tr.index[nodeKey{name, 0}]
+		if !ok {
+			t.Fatalf("no host %s in the tree", name)
+		}
+		rwc, _, err := tr.Dial(ctx, hosts[i])
+		if err == nil {
+			links = append(links, rwc)
+		}
+		return rwc, err
+	}
+}
+
 // TestTreeGoesAround: with SetGoAround on, a host whose relay is down
 // (nothing listening there, or nothing answering) is reached directly
 // once it has waited for the relay; a host whose relay failed otherwise
@@ -799,34 +832,9 @@ func TestTreeGoesAround(t *testing.T) {
 	for _, around := range []bool{false, true} {
 		t.Run(fmt.Sprintf("around=%v", around), func(t *testing.T) {
 			base := &downBase{why: why}
-			tr := newTestTree(hosts, 4, base)
-			tr.SetGoAround(around)
-			tr.relayWait = 20 * time.Millisecond
-			var links []io.Closer
-			t.Cleanup(func() {
-				for _, l := range links {
-					l.Close()
-				}
-				for _, c := range base.ends {
-					c.Close()
-				}
-			})
-			ctx := context.Background()
-			dial := func(name string) error {
-				var h hostfile.Host
-				for _, x := range hosts {
-					if x.Name == name {
-						h = x
-					}
-				}
-				rwc, _, err := tr.Dial(ctx, h)
-				if err == nil {
-					links = append(links, rwc)
-				}
-				return err
-			}
+			_, dial := treeDialer(t, hosts, 4, base, around, 20*time.Millisecond)
 			for _, r := range []string{"h1", "h2", "h3"} {
-				if err := dial(r); err == nil {
+				if _, err := dial(r); err == nil {
 					t.Fatalf("%s reached; want its dial to fail", r)
 				}
 			}
@@ -838,7 +846,7 @@ func TestTreeGoesAround(t *testing.T) {
 				{"h12", "h2", true},  // nothing answered
 				{"h16", "h3", false}, // a slow login: waited for
 			} {
-				err := dial(c.host)
+				_, err := dial(c.host)
 				if around && c.around {
 					if err != nil || !base.wasDialed(c.host) {
 						t.Errorf("%s behind %s: %v, dialed directly %v; want reached directly", c.host, c.relay, err, base.wasDialed(c.host))
@@ -853,7 +861,7 @@ func TestTreeGoesAround(t *testing.T) {
 			if !around {
 				// h8 is waiting for its relay, which is down: h8 is not
 				// down itself, and h36 behind it waits for it.
-				err := dial("h36")
+				_, err := dial("h36")
 				if err == nil || err.Error() != "its relay h8 is not connected yet" || errors.Is(err, errRelayDown) || base.wasDialed("h36") {
 					t.Errorf("h36 behind h8 (waiting for h1): %v; want it to wait for h8", err)
 				}
@@ -945,33 +953,18 @@ func TestTreeRelayLost(t *testing.T) {
 	for _, around := range []bool{false, true} {
 		t.Run(fmt.Sprintf("around=%v", around), func(t *testing.T) {
 			base := &downBase{}
-			tr := newTestTree(hosts, 4, base)
-			tr.SetGoAround(around)
-			tr.relayWait = 50 * time.Millisecond
-			var links []io.Closer
-			t.Cleanup(func() {
-				for _, l := range links {
-					l.Close()
-				}
-				for _, c := range base.ends {
-					c.Close()
-				}
-			})
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			tr, dial := treeDialer(t, hosts, 4, base, around, 50*time.Millisecond)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
-			dial := func(i int) error {
-				rwc, _, err := tr.Dial(ctx, hosts[i])
-				if err == nil {
-					links = append(links, rwc)
-				}
-				return err
-			}
 			// h0 answers its Hello with facts, then its agent dies; h1
 			// dies before its facts.
-			for _, i := range []int{0, 1} {
-				if err := dial(i); err != nil {
-					t.Fatalf("h%d: %v", i, err)
+			var links []io.ReadWriteCloser
+			for _, name := range []string{"h0", "h1"} {
+				l, err := dial(name)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
 				}
+				links = append(links, l)
 			}
 			agent0, agent1 := base.ends[0], base.ends[1]
 			if err := wire.NewConn(agent0).Send(wire.KindFacts, wire.Facts{Version: wire.Version, Hostname: "h0"}); err != nil {
@@ -984,7 +977,7 @@ func TestTreeRelayLost(t *testing.T) {
 			}
 			agent0.Close()
 			agent1.Close()
-			for _, l := range links[:2] {
+			for _, l := range links {
 				select {
 				case <-l.(*link).dead:
 				case <-ctx.Done():
@@ -992,7 +985,7 @@ func TestTreeRelayLost(t *testing.T) {
 				}
 			}
 
-			err := dial(4) // behind h0, lost after its facts
+			_, err := dial("h4") // behind h0, lost after its facts
 			switch {
 			case around:
 				if err != nil || !base.wasDialed("h4") {
@@ -1004,13 +997,13 @@ func TestTreeRelayLost(t *testing.T) {
 					t.Errorf("h4 behind lost h0: %v (dialed directly %v); want %q, unreachable, not dialed", err, base.wasDialed("h4"), want)
 				}
 			}
-			err = dial(8) // behind h1, lost before its facts: waited for
+			_, err = dial("h8") // behind h1, lost before its facts: waited for
 			if want := "its relay h1 is not connected yet"; err == nil || err.Error() != want || base.wasDialed("h8") {
 				t.Errorf("h8 behind h1 (lost before its facts): %v (dialed directly %v); want %q, not dialed", err, base.wasDialed("h8"), want)
 			}
 			// A relay up again is waited for no more than before: h0
 			// dialed again, h5 goes through it.
-			if err := dial(0); err != nil {
+			if _, err := dial("h0"); err != nil {
 				t.Fatalf("h0 again: %v", err)
 			}
 			if tr.nodes[0].lastErr() != "" {
