@@ -29,11 +29,8 @@ func TestAgentStopped(t *testing.T) {
 
 	_, agentBin := e2e.BuildBinaries(t)
 	c := e2e.StartProcs(t, 2, agentBin)
-	mark := newMark(t)
-	killMarked(t, mark)
-	np := 2 * perHost
-	l := c.StartLauncher(t, childRanks(np, c.HostList(perHost), mark, "--kill-grace", "5s")...)
-	ranks, children := startedWithChildren(t, l.Stdout, l.Stderr, np)
+	j := startFaultJob(t, c, "--kill-grace", "5s")
+	l, np, ranks, children, mark := j.l, j.np, j.ranks, j.children, j.mark
 	host1, host2 := treesOf(t, ranks, children, span(0, perHost)...), treesOf(t, ranks, children, span(perHost, np)...)
 	stopped := c.Procs[1].Pid()
 	t0 := time.Now()
@@ -77,11 +74,8 @@ func TestAgentStoppedServerAlive(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("Host *\n    ServerAliveInterval 1\n    ServerAliveCountMax 5\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	mark := newMark(t)
-	killMarked(t, mark)
-	np := 2 * perHost
-	l := c.StartLauncher(t, childRanks(np, c.HostList(perHost), mark, "--kill-grace", "5s", "-F", cfg)...)
-	ranks, children := startedWithChildren(t, l.Stdout, l.Stderr, np)
+	j := startFaultJob(t, c, "--kill-grace", "5s", "-F", cfg)
+	l, ranks, children, mark := j.l, j.ranks, j.children, j.mark
 	host1 := treesOf(t, ranks, children, span(0, perHost)...)
 	stopped := c.Procs[1].Pid()
 	if err := syscall.Kill(stopped, syscall.SIGSTOP); err != nil {

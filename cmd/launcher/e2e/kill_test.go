@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,11 +23,8 @@ func TestAgentKilled(t *testing.T) {
 	t.Parallel()
 	_, agentBin := e2e.BuildBinaries(t)
 	c := e2e.StartProcs(t, 2, agentBin)
-	mark := newMark(t)
-	killMarked(t, mark)
-	np := 2 * perHost
-	l := c.StartLauncher(t, childRanks(np, c.HostList(perHost), mark, "--kill-grace", "5s")...)
-	ranks, children := startedWithChildren(t, l.Stdout, l.Stderr, np)
+	j := startFaultJob(t, c, "--kill-grace", "5s")
+	l, np, ranks, children, mark := j.l, j.np, j.ranks, j.children, j.mark
 	host1, host2 := treesOf(t, ranks, children, span(0, perHost)...), treesOf(t, ranks, children, span(perHost, np)...)
 
 	t0 := time.Now()
@@ -87,4 +85,44 @@ func TestLauncherKilled(t *testing.T) {
 		t.Errorf("launcher exit code %d, want -1 (killed)", code)
 	}
 	t.Logf("launcher SIGKILL, %d ranks (%d per host) each with a child: all %d gone after %v; processes left: 0", np, perHost, len(pids), took.Round(time.Millisecond))
+}
+
+// TestAgentSIGTERMSaysWhy: the agent on one of two hosts is stopped
+// mid-job as systemctl or docker stop it (SIGTERM; 8 ranks a host, each
+// with a child). Its session tells the launcher why before the
+// connection closes: the launcher fails with 255 naming the host and
+// that its agent was stopped (not only that its connection closed), the
+// other host's ranks are stopped, nothing is left on either, and the
+// agent exits. Through the tree (make test's second run) host 1 is
+// behind host 0, and its word comes through its relay.
+func TestAgentSIGTERMSaysWhy(t *testing.T) {
+	t.Parallel()
+	_, agentBin := e2e.BuildBinaries(t)
+	c := e2e.StartProcs(t, 2, agentBin)
+	j := startFaultJob(t, c, "--kill-grace", "5s")
+	l, np, ranks, children, mark := j.l, j.np, j.ranks, j.children, j.mark
+	if err := syscall.Kill(c.Procs[1].Pid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code := l.Wait(t)
+	stderr := l.Stderr.String()
+	if code != 255 {
+		t.Errorf("exit code %d, want 255 (agent lost)", code)
+	}
+	h1 := c.Hosts[1].Addr
+	if want := "lost the agent on " + h1 + ": it reported an error: the agent was stopped (SIGTERM); its ranks are stopped"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr does not say %q:\n%s", want, stderr)
+	}
+	if left := proctest.WaitGone(e2e.Deadline, treesOf(t, ranks, children, span(0, np)...)...); len(left) > 0 {
+		t.Errorf("ranks or children left running: %v", left)
+	}
+	if left := waitUnmarked(mark, e2e.Deadline); len(left) > 0 {
+		t.Errorf("processes of the job left running:%s", describe(left))
+	}
+	select {
+	case <-c.Procs[1].Done():
+	case <-time.After(e2e.Deadline):
+		t.Errorf("the agent did not exit within %v of its SIGTERM", e2e.Deadline)
+	}
+	t.Logf("launcher stderr:\n%s", stderr)
 }

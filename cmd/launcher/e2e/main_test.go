@@ -69,6 +69,28 @@ func childRanks(np int, hosts, mark string, opts ...string) []string {
 	return append(args, "sh", "-c", withChild)
 }
 
+// faultJob is the fault tests' job on a cluster of agent processes:
+// perHost withChild ranks on every host, each process marked.
+type faultJob struct {
+	l               *e2e.Launch
+	np              int
+	ranks, children map[int]int // pids by rank
+	mark            string
+}
+
+// startFaultJob runs childRanks over every host of c, perHost ranks
+// each, with the launcher options opts; every process of the job is
+// marked (and killed when the test ends, if left). It returns once every
+// rank and its child run (startedWithChildren).
+func startFaultJob(t *testing.T, c *e2e.Cluster, opts ...string) faultJob {
+	t.Helper()
+	j := faultJob{np: len(c.Hosts) * perHost, mark: newMark(t)}
+	killMarked(t, j.mark)
+	j.l = c.StartLauncher(t, childRanks(j.np, c.HostList(perHost), j.mark, opts...)...)
+	j.ranks, j.children = startedWithChildren(t, j.l.Stdout, j.l.Stderr, j.np)
+	return j
+}
+
 // startedWithChildren waits until np withChild ranks have printed their
 // pids, checks that every rank and every child runs and that each child's
 // parent is its rank, and returns the ranks' and the children's pids by

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/gangway-hpc/gangway/agent/proc/proctest"
 	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
@@ -136,11 +135,8 @@ func TestRelayKilled(t *testing.T) {
 	_, agentBin := e2e.BuildBinaries(t)
 	const hosts = 5
 	c := e2e.StartProcs(t, hosts, agentBin)
-	mark := newMark(t)
-	killMarked(t, mark)
-	np := hosts * perHost
-	l := c.StartLauncher(t, childRanks(np, c.HostList(perHost), mark, "--tree-width", "2", "--kill-grace", "5s")...)
-	ranks, children := startedWithChildren(t, l.Stdout, l.Stderr, np)
+	j := startFaultJob(t, c, "--tree-width", "2", "--kill-grace", "5s")
+	l, np, ranks, children, mark := j.l, j.np, j.ranks, j.children, j.mark
 	all := treesOf(t, ranks, children, span(0, np)...)
 	if err := c.Procs[0].Kill(); err != nil {
 		t.Fatal(err)
@@ -191,15 +187,12 @@ func TestRelayHung(t *testing.T) {
 	_, agentBin := e2e.BuildBinaries(t)
 	const hosts = 5
 	c := e2e.StartProcs(t, hosts, agentBin, e2e.AgentArgs("--launcher-timeout", "10s"))
-	mark := newMark(t)
-	killMarked(t, mark)
 	conf := filepath.Join(t.TempDir(), "ssh_config")
 	if err := os.WriteFile(conf, []byte("Host *\n    ServerAliveInterval 1\n    ServerAliveCountMax 3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	np := hosts * perHost
-	l := c.StartLauncher(t, childRanks(np, c.HostList(perHost), mark, "-F", conf, "--tree-width", "2", "--kill-grace", "5s")...)
-	ranks, children := startedWithChildren(t, l.Stdout, l.Stderr, np)
+	j := startFaultJob(t, c, "-F", conf, "--tree-width", "2", "--kill-grace", "5s")
+	l, np, ranks, children, mark := j.l, j.np, j.ranks, j.children, j.mark
 	relayPid := c.Procs[0].Pid()
 	if err := syscall.Kill(relayPid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -287,47 +280,4 @@ func TestTreeBarrier(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("subtree fences of barrier 1 %v, want %v", got, want)
 	}
-}
-
-// TestAgentSIGTERMSaysWhy: the agent on one of two hosts is stopped
-// mid-job as systemctl or docker stop it (SIGTERM; 8 ranks a host, each
-// with a child). Its session tells the launcher why before the
-// connection closes: the launcher fails with 255 naming the host and
-// that its agent was stopped (not only that its connection closed), the
-// other host's ranks are stopped, nothing is left on either, and the
-// agent exits. Through the tree (make test's second run) host 1 is
-// behind host 0, and its word comes through its relay.
-func TestAgentSIGTERMSaysWhy(t *testing.T) {
-	t.Parallel()
-	_, agentBin := e2e.BuildBinaries(t)
-	c := e2e.StartProcs(t, 2, agentBin)
-	mark := newMark(t)
-	killMarked(t, mark)
-	np := 2 * perHost
-	l := c.StartLauncher(t, childRanks(np, c.HostList(perHost), mark, "--kill-grace", "5s")...)
-	ranks, children := startedWithChildren(t, l.Stdout, l.Stderr, np)
-	if err := syscall.Kill(c.Procs[1].Pid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	code := l.Wait(t)
-	stderr := l.Stderr.String()
-	if code != 255 {
-		t.Errorf("exit code %d, want 255 (agent lost)", code)
-	}
-	h1 := c.Hosts[1].Addr
-	if want := "lost the agent on " + h1 + ": it reported an error: the agent was stopped (SIGTERM); its ranks are stopped"; !strings.Contains(stderr, want) {
-		t.Errorf("stderr does not say %q:\n%s", want, stderr)
-	}
-	if left := proctest.WaitGone(e2e.Deadline, treesOf(t, ranks, children, span(0, np)...)...); len(left) > 0 {
-		t.Errorf("ranks or children left running: %v", left)
-	}
-	if left := waitUnmarked(mark, e2e.Deadline); len(left) > 0 {
-		t.Errorf("processes of the job left running:%s", describe(left))
-	}
-	select {
-	case <-c.Procs[1].Done():
-	case <-time.After(e2e.Deadline):
-		t.Errorf("the agent did not exit within %v of its SIGTERM", e2e.Deadline)
-	}
-	t.Logf("launcher stderr:\n%s", stderr)
 }
