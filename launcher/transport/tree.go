@@ -618,7 +618,20 @@ func (e relayLostError) Is(target error) bool {
 // It is io.EOF as well (the stream ended).
 type agentSaidError struct{ msg string }
 
-func (e agentSaidError) Error() string        { return "it reported an error: " + e.msg }
+func (e agentSaidError) Error() string { return "it reported an error: " + e.msg }
+
+// maxSaid bounds how much of an agent's Error a link keeps: the words go
+// into the line of every host its loss cuts off, and an agent chooses
+// them. The engine clips the Error it reports at the same length.
+const maxSaid = 4 << 10
+
+// clipSaid is msg, at most maxSaid bytes of it with the rest counted.
+func clipSaid(msg string) string {
+	if len(msg) <= maxSaid {
+		return msg
+	}
+	return fmt.Sprintf("%s... (%d more bytes)", msg[:maxSaid], len(msg)-maxSaid)
+}
 func (e agentSaidError) Is(target error) bool { return target == io.EOF }
 
 // errViaRelay marks errors that say a host's relay is not up, was lost or
@@ -1176,7 +1189,7 @@ func (l *link) deliver(m wire.Msg) error {
 		var e wire.Error
 		if m.Decode(&e) == nil && e.Msg != "" {
 			l.mu.Lock()
-			l.said = e.Msg
+			l.said = clipSaid(e.Msg)
 			l.mu.Unlock()
 		}
 	case wire.KindGathered:

@@ -228,6 +228,7 @@ func TestLinkAgentSaid(t *testing.T) {
 	}{
 		{"said", "the agent was stopped (SIGTERM); its ranks are stopped", "it reported an error: the agent was stopped (SIGTERM); its ranks are stopped"},
 		{"silent", "", "connection closed"},
+		{"long", strings.Repeat("x", maxSaid+10), "it reported an error: " + strings.Repeat("x", maxSaid) + "... (10 more bytes)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root, mid, leaf, agent := testTree(t)
@@ -242,7 +243,7 @@ func TestLinkAgentSaid(t *testing.T) {
 			}
 			agent.Close()
 			_, err := root.RecvMsg()
-			if !errors.Is(err, io.EOF) || (c.said != "" && err.Error() != "it reported an error: "+c.said) {
+			if !errors.Is(err, io.EOF) || (c.said != "" && err.Error() != c.why) {
 				t.Errorf("root's end %q (EOF: %v)", err, errors.Is(err, io.EOF))
 			}
 			for _, l := range []*link{mid, leaf} {
