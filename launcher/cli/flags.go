@@ -210,7 +210,7 @@ func (n *Network) register(fs *flag.FlagSet) {
 func (c *Control) register(fs *flag.FlagSet) {
 	fs.Var(durationSecs{&c.Timeout}, "timeout", "stop the job after SECONDS (or a duration such as 10m) and exit 124 (default: $MPIEXEC_TIMEOUT)")
 	fs.DurationVar(&c.KillGrace, "kill-grace", DefaultKillGrace, "time between SIGTERM and SIGKILL when stopping ranks")
-	fs.IntVar(&c.MaxRestarts, "max-restarts", 0, "restart the whole gang up to N times after a rank failure or a lost agent")
+	fs.IntVar(&c.MaxRestarts, "max-restarts", 0, "restart the whole gang up to N times after a rank failure or a lost agent (never after a signal, --timeout or Slurm ending the job)")
 	c.RestartBackoff = time.Second
 	fs.Var(durationSecs{&c.RestartBackoff}, "restart-backoff", "wait this long (seconds or a duration) before each restart")
 	fs.StringVar(&c.RunID, "run-id", "", "TORCHELASTIC_RUN_ID of every attempt (default: a random id)")

@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/gangway-hpc/gangway/bench"
 	"github.com/gangway-hpc/gangway/launcher/diagnose"
+	"github.com/gangway-hpc/gangway/launcher/transport"
 )
 
 // ending is the one place that turns why a launch ended into the
@@ -37,6 +39,24 @@ func (r *runner) ending(cause, err error) int {
 	code := diagnose.ExitCode(cause, len(r.job.st.lost) > 0)
 	r.job.failures().Write(w, cause)
 	return code
+}
+
+// schedulerEnded asks the transport, after a job that ran and failed,
+// whether the batch scheduler ended the job (transport.JobEnder), and
+// says so on stderr: then ranks killed by a signal were killed from
+// outside, and the attempt is not started again, since the allocation
+// is gone.
+func (r *runner) schedulerEnded(ctx context.Context, code int) bool {
+	je, ok := r.d.Dialers.Remote.(transport.JobEnder)
+	if !ok || code == 0 || r.phase < phaseRun {
+		return false
+	}
+	msg := je.JobEnded(ctx)
+	if msg == "" {
+		return false
+	}
+	fmt.Fprintf(r.d.Stderr, "launcher: %s\n", msg)
+	return true
 }
 
 // lastWords is the launch's final line, after a job that ran: its exit

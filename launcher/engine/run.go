@@ -71,8 +71,8 @@ type runner struct {
 // attempt is four phases under one cancellation cause: dial, prepare,
 // run and close; ending turns the cause into the last words and the
 // status. A rank failure or a lost agent starts the whole gang again, up
-// to --max-restarts times; a signal or --timeout (which bounds the whole
-// run) never does.
+// to --max-restarts times; a signal, --timeout (which bounds the whole
+// run) or the batch scheduler's ending the job never does.
 func Run(ctx context.Context, cfg cli.Config, d Deps, l rankenv.Layout) int {
 	// The collector outlives the job's cancellation: it must still count
 	// the lines of ranks being stopped. summary closes it.
@@ -97,11 +97,14 @@ func Run(ctx context.Context, cfg cli.Config, d Deps, l rankenv.Layout) int {
 			continue
 		}
 		code := r.ending(cause, err)
+		// Asked even of a launcher a signal stopped: salloc passes one on
+		// when Slurm revokes its allocation.
+		ended := r.schedulerEnded(bctx, code)
 		a := r.record(cause, code)
 		a.LeftOut = slices.Clone(leftOut)
 		attempts = append(attempts, a)
 		var re *diagnose.RankError
-		if r.phase < phaseRun || !errors.As(cause, &re) || n >= cfg.Control.MaxRestarts {
+		if r.phase < phaseRun || !errors.As(cause, &re) || n >= cfg.Control.MaxRestarts || ended {
 			r.lastWords(cause, code)
 			return r.summary(code, attempts)
 		}
