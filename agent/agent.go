@@ -102,6 +102,9 @@ type Agent struct {
 	errSweep sync.Once
 	// exitLinger replaces the const exitLinger when set (tests).
 	exitLinger time.Duration
+	// rankEnded, when set (tests), is called with each rank's number
+	// once its end is taken: a Stop after it no longer claims the rank.
+	rankEnded func(rank int)
 }
 
 // ErrVersion is returned when the launcher speaks another protocol version.

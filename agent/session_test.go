@@ -499,7 +499,11 @@ func TestExitsLinger(t *testing.T) {
 
 // endsJob is exitsJob told Hello.Ends as well.
 func endsJob(t *testing.T, scripts ...string) *client {
-	a := &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)}
+	return endsJobOn(t, &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)}, scripts...)
+}
+
+// endsJobOn is endsJob served by a.
+func endsJobOn(t *testing.T, a *Agent, scripts ...string) *client {
 	return scriptsJob(t, a, wire.Hello{Version: wire.Version, JobID: "ends", Host: "h0", BatchExits: true, Ends: true}, scripts...)
 }
 
@@ -533,12 +537,20 @@ func TestEnds(t *testing.T) {
 		for range 6 {
 			scripts = append(scripts, "exec sleep 600")
 		}
-		c := endsJob(t, scripts...)
-		// Rank 0 ended before the stop: reaped, and its result taken a
-		// few instructions after that (by the reaper, which marks it
-		// ended before a stop can claim it).
-		waitReaped(t, c.started.Pids[0])
-		time.Sleep(50 * time.Millisecond)
+		// Rank 0 ended before the stop: the stop goes once the agent has
+		// taken its end.
+		ended0 := make(chan struct{})
+		a := &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t), rankEnded: func(rank int) {
+			if rank == 0 {
+				close(ended0)
+			}
+		}}
+		c := endsJobOn(t, a, scripts...)
+		select {
+		case <-ended0:
+		case <-time.After(30 * time.Second):
+			t.Fatal("rank 0's end (exit 0) not taken in 30 s")
+		}
 		c.send(wire.KindStop, wire.Stop{Grace: time.Second})
 		m := c.next()
 		e, err := m.Ends()

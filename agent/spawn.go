@@ -54,7 +54,11 @@ func (s *session) spawn(ctx context.Context) error {
 		all.Add(1)
 		s.waiters.Go(func() {
 			defer all.Done()
-			s.sendExit(s.exitOf(p.Wait()))
+			res := p.Wait()
+			if s.a.rankEnded != nil {
+				s.a.rankEnded(res.Rank)
+			}
+			s.sendExit(s.exitOf(res))
 		})
 	}
 	// After every start: a supervised rank's pid is known once its
