@@ -182,7 +182,7 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login ac
 	stop := context.AfterFunc(ctx, func() {
 		var se StoppedError
 		if errors.As(context.Cause(ctx), &se) {
-			sayBounded(conn, wire.Error{Msg: se.Error()}, lastWords)
+			sayBounded(conn, wire.Error{Msg: se.Error(), Stopped: true}, lastWords)
 		}
 		conn.Close()
 	})

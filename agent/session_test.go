@@ -778,8 +778,8 @@ func TestStoppedSaysWhy(t *testing.T) {
 				t.Fatalf("got %s %s (%v), want an Error", m.Kind, m.Payload, err)
 			default:
 				var e wire.Error
-				if err := m.Decode(&e); err != nil || e.Msg != c.want {
-					t.Errorf("Error %q (%v), want %q", e.Msg, err, c.want)
+				if err := m.Decode(&e); err != nil || e.Msg != c.want || !e.Stopped {
+					t.Errorf("Error %+v (%v), want %q, Stopped", e, err, c.want)
 				}
 			}
 			select {

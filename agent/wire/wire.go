@@ -566,6 +566,19 @@ type Abort struct {
 // Error is a fatal session error.
 type Error struct {
 	Msg string `json:"msg"`
+	// Stopped says the agent itself was stopped (a signal from its
+	// service manager or container runtime) and stopped its ranks; Msg
+	// says by what. It is no error of the session's, and the launcher
+	// says Msg as it is. Older launchers ignore it.
+	Stopped bool `json:"stopped,omitempty"`
+}
+
+// Why is how the launcher says why a host whose agent sent e was lost.
+func (e Error) Why() string {
+	if e.Stopped {
+		return e.Msg
+	}
+	return "it reported an error: " + e.Msg
 }
 
 // Prepare asks for node preparation before StartJob.

@@ -487,7 +487,7 @@ func decode(host int, m wire.Msg) (any, error) {
 	case wire.KindError:
 		var e wire.Error
 		err = m.Decode(&e)
-		return evAgentError{host: host, msg: e.Msg}, err
+		return evAgentError{host: host, msg: e.Msg, stopped: e.Stopped}, err
 	case wire.KindDone:
 		return evDone{host: host}, nil
 	case wire.KindEnds:

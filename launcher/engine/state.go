@@ -75,8 +75,9 @@ type (
 		err  error
 	}
 	evAgentError struct {
-		host int
-		msg  string
+		host    int
+		msg     string
+		stopped bool // wire.Error.Stopped: the agent was stopped
 	}
 	evStarted struct {
 		host int
@@ -275,7 +276,8 @@ func (st *state) apply(ev any) []action {
 		return st.violation(ev.host, ev.what)
 	case evAgentError:
 		// An agent's Error ends its session (the agent hangs up next).
-		return append(st.lose(ev.host, fmt.Errorf("it reported an error: %s", clip([]byte(ev.msg)))), actClose{ev.host})
+		why := wire.Error{Msg: clip([]byte(ev.msg)), Stopped: ev.stopped}.Why()
+		return append(st.lose(ev.host, errors.New(why)), actClose{ev.host})
 	case evStarted:
 		return st.started(ev.host, ev.st)
 	case evGathered:

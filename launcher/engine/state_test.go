@@ -418,15 +418,18 @@ func TestApplyStarted(t *testing.T) {
 }
 
 // TestApplyAgentError: an agent's Error ends its session; the host is
-// lost with the agent's words.
+// lost with the agent's words, said as an error unless the agent says
+// it was stopped (wire.Error.Stopped).
 func TestApplyAgentError(t *testing.T) {
 	st := twoHosts()
-	acts := runEvents(st, evAgentError{0, "bad signal"}, evAgentError{0, "again"})
-	if want := []string{"lost the agent on a: it reported an error: bad signal"}; !reflect.DeepEqual(diagnose.LostMessages(st.lost), want) {
+	acts := runEvents(st, evAgentError{0, "bad signal", false}, evAgentError{0, "again", false},
+		evAgentError{1, "the agent was stopped (SIGTERM); its ranks are stopped", true})
+	want := []string{"lost the agent on a: it reported an error: bad signal", "lost the agent on b: the agent was stopped (SIGTERM); its ranks are stopped"}
+	if !reflect.DeepEqual(diagnose.LostMessages(st.lost), want) {
 		t.Errorf("lost %q, want %q", diagnose.LostMessages(st.lost), want)
 	}
-	if count[actClose](acts) != 1 || !st.done[0] {
-		t.Errorf("actions %v: want host a closed once", acts)
+	if count[actClose](acts) != 2 || !st.done[0] || !st.done[1] {
+		t.Errorf("actions %v: want hosts a and b closed once each", acts)
 	}
 }
 
@@ -442,7 +445,7 @@ func TestApplyDoneHostNotHeard(t *testing.T) {
 		evFence{1, wire.Fence{Seq: 1}},
 		evStarted{1, wire.Started{}},
 		evName{1, wire.Name{Op: wire.NamePublish, Service: "s"}},
-		evAgentError{1, "x"},
+		evAgentError{1, "x", false},
 		evViolation{1, "more"},
 	} {
 		if acts := st.apply(ev); len(acts) != 0 {

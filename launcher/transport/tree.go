@@ -616,9 +616,9 @@ func (e relayLostError) Is(target error) bool {
 // agentSaidError is how a link ended whose agent sent an Error and then
 // closed its stream: in the words the launcher uses for an agent's Error.
 // It is io.EOF as well (the stream ended).
-type agentSaidError struct{ msg string }
+type agentSaidError struct{ e wire.Error }
 
-func (e agentSaidError) Error() string { return "it reported an error: " + e.msg }
+func (e agentSaidError) Error() string { return e.e.Why() }
 
 // maxSaid bounds how much of an agent's Error a link keeps: the words go
 // into the line of every host its loss cuts off, and an agent chooses
@@ -833,7 +833,7 @@ type link struct {
 	kids    map[int]*link  // made at the first child: most links have none
 	pending map[int]waiter // made at the first Dial waiting on this relay
 	err     error          // why the link ended
-	said    string         // the agent's Error, if it sent one: why, when its stream then ends
+	said    wire.Error     // the agent's Error, if it sent one (Msg clipped): why, when its stream then ends
 	dead    chan struct{}
 	closed  bool
 
@@ -950,7 +950,7 @@ func (l *link) fail(err error) {
 		return
 	default:
 	}
-	if err == io.EOF && l.said != "" {
+	if err == io.EOF && l.said.Msg != "" {
 		// The agent said why before it closed (it was stopped, say):
 		// that is why its link ended, and why its subtree is cut off.
 		err = agentSaidError{l.said}
@@ -1188,8 +1188,9 @@ func (l *link) deliver(m wire.Msg) error {
 	case wire.KindError:
 		var e wire.Error
 		if m.Decode(&e) == nil && e.Msg != "" {
+			e.Msg = clipSaid(e.Msg)
 			l.mu.Lock()
-			l.said = clipSaid(e.Msg)
+			l.said = e
 			l.mu.Unlock()
 		}
 	case wire.KindGathered:

@@ -224,16 +224,18 @@ func TestLinkCut(t *testing.T) {
 func TestLinkAgentSaid(t *testing.T) {
 	for _, c := range []struct {
 		name, said string
+		stopped    bool   // wire.Error.Stopped
 		why        string // the cut-off hosts' CutOffError.Why
 	}{
-		{"said", "the agent was stopped (SIGTERM); its ranks are stopped", "it reported an error: the agent was stopped (SIGTERM); its ranks are stopped"},
-		{"silent", "", "connection closed"},
-		{"long", strings.Repeat("x", maxSaid+10), "it reported an error: " + strings.Repeat("x", maxSaid) + "... (10 more bytes)"},
+		{"stopped", "the agent was stopped (SIGTERM); its ranks are stopped", true, "the agent was stopped (SIGTERM); its ranks are stopped"},
+		{"error", "bad frame", false, "it reported an error: bad frame"},
+		{"silent", "", false, "connection closed"},
+		{"long", strings.Repeat("x", maxSaid+10), false, "it reported an error: " + strings.Repeat("x", maxSaid) + "... (10 more bytes)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root, mid, leaf, agent := testTree(t)
 			if c.said != "" {
-				if err := agent.Send(wire.KindError, wire.Error{Msg: c.said}); err != nil {
+				if err := agent.Send(wire.KindError, wire.Error{Msg: c.said, Stopped: c.stopped}); err != nil {
 					t.Fatal(err)
 				}
 				// The engine gets the Error itself too.

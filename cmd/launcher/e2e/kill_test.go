@@ -110,7 +110,7 @@ func TestAgentSIGTERMSaysWhy(t *testing.T) {
 		t.Errorf("exit code %d, want 255 (agent lost)", code)
 	}
 	h1 := c.Hosts[1].Addr
-	if want := "lost the agent on " + h1 + ": it reported an error: the agent was stopped (SIGTERM); its ranks are stopped"; !strings.Contains(stderr, want) {
+	if want := "lost the agent on " + h1 + ": the agent was stopped (SIGTERM); its ranks are stopped"; !strings.Contains(stderr, want) {
 		t.Errorf("stderr does not say %q:\n%s", want, stderr)
 	}
 	if left := proctest.WaitGone(e2e.Deadline, treesOf(t, ranks, children, span(0, np)...)...); len(left) > 0 {
