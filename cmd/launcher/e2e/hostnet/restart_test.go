@@ -12,13 +12,14 @@ import (
 	"github.com/gangway-hpc/gangway/cmd/internal/testbed/roottest"
 )
 
-// TestTorchRestartFromCheckpoint: a real PyTorch DDP job (gloo) on two
-// namespace hosts checkpoints every 5 steps; in the first attempt rank 1
-// is killed at step 8. With --max-restarts 1 the launcher stops the gang
-// and starts it again; the ranks resume from the step-5 checkpoint and
-// finish with w = 0.8^20 = 0.011529, exit 0. With --max-restarts 0 the
-// same job fails as before: rank 1's SIGKILL, exit 137. Nothing is left
-// running either way.
+// TestTorchRestartFromCheckpoint: a real PyTorch DDP job (gloo) of
+// eight ranks on each of two namespace hosts, as on two DGX nodes,
+// checkpoints every 5 steps; in the first attempt rank 9 (the second
+// host's second rank) is killed at step 8. With --max-restarts 1 the
+// launcher stops the gang and starts it again; all sixteen ranks resume
+// from the step-5 checkpoint and finish with w = 0.8^20 = 0.011529, exit
+// 0. With --max-restarts 0 the same job fails as before: rank 9's
+// SIGKILL, exit 137. Nothing is left running either way.
 func TestTorchRestartFromCheckpoint(t *testing.T) {
 	t.Parallel()
 	roottest.RequireRoot(t)
@@ -29,9 +30,10 @@ func TestTorchRestartFromCheckpoint(t *testing.T) {
 	}
 	c := newCluster(t, "gwh5", 175, 2)
 	agents := c.startAgents(t)
+	const perHost, size, victim = 8, 16, 9
 	job := func(dir string, restarts int) []string {
-		return append(c.conn(c.hostList(1)), "-np", "2", "--max-restarts", fmt.Sprint(restarts), "--restart-backoff", "0.5",
-			"-x", "CKPT="+filepath.Join(dir, "ckpt.pt"), "-x", "KILL_RANK=1", debianPython, script)
+		return append(c.conn(c.hostList(perHost)), "-np", fmt.Sprint(size), "--max-restarts", fmt.Sprint(restarts), "--restart-backoff", "0.5",
+			"-x", "CKPT="+filepath.Join(dir, "ckpt.pt"), "-x", fmt.Sprintf("KILL_RANK=%d", victim), debianPython, script)
 	}
 
 	t.Run("Resumes", func(t *testing.T) {
@@ -41,14 +43,18 @@ func TestTorchRestartFromCheckpoint(t *testing.T) {
 			t.Fatalf("exit code %d, want 0 after one restart", l.code)
 		}
 		out, errOut := l.stdout.String(), l.stderr.String()
-		for _, want := range []string{"rank 1 dies at step 8", "rank 0 attempt 1 resumed from step 5", "rank 1 attempt 1 resumed from step 5",
-			"rank 0 attempt 1 world 2 final w 0.011529", "rank 1 attempt 1 world 2 final w 0.011529"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("stdout lacks %q", want)
+		want := []string{fmt.Sprintf("rank %d dies at step 8", victim)}
+		for r := range size {
+			want = append(want, fmt.Sprintf("rank %d attempt 1 resumed from step 5", r), fmt.Sprintf("rank %d attempt 1 world %d final w 0.011529", r, size))
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("stdout lacks %q", w)
 			}
 		}
-		if !strings.Contains(errOut, "killed by signal 9 (SIGKILL)") || !strings.Contains(errOut, "restarting the whole gang") {
-			t.Errorf("stderr does not say why the first attempt ended and that the gang restarts:\n%s", e2e.Tail(errOut, 3000))
+		if !strings.Contains(errOut, fmt.Sprintf("rank %d on %s", victim, c.hosts[1].Addr)) || !strings.Contains(errOut, "killed by signal 9 (SIGKILL)") ||
+			!strings.Contains(errOut, "restarting the whole gang") {
+			t.Errorf("stderr does not say why the first attempt ended (rank %d on %s, SIGKILL) and that the gang restarts:\n%s", victim, c.hosts[1].Addr, e2e.Tail(errOut, 3000))
 		}
 		c.waitOnlyAgents(t, agents)
 	})
@@ -56,7 +62,7 @@ func TestTorchRestartFromCheckpoint(t *testing.T) {
 		l := runLauncher(t, job(t.TempDir(), 0)...)
 		t.Logf("launcher: %v", l)
 		if l.code != 137 || strings.Contains(l.stdout.String(), "final w") {
-			t.Errorf("exit code %d, want 137 (rank 1's SIGKILL) and no rank finishing", l.code)
+			t.Errorf("exit code %d, want 137 (rank %d's SIGKILL) and no rank finishing", l.code, victim)
 		}
 		c.waitOnlyAgents(t, agents)
 	})
