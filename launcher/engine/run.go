@@ -97,8 +97,8 @@ func Run(ctx context.Context, cfg cli.Config, d Deps, l rankenv.Layout) int {
 			continue
 		}
 		code := r.ending(cause, err)
-		// Asked even of a launcher a signal stopped: salloc passes one on
-		// when Slurm revokes its allocation.
+		// Asked also of a launcher a signal stopped: in a batch script
+		// it gets Slurm's SIGTERM with its ranks.
 		ended := r.schedulerEnded(bctx, code)
 		a := r.record(cause, code)
 		a.LeftOut = slices.Clone(leftOut)
