@@ -4,6 +4,9 @@ package slurm
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -79,6 +82,50 @@ func TestScancel(t *testing.T) {
 	}
 	checkNothingLeft(t, b, j)
 	t.Logf("scancel: %v", j)
+}
+
+// TestSbatchScancel: the launcher in a batch script (sbatch, the way
+// most jobs run), eight ranks on each of two nodes; scancel while they
+// run. Slurm signals the batch script and the launcher with the step:
+// the job's output says Slurm cancelled the job, the ranks died of
+// SIGTERM, and nothing restarted (--max-restarts 1); nothing is left on
+// any node.
+func TestSbatchScancel(t *testing.T) {
+	b := bed(t)
+	launcherBin, agentBin := binaries(t)
+	out := filepath.Join(t.TempDir(), "slurm.out")
+	script := fmt.Sprintf("%s -l --agent-path %s --kill-grace 2s --max-restarts 1 sh -c '%s'", launcherBin, agentBin, sleeper)
+	j := startJob(t, b, nil, "sbatch", "--wait", "--parsable", "-N2", "--ntasks-per-node=8", "-o", out, "--wrap", script)
+	idOut, ok := j.stdout.WaitFor(jobTimeout, func(s string) bool { return strings.HasSuffix(s, "\n") })
+	id := strings.TrimSpace(idOut)
+	if !ok || id == "" {
+		t.Fatalf("sbatch gave no job id: %v", j)
+	}
+	deadline := time.Now().Add(jobTimeout)
+	for {
+		data, _ := os.ReadFile(out)
+		if e2e.HasReady(16)(string(data)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("16 ranks not ready in %v; job output:\n%s", jobTimeout, data)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if o, err := b.Command(t.Context(), "scancel", id).CombinedOutput(); err != nil {
+		t.Fatalf("scancel %s: %v: %s", id, err, o)
+	}
+	j.wait(t)
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := string(data)
+	ended := regexp.MustCompile(`(?m)^launcher: Slurm (cancelled job ` + id + ` \(scancel|is ending job ` + id + ` \(JobState=COMPLETING)`)
+	if !ended.MatchString(report) || !strings.Contains(report, "SIGTERM") || strings.Contains(report, "restarting") {
+		t.Errorf("the job's output does not say Slurm ended job %s and the ranks' SIGTERM, or restarted:\n%s", id, e2e.Tail(report, 4000))
+	}
+	checkNothingLeft(t, b, j)
 }
 
 // TestLauncherKilled: the launcher dies by SIGKILL mid-job. srun, which
