@@ -80,7 +80,7 @@ func (b *bench) profiles(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sshConfig, err := b.scaleSSHConfig(n)
+	sshConfig, err := b.scaleSSHConfig(n * b.o.scaleRanks)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (b *bench) profiles(ctx context.Context) error {
 		name := fmt.Sprintf("scale%d-w%d", n, width)
 		args := append(append(la.args(hf), sshConfig...), scaleJob(width, rank)...)
 		peak := watchHeap(filepath.Join(dir, name+"-heap.pprof"))
-		err := b.profileRuns(ctx, filepath.Join(dir, name+".pprof"), 1, args, io.Discard, scaleTimeout(n))
+		err := b.profileRuns(ctx, filepath.Join(dir, name+".pprof"), 1, args, io.Discard, scaleTimeout(n*b.o.scaleRanks))
 		if err == nil {
 			if lerr := scaleLeftovers(); lerr != nil {
 				err = fmt.Errorf("%s: %w", name, lerr)

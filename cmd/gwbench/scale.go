@@ -95,7 +95,7 @@ func (b *bench) scale(ctx context.Context) error {
 	defer la.stop()
 	b.progress("scale: %d agents in %d worker processes on 127.0.%d-%d.x:%d in %v", len(la.addrs), len(la.workers), loopSubnet, loopSubnet+(len(la.addrs)-1)/250, loopPort, time.Since(t0).Round(time.Millisecond))
 	idle := b.idleRate(ctx, la)
-	b.config = append(b.config, ConfigLine{"scale", fmt.Sprintf("agents (sshd.Server + agent.Agent) in gwbench worker processes of at most %d agents each, on 127.0.190+.x:%d, every rank a child of its agent's worker, %s; %s per host: treerank (C, PMI-1 on PMI_FD: init, a barrier, %d timed barriers, prints RANK, WORLD_SIZE, PMI_RANK, its start time and its median barrier); launcher -hostfile (slots=%d) --start-timeout 10m --tree-width %s (0 flat); every rank's RANK/WORLD_SIZE/PMI_RANK checked and a /proc sweep for the ranks' tag after each run; agents' idle CPU %.1f ms/s subtracted; runs above 1024 agents: at most 3, no warm-up", la.per, loopPort, la.gpuNote(), textx.Count(b.o.scaleRanks, "rank"), scaleBarriers, b.o.scaleRanks, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(b.widths())), " or "), "[]"), idle)})
+	b.config = append(b.config, ConfigLine{"scale", fmt.Sprintf("agents (sshd.Server + agent.Agent) in gwbench worker processes of at most %d agents each, on 127.0.190+.x:%d, every rank a child of its agent's worker, %s; %s per host: treerank (C, PMI-1 on PMI_FD: init, a barrier, %d timed barriers, prints RANK, WORLD_SIZE, PMI_RANK, its start time and its median barrier); launcher -hostfile (slots=%d) --start-timeout 10m --tree-width %s (0 flat); every rank's RANK/WORLD_SIZE/PMI_RANK checked and a /proc sweep for the ranks' tag after each run; agents' idle CPU %.1f ms/s subtracted; runs above 1024 ranks in all: at most 3, no warm-up", la.per, loopPort, la.gpuNote(), textx.Count(b.o.scaleRanks, "rank"), scaleBarriers, b.o.scaleRanks, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(b.widths())), " or "), "[]"), idle)})
 	for _, n := range counts {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -107,7 +107,8 @@ func (b *bench) scale(ctx context.Context) error {
 	return nil
 }
 
-// scaleTimeout bounds one scale run at n agents on the two-CPU bed.
+// scaleTimeout bounds one scale run of n ranks in all (agents times
+// ranks per agent) on the two-CPU bed.
 func scaleTimeout(n int) time.Duration {
 	switch {
 	case n > 4096:
@@ -139,12 +140,15 @@ func (b *bench) scaleCount(ctx context.Context, la *loopAgents, rank string, n i
 	saved := b.o
 	defer func() { b.o = saved }()
 	note := "agents in worker processes, ranks forked by them; launcher, agents and ranks on the same CPUs"
-	if n > 1024 {
+	// What stalls the bed is its processes: 1,024 agents of eight ranks
+	// each load it as 8,192 agents of one would.
+	heavy := n*k > 1024
+	if heavy {
 		b.o.runs, b.o.warmup = min(b.o.runs, 3), 0
 		note += fmt.Sprintf("; %d runs, no warm-up (minutes per run here)", b.o.runs)
 	}
-	timeout := scaleTimeout(n)
-	sshConfig, err := b.scaleSSHConfig(n)
+	timeout := scaleTimeout(n * k)
+	sshConfig, err := b.scaleSSHConfig(n * k)
 	if err != nil {
 		return err
 	}
@@ -174,7 +178,7 @@ func (b *bench) scaleCount(ctx context.Context, la *loopAgents, rank string, n i
 		argv := append(append([]string{b.bins.launcher}, la.args(hf)...), sshConfig...)
 		argv = append(argv, scaleJob(width, rank)...)
 		giveUp := 0 // interleave's default
-		if n > 1024 {
+		if heavy {
 			giveUp = 1 // a failed run costs minutes
 		}
 		cs = append(cs, contender{
@@ -292,11 +296,13 @@ func runTreeRanks(ctx context.Context, s cmdSpec) outcome {
 	return o
 }
 
-// scaleSSHConfig is the launcher's -F for a scale run of n agents, or
-// none: scalebed.SSHConfig above 1024 agents, whose agents and ranks on
-// this machine's few CPUs stall past the launcher's default 15 s
-// keepalive bound during the launch (seen at 4,096 on 2 CPUs, and at
-// 10,000 everywhere), which a real node with its own CPUs does not.
+// scaleSSHConfig is the launcher's -F for a scale run of n ranks in all
+// (agents times ranks per agent), or none: scalebed.SSHConfig above
+// 1024, whose agents and ranks on this machine's few CPUs stall past the
+// launcher's default 15 s keepalive bound during the launch (seen at
+// 4,096 agents of one rank on 2 CPUs, at 1,024 agents of eight, and at
+// 10,000 agents everywhere), which a real node with its own CPUs does
+// not.
 func (b *bench) scaleSSHConfig(n int) ([]string, error) {
 	if n <= 1024 {
 		return nil, nil
