@@ -1,12 +1,21 @@
 package hostfile
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // FromSlurm builds hosts from a Slurm allocation. getenv is usually
 // os.Getenv. ok is false, with no error, when neither SLURM_JOB_NODELIST nor
 // SLURM_NODELIST is set. Slots come from SLURM_TASKS_PER_NODE, else
 // SLURM_JOB_CPUS_PER_NODE, else 1 per node; a count list whose length
 // differs from the node count is an error. Errors name the variable.
+//
+// Inside an srun step (SLURM_STEP_NUM_TASKS is set: `srun --pty bash`,
+// `srun --ntasks=1 launcher ...`) srun sets SLURM_TASKS_PER_NODE to the
+// step's layout, one task on one node, not the job's: the slots then come
+// from the job's --ntasks-per-node (SLURM_NTASKS_PER_NODE, the same count
+// on every node), else SLURM_JOB_CPUS_PER_NODE, else 1 per node.
 func FromSlurm(getenv func(string) string) (hosts []Host, ok bool, err error) {
 	listVar := "SLURM_JOB_NODELIST"
 	list := getenv(listVar)
@@ -25,13 +34,20 @@ func FromSlurm(getenv func(string) string) (hosts []Host, ok bool, err error) {
 	for i := range counts {
 		counts[i] = 1
 	}
-	for _, countVar := range []string{"SLURM_TASKS_PER_NODE", "SLURM_JOB_CPUS_PER_NODE"} {
+	countVars := []string{"SLURM_TASKS_PER_NODE", "SLURM_JOB_CPUS_PER_NODE"}
+	if getenv("SLURM_STEP_NUM_TASKS") != "" {
+		countVars[0] = "SLURM_NTASKS_PER_NODE"
+	}
+	for _, countVar := range countVars {
 		v := getenv(countVar)
 		if v == "" {
 			continue
 		}
 		if counts, err = ParseTasksPerNode(v); err != nil {
 			return nil, true, fmt.Errorf("%s: %w", countVar, err)
+		}
+		if countVar == "SLURM_NTASKS_PER_NODE" && len(counts) == 1 {
+			counts = slices.Repeat(counts, len(nodes))
 		}
 		if len(counts) != len(nodes) {
 			return nil, true, fmt.Errorf("%s %q gives %d counts for the %d nodes of %s %q",

@@ -50,6 +50,29 @@ func TestFromSlurm(t *testing.T) {
 			"SLURM_TASKS_PER_NODE": "2,1,3",
 		}, []Host{{Name: "a", Slots: 5}, {Name: "b", Slots: 1}}, true, ""},
 
+		// Inside an srun step of one task (srun --pty bash, srun
+		// --ntasks=1), as Slurm 22.05 sets it: SLURM_TASKS_PER_NODE is
+		// the step's, the job's --ntasks-per-node stays.
+		{"in a step: the job's tasks per node", map[string]string{
+			"SLURM_JOB_NODELIST":      "dgx[01-02]",
+			"SLURM_NODELIST":          "dgx[01-02]",
+			"SLURM_STEP_NODELIST":     "dgx01",
+			"SLURM_STEP_NUM_TASKS":    "1",
+			"SLURM_TASKS_PER_NODE":    "1",
+			"SLURM_NTASKS_PER_NODE":   "8",
+			"SLURM_JOB_CPUS_PER_NODE": "128(x2)",
+		}, []Host{{Name: "dgx01", Slots: 8}, {Name: "dgx02", Slots: 8}}, true, ""},
+		{"in a step of a job without --ntasks-per-node: its CPUs", map[string]string{
+			"SLURM_JOB_NODELIST":      "n[1-2]",
+			"SLURM_STEP_NUM_TASKS":    "1",
+			"SLURM_TASKS_PER_NODE":    "1",
+			"SLURM_JOB_CPUS_PER_NODE": "8(x2)",
+		}, []Host{{Name: "n1", Slots: 8}, {Name: "n2", Slots: 8}}, true, ""},
+		{"in a step: per-node counts that do not fit", map[string]string{
+			"SLURM_JOB_NODELIST":    "n[1-3]",
+			"SLURM_STEP_NUM_TASKS":  "1",
+			"SLURM_NTASKS_PER_NODE": "8,8",
+		}, nil, true, `SLURM_NTASKS_PER_NODE "8,8" gives 2 counts for the 3 nodes of SLURM_JOB_NODELIST "n[1-3]"`},
 		{"count mismatch", map[string]string{
 			"SLURM_JOB_NODELIST":   "n[1-3]",
 			"SLURM_TASKS_PER_NODE": "8(x2)",

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -321,6 +323,9 @@ func Parse(args []string, getenv func(string) string, environ []string) (Config,
 // hostfile), except for --mpi=openmpi, whose mpirun reaches the agents
 // over SSH; else agents on --port. --transport slurm needs an allocation.
 func (c *Config) resolveTransport(getenv func(string) string) error {
+	if err := srunTasks(getenv); err != nil && c.Mode != ModeDryRun {
+		return err
+	}
 	t := &c.Transport
 	// Asking to wait (--start-timeout), or pods that Kubernetes starts
 	// late (mpi-operator's hostfile), waits the whole --start-timeout for
@@ -341,6 +346,24 @@ func (c *Config) resolveTransport(getenv func(string) string) error {
 		return fmt.Errorf("%w: --transport slurm: no hosts (SLURM_JOB_NODELIST is not set, and no -H or hostfile)", ErrUsage)
 	}
 	return c.resolveAgentPath()
+}
+
+// srunTasks refuses a launcher that is one of several tasks of an srun
+// step (`srun launcher ...` in a batch script, the habit srun-launched
+// programs teach): every task would launch the whole job, each with its
+// own agents, sixteen jobs on the same nodes and GPUs for sixteen tasks.
+// srun sets SLURM_STEP_NUM_TASKS in a step's tasks only (a batch script
+// and salloc's shell have none); a step of one task (`srun --pty bash`)
+// runs one launcher and is fine.
+func srunTasks(getenv func(string) string) error {
+	n, err := strconv.Atoi(getenv("SLURM_STEP_NUM_TASKS"))
+	if err != nil || n <= 1 {
+		return nil
+	}
+	step := getenv("SLURM_JOB_ID") + "." + getenv("SLURM_STEP_ID")
+	return fmt.Errorf("%w: this launcher is task %s of %d of srun step %s: every task would launch the whole job; run the launcher once, "+
+		"in the batch script or salloc's shell without srun (it starts one agent per node itself), or under srun --ntasks=1",
+		ErrUsage, cmp.Or(getenv("SLURM_PROCID"), "?"), n, step)
 }
 
 func (c *Config) validate() error {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -24,6 +25,25 @@ func fakeEnv(m map[string]string) (func(string) string, []string) {
 	}
 	sort.Strings(environ)
 	return func(k string) string { return m[k] }, environ
+}
+
+// with is m with more's entries added (more wins).
+func with(m, more map[string]string) map[string]string {
+	out := maps.Clone(m)
+	maps.Copy(out, more)
+	return out
+}
+
+// srunTask is the environment of task procid of an srun step of n tasks
+// (1, 2 or 16) in allocation 42 of two DGX nodes made with
+// --ntasks-per-node=8 (`srun launcher ...` in a batch script), as Slurm
+// 22.05 sets it: the step's own layout in SLURM_TASKS_PER_NODE, the
+// job's request in SLURM_NTASKS_PER_NODE.
+func srunTask(n, procid string) map[string]string {
+	perNode := map[string]string{"1": "1", "2": "1(x2)", "16": "8(x2)"}[n]
+	return map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "dgx[01-02]", "SLURM_NODELIST": "dgx[01-02]",
+		"SLURM_JOB_CPUS_PER_NODE": "128(x2)", "SLURM_NTASKS_PER_NODE": "8", "SLURM_TASKS_PER_NODE": perNode, "SLURM_STEP_TASKS_PER_NODE": perNode,
+		"SLURM_STEP_ID": "0", "SLURM_STEPID": "0", "SLURM_STEP_NUM_TASKS": n, "SLURM_PROCID": procid, "SLURM_NTASKS": n}
 }
 
 // defaultConfig is the Config that "launcher ARGV..." must give with no
@@ -186,6 +206,18 @@ func TestParse(t *testing.T) {
 		}},
 		{"inside an allocation: --inspect uses srun too", []string{"--inspect"}, alloc, func(c *Config) {
 			c.Place.Hosts, c.Place.Source, c.Transport.Kind, c.Mode = dgx, HostsSlurm, transport.Slurm, ModeInspect
+			c.Transport.AgentPath = "/opt/gangway/bin/agent"
+		}},
+		{"inside a batch script (no step of its own)", nil, with(alloc, map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "16"}), func(c *Config) {
+			c.Place.Hosts, c.Place.Source, c.Transport.Kind = dgx, HostsSlurm, transport.Slurm
+			c.Transport.AgentPath = "/opt/gangway/bin/agent"
+		}},
+		{"inside a step of one task (srun --pty bash)", nil, srunTask("1", "0"), func(c *Config) {
+			c.Place.Hosts, c.Place.Source, c.Transport.Kind = dgx, HostsSlurm, transport.Slurm
+			c.Transport.AgentPath = "/opt/gangway/bin/agent"
+		}},
+		{"a dry run in one of a step's tasks", []string{"--dry-run"}, srunTask("16", "3"), func(c *Config) {
+			c.Place.Hosts, c.Place.Source, c.Transport.Kind, c.Mode = dgx, HostsSlurm, transport.Slurm, ModeDryRun
 			c.Transport.AgentPath = "/opt/gangway/bin/agent"
 		}},
 		{"inside an allocation: --transport agent", []string{"--transport", "agent"}, alloc, func(c *Config) {
@@ -526,6 +558,11 @@ func TestParseErrors(t *testing.T) {
 		{"--transport slurm --mpi openmpi", []string{"--transport", "slurm", "--mpi", "openmpi", "prog"}, alloc, true,
 			"--transport slurm does not work with --mpi=openmpi"},
 		{"slurm bad node list", []string{"prog"}, map[string]string{"SLURM_JOB_NODELIST": "dgx[02-01]"}, false, "slurm allocation: SLURM_JOB_NODELIST"},
+		{"one of an srun step's tasks", []string{"python", "train.py"}, srunTask("16", "3"), true,
+			"this launcher is task 3 of 16 of srun step 42.0: every task would launch the whole job; run the launcher once"},
+		{"one of an srun step's tasks, given hosts", []string{"-H", "a:8,b:8", "python", "train.py"}, srunTask("2", "0"), true,
+			"task 0 of 2 of srun step 42.0"},
+		{"one of an srun step's tasks, inspecting", []string{"--inspect"}, srunTask("2", "1"), true, "task 1 of 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

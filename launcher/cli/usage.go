@@ -31,7 +31,8 @@ Hosts (default: this machine, -np defaulting to one rank per GPU, else per CPU):
                            $I_MPI_HYDRA_HOST_FILE, $HYDRA_HOST_FILE),
                            Slurm's SLURM_JOB_NODELIST/SLURM_TASKS_PER_NODE
                            (the agents are then started with srun:
-                           -transport slurm), $PBS_NODEFILE
+                           -transport slurm; run the launcher once, not
+                           under an srun of several tasks), $PBS_NODEFILE
   -np, -n, -c, -num-proc N number of ranks (default: every slot)
   -N, -npernode, -ppn, -perhost N
                            ranks per host; -pernode: one; -ppn and -perhost

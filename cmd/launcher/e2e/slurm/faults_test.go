@@ -128,6 +128,36 @@ func TestSbatchScancel(t *testing.T) {
 	checkNothingLeft(t, b, j)
 }
 
+// TestLauncherUnderSrun: `srun launcher ...` in an allocation of two
+// nodes of two tasks each, the habit srun-launched programs teach, would
+// run four launchers of the whole job; each task refuses at once (exit
+// 2, naming its task and the fix) and no agent step starts. The fix it
+// names, one launcher under srun --ntasks=1, runs the whole job.
+func TestLauncherUnderSrun(t *testing.T) {
+	b := bed(t)
+	launcherBin, agentBin := binaries(t)
+	j := startJob(t, b, nil, "salloc", "-N2", "--ntasks-per-node=2", "srun", launcherBin, "--agent-path", agentBin, "sh", "-c", sleeper)
+	j.wait(t)
+	stderr := j.stderr.String()
+	if j.code == 0 || strings.Count(stderr, "of 4 of srun step") != 4 || !strings.Contains(stderr, "run the launcher once") {
+		t.Errorf("want each of the 4 tasks to refuse: %v", j)
+	}
+	if strings.Contains(j.stdout.String(), "ready") {
+		t.Errorf("ranks ran: %v", j)
+	}
+	checkNothingLeft(t, b, j)
+
+	// The fix it names works: under srun --ntasks=1 (whose step's
+	// SLURM_TASKS_PER_NODE is its own "1") the one launcher runs the
+	// job's sixteen ranks, eight on each node.
+	one := startJob(t, b, nil, "salloc", "-N2", "--ntasks-per-node=8", "srun", "--ntasks=1", launcherBin, "-l", "--agent-path", agentBin, "sh", "-c", `echo "on $(hostname)"`)
+	one.wait(t)
+	if out := one.stdout.String(); one.code != 0 || strings.Count(out, "] on cn1\n") != 8 || strings.Count(out, "] on cn2\n") != 8 {
+		t.Errorf("under srun --ntasks=1, want eight ranks on each node: %v", one)
+	}
+	checkNothingLeft(t, b, one)
+}
+
 // TestLauncherKilled: the launcher dies by SIGKILL mid-job. srun, which
 // got the parent-death signal, cancels the step, and the agents lose
 // their launcher: every agent and rank on every node is gone.
