@@ -1,6 +1,7 @@
 package rankenv
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -61,6 +62,11 @@ func Plan(p cli.Placement) (Layout, error) {
 		hosts, reserved = hosts[:len(hosts)-p.Spares], hosts[len(hosts)-p.Spares:]
 	}
 	placed, err := l.place(hosts, p.PlanOptions(), false)
+	if errors.Is(err, plan.ErrNotEnoughSlots) && p.Source == cli.HostsSlurm {
+		// A GPU job is often allocated by its GPUs (salloc -N2
+		// --gpus-per-node=8): one task, so one slot, a node.
+		err = fmt.Errorf("%w; the slots are the Slurm job's tasks a node: ask salloc or sbatch for --ntasks-per-node=N, or give -ppn N (--nproc-per-node N) for N ranks a host", err)
+	}
 	if err != nil {
 		return placed, err
 	}

@@ -64,6 +64,34 @@ func TestPlanUsageError(t *testing.T) {
 	}
 }
 
+// TestPlanSlurmSlots: a Slurm job allocated by its GPUs has one task,
+// so one slot, a node; -np 16 then fails naming the ways to eight ranks
+// a host, and -ppn 8 is one of them.
+func TestPlanSlurmSlots(t *testing.T) {
+	env := map[string]string{"SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "dgx[01-02]", "SLURM_TASKS_PER_NODE": "1(x2)", "SLURM_JOB_CPUS_PER_NODE": "128(x2)"}
+	getenv := func(k string) string { return env[k] }
+	cfg, err := cli.Parse([]string{"--agent-path", "/opt/gangway/bin/agent", "-np", "16", "python", "train.py"}, getenv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Plan(cfg.Place)
+	if !errors.Is(err, plan.ErrNotEnoughSlots) || !errors.Is(err, cli.ErrUsage) ||
+		!strings.Contains(err.Error(), "ask salloc or sbatch for --ntasks-per-node=N, or give -ppn N (--nproc-per-node N)") {
+		t.Errorf("got %v, want a usage error naming --ntasks-per-node and -ppn", err)
+	}
+	cfg, err = cli.Parse([]string{"--agent-path", "/opt/gangway/bin/agent", "-ppn", "8", "python", "train.py"}, getenv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := Plan(cfg.Place); err != nil || len(l.Ranks) != 16 {
+		t.Errorf("-ppn 8: %d ranks (%v), want 16", len(l.Ranks), err)
+	}
+	// Hosts given by hand are not the job's: no Slurm advice.
+	if _, err := Plan(parse(t, "-np", "5", "-H", "a:2,b:2").Place); strings.Contains(err.Error(), "Slurm") {
+		t.Errorf("advice about Slurm for hosts given by -H: %v", err)
+	}
+}
+
 // TestComplete: the slots the facts tell are used once the hosts are
 // reached, and each Complete gives the attempt a plan of its own.
 func TestComplete(t *testing.T) {
