@@ -39,6 +39,9 @@ func dryRun(ctx context.Context, w io.Writer, cfg cli.Config) error {
 		// No facts without dialling: the local host has a slot per CPU,
 		// and every host one socket (the header says so).
 		l, err = l.Assumed(runtime.NumCPU())
+		if err != nil && cfg.Place.PerSocket > 0 {
+			err = fmt.Errorf("%w (a dry run cannot know the hosts' sockets and counts one a host)", err)
+		}
 	}
 	if err != nil {
 		return err

@@ -171,6 +171,15 @@ func TestDryRunNotEnoughSlots(t *testing.T) {
 	if out.Len() != 0 {
 		t.Errorf("dryRun printed %q before failing", out.String())
 	}
+	// Ranks per socket: the dry run's count of one socket a host is what
+	// falls short, and it says so.
+	cfg, err = cli.Parse([]string{"--dry-run", "-np", "16", "--map-by", "ppr:4:socket", "-H", "a:8,b:8", "./a.out"}, func(string) string { return "" }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dryRun(t.Context(), &out, cfg); !errors.Is(err, plan.ErrNotEnoughSlots) || !strings.Contains(err.Error(), "a dry run cannot know the hosts' sockets") {
+		t.Errorf("dryRun with ppr:4:socket = %v, want too few slots, saying it counted one socket a host", err)
+	}
 }
 
 // TestDryRunMPIOperator: in an mpi-operator launcher pod with no -H, the
