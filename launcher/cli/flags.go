@@ -462,7 +462,7 @@ func splitArgs(fs *flag.FlagSet, args []string) (opts, prog, warns []string, err
 		}
 		f := fs.Lookup(name)
 		if f == nil {
-			skip, warn, ok, err := foreignArg(args, i, name, val, hasVal)
+			skip, more, warn, ok, err := foreignArg(args, i, name, val, hasVal)
 			if err != nil {
 				return nil, nil, nil, err
 			}
@@ -470,6 +470,7 @@ func splitArgs(fs *flag.FlagSet, args []string) (opts, prog, warns []string, err
 				if warn != "" {
 					warns = append(warns, warn)
 				}
+				opts = append(opts, more...)
 				i += skip
 				continue
 			}

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -19,6 +21,9 @@ type foreignFlag struct {
 	// refuse, when set, refuses the option (or a value not in allow)
 	// with this explanation, which names gangway's equivalent.
 	refuse string
+	// rewrite, when set, takes the option as gangway's own options: it
+	// returns them for the option's values, or why a value is refused.
+	rewrite func(vals []string) ([]string, error)
 	// warn, when set, is printed before the job: the option is accepted
 	// and not used.
 	warn string
@@ -88,34 +93,12 @@ var foreignFlags = func() map[string]foreignFlag {
 	add(foreignFlag{from: "horovodrun's", words: 0}, "disable-cache") // gangway keeps no cache of host checks
 	add(foreignFlag{from: "horovodrun's", words: 1, refuse: "gangway runs a fixed-size gang, restarted whole with --max-restarts"},
 		"min-np", "max-np", "host-discovery-script", "slots", "elastic-timeout", "reset-limit", "blacklist-cooldown-range")
-	for flag, v := range map[string]string{
-		"fusion-threshold-mb": "HOROVOD_FUSION_THRESHOLD=BYTES", "cycle-time-ms": "HOROVOD_CYCLE_TIME=MS",
-		"cache-capacity": "HOROVOD_CACHE_CAPACITY=N", "timeline-filename": "HOROVOD_TIMELINE=FILE",
-		"log-level": "HOROVOD_LOG_LEVEL=LEVEL", "autotune-log-file": "HOROVOD_AUTOTUNE_LOG=FILE",
-	} {
-		add(foreignFlag{from: "horovodrun's", words: 1, refuse: "set Horovod's variable: -x " + v}, flag)
+	for flag, k := range horovodKnobs {
+		add(foreignFlag{from: "horovodrun's", words: k.words(), rewrite: k.rewrite}, flag)
 	}
-	for flag, v := range map[string]string{
-		"hierarchical-allreduce": "HOROVOD_HIERARCHICAL_ALLREDUCE=1", "hierarchical-allgather": "HOROVOD_HIERARCHICAL_ALLGATHER=1",
-		"autotune": "HOROVOD_AUTOTUNE=1", "timeline-mark-cycles": "HOROVOD_TIMELINE_MARK_CYCLES=1",
-	} {
-		add(foreignFlag{from: "horovodrun's", words: 0, refuse: "set Horovod's variable: -x " + v}, flag)
-	}
-	for flag, v := range map[string]string{
-		"stall-check-warning-time-seconds": "HOROVOD_STALL_CHECK_TIME_SECONDS=S", "stall-check-shutdown-time-seconds": "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=S",
-		"num-nccl-streams": "HOROVOD_NUM_NCCL_STREAMS=N", "thread-affinity": "HOROVOD_THREAD_AFFINITY=CPUS", "gloo-timeout-seconds": "HOROVOD_GLOO_TIMEOUT_SECONDS=S",
-	} {
-		add(foreignFlag{from: "horovodrun's", words: 1, refuse: "set Horovod's variable: -x " + v}, flag)
-	}
-	for flag, v := range map[string]string{
-		"no-stall-check": "HOROVOD_STALL_CHECK_DISABLE=1", "mpi-threads-disable": "HOROVOD_MPI_THREADS_DISABLE=1",
-		"log-without-timestamp": "HOROVOD_LOG_HIDE_TIME=1", "log-hide-timestamp": "HOROVOD_LOG_HIDE_TIME=1",
-	} {
-		add(foreignFlag{from: "horovodrun's", words: 0, refuse: "set Horovod's variable: -x " + v}, flag)
-	}
-	add(foreignFlag{from: "horovodrun's", words: 0, refuse: "the time on every line is --timestamp-output"}, "prefix-output-with-timestamp")
-	add(foreignFlag{from: "horovodrun's", words: 1, refuse: "the data interfaces are --network-interface NAME[,NAME]"}, "nics")
-	add(foreignFlag{from: "horovodrun's", words: 0, refuse: "Open MPI's transport is -mca btl tcp,self"}, "tcp")
+	add(foreignFlag{from: "horovodrun's", words: 0, rewrite: func([]string) ([]string, error) { return []string{"--timestamp-output"}, nil }},
+		"prefix-output-with-timestamp", "prefix-timestamp")
+	add(foreignFlag{from: "horovodrun's", words: 1, rewrite: func(v []string) ([]string, error) { return []string{"--network-interface", v[0]}, nil }}, "nics")
 	add(foreignFlag{from: "horovodrun's", words: 1, refuse: "give the options on the command line"}, "config-file")
 	add(foreignFlag{from: "horovodrun's", words: 0, refuse: "gangway starts the ranks through its agents, ssh or srun (--transport), not jsrun"}, "jsrun")
 	add(foreignFlag{from: "horovodrun's", words: 1, refuse: "gangway starts the ranks through its agents, ssh or srun (--transport), not jsrun"}, "binding-args")
@@ -158,14 +141,115 @@ var foreignFlags = func() map[string]foreignFlag {
 	return m
 }()
 
+// horovodKnob is one of horovodrun's tuning options: it sets a Horovod
+// variable in every rank's environment, as horovodrun's config_parser
+// (set_env_from_args) does, so gangway takes it as -x NAME=VALUE.
+type horovodKnob struct {
+	env string
+	// set is the value of an option without one ("1" or "0"); "" for an
+	// option that takes a value of kind.
+	set  string
+	kind knobKind
+}
+
+type knobKind int
+
+const (
+	knobText  knobKind = iota // as given
+	knobCount                 // a whole number >= 0 (horovodrun's type=int, validated >= 0)
+	knobMB                    // a whole number of MB >= 0, set in bytes
+	knobMS                    // a number >= 0 (type=float)
+	knobFrac                  // a number in [0, 1]
+	knobLevel                 // one of Horovod's log levels, any case
+)
+
+// horovodKnobs are horovodrun's tuning options by name. The intent of
+// --log-without-timestamp is kept (HOROVOD_LOG_HIDE_TIME=1; horovodrun
+// itself sets 0 for it).
+var horovodKnobs = map[string]horovodKnob{
+	"fusion-threshold-mb":               {env: "HOROVOD_FUSION_THRESHOLD", kind: knobMB},
+	"cycle-time-ms":                     {env: "HOROVOD_CYCLE_TIME", kind: knobMS},
+	"cache-capacity":                    {env: "HOROVOD_CACHE_CAPACITY", kind: knobCount},
+	"hierarchical-allreduce":            {env: "HOROVOD_HIERARCHICAL_ALLREDUCE", set: "1"},
+	"no-hierarchical-allreduce":         {env: "HOROVOD_HIERARCHICAL_ALLREDUCE", set: "0"},
+	"hierarchical-allgather":            {env: "HOROVOD_HIERARCHICAL_ALLGATHER", set: "1"},
+	"no-hierarchical-allgather":         {env: "HOROVOD_HIERARCHICAL_ALLGATHER", set: "0"},
+	"autotune":                          {env: "HOROVOD_AUTOTUNE", set: "1"},
+	"autotune-log-file":                 {env: "HOROVOD_AUTOTUNE_LOG"},
+	"autotune-warmup-samples":           {env: "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", kind: knobCount},
+	"autotune-steps-per-sample":         {env: "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", kind: knobCount},
+	"autotune-bayes-opt-max-samples":    {env: "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", kind: knobCount},
+	"autotune-gaussian-process-noise":   {env: "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", kind: knobFrac},
+	"timeline-filename":                 {env: "HOROVOD_TIMELINE"},
+	"timeline-mark-cycles":              {env: "HOROVOD_TIMELINE_MARK_CYCLES", set: "1"},
+	"no-stall-check":                    {env: "HOROVOD_STALL_CHECK_DISABLE", set: "1"},
+	"stall-check-warning-time-seconds":  {env: "HOROVOD_STALL_CHECK_TIME_SECONDS", kind: knobCount},
+	"stall-check-shutdown-time-seconds": {env: "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", kind: knobCount},
+	"mpi-threads-disable":               {env: "HOROVOD_MPI_THREADS_DISABLE", set: "1"},
+	"num-nccl-streams":                  {env: "HOROVOD_NUM_NCCL_STREAMS", kind: knobCount},
+	"thread-affinity":                   {env: "HOROVOD_THREAD_AFFINITY", kind: knobCount},
+	"ccl-bgt-affinity":                  {env: "HOROVOD_CCL_BGT_AFFINITY", kind: knobCount},
+	"gloo-timeout-seconds":              {env: "HOROVOD_GLOO_TIMEOUT_SECONDS", kind: knobCount},
+	"log-level":                         {env: "HOROVOD_LOG_LEVEL", kind: knobLevel},
+	"log-without-timestamp":             {env: "HOROVOD_LOG_HIDE_TIME", set: "1"},
+	"log-hide-timestamp":                {env: "HOROVOD_LOG_HIDE_TIME", set: "1"},
+	"log-with-timestamp":                {env: "HOROVOD_LOG_HIDE_TIME", set: "0"},
+	"tcp":                               {env: "NCCL_IB_DISABLE", set: "1"}, // horovodrun's --tcp: only TCP, NCCL too
+}
+
+// horovodLogLevels are Horovod's log levels (config_parser.LOG_LEVELS).
+var horovodLogLevels = []string{"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"}
+
+func (k horovodKnob) words() int {
+	if k.set != "" {
+		return 0
+	}
+	return 1
+}
+
+// rewrite is the knob as -x NAME=VALUE, its value checked as horovodrun
+// checks it.
+func (k horovodKnob) rewrite(vals []string) ([]string, error) {
+	v := k.set
+	if v == "" {
+		v = vals[0]
+		bad := func(want string) error { return fmt.Errorf("%q: want %s (sets %s)", v, want, k.env) }
+		switch k.kind {
+		case knobCount, knobMB:
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || k.kind == knobMB && n > 1<<30 {
+				return nil, bad("a whole number >= 0")
+			}
+			if k.kind == knobMB {
+				v = strconv.Itoa(n << 20)
+			}
+		case knobMS, knobFrac:
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) || k.kind == knobFrac && f > 1 {
+				if k.kind == knobFrac {
+					return nil, bad("a number from 0 to 1")
+				}
+				return nil, bad("a number >= 0")
+			}
+		case knobLevel:
+			i := slices.Index(horovodLogLevels, strings.ToUpper(v))
+			if i < 0 {
+				return nil, bad("one of " + strings.Join(horovodLogLevels, ", "))
+			}
+			v = horovodLogLevels[i]
+		}
+	}
+	return []string{"-x", k.env + "=" + v}, nil
+}
+
 // foreignArg reads another launcher's option at args[i] (name without
 // dashes, val after "=" when hasVal): the number of words it took after
 // args[i], and a warning to print, or a usage error. ok is false when
 // name is not another launcher's option gangway knows.
-func foreignArg(args []string, i int, name, val string, hasVal bool) (skip int, warn string, ok bool, err error) {
+func foreignArg(args []string, i int, name, val string, hasVal bool) (skip int, opts []string, warn string, ok bool, err error) {
 	f, ok := foreignFlags[name]
 	if !ok {
-		return 0, "", false, nil
+		return 0, nil, "", false, nil
 	}
 	a := args[i]
 	var vals []string
@@ -174,7 +258,7 @@ func foreignArg(args []string, i int, name, val string, hasVal bool) (skip int, 
 		vals = []string{val}
 	case f.words > 0:
 		if i+f.words >= len(args) {
-			return 0, "", true, fmt.Errorf("%w: %s (%s option) needs %d value(s)", ErrUsage, a, f.from, f.words)
+			return 0, nil, "", true, fmt.Errorf("%w: %s (%s option) needs %d value(s)", ErrUsage, a, f.from, f.words)
 		}
 		vals, skip = args[i+1:i+1+f.words], f.words
 	}
@@ -183,7 +267,15 @@ func foreignArg(args []string, i int, name, val string, hasVal bool) (skip int, 
 		if len(vals) > 0 && f.allow != nil {
 			shown += " " + vals[0]
 		}
-		return 0, "", true, fmt.Errorf("%w: %s is %s option, not gangway's: %s", ErrUsage, shown, f.from, f.refuse)
+		return 0, nil, "", true, fmt.Errorf("%w: %s is %s option, not gangway's: %s", ErrUsage, shown, f.from, f.refuse)
 	}
-	return skip, f.warn, true, nil
+	if f.rewrite != nil {
+		if hasVal && f.words == 0 {
+			return 0, nil, "", true, fmt.Errorf("%w: %s (%s option) takes no value", ErrUsage, a, f.from)
+		}
+		if opts, err = f.rewrite(vals); err != nil {
+			return 0, nil, "", true, fmt.Errorf("%w: %s (%s option): %w", ErrUsage, a, f.from, err)
+		}
+	}
+	return skip, opts, f.warn, true, nil
 }

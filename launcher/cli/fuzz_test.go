@@ -33,6 +33,8 @@ func FuzzParseArgs(f *testing.F) {
 		{"--num_gpus=2", "--num_nodes", "1", "--include", "a:0,1@b", "-H", "a,b", "prog"},
 		{"--master_addr", "x", "--master-port", "99999", "-q", "--display-map", "--prefix", "/p", "prog"},
 		{"-bind-to", "core", "prog"},
+		{"--fusion-threshold-mb", "64", "--cycle-time-ms=2.5", "--hierarchical-allreduce", "--log-level", "debug", "--nics", "eth0", "prog"},
+		{"--autotune-gaussian-process-noise", "1.5", "--tcp=1", "prog"},
 		{"--bogus", "prog"},
 		{"-np"},
 		{"-mca", "btl"},
