@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string) int {
 	case *o.srun:
 		return runSrun(ctx, a, *o.srunWait, o.startups, log)
 	case *o.stdio:
-		return runStdio(ctx, a, log)
+		return runStdio(ctx, a, *o.stdioMarker, log)
 	}
 	a.StartJobTimeout = *o.startJobTimeout
 	return serve(ctx, a, o, permit, log)
@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string) int {
 type options struct {
 	listen, hostKey, authKeys, hostCert, userCAs, permitRoot, dropCachesUsers, name, logFormat *string
 	allowUsers, acceptEnv                                                                      listFlag
-	stdio, srun, dropCaches, cgroup, verbose, showVersion                                      *bool
+	stdio, stdioMarker, srun, dropCaches, cgroup, verbose, showVersion                         *bool
 	srunWait, startJobTimeout, launcherTimeout, pmiWrite                                       *time.Duration
 	startups                                                                                   sshd.StartupLimits
 	maxSessions, maxUserConns, maxUserSessions, maxUserJobs, pmiKeys                           *int
@@ -110,6 +110,7 @@ func newFlags() (*flag.FlagSet, *options) {
 	o.dropCachesUsers = fs.String("drop-caches-users", "", "`USERS` besides root who may drop page caches (comma-separated)")
 	o.name = fs.String("name", "", "name reported to the launcher (default: hostname)")
 	o.stdio = fs.Bool("stdio", false, "serve one launcher session on stdin/stdout and exit")
+	o.stdioMarker = fs.Bool("stdio-marker", false, "with --stdio: first write the line "+strings.TrimSpace(wire.StdioMarker)+" on stdout, so that the launcher can tell the session from what the remote shell printed before it (a ~/.bashrc that writes to stdout)")
 	o.srun = fs.Bool("srun", false, "started by the launcher's srun step: serve its one session on an ephemeral port, then exit")
 	o.srunWait = fs.Duration("srun-wait", sshd.DefaultSrunWait, "with --srun: exit when the launcher has not come within this long")
 	o.dropCaches = fs.Bool("allow-drop-caches", os.Geteuid() == 0, "let launchers drop page caches (--drop-caches): root logins, and --drop-caches-users")
@@ -160,14 +161,21 @@ func (o *options) check() (permit string, err error) {
 }
 
 // runStdio is `agent --stdio`: one launcher session on stdin and stdout
-// (started by the launcher's ssh transport).
-func runStdio(ctx context.Context, a *agent.Agent, log *zap.Logger) int {
+// (started by the launcher's ssh transport), after wire.StdioMarker when
+// marker is set.
+func runStdio(ctx context.Context, a *agent.Agent, marker bool, log *zap.Logger) int {
 	// Other hosts' preflight probes dial this instead of sshd's port.
 	if pl, err := agent.ListenProbes(); err != nil {
 		log.Debug("no probe listener; probes go to sshd's port", zap.Error(err))
 	} else {
 		a.ProbePort = pl.Port()
 		defer pl.Close()
+	}
+	if marker {
+		if _, err := io.WriteString(os.Stdout, wire.StdioMarker); err != nil {
+			log.Info("session ended before it began", zap.Error(err))
+			return 1
+		}
 	}
 	rwc := stdioConn{os.Stdin, os.Stdout}
 	if err := a.ServeSession(ctx, rwc); err != nil {

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/gangway-hpc/gangway/agent/wire"
 	"github.com/gangway-hpc/gangway/hostfile"
 	"github.com/gangway-hpc/gangway/internal/osproc"
 	"github.com/gangway-hpc/gangway/internal/syncx"
@@ -42,6 +44,9 @@ type sshExec struct {
 	// sshCfg is the configuration the system ssh reads, for the names
 	// behind its aliases (the ssh client resolves them itself).
 	sshCfg func() *sshConfig
+	// noisyOnce: the warning that a host's shell printed before its
+	// agent, once a launch.
+	noisyOnce sync.Once
 }
 
 // loadConfig reads the ssh configuration the system ssh will read: -F's,
@@ -103,7 +108,7 @@ func (s *sshExec) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser
 	if h.User != "" {
 		target = h.User + "@" + h.Name
 	}
-	args = append(args, target, remotePath(s.cfg.AgentPath), "--stdio", "--name", shellQuote(h.Name))
+	args = append(args, target, remotePath(s.cfg.AgentPath), "--stdio", "--stdio-marker", "--name", shellQuote(h.Name))
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	in, err := cmd.StdinPipe()
@@ -123,7 +128,18 @@ func (s *sshExec) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser
 	if addrs, err := net.DefaultResolver.LookupHost(ctx, ip); err == nil && len(addrs) > 0 {
 		ip = addrs[0]
 	}
-	return &procConn{cmd: cmd, in: in, out: out, stderr: stderr, agentPath: s.cfg.AgentPath}, ip, nil
+	// The user's shell on the host may print before it runs the agent (a
+	// ~/.bashrc with a greeting or modules' banners): the session begins
+	// after the agent's marker line.
+	marked := wire.NewStdioReader(out, func(noise []byte) {
+		if len(noise) > 0 {
+			s.noisyOnce.Do(func() {
+				s.log.Warn("the remote shell printed on stdout before the agent started (a ~/.bashrc that writes to stdout?); skipped",
+					zap.String("host", h.Name), zap.String("printed", wire.ClipNoise(noise)))
+			})
+		}
+	})
+	return &procConn{cmd: cmd, in: in, out: marked, stderr: stderr, agentPath: s.cfg.AgentPath}, ip, nil
 }
 
 // sshExecError words what the system ssh said when the stream ended
@@ -137,6 +153,8 @@ func sshExecError(msg, agentPath string) error {
 	case agentPath != "" && strings.Contains(msg, agentPath) &&
 		(strings.Contains(low, "no such file") || strings.Contains(low, "not found") || strings.Contains(low, "permission denied")):
 		return Permanent(fmt.Errorf("no agent binary at --agent-path %s on the host: install it there, or give its path (ssh said: %s)", agentPath, said))
+	case strings.Contains(msg, "flag provided but not defined: -stdio-marker"):
+		return Permanent(fmt.Errorf("the agent at --agent-path %s on the host is older than this launcher (it has no --stdio-marker): install this launcher's agent there", agentPath))
 	case strings.Contains(low, "could not resolve hostname"):
 		return Permanent(fmt.Errorf("no such host (ssh said: %s)", said))
 	case strings.Contains(low, "host key verification failed"), strings.Contains(low, "remote host identification has changed"):
@@ -166,7 +184,7 @@ func shellQuote(s string) string {
 type procConn struct {
 	cmd    *exec.Cmd
 	in     io.WriteCloser
-	out    io.ReadCloser
+	out    io.Reader // stdout after the agent's marker
 	stderr *limitedWriter
 	once   sync.Once
 	// agentPath is --agent-path, which ssh's message may name.
@@ -175,9 +193,14 @@ type procConn struct {
 
 func (p *procConn) Read(b []byte) (int, error) {
 	n, err := p.out.Read(b)
-	if err == io.EOF && n == 0 {
+	if n == 0 && (err == io.EOF || errors.Is(err, wire.ErrNoStdioMarker)) {
 		if msg := strings.TrimSpace(p.stderr.String()); msg != "" {
 			return 0, sshExecError(msg, p.agentPath)
+		}
+		if err != io.EOF {
+			// The shell printed, and no agent followed, nor a word on
+			// stderr: nothing retrying would change.
+			return 0, Permanent(fmt.Errorf("no agent session began after what the remote shell printed: %w", err))
 		}
 	}
 	return n, err

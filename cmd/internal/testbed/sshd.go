@@ -43,10 +43,20 @@ const sshdStartTimeout = 10 * time.Second
 // 10 sequential `ssh host true` from the root namespace: about 265 ms each
 // with .bashrc, 130-145 ms with the empty one.
 func (b *Bed) StartSSHD(ctx context.Context, host, port int, keys sshtest.Keys) (*Proc, error) {
-	return b.startSSHD(ctx, host, port, keys, true)
+	empty := ""
+	return b.startSSHD(ctx, host, port, keys, &empty)
 }
 
-func (b *Bed) startSSHD(ctx context.Context, host, port int, keys sshtest.Keys, cleanShell bool) (*Proc, error) {
+// StartSSHDShellRC is StartSSHD whose sessions' shell reads rc as the
+// login user's ~/.bashrc: a user's own, which may print (module banners,
+// a greeting) before the command sshd runs.
+func (b *Bed) StartSSHDShellRC(ctx context.Context, host, port int, keys sshtest.Keys, rc string) (*Proc, error) {
+	return b.startSSHD(ctx, host, port, keys, &rc)
+}
+
+// startSSHD starts sshd on host; rc, when not nil, is what its sessions'
+// shell reads as ~/.bashrc (nil: the machine's own).
+func (b *Bed) startSSHD(ctx context.Context, host, port int, keys sshtest.Keys, rc *string) (*Proc, error) {
 	h, err := b.host(host)
 	if err != nil {
 		return nil, err
@@ -70,8 +80,8 @@ func (b *Bed) startSSHD(ctx context.Context, host, port int, keys sshtest.Keys, 
 		return fail(err)
 	}
 	argv := []string{SSHDPath, "-D", "-e", "-f", confPath}
-	if cleanShell {
-		wrap, err := cleanShellWrapper(keys.Dir)
+	if rc != nil {
+		wrap, err := shellRCWrapper(keys.Dir, fmt.Sprintf("bashrc_%s_%d", h.NS, port), *rc)
 		if err != nil {
 			return fail(err)
 		}
@@ -125,24 +135,25 @@ X11Forwarding no
 `, h.NS, h.Addr, port, keys.HostKey, keys.AuthorizedKeys), nil
 }
 
-// cleanShellWrapper returns the argv prefix that bind-mounts an empty file
-// over the login user's ~/.bashrc before exec'ing the rest of the argv. It
-// returns nil when there is no .bashrc to hide.
-func cleanShellWrapper(dir string) ([]string, error) {
+// shellRCWrapper returns the argv prefix that bind-mounts a file holding
+// rc (in dir, named name) over the login user's ~/.bashrc before
+// exec'ing the rest of the argv. It returns nil when there is no .bashrc
+// to mount over.
+func shellRCWrapper(dir, name, rc string) ([]string, error) {
 	u, err := user.Current()
 	if err != nil {
 		return nil, fmt.Errorf("find home directory: %w", err)
 	}
-	rc := filepath.Join(u.HomeDir, ".bashrc")
-	if fi, err := os.Stat(rc); err != nil || !fi.Mode().IsRegular() {
+	home := filepath.Join(u.HomeDir, ".bashrc")
+	if fi, err := os.Stat(home); err != nil || !fi.Mode().IsRegular() {
 		return nil, nil
 	}
-	empty := filepath.Join(dir, "empty_bashrc")
-	if err := os.WriteFile(empty, nil, 0o444); err != nil {
-		return nil, fmt.Errorf("write empty .bashrc: %w", err)
+	f := filepath.Join(dir, name)
+	if err := os.WriteFile(f, []byte(rc), 0o444); err != nil {
+		return nil, fmt.Errorf("write .bashrc: %w", err)
 	}
 	const script = `mount --bind -- "$1" "$2" || exit 126; shift 2; exec "$@"`
-	return []string{"/bin/sh", "-c", script, "sh", empty, rc}, nil
+	return []string{"/bin/sh", "-c", script, "sh", f, home}, nil
 }
 
 // WaitSSH dials addr from the root namespace until it answers with an SSH

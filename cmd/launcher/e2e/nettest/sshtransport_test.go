@@ -1,6 +1,7 @@
 package nettest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -175,4 +176,71 @@ func filterEnv(env []string, prefixes ...string) []string {
 		}
 	}
 	return out
+}
+
+// noisyBashrc is a ~/.bashrc as HPC users have them: a greeting and an
+// environment module's banner on stdout before the interactive-shell
+// check, which bash (started by sshd for the command) still runs.
+const noisyBashrc = `echo "Welcome to $(hostname), $USER"
+module() { echo "module: $*"; }
+module load cuda/12.2 nccl/2.21
+# Source global definitions
+[ -f /etc/bashrc ] && . /etc/bashrc
+[ -z "$PS1" ] && return
+alias ll='ls -l'
+`
+
+// TestTransportSSHNoisyShell: `launcher --transport ssh` to two hosts
+// whose users' ~/.bashrc prints a greeting and module banners on stdout
+// before agent --stdio starts: the launcher skips what the shell printed,
+// says so once, and the job of eight ranks on each host runs.
+func TestTransportSSHNoisyShell(t *testing.T) {
+	e2e.NoTree(t, "--transport ssh")
+	roottest.RequireRoot(t)
+	agentBin, launcherBin := binaries(t)
+	b := newBed(t, testbed.Options{Prefix: "gwn2", Hosts: 2, Subnet: 182})
+	keys, err := sshtest.GenKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []string
+	for i, h := range b.Hosts() {
+		if _, err := b.StartSSHDShellRC(t.Context(), i, 22, keys, noisyBashrc); err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, h.Addr)
+	}
+	kh, err := keys.WriteKnownHosts(addrs, 22)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := newTag(t)
+	l := run(t, nil, launcherBin, "--transport", "ssh",
+		"--ssh", "ssh -F /dev/null -o IdentitiesOnly=yes -o LogLevel=ERROR -o KexAlgorithms=curve25519-sha256",
+		"-i", keys.ClientKey, "--known-hosts", kh, "--agent-path", agentBin,
+		"-H", addrs[0]+":8:22,"+addrs[1]+":8:22", "-l", "-np", "16", "-x", tagEnv+"="+tag, "sh", "-c", `echo "rank $RANK of $WORLD_SIZE"`)
+	t.Logf("launcher: %v", l)
+	if l.code != 0 {
+		t.Fatalf("exit code %d, want 0", l.code)
+	}
+	lines := e2e.RankLines(l.stdout.String())
+	for r := range 16 {
+		if want := fmt.Sprintf("rank %d of 16", r); !slices.Contains(lines[r], want) {
+			t.Errorf("rank %d printed %q, want %q", r, lines[r], want)
+		}
+	}
+	if stderr := l.stderr.String(); !strings.Contains(stderr, "the remote shell printed on stdout before the agent started") || !strings.Contains(stderr, "Welcome to") {
+		t.Errorf("the launcher does not say what the remote shell printed:\n%s", stderr)
+	}
+	waitNoTagged(t, tag, 10*time.Second)
+
+	// Behind the same noise, a missing agent binary is still named at
+	// once, from what the shell said on stderr.
+	l = run(t, nil, launcherBin, "--transport", "ssh",
+		"--ssh", "ssh -F /dev/null -o IdentitiesOnly=yes -o LogLevel=ERROR -o KexAlgorithms=curve25519-sha256",
+		"-i", keys.ClientKey, "--known-hosts", kh, "--agent-path", "/gw/no/such/agent", "--start-timeout", "60s",
+		"-H", addrs[0]+":8:22,"+addrs[1]+":8:22", "-np", "16", "true")
+	if stderr := l.stderr.String(); l.code != 1 || !strings.Contains(stderr, "no agent binary at --agent-path /gw/no/such/agent on the host") {
+		t.Errorf("missing agent behind a noisy shell: %v", l)
+	}
 }
