@@ -92,7 +92,7 @@ type Agent struct {
 	StartJobTimeout time.Duration
 
 	mu   sync.Mutex
-	jobs map[string]int // job id -> live sessions, for logs and isolation checks
+	jobs map[string]map[string]int // job id -> host name (Hello.Host) -> live sessions
 	// smi runs nvidia-smi, remembering answers for a minute: GPUs do not
 	// change between jobs, and nvidia-smi is slow on big servers.
 	smi func(ctx context.Context, args ...string) ([]byte, error)
@@ -207,8 +207,13 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login ac
 	}
 	s := &session{heard: heard, a: a, login: login, conn: conn, log: log, jobID: h.JobID, facts: f, fences: map[int]func(map[string]string, error){}, stdin: make(chan stdinChunk, 4), batchExits: h.BatchExits, gather: h.Gather, fenceSpans: h.FenceSpans, ends: h.Ends,
 		names: &launcherNames{conn: conn, wait: map[uint64]chan wire.NameReply{}}}
-	a.track(h.JobID, 1)
-	defer a.track(h.JobID, -1)
+	if other := a.join(h.JobID, h.Host); other != "" {
+		err := fmt.Errorf("host entries %q and %q of this launch reach the same agent (the same machine): list each machine once, with all its slots", other, h.Host)
+		log.Warn("refusing a second host name for a job", zap.Error(err))
+		_ = conn.Send(wire.KindError, wire.Error{Msg: err.Error()})
+		return err
+	}
+	defer a.leave(h.JobID, h.Host)
 	if d := a.StartJobTimeout; d > 0 {
 		t := time.AfterFunc(d, func() {
 			if s.hasJob() {
@@ -336,14 +341,38 @@ func chooseNet(f wire.Facts, hello wire.Hello) *wire.NetChoice {
 	return n
 }
 
-func (a *Agent) track(job string, d int) {
+// join counts a session of job for host (the name the launcher knows
+// this agent by), unless the job already has a session here under
+// another name: that name is returned, and nothing counted. Two host
+// entries of one launch that reach the same agent (dgx01 and
+// dgx01.cluster.local, a name and its address) would put two sets of
+// local ranks, GPUs 0-7 twice, on one machine.
+func (a *Agent) join(job, host string) (other string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.jobs == nil {
-		a.jobs = map[string]int{}
+	for h, n := range a.jobs[job] {
+		if h != host && n > 0 {
+			return h
+		}
 	}
-	a.jobs[job] += d
-	if a.jobs[job] <= 0 {
+	if a.jobs == nil {
+		a.jobs = map[string]map[string]int{}
+	}
+	if a.jobs[job] == nil {
+		a.jobs[job] = map[string]int{}
+	}
+	a.jobs[job][host]++
+	return ""
+}
+
+// leave undoes join.
+func (a *Agent) leave(job, host string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.jobs[job][host]--; a.jobs[job][host] <= 0 {
+		delete(a.jobs[job], host)
+	}
+	if len(a.jobs[job]) == 0 {
 		delete(a.jobs, job)
 	}
 }

@@ -793,3 +793,52 @@ func TestStoppedSaysWhy(t *testing.T) {
 		})
 	}
 }
+
+// TestOneNamePerJob: a job's sessions on one agent all come under one
+// host name. A second name (two host entries of one launch reaching this
+// machine) is refused with an Error naming both; the same name again is
+// not (a relay's session the launcher gave up on, beside the launcher's
+// own); once the first name's sessions end, another name may come.
+func TestOneNamePerJob(t *testing.T) {
+	a := &Agent{Name: "h0", Version: "test", Log: zaptest.NewLogger(t)}
+	hello := func(c *client, host string) {
+		c.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "j1", Host: host})
+		c.recv(wire.KindFacts, nil)
+	}
+	first := serve(t, a)
+	hello(first, "dgx01")
+	again := serve(t, a)
+	hello(again, "dgx01")
+
+	second := serve(t, a)
+	hello(second, "dgx01.cluster.local")
+	var e wire.Error
+	second.recv(wire.KindError, &e)
+	if want := `host entries "dgx01" and "dgx01.cluster.local" of this launch reach the same agent (the same machine): list each machine once, with all its slots`; e.Msg != want {
+		t.Errorf("Error %q, want %q", e.Msg, want)
+	}
+
+	other := serve(t, a)
+	other.send(wire.KindHello, wire.Hello{Version: wire.Version, JobID: "j2", Host: "dgx01.cluster.local"})
+	other.recv(wire.KindFacts, nil) // another job: its own name
+
+	first.conn.Close()
+	again.conn.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		a.mu.Lock()
+		n := len(a.jobs["j1"])
+		a.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("job j1's sessions still counted 30 s after they closed")
+		}
+	}
+	later := serve(t, a)
+	hello(later, "dgx01.cluster.local")
+	out := later.run(wire.StartJob{JobID: "j1", StdinRank: -1, Ranks: []wire.RankSpec{{Rank: 0, Argv: []string{"/bin/echo", "in"}}}})
+	if out[0] != "in\n" {
+		t.Errorf("the job under the second name printed %q, want it run", out[0])
+	}
+}

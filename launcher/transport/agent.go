@@ -247,9 +247,9 @@ func (d *AgentDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCl
 	if err != nil {
 		return nil, "", err
 	}
-	ka := defaultKeepalive()
+	ka, port := defaultKeepalive(), 0
 	if hc, err := d.target(h); err == nil {
-		ka = keepaliveFor(hc)
+		ka, port = keepaliveFor(hc), hc.Port
 	}
 	cc, err := openSubsystem(conn, chans, reqs, ka)
 	if errors.Is(err, errNoSubsystem) {
@@ -262,8 +262,23 @@ func (d *AgentDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCl
 	if err != nil {
 		return nil, "", err
 	}
-	return cc, ip, nil
+	if port == 0 {
+		return cc, ip, nil
+	}
+	return &agentConn{chanConn: cc, port: port}, ip, nil
 }
+
+// agentConn is a session with an agent on the port the launcher reached
+// it on (the host's own, -p, its ssh configuration's Port, or --port):
+// the other hosts' preflight probes that port, which an ssh
+// configuration's Port may set apart from --port.
+type agentConn struct {
+	*chanConn
+	port int
+}
+
+// AgentPort is the port the agent listens on.
+func (c *agentConn) AgentPort() int { return c.port }
 
 // Client opens an authenticated SSH connection to h's agent for a
 // command: --rsh, mpirun's way to start its daemons through the agents.

@@ -48,7 +48,8 @@ type childTarget struct {
 	// HostKeyAlgorithms the relay asks for (nil: its defaults).
 	HostKeyAlgorithms []string
 	// AgentPort is the agent's own port when the transport knows it
-	// apart from the host's (srun: an ephemeral port), else 0.
+	// (the agent transport: the port it dials, from the ssh
+	// configuration too; srun: an ephemeral port), else 0.
 	AgentPort int
 	// Keepalive is the relay's keepalive timing for the child, as the
 	// launcher's would be (the host's ServerAliveInterval and
@@ -73,7 +74,7 @@ func (d *AgentDialer) child(_ context.Context, h hostfile.Host) (childTarget, er
 	if err != nil {
 		return childTarget{}, Permanent(err)
 	}
-	c := childTarget{Addr: hc.Addr(), User: hc.User, Port: hc.Port, Jumped: len(hc.Jumps) > 0, Keepalive: keepaliveFor(hc), hc: hc}
+	c := childTarget{Addr: hc.Addr(), User: hc.User, Port: hc.Port, AgentPort: hc.Port, Jumped: len(hc.Jumps) > 0, Keepalive: keepaliveFor(hc), hc: hc}
 	if ra := literalAddr(hc); ra != nil {
 		c.HostKeyAlgorithms = d.hostKeyAlgorithms(d.knownHostsPath(hc), hc.Addr(), ra)
 	}

@@ -157,3 +157,50 @@ func TestSignalsEscalateAcrossHosts(t *testing.T) {
 	}
 	t.Logf("second SIGTERM to launcher exit: %v", time.Since(t0).Round(time.Millisecond))
 }
+
+// sameMachineConfig writes an ssh configuration naming c's first agent
+// dgx01 and dgx01.cluster.local and its second dgx02, each with its
+// agent's port (as users give agents on a port of their own), and
+// returns its path.
+func sameMachineConfig(t *testing.T, c *e2e.Cluster) string {
+	t.Helper()
+	conf := filepath.Join(t.TempDir(), "ssh_config")
+	a, b := c.Hosts[0], c.Hosts[1]
+	text := fmt.Sprintf("Host dgx01 dgx01.cluster.local\n    HostName %s\n    Port %d\nHost dgx02\n    HostName %s\n    Port %d\n", a.Addr, a.Port, b.Addr, b.Port)
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return conf
+}
+
+// TestSSHConfigPort: agents reached on the Port of the user's ssh
+// configuration, not --port: the preflight probes each host on that port
+// too (it probed --port, found nothing listening and failed the launch),
+// and the job of eight ranks on each host runs.
+func TestSSHConfigPort(t *testing.T) {
+	t.Parallel()
+	c := e2e.StartLocal(t, 2)
+	conf := sameMachineConfig(t, c)
+	if _, stderr, code := c.RunLauncher(t, fake(t, 16, "dgx01:8,dgx02:8", "exit:0", "-F", conf)...); code != 0 {
+		t.Errorf("exit code %d:\n%s", code, stderr)
+	}
+}
+
+// TestSameMachineTwice: a host list that names one machine twice, as an
+// ssh alias and as another name of it (dgx01 and dgx01.cluster.local),
+// would put two sets of local ranks, GPUs 0-7 twice, on it. Its agent
+// refuses the job's second name before any rank starts; the launcher
+// fails at once, naming both entries.
+func TestSameMachineTwice(t *testing.T) {
+	t.Parallel()
+	c := e2e.StartLocal(t, 2)
+	conf := sameMachineConfig(t, c)
+	_, stderr, code := c.RunLauncher(t, fake(t, 16, "dgx01:8,dgx01.cluster.local:8", "exit:0", "-F", conf, "--start-timeout", "10m")...)
+	if code == 0 || !strings.Contains(stderr, `host entries "dgx01" and "dgx01.cluster.local" of this launch reach the same agent`) &&
+		!strings.Contains(stderr, `host entries "dgx01.cluster.local" and "dgx01" of this launch reach the same agent`) {
+		t.Errorf("exit code %d, want a failure naming both entries:\n%s", code, stderr)
+	}
+	if strings.Contains(stderr, "--start-timeout") {
+		t.Errorf("waited for --start-timeout:\n%s", stderr)
+	}
+}
