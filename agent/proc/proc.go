@@ -605,7 +605,8 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 	}
 }
 
-// pump reads r and calls emit with whole lines, batching as many complete
+// pump reads r and calls emit with whole lines (lastEnd: a progress
+// bar's states end at their carriage returns), batching as many complete
 // lines as one read delivered.
 func pump(r io.Reader, emit func([]byte)) {
 	buf := make([]byte, 0, 64<<10)
@@ -625,8 +626,12 @@ func pump(r io.Reader, emit func([]byte)) {
 		if n > 0 {
 			start := len(buf)
 			buf = buf[:start+n]
-			if i := lastNL(buf[start:]); i >= 0 {
-				end := start + i + 1
+			// From the byte before: a carriage return the last read
+			// ended with is a line end once a byte other than a newline
+			// follows it.
+			from := max(start-1, 0)
+			if i := lastEnd(buf[from:]); i >= 0 {
+				end := from + i + 1
 				emit(buf[:end])
 				rest := copy(buf, buf[end:])
 				buf = buf[:rest]
@@ -690,7 +695,7 @@ func drainBuffered(f *os.File, buf []byte, emit func([]byte)) []byte {
 func emitBounded(buf []byte, emit func([]byte)) []byte {
 	for len(buf) > 0 {
 		w := buf[:min(len(buf), MaxLine+1)]
-		switch i := lastNL(w); {
+		switch i := lastEnd(w); {
 		case i >= 0:
 			emit(w[:i+1])
 			buf = buf[i+1:]
@@ -704,10 +709,22 @@ func emitBounded(buf []byte, emit func([]byte)) []byte {
 	return buf
 }
 
-func lastNL(b []byte) int {
+// lastEnd is the index of b's last line end, or -1: a newline, or a
+// carriage return not followed by one. A progress bar (tqdm, a download's
+// meter) redraws its line after a carriage return, without newlines for
+// minutes: each of its states goes on as it is drawn, as a terminal
+// shows it, not the whole epoch's at its end. A carriage return that
+// ends b is not one yet: "\r\n" ends one line, and its newline may come
+// in the next read.
+func lastEnd(b []byte) int {
 	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] == '\n' {
+		switch b[i] {
+		case '\n':
 			return i
+		case '\r':
+			if i+1 < len(b) { // what follows is not a newline: seen first
+				return i
+			}
 		}
 	}
 	return -1

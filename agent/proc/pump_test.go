@@ -136,3 +136,41 @@ func TestPumpDeadlineWithLongLine(t *testing.T) {
 		t.Errorf("the pieces hold %d bytes, want the %d of the line and its newline", len(all), len(want))
 	}
 }
+
+// TestPumpProgressBar: a progress bar (tqdm: a carriage return, then the
+// bar, redrawn) goes on state by state as each next one begins, not at
+// the newline that ends the epoch; "\r\n" ends one line, also when its
+// two bytes come in two reads; bytes are never changed.
+func TestPumpProgressBar(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		writes []string
+		want   []string // emitted chunks, read one write at a time
+	}{
+		{"tqdm", []string{"\r  0%|", "\r 50%|#", "\r100%|##", "\n"}, []string{"\r", "  0%|\r", " 50%|#\r", "100%|##\n"}},
+		{"crlf in one read", []string{"a\r\nb\r\n"}, []string{"a\r\nb\r\n"}},
+		{"crlf in two reads", []string{"a\r", "\nb\r", "\n"}, []string{"a\r\n", "b\r\n"}},
+		{"a meter then a line", []string{"10 MB\r20 MB\r", "done\n"}, []string{"10 MB\r", "20 MB\rdone\n"}}, // the held state goes with what completes it
+		{"a state at the end", []string{"\r99%"}, []string{"\r", "99%"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, w := io.Pipe()
+			var chunks []string
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				pump(r, func(b []byte) { chunks = append(chunks, string(b)) })
+			}()
+			for _, s := range tt.writes {
+				if _, err := w.Write([]byte(s)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w.Close()
+			<-done
+			if !slices.Equal(chunks, tt.want) {
+				t.Errorf("chunks %q, want %q", chunks, tt.want)
+			}
+		})
+	}
+}

@@ -64,11 +64,25 @@ type fileKey struct {
 }
 
 type ring struct {
-	lines [tailLines]string
-	n     int
+	lines    [tailLines]string
+	n        int
+	progress bool // the last line is a progress bar's state
 }
 
-func (r *ring) add(l string) { r.lines[r.n%tailLines] = l; r.n++ }
+// add keeps l as the newest line. A progress bar's states (progress: l
+// ended at a carriage return) replace each other, as on a terminal: the
+// tail keeps the bar's last state, not a screenful of them.
+func (r *ring) add(l string, progress bool) {
+	if progress && l == "" {
+		return // the carriage return a bar starts its redraw with
+	}
+	if r.progress && r.n > 0 {
+		r.n-- // the bar's last state gives way, as on a terminal
+	}
+	r.lines[r.n%tailLines] = l
+	r.n++
+	r.progress = progress
+}
 
 func (r *ring) list() []string {
 	var out []string
@@ -83,15 +97,18 @@ func (r *ring) list() []string {
 type scratch struct{ buf []byte }
 
 // lines returns data's lines, each after prefix, the last one ended with
-// a newline if it has none. Untagged whole lines are data itself.
+// a newline if it has no end. A line ends at a newline, or at a carriage
+// return not followed by one: a progress bar's states, each redrawn
+// over the last, keep their tag and go on as drawn. Untagged whole lines
+// are data itself.
 func (sc *scratch) lines(prefix, data []byte) []byte {
-	if len(prefix) == 0 && data[len(data)-1] == '\n' {
+	if last := data[len(data)-1]; len(prefix) == 0 && (last == '\n' || last == '\r') {
 		return data
 	}
 	b := sc.buf[:0]
 	rest := data
 	for len(rest) > 0 {
-		i := bytes.IndexByte(rest, '\n')
+		i := lineEnd(rest)
 		b = append(b, prefix...)
 		if i < 0 {
 			b = append(b, rest...)
@@ -103,6 +120,20 @@ func (sc *scratch) lines(prefix, data []byte) []byte {
 	}
 	sc.buf = b
 	return b
+}
+
+// lineEnd is the index of b's first line end, or -1: a newline, or a
+// carriage return not followed by one (a progress bar's state).
+func lineEnd(b []byte) int {
+	for i, c := range b {
+		switch {
+		case c == '\n':
+			return i
+		case c == '\r' && (i+1 == len(b) || b[i+1] != '\n'):
+			return i
+		}
+	}
+	return -1
 }
 
 // write handles one output frame of whole lines from one rank.
@@ -134,14 +165,15 @@ func (c *console) write(sc *scratch, rank int, s wire.Stream, data []byte) {
 			c.tails[rank] = t
 		}
 		for rest := data; len(rest) > 0; {
-			i := bytes.IndexByte(rest, '\n')
-			line := rest
+			i := lineEnd(rest)
+			line, progress := rest, false
 			if i >= 0 {
+				progress = rest[i] == '\r'
 				line, rest = rest[:i], rest[i+1:]
 			} else {
 				rest = nil
 			}
-			t.add(clip(line))
+			t.add(clip(bytes.TrimSuffix(line, []byte("\r"))), progress)
 		}
 		c.fmu.Unlock()
 	}

@@ -164,6 +164,37 @@ func TestConsoleTags(t *testing.T) {
 	}
 }
 
+// TestConsoleProgressBar: a progress bar's states (each ended at the
+// carriage return the next one begins with, as the agent sends them)
+// keep their tag each, so a terminal redraws "[0] 50%" over "[0] 0%";
+// "\r\n" is one line end; untagged, the bytes are the rank's. The
+// stderr tail keeps the bar's last state, not every one.
+func TestConsoleProgressBar(t *testing.T) {
+	frames := []string{"\r", "  0%|\r", " 50%|#\r", "100%|##\n", "crlf\r\nTraceback\n"}
+	for _, tc := range []struct {
+		tags plan.TagStyle
+		want string
+	}{
+		{plan.TagNone, "\r  0%|\r 50%|#\r100%|##\ncrlf\r\nTraceback\n"},
+		{plan.TagRank, "[0] \r[0]   0%|\r[0]  50%|#\r[0] 100%|##\n[0] crlf\r\n[0] Traceback\n"},
+	} {
+		t.Run(tc.tags.String(), func(t *testing.T) {
+			var errb bytes.Buffer
+			c := newConsole(cli.Output{Tags: tc.tags}, 1, io.Discard, &errb, nil, nil)
+			var sc scratch
+			for _, f := range frames {
+				c.write(&sc, 0, wire.Stderr, []byte(f))
+			}
+			if errb.String() != tc.want {
+				t.Errorf("stderr %q, want %q", errb.String(), tc.want)
+			}
+			if tail, want := c.tail(0), []string{"100%|##", "crlf", "Traceback"}; !slices.Equal(tail, want) {
+				t.Errorf("tail %q, want %q", tail, want)
+			}
+		})
+	}
+}
+
 // TestConsoleUntaggedWholeLines: untagged output of ranks writing at once
 // still reaches the console in whole lines, never two ranks' bytes in
 // one line.

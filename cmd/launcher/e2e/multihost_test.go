@@ -204,3 +204,44 @@ func TestSameMachineTwice(t *testing.T) {
 		t.Errorf("waited for --start-timeout:\n%s", stderr)
 	}
 }
+
+// TestProgressBarLive: a rank drawing a progress bar (tqdm's way: a
+// carriage return, then the bar, no newline until the epoch ends) on
+// two hosts of eight ranks: each state reaches the console, tagged, as
+// soon as the next is drawn, not at the epoch's end. The ranks wait for
+// the test to have seen their first state before they end the epoch, so
+// the test proves it without timing anything.
+func TestProgressBarLive(t *testing.T) {
+	t.Parallel()
+	c := e2e.StartLocal(t, 2)
+	seen := filepath.Join(t.TempDir(), "seen")
+	bar := `printf '\rstep 1/3 %s' "$RANK"; printf '\rstep 2/3 %s' "$RANK"
+n=0; while [ ! -e "$SEEN" ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done
+printf '\rstep 3/3 %s\n' "$RANK"`
+	l := c.StartLauncher(t, "-l", "-np", "16", "-H", c.HostList(perHost), "-x", "SEEN="+seen, "sh", "-c", bar)
+	allFirst := func(s string) bool {
+		for r := range 16 {
+			if !strings.Contains(s, fmt.Sprintf("[%d] step 1/3 %d\r", r, r)) {
+				return false
+			}
+		}
+		return true
+	}
+	if out, ok := l.Stdout.WaitFor(e2e.Deadline, allFirst); !ok {
+		t.Fatalf("not every rank's first state reached the console before its epoch ended:\n%q", out)
+	}
+	if err := os.WriteFile(seen, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := l.Wait(t); code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, l.Stderr.String())
+	}
+	out := l.Stdout.String()
+	for r := range 16 {
+		for _, want := range []string{fmt.Sprintf("[%d] step 2/3 %d\r", r, r), fmt.Sprintf("[%d] step 3/3 %d\n", r, r)} {
+			if !strings.Contains(out, want) {
+				t.Errorf("stdout lacks %q", want)
+			}
+		}
+	}
+}
