@@ -119,11 +119,22 @@ func (s *sshExec) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser
 	if err != nil {
 		return nil, "", err
 	}
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, "", err
+	}
 	stderr := &limitedWriter{n: 4096}
-	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, "", fmt.Errorf("start %s: %w", args[0], err)
 	}
+	// Copied here, not by exec: a stream that ends before the agent
+	// speaks is worded by what ssh said, which may still be on its way
+	// when stdout ends (errDone).
+	errDone := make(chan struct{})
+	go func() {
+		defer close(errDone)
+		_, _ = io.Copy(stderr, errPipe)
+	}()
 	ip := s.PeerName(h)
 	if addrs, err := net.DefaultResolver.LookupHost(ctx, ip); err == nil && len(addrs) > 0 {
 		ip = addrs[0]
@@ -139,7 +150,7 @@ func (s *sshExec) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser
 			})
 		}
 	})
-	return &procConn{cmd: cmd, in: in, out: marked, stderr: stderr, agentPath: s.cfg.AgentPath}, ip, nil
+	return &procConn{cmd: cmd, in: in, out: marked, stderr: stderr, errDone: errDone, agentPath: s.cfg.AgentPath}, ip, nil
 }
 
 // sshExecError words what the system ssh said when the stream ended
@@ -182,11 +193,12 @@ func shellQuote(s string) string {
 
 // procConn is a child process's stdin/stdout as one stream.
 type procConn struct {
-	cmd    *exec.Cmd
-	in     io.WriteCloser
-	out    io.Reader // stdout after the agent's marker
-	stderr *limitedWriter
-	once   sync.Once
+	cmd     *exec.Cmd
+	in      io.WriteCloser
+	out     io.Reader // stdout after the agent's marker
+	stderr  *limitedWriter
+	errDone <-chan struct{} // closed once ssh's stderr has ended
+	once    sync.Once
 	// agentPath is --agent-path, which ssh's message may name.
 	agentPath string
 }
@@ -194,6 +206,12 @@ type procConn struct {
 func (p *procConn) Read(b []byte) (int, error) {
 	n, err := p.out.Read(b)
 	if n == 0 && (err == io.EOF || errors.Is(err, wire.ErrNoStdioMarker)) {
+		// ssh's last words come on stderr as stdout ends: wait for them
+		// (ssh exits; its stderr ends with it), a little.
+		select {
+		case <-p.errDone:
+		case <-time.After(2 * time.Second):
+		}
 		if msg := strings.TrimSpace(p.stderr.String()); msg != "" {
 			return 0, sshExecError(msg, p.agentPath)
 		}
