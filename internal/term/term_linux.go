@@ -11,3 +11,13 @@ func IsTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
 }
+
+// Background reports whether f is this process's terminal and this
+// process is not in its foreground process group: a job started with &
+// from an interactive shell. Reading f would stop the process (SIGTTIN,
+// "Stopped (tty input)"). False when f is no terminal, or not this
+// process's controlling one.
+func Background(f *os.File) bool {
+	pg, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
+	return err == nil && pg != unix.Getpgrp()
+}

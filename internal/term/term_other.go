@@ -10,3 +10,6 @@ func IsTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
+
+// Background is false outside Linux: job control is not looked at.
+func Background(f *os.File) bool { return false }

@@ -168,7 +168,8 @@ Output (rank lines go to stdout/stderr whole, never mixed):
                            merge-stderr-to-stdout, dir=DIR
   -display map,bind        Open MPI 5's: -display-map, -report-bindings
   -output-from RANKS       console shows only these ranks (0,4-7)
-  -stdin RANK|none         rank that gets the launcher's stdin (default 0)
+  -stdin RANK|none         rank that gets the launcher's stdin (default 0;
+                           none read in the background of a terminal)
   -merge-stderr-to-stdout  rank stderr goes to the launcher's stdout
   -display-map, -print-rank-map
                            print the placement table (as -dry-run's) on

@@ -17,6 +17,7 @@ import (
 	"github.com/gangway-hpc/gangway/agent/wire"
 	"github.com/gangway-hpc/gangway/bench"
 	"github.com/gangway-hpc/gangway/internal/syncx"
+	"github.com/gangway-hpc/gangway/internal/term"
 	"github.com/gangway-hpc/gangway/launcher/cli"
 	"github.com/gangway-hpc/gangway/launcher/plan"
 	"github.com/gangway-hpc/gangway/launcher/rankenv"
@@ -743,6 +744,15 @@ func (j *job) forwardStdin() (stop func()) {
 		return func() {}
 	}
 	c := j.sessions[j.st.hostOf[rank]].conn
+	if f, ok := j.stdin.(*os.File); ok && term.Background(f) {
+		// Started with & from an interactive shell: a read of the
+		// terminal would stop the whole launcher (SIGTTIN), and with it
+		// the job's output and control. The rank gets what < /dev/null
+		// would give it.
+		j.out.say(fmt.Sprintf("warning: in the background of a terminal: stdin is not read; rank %d's stdin is empty (--stdin none, or < FILE, says so)", rank))
+		_ = c.SendStdin(rank, nil)
+		return func() {}
+	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
