@@ -18,6 +18,14 @@ func IsTerminal(f *os.File) bool {
 // "Stopped (tty input)"). False when f is no terminal, or not this
 // process's controlling one.
 func Background(f *os.File) bool {
-	pg, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
+	fd := int(f.Fd())
+	sid, err := unix.IoctlGetInt(fd, unix.TIOCGSID) // ENOTTY unless our controlling terminal
+	if err != nil {
+		return false
+	}
+	if own, err := unix.Getsid(0); err != nil || sid != own {
+		return false
+	}
+	pg, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
 	return err == nil && pg != unix.Getpgrp()
 }

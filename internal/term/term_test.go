@@ -39,3 +39,26 @@ func TestIsTerminal(t *testing.T) {
 		t.Error("a pseudo-terminal is not a terminal")
 	}
 }
+
+// TestBackground: a pipe, and a pseudo-terminal that is not this
+// process's controlling terminal, are never a background terminal (the
+// launcher then reads them as usual); a shell job's case is
+// TestLauncherInBackground's, with a real shell.
+func TestBackground(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	tty, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("no pseudo-terminal to test with: %v", err)
+	}
+	defer tty.Close()
+	for _, f := range []*os.File{r, tty} {
+		if Background(f) {
+			t.Errorf("%s is taken for a background terminal", f.Name())
+		}
+	}
+}
