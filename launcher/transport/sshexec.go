@@ -88,7 +88,12 @@ func (s *sshExec) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser
 	if len(args) == 0 {
 		args = []string{"ssh"}
 	}
-	args = append(args, "-o", "BatchMode=yes")
+	// The stream is the session's, byte for byte: no pty (a user's
+	// RequestTTY would echo the launcher's frames back and translate
+	// newlines), no escape character, and the command given here, not a
+	// RemoteCommand of the user's configuration (tmux new -A, say), which
+	// ssh refuses beside a command line.
+	args = append(args, "-o", "BatchMode=yes", "-T", "-e", "none", "-o", "RemoteCommand=none")
 	if s.cfg.SSHConfig != "" {
 		args = append(args, "-F", s.cfg.SSHConfig)
 	}

@@ -244,3 +244,62 @@ func TestTransportSSHNoisyShell(t *testing.T) {
 		t.Errorf("missing agent behind a noisy shell: %v", l)
 	}
 }
+
+// TestTransportSSHUserConfig: `launcher --transport ssh -F CONFIG` with
+// an ssh configuration as users write it for interactive logins: a pty
+// asked for (RequestTTY force, whose echo sent the launcher's own Hello
+// back to it), a RemoteCommand that puts every login into tmux (which
+// ssh refuses beside a command line: the launch retried it until
+// --start-timeout), X11 forwarded, escapes on. The job of eight ranks on
+// each of two hosts runs as through a plain configuration.
+func TestTransportSSHUserConfig(t *testing.T) {
+	e2e.NoTree(t, "--transport ssh")
+	roottest.RequireRoot(t)
+	agentBin, launcherBin := binaries(t)
+	b := newBed(t, testbed.Options{Prefix: "gwn2", Hosts: 2, Subnet: 182})
+	keys, err := sshtest.GenKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []string
+	for i, h := range b.Hosts() {
+		if _, err := b.StartSSHD(t.Context(), i, 22, keys); err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, h.Addr)
+	}
+	kh, err := keys.WriteKnownHosts(addrs, 22)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(t.TempDir(), "config")
+	text := fmt.Sprintf(`# a laptop's ~/.ssh/config, for interactive work on the nodes
+Host *
+    RequestTTY force
+    RemoteCommand tmux new -A -s main
+    ForwardX11 yes
+    EscapeChar ~
+    ServerAliveInterval 60
+    IdentitiesOnly yes
+    IdentityFile %s
+    UserKnownHostsFile %s
+    LogLevel ERROR
+    KexAlgorithms curve25519-sha256
+`, keys.ClientKey, kh)
+	if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tag := newTag(t)
+	l := run(t, nil, launcherBin, "--transport", "ssh", "-F", config, "--agent-path", agentBin, "--start-timeout", "60s",
+		"-H", addrs[0]+":8:22,"+addrs[1]+":8:22", "-l", "-np", "16", "-x", tagEnv+"="+tag, "sh", "-c", `echo "rank $RANK of $WORLD_SIZE"`)
+	if l.code != 0 {
+		t.Fatalf("launcher: %v", l)
+	}
+	lines := e2e.RankLines(l.stdout.String())
+	for r := range 16 {
+		if want := fmt.Sprintf("rank %d of 16", r); !slices.Contains(lines[r], want) {
+			t.Errorf("rank %d printed %q, want %q", r, lines[r], want)
+		}
+	}
+	waitNoTagged(t, tag, 10*time.Second)
+}
