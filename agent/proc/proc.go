@@ -11,6 +11,7 @@
 package proc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -717,17 +718,12 @@ func emitBounded(buf []byte, emit func([]byte)) []byte {
 // ends b is not one yet: "\r\n" ends one line, and its newline may come
 // in the next read.
 func lastEnd(b []byte) int {
-	for i := len(b) - 1; i >= 0; i-- {
-		switch b[i] {
-		case '\n':
-			return i
-		case '\r':
-			if i+1 < len(b) { // what follows is not a newline: seen first
-				return i
-			}
-		}
+	nl := bytes.LastIndexByte(b, '\n')
+	// A carriage return after the last newline, but not b's last byte.
+	if cr := bytes.LastIndexByte(b[nl+1:max(nl+1, len(b)-1)], '\r'); cr >= 0 {
+		return nl + 1 + cr
 	}
-	return -1
+	return nl
 }
 
 // closeFile closes the files that are not nil.

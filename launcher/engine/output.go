@@ -125,15 +125,21 @@ func (sc *scratch) lines(prefix, data []byte) []byte {
 // lineEnd is the index of b's first line end, or -1: a newline, or a
 // carriage return not followed by one (a progress bar's state).
 func lineEnd(b []byte) int {
-	for i, c := range b {
-		switch {
-		case c == '\n':
-			return i
-		case c == '\r' && (i+1 == len(b) || b[i+1] != '\n'):
-			return i
-		}
+	nl := bytes.IndexByte(b, '\n')
+	end := nl
+	if end < 0 {
+		end = len(b)
 	}
-	return -1
+	for off := 0; ; {
+		j := bytes.IndexByte(b[off:end], '\r')
+		if j < 0 {
+			return nl
+		}
+		if j += off; j+1 == len(b) || b[j+1] != '\n' {
+			return j
+		}
+		off = j + 1 // "\r\n": its newline is nl
+	}
 }
 
 // write handles one output frame of whole lines from one rank.

@@ -178,6 +178,29 @@ func filterEnv(env []string, prefixes ...string) []string {
 	return out
 }
 
+// stockSSHHosts builds a bed of hosts that run only a stock OpenSSH sshd
+// on port 22, whose sessions' shell reads rc as the user's ~/.bashrc
+// (an empty one for ""), and returns their addresses, the keys and a
+// known_hosts file for them.
+func stockSSHHosts(t *testing.T, o testbed.Options, rc string) (addrs []string, keys sshtest.Keys, knownHosts string) {
+	t.Helper()
+	b := newBed(t, o)
+	keys, err := sshtest.GenKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range b.Hosts() {
+		if _, err := b.StartSSHDShellRC(t.Context(), i, 22, keys, rc); err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, h.Addr)
+	}
+	if knownHosts, err = keys.WriteKnownHosts(addrs, 22); err != nil {
+		t.Fatal(err)
+	}
+	return addrs, keys, knownHosts
+}
+
 // noisyBashrc is a ~/.bashrc as HPC users have them: a greeting and an
 // environment module's banner on stdout before the interactive-shell
 // check, which bash (started by sshd for the command) still runs.
@@ -198,22 +221,7 @@ func TestTransportSSHNoisyShell(t *testing.T) {
 	e2e.NoTree(t, "--transport ssh")
 	roottest.RequireRoot(t)
 	agentBin, launcherBin := binaries(t)
-	b := newBed(t, testbed.Options{Prefix: "gwn2", Hosts: 2, Subnet: 182})
-	keys, err := sshtest.GenKeys(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var addrs []string
-	for i, h := range b.Hosts() {
-		if _, err := b.StartSSHDShellRC(t.Context(), i, 22, keys, noisyBashrc); err != nil {
-			t.Fatal(err)
-		}
-		addrs = append(addrs, h.Addr)
-	}
-	kh, err := keys.WriteKnownHosts(addrs, 22)
-	if err != nil {
-		t.Fatal(err)
-	}
+	addrs, keys, kh := stockSSHHosts(t, testbed.Options{Prefix: "gwn2", Hosts: 2, Subnet: 182}, noisyBashrc)
 	tag := newTag(t)
 	l := run(t, nil, launcherBin, "--transport", "ssh",
 		"--ssh", "ssh -F /dev/null -o IdentitiesOnly=yes -o LogLevel=ERROR -o KexAlgorithms=curve25519-sha256",
@@ -256,22 +264,7 @@ func TestTransportSSHUserConfig(t *testing.T) {
 	e2e.NoTree(t, "--transport ssh")
 	roottest.RequireRoot(t)
 	agentBin, launcherBin := binaries(t)
-	b := newBed(t, testbed.Options{Prefix: "gwn2", Hosts: 2, Subnet: 182})
-	keys, err := sshtest.GenKeys(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var addrs []string
-	for i, h := range b.Hosts() {
-		if _, err := b.StartSSHD(t.Context(), i, 22, keys); err != nil {
-			t.Fatal(err)
-		}
-		addrs = append(addrs, h.Addr)
-	}
-	kh, err := keys.WriteKnownHosts(addrs, 22)
-	if err != nil {
-		t.Fatal(err)
-	}
+	addrs, keys, kh := stockSSHHosts(t, testbed.Options{Prefix: "gwu0", Hosts: 2, Subnet: 179}, "")
 	config := filepath.Join(t.TempDir(), "config")
 	text := fmt.Sprintf(`# a laptop's ~/.ssh/config, for interactive work on the nodes
 Host *
