@@ -15,7 +15,9 @@ import (
 // `srun --ntasks=1 launcher ...`) srun sets SLURM_TASKS_PER_NODE to the
 // step's layout, one task on one node, not the job's: the slots then come
 // from the job's --ntasks-per-node (SLURM_NTASKS_PER_NODE, the same count
-// on every node), else SLURM_JOB_CPUS_PER_NODE, else 1 per node.
+// on every node), else 1 per node (-ppn N asks for more). Not the job's
+// CPUs: on whole nodes that would be a rank per core where the job asked
+// for a task per node.
 func FromSlurm(getenv func(string) string) (hosts []Host, ok bool, err error) {
 	listVar := "SLURM_JOB_NODELIST"
 	list := getenv(listVar)
@@ -36,7 +38,7 @@ func FromSlurm(getenv func(string) string) (hosts []Host, ok bool, err error) {
 	}
 	countVars := []string{"SLURM_TASKS_PER_NODE", "SLURM_JOB_CPUS_PER_NODE"}
 	if getenv("SLURM_STEP_NUM_TASKS") != "" {
-		countVars[0] = "SLURM_NTASKS_PER_NODE"
+		countVars = []string{"SLURM_NTASKS_PER_NODE"}
 	}
 	for _, countVar := range countVars {
 		v := getenv(countVar)

@@ -62,12 +62,12 @@ func TestFromSlurm(t *testing.T) {
 			"SLURM_NTASKS_PER_NODE":   "8",
 			"SLURM_JOB_CPUS_PER_NODE": "128(x2)",
 		}, []Host{{Name: "dgx01", Slots: 8}, {Name: "dgx02", Slots: 8}}, true, ""},
-		{"in a step of a job without --ntasks-per-node: its CPUs", map[string]string{
+		{"in a step of a job without --ntasks-per-node: one a node, not its CPUs", map[string]string{
 			"SLURM_JOB_NODELIST":      "n[1-2]",
 			"SLURM_STEP_NUM_TASKS":    "1",
 			"SLURM_TASKS_PER_NODE":    "1",
-			"SLURM_JOB_CPUS_PER_NODE": "8(x2)",
-		}, []Host{{Name: "n1", Slots: 8}, {Name: "n2", Slots: 8}}, true, ""},
+			"SLURM_JOB_CPUS_PER_NODE": "128(x2)",
+		}, []Host{{Name: "n1", Slots: 1}, {Name: "n2", Slots: 1}}, true, ""},
 		{"in a step: per-node counts that do not fit", map[string]string{
 			"SLURM_JOB_NODELIST":    "n[1-3]",
 			"SLURM_STEP_NUM_TASKS":  "1",
