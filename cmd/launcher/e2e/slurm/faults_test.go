@@ -86,10 +86,14 @@ func TestScancel(t *testing.T) {
 
 // TestSbatchScancel: the launcher in a batch script (sbatch, the way
 // most jobs run), eight ranks on each of two nodes; scancel while they
-// run. Slurm signals the batch script and the launcher with the step:
-// the job's output says Slurm cancelled the job, the ranks died of
-// SIGTERM, and nothing restarted (--max-restarts 1); nothing is left on
-// any node.
+// run. Slurm signals every process of the job, the batch script's and
+// the launcher's among them, and once the script's shell has died it
+// kills what is left of the batch step, the launcher too, at a moment of
+// its choosing: so the launcher's report, and whether it got as far as
+// asking slurmctld (TestScancel's line, under salloc), cannot be
+// required here. What must hold: no rank started twice (no restart under
+// --max-restarts 1 got as far as a rank), the job failed, and nothing is
+// left on any node.
 func TestSbatchScancel(t *testing.T) {
 	b := bed(t)
 	launcherBin, agentBin := binaries(t)
@@ -121,11 +125,14 @@ func TestSbatchScancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	report := string(data)
-	ended := regexp.MustCompile(`(?m)^launcher: Slurm (cancelled job ` + id + ` \(scancel|is ending job ` + id + ` \(JobState=COMPLETING)`)
-	if !ended.MatchString(report) || !strings.Contains(report, "SIGTERM") || strings.Contains(report, "restarting") {
-		t.Errorf("the job's output does not say Slurm ended job %s and the ranks' SIGTERM, or restarted:\n%s", id, e2e.Tail(report, 4000))
+	if j.code == 0 {
+		t.Errorf("sbatch --wait exit 0 for a cancelled job:\n%s", e2e.Tail(report, 4000))
+	}
+	if n := strings.Count(report, "] ready "); n != 16 {
+		t.Errorf("%d ranks started, want the 16 of the one attempt:\n%s", n, e2e.Tail(report, 4000))
 	}
 	checkNothingLeft(t, b, j)
+	t.Logf("the job's output after scancel:\n%s", e2e.Tail(report, 1500))
 }
 
 // TestLauncherUnderSrun: `srun launcher ...` in an allocation of two
