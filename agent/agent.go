@@ -52,11 +52,6 @@ func (e StoppedError) Error() string {
 	return fmt.Sprintf("the agent was stopped (%s); its ranks are stopped", e.Signal)
 }
 
-// lastWords bounds how long a session tries to tell its launcher that
-// the agent is stopping before it closes (the launcher may have stopped
-// reading).
-const lastWords = time.Second
-
 // Agent serves launcher sessions. The zero value is not usable; set Log.
 type Agent struct {
 	Name    string // reported name; default hostname
@@ -182,7 +177,7 @@ func (a *Agent) ServeLogin(ctx context.Context, rwc io.ReadWriteCloser, login ac
 	stop := context.AfterFunc(ctx, func() {
 		var se StoppedError
 		if errors.As(context.Cause(ctx), &se) {
-			sayBounded(conn, wire.Error{Msg: se.Error(), Stopped: true}, lastWords)
+			sayBounded(conn, wire.Error{Msg: se.Error(), Stopped: true}, wire.LastWords)
 		}
 		conn.Close()
 	})

@@ -31,6 +31,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/gangway-hpc/gangway/agent/account"
+	"github.com/gangway-hpc/gangway/agent/wire"
 	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
@@ -168,7 +169,7 @@ func (s *Server) serveConn(ctx context.Context, c *startupConn, cfg *ssh.ServerC
 			// The server is stopping: its sessions get a moment to say
 			// so on their channels (a launcher session tells its
 			// launcher why) before the connection closes under them.
-			t := time.NewTimer(lastWords)
+			t := time.NewTimer(wire.LastWords)
 			<-t.C
 		}
 		sc.Close()
@@ -216,12 +217,6 @@ func (s *Server) serveConn(ctx context.Context, c *startupConn, cfg *ssh.ServerC
 	// their processes; wg.Wait (deferred) waits for that.
 	cancel()
 }
-
-// lastWords is how long a connection stays open once the server stops,
-// while it has sessions: what they say as the agent stops (its launcher
-// sessions send why) reaches the client, and the server's stop takes at
-// most this much longer.
-const lastWords = time.Second
 
 // refuseConn tells a connection the agent will not serve why, as the
 // refusal of the first channel it opens (ssh prints "open failed:

@@ -573,6 +573,11 @@ type Error struct {
 	Stopped bool `json:"stopped,omitempty"`
 }
 
+// LastWords bounds how long an agent that is stopping gives a session to
+// tell its launcher why (an Error with Stopped), and how long its SSH
+// server keeps a connection with sessions open for it.
+const LastWords = time.Second
+
 // Why is how the launcher says why a host whose agent sent e was lost.
 func (e Error) Why() string {
 	if e.Stopped {
