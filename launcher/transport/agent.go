@@ -268,10 +268,10 @@ func (d *AgentDialer) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCl
 	return &agentConn{chanConn: cc, port: port}, ip, nil
 }
 
-// agentConn is a session with an agent on the port the launcher reached
-// it on (the host's own, -p, its ssh configuration's Port, or --port):
-// the other hosts' preflight probes that port, which an ssh
-// configuration's Port may set apart from --port.
+// agentConn is a session with an agent and the port the agent listens
+// on, which the other hosts' preflight probes: the port the launcher
+// reached it on (the host's own, -p, its ssh configuration's Port, or
+// --port), or the ephemeral port an agent started by srun reported.
 type agentConn struct {
 	*chanConn
 	port int

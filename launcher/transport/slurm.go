@@ -317,7 +317,7 @@ func (d *srunDialer) notYet(node string) error {
 }
 
 // dialAgent logs in to the agent of r.
-func (d *srunDialer) dialAgent(ctx context.Context, r wire.SrunReady) (*srunConn, error) {
+func (d *srunDialer) dialAgent(ctx context.Context, r wire.SrunReady) (*agentConn, error) {
 	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(r.HostKey))
 	if err != nil {
 		return nil, Permanent(fmt.Errorf("host key in the readiness line of %s: %w", r.Node, err))
@@ -351,18 +351,8 @@ func (d *srunDialer) dialAgent(ctx context.Context, r wire.SrunReady) (*srunConn
 	}
 	_, port, _ := net.SplitHostPort(r.Addr)
 	p, _ := strconv.Atoi(port)
-	return &srunConn{chanConn: conn, port: p}, nil
+	return &agentConn{chanConn: conn, port: p}, nil // the agent's ephemeral port
 }
-
-// srunConn is a session with an agent started by srun, which listens on
-// its own ephemeral port: the preflight probes that port.
-type srunConn struct {
-	*chanConn
-	port int
-}
-
-// AgentPort is the port the agent listens on.
-func (c *srunConn) AgentPort() int { return c.port }
 
 // Close ends srun: it waits srunExitWait for the step to end by itself
 // (each agent exits when its session ends, and the launcher has closed
