@@ -1,6 +1,7 @@
 package textx
 
 import (
+	"fmt"
 	"strconv"
 	"unicode/utf8"
 )
@@ -20,4 +21,15 @@ func Clip(s string) string {
 		cut--
 	}
 	return s[:cut] + "...(" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// ClipMore is s, at most max bytes of it, with how many more there were:
+// "...(N more bytes)" words what an agent or a rank said at length (an
+// Error, a stderr line) in the launcher's reports. Only the kept part is
+// copied.
+func ClipMore[S ~string | ~[]byte](s S, max int) string {
+	if len(s) <= max {
+		return string(s)
+	}
+	return fmt.Sprintf("%s... (%d more bytes)", s[:max], len(s)-max)
 }

@@ -18,3 +18,23 @@ func TestClip(t *testing.T) {
 		t.Errorf("clip cut a character: %q", got)
 	}
 }
+
+func TestClipMore(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"short", 8, "short"},
+		{"exactly8", 8, "exactly8"},
+		{"ninebytes", 8, "ninebyte... (1 more bytes)"},
+		{"", 0, ""},
+	} {
+		if got := ClipMore(tc.in, tc.max); got != tc.want {
+			t.Errorf("ClipMore(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
+		}
+		if got := ClipMore([]byte(tc.in), tc.max); got != tc.want {
+			t.Errorf("ClipMore([]byte(%q), %d) = %q, want %q", tc.in, tc.max, got, tc.want)
+		}
+	}
+}

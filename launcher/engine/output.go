@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gangway-hpc/gangway/agent/wire"
+	"github.com/gangway-hpc/gangway/internal/textx"
 	"github.com/gangway-hpc/gangway/launcher/cli"
 	"github.com/gangway-hpc/gangway/launcher/plan"
 )
@@ -217,12 +218,7 @@ func (c *console) prefix(rank int, s wire.Stream, now time.Time) []byte {
 }
 
 // clip copies a stderr line for the failure report, cut to tailLineBytes.
-func clip(line []byte) string {
-	if len(line) <= tailLineBytes {
-		return string(line)
-	}
-	return fmt.Sprintf("%s... (%d more bytes)", line[:tailLineBytes], len(line)-tailLineBytes)
-}
+func clip(line []byte) string { return textx.ClipMore(line, tailLineBytes) }
 
 // toFile writes a frame to DIR/rank.R/STREAM exactly as the rank wrote it.
 func (c *console) toFile(rank int, s wire.Stream, data []byte) {

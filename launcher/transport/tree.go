@@ -18,6 +18,7 @@ import (
 	"github.com/gangway-hpc/gangway/agent/wire"
 	"github.com/gangway-hpc/gangway/hostfile"
 	"github.com/gangway-hpc/gangway/internal/jobcert"
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // The agent tree (docs/tree.md). With a tree of width k the launcher
@@ -625,13 +626,6 @@ func (e agentSaidError) Error() string { return e.e.Why() }
 // them. The engine clips the Error it reports at the same length.
 const maxSaid = 4 << 10
 
-// clipSaid is msg, at most maxSaid bytes of it with the rest counted.
-func clipSaid(msg string) string {
-	if len(msg) <= maxSaid {
-		return msg
-	}
-	return fmt.Sprintf("%s... (%d more bytes)", msg[:maxSaid], len(msg)-maxSaid)
-}
 func (e agentSaidError) Is(target error) bool { return target == io.EOF }
 
 // errViaRelay marks errors that say a host's relay is not up, was lost or
@@ -1188,7 +1182,7 @@ func (l *link) deliver(m wire.Msg) error {
 	case wire.KindError:
 		var e wire.Error
 		if m.Decode(&e) == nil && e.Msg != "" {
-			e.Msg = clipSaid(e.Msg)
+			e.Msg = textx.ClipMore(e.Msg, maxSaid)
 			l.mu.Lock()
 			l.said = e
 			l.mu.Unlock()
