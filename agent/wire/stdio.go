@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // StdioMarker is the line `agent --stdio --stdio-marker` writes on its
@@ -74,7 +76,7 @@ func (s *StdioReader) find() error {
 			return nil
 		}
 		if i > MaxStdioNoise || len(s.buf) > MaxStdioNoise+len(StdioMarker) {
-			s.err = &StdioNoiseError{Printed: clipNoise(s.buf), Err: fmt.Errorf("%w: more than %d bytes before it", ErrNoStdioMarker, MaxStdioNoise)}
+			s.err = &StdioNoiseError{Printed: textx.ClipMore(s.buf, MaxNoiseShown), Err: fmt.Errorf("%w: more than %d bytes before it", ErrNoStdioMarker, MaxStdioNoise)}
 			return s.err
 		}
 		n, err := s.r.Read(chunk)
@@ -83,7 +85,7 @@ func (s *StdioReader) find() error {
 			if len(s.buf) == 0 {
 				s.err = err // nothing at all: the stream's own end (ssh said why)
 			} else {
-				s.err = &StdioNoiseError{Printed: clipNoise(s.buf), Err: fmt.Errorf("%w: %w", ErrNoStdioMarker, err)}
+				s.err = &StdioNoiseError{Printed: textx.ClipMore(s.buf, MaxNoiseShown), Err: fmt.Errorf("%w: %w", ErrNoStdioMarker, err)}
 			}
 			return s.err
 		}
@@ -103,14 +105,5 @@ func (e *StdioNoiseError) Error() string {
 
 func (e *StdioNoiseError) Unwrap() error { return e.Err }
 
-// clipNoise is the start of b for messages.
-func clipNoise(b []byte) string {
-	const max = 200
-	if len(b) > max {
-		return string(b[:max]) + "..."
-	}
-	return string(b)
-}
-
-// ClipNoise is the start of what a shell printed, for messages.
-func ClipNoise(b []byte) string { return clipNoise(b) }
+// MaxNoiseShown bounds what a message quotes of a shell's noise.
+const MaxNoiseShown = 200

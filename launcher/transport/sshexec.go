@@ -151,7 +151,7 @@ func (s *sshExec) Dial(ctx context.Context, h hostfile.Host) (io.ReadWriteCloser
 		if len(noise) > 0 {
 			s.noisyOnce.Do(func() {
 				s.log.Warn("the remote shell printed on stdout before the agent started (a ~/.bashrc that writes to stdout?); skipped",
-					zap.String("host", h.Name), zap.String("printed", wire.ClipNoise(noise)))
+					zap.String("host", h.Name), zap.String("printed", textx.ClipMore(noise, wire.MaxNoiseShown)))
 			})
 		}
 	})
