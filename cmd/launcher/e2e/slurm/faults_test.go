@@ -84,6 +84,51 @@ func TestScancel(t *testing.T) {
 	t.Logf("scancel: %v", j)
 }
 
+// TestNodeFail: an administrator (or slurmctld, for a node that stopped
+// answering) sets one node of a running 3x8 job DOWN: Slurm ends the job
+// with JobState=NODE_FAIL and kills its steps on every node. The launcher
+// says so, asked of slurmctld, and does not restart the gang although
+// --max-restarts allows it (the allocation is gone); nothing is left on
+// any node.
+func TestNodeFail(t *testing.T) {
+	b := bed(t)
+	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=8"}, "--kill-grace", "2s", "--max-restarts", "1", "sh", "-c", sleeper)...)
+	id := j.jobID(t)
+	waitReady(t, j, 24)
+	t.Cleanup(func() {
+		// The bed's nodes must be back for the next test (WaitIdle);
+		// slurmctld may have returned cn2 to service already when its
+		// slurmd registered again (ReturnToService=2).
+		ctx := context.Background()
+		if out, _ := b.Command(ctx, "scontrol", "show", "node", "-o", "cn2").Output(); !strings.Contains(string(out), "State=DOWN") {
+			return
+		}
+		if out, err := b.Command(ctx, "scontrol", "update", "nodename=cn2", "state=resume").CombinedOutput(); err != nil {
+			t.Errorf("scontrol update nodename=cn2 state=resume: %v: %s", err, out)
+		}
+	})
+	if out, err := b.Command(t.Context(), "scontrol", "update", "nodename=cn2", "state=down", "reason=gangway-test").CombinedOutput(); err != nil {
+		t.Fatalf("scontrol update nodename=cn2 state=down: %v: %s", err, out)
+	}
+	j.wait(t)
+	stderr := j.stderr.String()
+	if j.code == 0 {
+		t.Fatalf("exit code 0 for a job Slurm ended: %v", j)
+	}
+	ended := regexp.MustCompile(`(?m)^launcher: Slurm (ended job ` + id + `: one of its nodes failed \(JobState=NODE_FAIL|is ending job ` + id + ` \(JobState=COMPLETING)`)
+	if !ended.MatchString(stderr) {
+		t.Errorf("launcher's report does not say a node of job %s failed:\n%s", id, stderr)
+	}
+	if strings.Contains(stderr, "restarting") {
+		t.Errorf("the launcher restarted the gang in an allocation Slurm ended:\n%s", stderr)
+	}
+	if n := strings.Count(j.stdout.String(), "ready "); n != 24 {
+		t.Errorf("%d ranks started, want the 24 of the one attempt", n)
+	}
+	checkNothingLeft(t, b, j)
+	t.Logf("node failure: %v", j)
+}
+
 // TestSbatchScancel: the launcher in a batch script (sbatch, the way
 // most jobs run), eight ranks on each of two nodes; scancel while they
 // run. Slurm signals every process of the job, the batch script's and
