@@ -9,11 +9,16 @@
  *
  * With argv[1] == "abort", rank 1 calls MPI_Abort(MPI_COMM_WORLD, 9) right
  * after MPI_Init and the others block in the next collective.
+ *
+ * With argv[1] == "hang", rank 2 sleeps for an hour after MPI_Init
+ * instead of joining the first collective, where the others wait: a hang
+ * as --hang-timeout finds it, with no rank printing anything.
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define BCAST_BYTES (1 << 20)
 
@@ -34,6 +39,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "rank 1 calling MPI_Abort(MPI_COMM_WORLD, 9)\n");
         MPI_Abort(MPI_COMM_WORLD, 9);
     }
+
+    if (argc > 1 && strcmp(argv[1], "hang") == 0 && rank == 2)
+        sleep(3600);
 
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &lrank);

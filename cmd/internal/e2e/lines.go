@@ -34,6 +34,17 @@ func Head(s string, n int) string {
 	return s
 }
 
+// LineWith returns the first line of s containing sub, without its
+// newline, or "".
+func LineWith(s, sub string) string {
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			return strings.TrimSuffix(line, "\n")
+		}
+	}
+	return ""
+}
+
 // Tail returns the last n bytes of s, marked as cut when it was longer.
 func Tail(s string, n int) string {
 	if len(s) > n {

@@ -98,7 +98,7 @@ func TestUserCannotProbeAsRoot(t *testing.T) {
 		t.Errorf("-wdir inside a root-only directory tells what exists:\n%s\n%s", wdir[0], wdir[1])
 	}
 	hwm := statusKiB(t, c.Procs[0].Pid(), "VmHWM")
-	t.Logf("agent peak RSS after the probes: %d KiB; a file in a root-only directory: %s", hwm, lineWith(inPrivate, "job failed"))
+	t.Logf("agent peak RSS after the probes: %d KiB; a file in a root-only directory: %s", hwm, e2e.LineWith(inPrivate, "job failed"))
 	if hwm > 200<<10 {
 		t.Errorf("the agent's peak RSS grew to %d KiB", hwm)
 	}
@@ -119,14 +119,4 @@ func statusKiB(t *testing.T, pid int, field string) int {
 	}
 	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
-}
-
-// lineWith is the first line of s containing sub.
-func lineWith(s, sub string) string {
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			return l
-		}
-	}
-	return ""
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/gangway-hpc/gangway/cmd/internal/e2e"
 	"golang.org/x/sys/unix"
 )
 
@@ -66,7 +67,7 @@ func TestDropCaches(t *testing.T) {
 			t.Fatalf("--drop-caches job: %d of 2 ranks ran; launcher: %v", ranks(t, marks), l)
 		}
 		for _, h := range c.hosts {
-			line := lineWith(l.stderr.String(), "dropped page caches on "+h.Addr+" in ")
+			line := e2e.LineWith(l.stderr.String(), "dropped page caches on "+h.Addr+" in ")
 			if line == "" {
 				t.Errorf("stderr does not report the drop time of %s:\n%s", h.Addr, l.stderr.String())
 			}
@@ -198,15 +199,4 @@ func meminfoCached(t *testing.T) int {
 	}
 	t.Fatalf("/proc/meminfo has no Cached line (%v)", sc.Err())
 	return 0
-}
-
-// lineWith returns the first line of s containing sub, without its
-// newline, or "".
-func lineWith(s, sub string) string {
-	for line := range strings.Lines(s) {
-		if strings.Contains(line, sub) {
-			return strings.TrimSuffix(line, "\n")
-		}
-	}
-	return ""
 }

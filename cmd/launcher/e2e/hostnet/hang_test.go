@@ -58,7 +58,7 @@ func TestHangDiagnosis(t *testing.T) {
 			t.Errorf("a rank the stack collection ended is listed as a failure: %s", l)
 		}
 	}
-	if others := lineWith(errOut, "launcher: the other "); !strings.Contains(others, "in all_reduce") {
+	if others := e2e.LineWith(errOut, "launcher: the other "); !strings.Contains(others, "in all_reduce") {
 		t.Errorf("the majority of ranks are not in the collective: %q", others)
 	}
 	inCollective := 0

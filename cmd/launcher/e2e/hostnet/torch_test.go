@@ -115,7 +115,7 @@ func TestTorchGloo(t *testing.T) {
 		case l.code == 124:
 			t.Logf("dead-end NIC: --timeout expired (exit 124) after %v; %d of 2 ranks had imported torch and hung in Gloo", l.took.Round(100e6), imported)
 		default:
-			t.Logf("dead-end NIC: exit code %d after %v, before --timeout: Gloo failed by itself (%q)", l.code, l.took.Round(100e6), lineWith(l.stderr.String(), "RuntimeError"))
+			t.Logf("dead-end NIC: exit code %d after %v, before --timeout: Gloo failed by itself (%q)", l.code, l.took.Round(100e6), e2e.LineWith(l.stderr.String(), "RuntimeError"))
 		}
 		// The stuck ranks (including one hung in Python's exit after
 		// Gloo's error) are gone once the launcher has returned.

@@ -3,6 +3,9 @@ package nettest
 import (
 	"fmt"
 	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -134,43 +137,90 @@ func mpichNetEnv(nic string) []string {
 	return []string{"-x", "UCX_TLS=tcp,self,sm", "-x", "UCX_NET_DEVICES=" + nic, "-x", "UCX_WARN_UNUSED_ENV_VARS=n"}
 }
 
-// TestMPICHNetns: 2 namespace hosts x 4 ranks, each host a real agent
-// process; then the abort case on the same hosts.
+// TestMPICHNetns: 2 namespace hosts x 8 ranks (a DGX host's shape), each
+// host a real agent process: a job, an MPI_Abort, and a hang. In the
+// hang, rank 2 sleeps while the others wait in the first collective of a
+// stripped MPICH (frames without symbols, a progress engine caught at
+// any depth); with --hang-timeout the launcher collects the stacks, names
+// rank 2 alone as the odd one out and the others' collective, every
+// rank's stacks come (the agents stop the ranks for the dump), it exits
+// 124, and nothing is left.
 func TestMPICHNetns(t *testing.T) {
 	roottest.RequireRoot(t)
 	bin := compileMPI(t, &mpichTest, "mpicc.mpich", mpitestSrc, "mpitest")
 	_, launcherBin := binaries(t)
 	b := newAgentBed(t, testbed.Options{Prefix: "gwn0", Hosts: 2, Subnet: 180})
 	hosts, agents, keys, kh := b.hosts, b.agents, b.keys, b.knownHosts
-	conn := []string{"-i", keys.ClientKey, "--known-hosts", kh, "-H", hosts[0].Addr + ":4," + hosts[1].Addr + ":4", "-l"}
+	conn := []string{"-i", keys.ClientKey, "--known-hosts", kh, "-H", hosts[0].Addr + ":8," + hosts[1].Addr + ":8", "-l"}
+	nothingLeft := func(t *testing.T, tag string) time.Duration {
+		t.Helper()
+		left := waitNoTagged(t, tag, 10*time.Second)
+		for i, h := range hosts {
+			waitNetnsOnly(t, h.NS, 10*time.Second, agents[i].Pid)
+		}
+		return left
+	}
 
 	t.Run("TwoHosts", func(t *testing.T) {
 		tag := newTag(t)
-		args := append(append(conn, "-np", "8", "-x", tagEnv+"="+tag), mpichNetEnv(testbed.DefaultDataNIC)...)
+		args := append(append(conn, "-np", "16", "-x", tagEnv+"="+tag), mpichNetEnv(testbed.DefaultDataNIC)...)
 		l := run(t, nil, launcherBin, append(args, bin)...)
 		if l.code != 0 {
 			t.Fatalf("launcher: %v", l)
 		}
 		logRankLines(t, l.stdout.String())
-		checkMPICHLines(t, l.stdout.String(), 8, func(r int) string { return mpichLine(r, 8, r%4, 4) })
-		left := waitNoTagged(t, tag, 10*time.Second)
-		for i, h := range hosts {
-			waitNetnsOnly(t, h.NS, 10*time.Second, agents[i].Pid)
-		}
-		t.Logf("8 ranks on 2 netns hosts: launcher ran %v; no rank left (checked in %v)", l.took.Round(time.Millisecond), left.Round(time.Millisecond))
+		checkMPICHLines(t, l.stdout.String(), 16, func(r int) string { return mpichLine(r, 16, r%8, 8) })
+		left := nothingLeft(t, tag)
+		t.Logf("16 ranks on 2 netns hosts: launcher ran %v; no rank left (checked in %v)", l.took.Round(time.Millisecond), left.Round(time.Millisecond))
 	})
 
 	t.Run("Abort", func(t *testing.T) {
 		tag := newTag(t)
-		args := append(append(conn, "-np", "8", "-x", tagEnv+"="+tag, "--kill-grace", "2s"), mpichNetEnv(testbed.DefaultDataNIC)...)
+		args := append(append(conn, "-np", "16", "-x", tagEnv+"="+tag, "--kill-grace", "2s"), mpichNetEnv(testbed.DefaultDataNIC)...)
 		l := run(t, nil, launcherBin, append(args, bin, "abort")...)
 		if l.code != 9 {
 			t.Fatalf("launcher exit code %d, want 9: %v", l.code, l)
 		}
-		left := waitNoTagged(t, tag, 10*time.Second)
-		for i, h := range hosts {
-			waitNetnsOnly(t, h.NS, 10*time.Second, agents[i].Pid)
-		}
+		left := nothingLeft(t, tag)
 		t.Logf("abort on 2 netns hosts: launcher exited 9 after %v; no rank left (checked in %v)\nstderr:\n%s", l.took.Round(time.Millisecond), left.Round(time.Millisecond), l.stderr.String())
+	})
+
+	t.Run("Hang", func(t *testing.T) {
+		if _, err := exec.LookPath("gdb"); err != nil {
+			t.Skip("gdb not installed (Debian: gdb)")
+		}
+		tag := newTag(t)
+		dir := t.TempDir()
+		args := append(append(conn, "-np", "16", "-x", tagEnv+"="+tag, "--hang-timeout", "10s", "--output-filename", dir), mpichNetEnv(testbed.DefaultDataNIC)...)
+		l := run(t, nil, launcherBin, append(args, bin, "hang")...)
+		errOut := l.stderr.String()
+		if l.code != 124 || !strings.Contains(errOut, "no rank printed anything for 10s") {
+			t.Fatalf("launcher exit code %d, want 124 after a hang: %v", l.code, l)
+		}
+		odd := e2e.LineWith(errOut, "launcher: odd one out: ")
+		if want := "launcher: odd one out: rank 2 on " + hosts[0].Addr + ": "; !strings.HasPrefix(odd, want) || !strings.Contains(odd, "(in __sleep") {
+			t.Errorf("the report does not name rank 2 in its sleep (%q):\n%s", want, errOut)
+		}
+		if n := strings.Count(errOut, "odd one out: "); n != 1 {
+			t.Errorf("%d odd ones out, want rank 2 alone:\n%s", n, errOut)
+		}
+		// Which frame inside MPICH the others share depends on where
+		// their progress engines were caught; each is inside the
+		// collective rank 2 never joined.
+		others := e2e.LineWith(errOut, "launcher: the other ")
+		if others == "" {
+			t.Errorf("the report does not say where the other ranks are:\n%s", errOut)
+		}
+		// The agents stop the ranks for the dump (it ends them): their
+		// spinning takes nothing from the gdbs, and every rank's come.
+		if l := e2e.LineWith(errOut, "no stacks from"); l != "" {
+			t.Errorf("%s", l)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "rank.0", "stacks.txt"))
+		if err != nil || !strings.Contains(string(b), "in PMPI_Comm_split_type ") {
+			t.Errorf("rank 0's stacks.txt does not show the collective (%v):\n%s", err, e2e.Tail(string(b), 1500))
+		}
+		left := nothingLeft(t, tag)
+		t.Logf("hang on 2 netns hosts: launcher exited 124 after %v; no rank left (checked in %v)\nstderr:\n%s", l.took.Round(time.Millisecond), left.Round(time.Millisecond), errOut)
 	})
 }
