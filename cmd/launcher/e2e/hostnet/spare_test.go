@@ -99,3 +99,77 @@ func TestSpareReplacesLostHost(t *testing.T) {
 	live[1] = nil
 	c.waitOnlyLiveAgents(t, live)
 }
+
+// TestSpareAtDGXShape: the spare path at a DGX node's shape, 8 ranks on
+// each of 2 hosts with a third as the spare (--spares 1), the ranks a
+// shell that waits in attempt 0 and exits 0 in attempt 1. Once all 16
+// run, host 1's agent is SIGKILLed as a crashed node's would be: the
+// launcher blames host 1, leaves it out, and starts the second attempt's
+// 16 ranks on host 0 and the spare, 8 on each (local ranks 0-7), world
+// size 16 throughout; it exits 0, and nothing is left on any host.
+// (TestSpareReplacesLostHost does the same with a real PyTorch job at
+// one rank a host: 16 torch imports twice are more than the two-CPU CI
+// can give every test.)
+func TestSpareAtDGXShape(t *testing.T) {
+	t.Parallel()
+	roottest.RequireRoot(t)
+	c := newCluster(t, "gwr1", 28, 3)
+	agents := c.startAgents(t)
+	dir := t.TempDir()
+	rank := `echo "ready $$ attempt $TORCHELASTIC_RESTART_COUNT rank $RANK of $WORLD_SIZE local $LOCAL_RANK host $GANGWAY_HOST"
+touch "$0/ready.$TORCHELASTIC_RESTART_COUNT.$RANK"
+if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then exec sleep 300; fi`
+
+	// The crash: host 1's agent, SIGKILLed once all 16 ranks run.
+	killed := make(chan error, 1)
+	go func() {
+		deadline := time.Now().Add(jobTimeout)
+		for time.Now().Before(deadline) {
+			if marks, _ := filepath.Glob(filepath.Join(dir, "ready.0.*")); len(marks) == 16 {
+				killed <- syscall.Kill(agents[1].Pid, syscall.SIGKILL)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		killed <- fmt.Errorf("16 ranks not running within %v", jobTimeout)
+	}()
+	hosts := c.hosts[0].Addr + ":8," + c.hosts[1].Addr + ":8," + c.hosts[2].Addr + ":8"
+	l := runLauncher(t, append(c.conn(hosts), "-np", "16", "--spares", "1", "--max-restarts", "1", "--restart-backoff", "0.5",
+		"/bin/sh", "-c", rank, dir)...)
+	if err := <-killed; err != nil {
+		t.Fatal(err)
+	}
+	<-agents[1].Done()
+	if l.code != 0 {
+		t.Fatalf("exit code %d, want 0 after the spare took host 1's place: %v", l.code, l)
+	}
+	h := func(i int) string { return c.hosts[i].Addr }
+	errOut := l.stderr.String()
+	if want := "launcher: leaving out " + h(1) + " (lost the agent on " + h(1); !strings.Contains(errOut, want) ||
+		!strings.Contains(errOut, "spare "+h(2)+" takes its place") {
+		t.Errorf("stderr does not say host 1 is left out and the spare takes its place:\n%s", e2e.Tail(errOut, 3000))
+	}
+	// Attempt 1: ranks 0-7 on host 0, 8-15 on the spare, local ranks
+	// 0-7 on each.
+	got := map[string]bool{}
+	for _, line := range strings.Split(l.stdout.String(), "\n") {
+		if i := strings.Index(line, "ready "); i >= 0 && strings.Contains(line, " attempt 1 ") {
+			got[strings.Join(strings.Fields(line[i:])[2:], " ")] = true
+		}
+	}
+	for r := range 16 {
+		host := h(0)
+		if r >= 8 {
+			host = h(2)
+		}
+		if want := fmt.Sprintf("attempt 1 rank %d of 16 local %d host %s", r, r%8, host); !got[want] {
+			t.Errorf("attempt 1 lacks %q", want)
+		}
+	}
+	if len(got) != 16 {
+		t.Errorf("attempt 1 started %d distinct ranks, want 16:\n%s", len(got), e2e.Tail(l.stdout.String(), 3000))
+	}
+	live := slices.Clone(agents)
+	live[1] = nil
+	c.waitOnlyLiveAgents(t, live)
+}
