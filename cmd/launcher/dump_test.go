@@ -51,10 +51,10 @@ func TestDumpPythonWithoutStopping(t *testing.T) {
 	if !strings.Contains(errOut, "gdb py-bt") {
 		t.Errorf("the dump did not use gdb's py-bt:\n%s", errOut)
 	}
-	if !strings.Contains(errOut, `odd one out: rank 1 on localhost: File "<string>", line 4, in load_batch`) {
+	if !strings.Contains(errOut, `odd one out: rank 1 on localhost: File "<string>", line 4 in load_batch`) {
 		t.Errorf("the report does not name rank 1 in load_batch:\n%s", errOut)
 	}
-	if !strings.Contains(errOut, `the other 2 ranks: File "<string>", line 3, in all_reduce`) {
+	if !strings.Contains(errOut, `the other 2 ranks: File "<string>", line 3 in all_reduce`) {
 		t.Errorf("the report does not put the other ranks in all_reduce:\n%s", errOut)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "rank.1", "stacks.txt"))

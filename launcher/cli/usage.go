@@ -297,9 +297,11 @@ Control:
                            IdentityFile, IdentitiesOnly, ProxyJump,
                            ConnectTimeout, StrictHostKeyChecking,
                            UserKnownHostsFile, ServerAliveInterval,
-                           ServerAliveCountMax; Match blocks are ignored;
-                           precedence: user@host:port in -H or a hostfile,
-                           then flags, then the config, then defaults
+                           ServerAliveCountMax; Host and Match blocks (all,
+                           host, originalhost, user, localuser, exec) as ssh
+                           reads them; precedence: user@host:port in -H or
+                           a hostfile, then flags, then the config, then
+                           defaults
   -known-hosts FILE        default ~/.ssh/known_hosts; @cert-authority
                            lines trust agents' host certificates
   -accept-new-host-keys    record host keys seen for the first time

@@ -3,6 +3,7 @@ package transport
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -24,12 +25,13 @@ import (
 // order of precedence (the host list's user@ and :port, then flags,
 // then the configuration, then defaults).
 //
-// Match blocks are ignored, with a warning: the library reads only
-// "Match all" and "Match host", and that one against the alias rather
-// than the HostName as ssh does; a Match it cannot read would fail the
-// whole file. The launcher therefore turns every Match line of the
-// files it opens into a block that matches no host. A Match in a file
-// named by Include is the library's to read.
+// Match blocks are read as ssh reads them (sshmatch.go): the library
+// reads only "Match all" and "Match host", and that one against the
+// alias rather than the HostName as ssh does, and a Match it cannot read
+// would fail the whole file. A Match line the launcher does not read
+// (canonical, final, localnetwork, tagged) is warned of and its block
+// applies to no host. A Match in a file named by Include is the
+// library's to read.
 
 // SystemSSHConfig is the system-wide client configuration, read after
 // the user's unless -F is given; tests point it elsewhere.
@@ -45,6 +47,10 @@ type sshConfig struct {
 	names []string // the files' paths, for messages
 	home  string   // %d and ~
 	local string   // %u: the local user
+	// match holds the criteria of the Match blocks, by the Host name
+	// that stands for each (matchName).
+	match map[string]matchLine
+	execs execCache // Match exec's commands, each run once
 	// Warnings say what the configuration has that the launcher ignores.
 	Warnings []string
 }
@@ -77,7 +83,13 @@ func loadSSHConfig(flagF, home, local string) (*sshConfig, error) {
 		if i == 1 {
 			incDir = filepath.Dir(SystemSSHConfig)
 		}
-		b, warns := prepareSSHConfig(p, b, incDir, home)
+		b, matches, warns := prepareSSHConfig(p, len(c.files), b, incDir, home)
+		for k, m := range matches {
+			if c.match == nil {
+				c.match = map[string]matchLine{}
+			}
+			c.match[k] = m
+		}
 		cfg, err := sshconfig.DecodeBytes(b)
 		if err != nil {
 			return nil, fmt.Errorf("ssh config %s: %w (give -F none to read no ssh configuration)", p, err)
@@ -89,12 +101,16 @@ func loadSSHConfig(flagF, home, local string) (*sshConfig, error) {
 }
 
 // prepareSSHConfig rewrites what the library would read otherwise than
-// ssh does: a Match line becomes a block for no host (with a warning),
-// and a relative Include path becomes absolute under incDir (the user's
-// ~/.ssh, or the system file's directory), ~/ under home.
-func prepareSSHConfig(path string, b []byte, incDir, home string) ([]byte, []string) {
+// ssh does: a Match line becomes a Host block for a name no host has
+// (matchName(file, n)), whose criteria matches holds for resolve to
+// decide, or, where the launcher does not read the line, a block for no
+// host (with a warning); a relative Include path becomes absolute under
+// incDir (the user's ~/.ssh, or the system file's directory), ~/ under
+// home.
+func prepareSSHConfig(path string, file int, b []byte, incDir, home string) ([]byte, map[string]matchLine, []string) {
 	var out bytes.Buffer
 	var warns []string
+	matches := map[string]matchLine{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, 1<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -102,8 +118,15 @@ func prepareSSHConfig(path string, b []byte, incDir, home string) ([]byte, []str
 		key, val := splitKeyword(strings.TrimSpace(line))
 		switch strings.ToLower(key) {
 		case "match":
-			warns = append(warns, fmt.Sprintf("%s:%d: Match blocks are not supported and are ignored (Host blocks are read)", path, n))
-			line = "Host !*"
+			m, err := parseMatch(val)
+			if err != nil {
+				warns = append(warns, fmt.Sprintf("%s:%d: Match %s: %v; its block is ignored", path, n, val, err))
+				line = "Host !*"
+				break
+			}
+			name := matchName(file, len(matches))
+			matches[name] = m
+			line = "Host " + name
 		case "include":
 			words := strings.Fields(val)
 			for i, w := range words {
@@ -118,7 +141,7 @@ func prepareSSHConfig(path string, b []byte, incDir, home string) ([]byte, []str
 		out.WriteString(line)
 		out.WriteByte('\n')
 	}
-	return out.Bytes(), warns
+	return out.Bytes(), matches, warns
 }
 
 // splitKeyword splits "Keyword value" or "Keyword=value".
@@ -141,17 +164,81 @@ func splitKeyword(line string) (key, val string) {
 // wins; an Include inside a block is searched as the library does).
 type hostBlocks [][]*sshconfig.Host
 
-// blocks matches alias against every file's Host blocks.
-func (c *sshConfig) blocks(alias string) hostBlocks {
+// blocks matches alias (the name as given) against every file's Host
+// blocks, and decides its Match blocks in order, each on the
+// HostName and User the blocks before it give (d: the host list's user
+// and port, which come first, as ssh's command line does).
+func (c *sshConfig) blocks(alias string, d hostDefaults) hostBlocks {
 	b := make(hostBlocks, len(c.files))
 	for i, f := range c.files {
 		for _, h := range f.Hosts {
-			if h.Matches(alias) {
-				b[i] = append(b[i], h)
+			if m, ok := c.matchOf(h); ok {
+				if !m.holds(c.matchFacts(b, alias, d), c.execs.run) {
+					continue
+				}
+			} else if !hostMatches(h, alias) {
+				continue
 			}
+			b[i] = append(b[i], h)
 		}
 	}
 	return b
+}
+
+// hostMatches is ssh's match of a Host line: the name as given against
+// each pattern as written (* and ?), case and all (OpenSSH 9.2: ssh -G
+// NODE2 does not read "Host node2"), no negated pattern matching. The
+// library's Matches does the same but for its regular expressions' cost.
+func hostMatches(h *sshconfig.Host, name string) bool {
+	found := false
+	for _, p := range h.Patterns {
+		pat := p.String()
+		neg := strings.HasPrefix(pat, "!")
+		if !globMatch(strings.TrimPrefix(pat, "!"), name) {
+			continue
+		}
+		if neg {
+			return false
+		}
+		found = true
+	}
+	return found
+}
+
+// matchOf is the Match line a block stands for, if it is one.
+func (c *sshConfig) matchOf(h *sshconfig.Host) (matchLine, bool) {
+	if len(c.match) == 0 || len(h.Patterns) != 1 {
+		return nil, false
+	}
+	m, ok := c.match[h.Patterns[0].String()]
+	return m, ok
+}
+
+// matchFacts are what a Match line is decided on for alias, given the
+// blocks that matched before it (b) and the host list's user and port.
+func (c *sshConfig) matchFacts(b hostBlocks, alias string, d hostDefaults) matchFacts {
+	f := matchFacts{Host: alias, Original: alias, User: d.User, Local: c.local, Port: d.Port, Home: c.home}
+	if v := b.get(alias, "HostName"); v != "" {
+		f.Host = expandTokens(v, map[byte]string{'h': alias, 'n': alias})
+	}
+	if f.User == "" {
+		f.User = b.get(alias, "User")
+	}
+	if f.User == "" {
+		f.User = c.local
+	}
+	if f.Port == 0 {
+		f.Port = cmp.Or(d.FlagPort, atoiOr(b.get(alias, "Port"), d.DefPort))
+	}
+	return f
+}
+
+// atoiOr is s as a number, else def.
+func atoiOr(s string, def int) int {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n
+	}
+	return def
 }
 
 // get is the first value for key in the blocks, as Config.Get gives it
@@ -255,14 +342,14 @@ type hostDefaults struct {
 }
 
 // resolve is the configuration of the host called name (matched
-// against the Host patterns lower-cased, as ssh does) with d applied in
+// against the Host patterns as given, as ssh does) with d applied in
 // order of precedence: the host's own user and port, then -p, then the
 // configuration, then the defaults.
 func (c *sshConfig) resolve(name string, d hostDefaults) (hostConfig, error) {
 	h := hostConfig{Alias: name}
 	h.HostName = name
-	alias := strings.ToLower(name) // matched lower-cased, as ssh does
-	bl := c.blocks(alias)
+	alias := name
+	bl := c.blocks(alias, d)
 	get := func(key string) string { return bl.get(alias, key) }
 	if v := get("HostName"); v != "" {
 		h.HostName = expandTokens(v, map[byte]string{'h': alias, 'n': alias})

@@ -19,7 +19,9 @@ import (
 
 // TestSSHConfigProxyJump: agents that only jump hosts can reach, found
 // through a user's ~/.ssh/config as users write it (Host aliases,
-// HostName, User, IdentityFile, ProxyJump, a Host * block with
+// HostName, User, IdentityFile, ProxyJump, a Match block for the
+// cluster's login decided on the name typed and the HostName behind it
+// (without it no node's login has a key), a Host * block with
 // keepalives the launcher applies and options it ignores). Host 0 and host 1 run a stock OpenSSH sshd
 // (port 22, their own config and host key); hosts 2 and 3 run agents.
 // The root namespace (where the launcher runs) cannot reach hosts 1-3:
@@ -111,10 +113,6 @@ Host node*
     ProxyJump jump
 Host deep*
     ProxyJump jump,jump2
-Host node* deep* lost* denied*
-    User root
-    IdentityFile ~/.ssh/id_cluster
-    IdentitiesOnly yes
 
 # a jump host that is down, and one that does not know the key
 Host badjump
@@ -133,6 +131,13 @@ Host authjump
 Host denied1
     HostName %[3]s
     ProxyJump authjump
+
+# the cluster's login, for the names typed once the blocks above have
+# given their HostName (ssh decides Match host on it, in file order)
+Match originalhost node*,deep*,lost*,denied* host 198.18.*
+    User root
+    IdentityFile ~/.ssh/id_cluster
+    IdentitiesOnly yes
 
 Host *
     ServerAliveInterval 30
