@@ -258,7 +258,13 @@ func (c *Config) compatHosts() error {
 			have = 1
 		}
 		if n > have {
-			return fmt.Errorf("%w: --nnodes %d: only %s (%s)", ErrUsage, n, textx.Count(have, "host"), p.Source)
+			hint := ""
+			if p.Source == HostsLocal {
+				// torchrun's line is run on every node; gangway's once,
+				// naming them.
+				hint = "; name the hosts (-H host1,host2 or --hostfile FILE, or run in a Slurm allocation) and run this once, not on every node"
+			}
+			return fmt.Errorf("%w: --nnodes %d: only %s (%s)%s", ErrUsage, n, textx.Count(have, "host"), p.Source, hint)
 		}
 		if p.Source != HostsLocal {
 			p.Hosts = p.Hosts[:n]

@@ -155,7 +155,7 @@ func TestParseCompatErrors(t *testing.T) {
 	}{
 		{[]string{"--nnodes", "1:4"}, "elastic sizes are not supported; gangway runs a fixed-size gang and restarts it whole (--nnodes N with --max-restarts K)"},
 		{[]string{"--nnodes", "3", "-H", "a,b"}, "--nnodes 3: only 2 hosts"},
-		{[]string{"--nnodes", "2"}, "--nnodes 2: only 1 host (local)"},
+		{[]string{"--nnodes", "2"}, "--nnodes 2: only 1 host (local); name the hosts (-H host1,host2 or --hostfile FILE, or run in a Slurm allocation) and run this once, not on every node"},
 		{[]string{"--nnodes", "x"}, `--nnodes "x": want a number of hosts`},
 		{[]string{"--standalone", "-H", "a,b"}, "--standalone runs on this machine only"},
 		{[]string{"-np", "2", "--nproc-per-node", "3"}, "-np 2 and --nproc-per-node 3 disagree"},
