@@ -219,18 +219,37 @@ const matchExecTimeout = 10 * time.Second
 // execCache runs Match exec commands as ssh does (the user's $SHELL, else
 // /bin/sh, -c), each distinct command once per launch: a line whose
 // command names no host (a VPN check, say) runs once for thousands of
-// hosts, not once each.
+// hosts, not once each. Hosts resolved at once (their dials) run their
+// own commands at once; one command's second asker waits for the first.
 type execCache struct {
 	mu   sync.Mutex
-	done map[string]bool
+	done map[string]*execResult
+}
+
+type execResult struct {
+	once sync.Once
+	ok   bool
 }
 
 func (e *execCache) run(cmd string) bool {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if ok, seen := e.done[cmd]; seen {
-		return ok
+	if e.done == nil {
+		e.done = map[string]*execResult{}
 	}
+	r := e.done[cmd]
+	if r == nil {
+		r = &execResult{}
+		e.done[cmd] = r
+	}
+	e.mu.Unlock()
+	r.once.Do(func() { r.ok = runMatchExec(cmd) })
+	return r.ok
+}
+
+// runMatchExec runs one Match exec command; it holds when it exits 0
+// within matchExecTimeout. As ssh, it reads nothing, its output is
+// dropped and its stderr is the launcher's.
+func runMatchExec(cmd string) bool {
 	shell := os.Getenv("SHELL")
 	if shell == "" {
 		shell = "/bin/sh"
@@ -238,12 +257,7 @@ func (e *execCache) run(cmd string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), matchExecTimeout)
 	defer cancel()
 	c := exec.CommandContext(ctx, shell, "-c", cmd)
-	c.Stdin, c.Stdout, c.Stderr = nil, nil, os.Stderr
+	c.Stderr = os.Stderr
 	c.WaitDelay = time.Second
-	ok := c.Run() == nil
-	if e.done == nil {
-		e.done = map[string]bool{}
-	}
-	e.done[cmd] = ok
-	return ok
+	return c.Run() == nil
 }
