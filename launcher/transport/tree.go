@@ -755,6 +755,14 @@ func (n *node) waitReady(ctx context.Context, d time.Duration) (*link, error) {
 			return nil, relayLostError{n.h.Name, lost}
 		}
 		if l != nil {
+			// A link that has died is down, facts or not: had both
+			// channels been closed, the select below would have taken
+			// either, and a child's dial would have gone through a dead
+			// relay, failing once where it should go around it.
+			if isClosed(l.dead) {
+				n.setDown(l)
+				continue
+			}
 			select {
 			case <-l.facts:
 				return l, nil
