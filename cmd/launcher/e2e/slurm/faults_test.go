@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -127,6 +128,36 @@ func TestNodeFail(t *testing.T) {
 	}
 	checkNothingLeft(t, b, j)
 	t.Logf("node failure: %v", j)
+}
+
+// TestSallocHang: a hang in a real MPICH job of 3 nodes x 8 ranks under
+// salloc, rank 2 asleep and the others in the first collective: with
+// --hang-timeout the agents srun started collect every rank's stacks
+// (the ranks stopped for the dump) inside the step; the launcher names
+// rank 2 alone, exits 124, and nothing is left on any node.
+func TestSallocHang(t *testing.T) {
+	if _, err := exec.LookPath("gdb"); err != nil {
+		t.Skip("gdb not installed (Debian: gdb)")
+	}
+	b := bed(t)
+	bin := compileMPITest(t)
+	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=8"}, "--hang-timeout", "10s", "--output-filename", t.TempDir(),
+		"-x", "UCX_TLS=tcp,self,sm", "-x", "UCX_WARN_UNUSED_ENV_VARS=n", bin, "hang")...)
+	j.wait(t)
+	stderr := j.stderr.String()
+	if j.code != 124 {
+		t.Fatalf("exit code %d, want 124 after a hang: %v", j.code, j)
+	}
+	if odd := e2e.LineWith(stderr, "launcher: odd one out: "); !strings.HasPrefix(odd, "launcher: odd one out: rank 2 on cn1: ") || !strings.Contains(odd, "(in __sleep") {
+		t.Errorf("the report does not name rank 2 on cn1 in its sleep:\n%s", stderr)
+	}
+	if n := strings.Count(stderr, "odd one out: "); n != 1 {
+		t.Errorf("%d odd ones out, want rank 2 alone:\n%s", n, stderr)
+	}
+	if l := e2e.LineWith(stderr, "no stacks from"); l != "" {
+		t.Errorf("%s", l)
+	}
+	checkNothingLeft(t, b, j)
 }
 
 // TestSbatchScancel: the launcher in a batch script (sbatch, the way
