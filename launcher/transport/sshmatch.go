@@ -220,11 +220,17 @@ const matchExecTimeout = 10 * time.Second
 // /bin/sh, -c), each distinct command once per launch: a line whose
 // command names no host (a VPN check, say) runs once for thousands of
 // hosts, not once each. Hosts resolved at once (their dials) run their
-// own commands at once; one command's second asker waits for the first.
+// own commands at once, at most maxMatchExecs at a time (a command with
+// %h over 10,000 hosts would otherwise be 10,000 shells at once); one
+// command's second asker waits for the first.
 type execCache struct {
 	mu   sync.Mutex
 	done map[string]*execResult
+	slot chan struct{} // maxMatchExecs at a time
 }
+
+// maxMatchExecs bounds the Match exec commands running at once.
+const maxMatchExecs = 16
 
 type execResult struct {
 	once sync.Once
@@ -236,13 +242,20 @@ func (e *execCache) run(cmd string) bool {
 	if e.done == nil {
 		e.done = map[string]*execResult{}
 	}
-	r := e.done[cmd]
+	if e.slot == nil {
+		e.slot = make(chan struct{}, maxMatchExecs)
+	}
+	r, slot := e.done[cmd], e.slot
 	if r == nil {
 		r = &execResult{}
 		e.done[cmd] = r
 	}
 	e.mu.Unlock()
-	r.once.Do(func() { r.ok = runMatchExec(cmd) })
+	r.once.Do(func() {
+		slot <- struct{}{}
+		defer func() { <-slot }()
+		r.ok = runMatchExec(cmd)
+	})
 	return r.ok
 }
 

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
@@ -9,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -307,4 +309,53 @@ func FuzzGlobMatch(f *testing.F) {
 			t.Fatalf("globMatch(%q, %q) = %v, want %v", p, s, got, want)
 		}
 	})
+}
+
+// TestMatchExecBounded: commands of many hosts resolved at once run at
+// most maxMatchExecs at a time, each once, and each answers for its own
+// host.
+func TestMatchExecBounded(t *testing.T) {
+	dir := t.TempDir()
+	// Each command notes itself running, counts who else is, and holds a
+	// while; hosts whose name ends in 0 do not match.
+	cmd := `touch ` + dir + `/run.%h; n=$(ls ` + dir + ` | grep -c '^run\.'); echo $n > ` + dir + `/seen.%h; sleep 0.2; rm ` + dir + `/run.%h; case %h in *0) exit 1;; esac`
+	home := writeSSHConfig(t, "Match exec \""+cmd+"\"\n    Port 2022\n", "")
+	c, err := loadSSHConfig("", home, "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hosts = 40
+	ports := make([]int, hosts)
+	var wg sync.WaitGroup
+	for i := range hosts {
+		wg.Go(func() {
+			for range 2 { // the second lookup of a host runs nothing
+				h, err := c.resolve(fmt.Sprintf("h%d", i), hostDefaults{DefPort: 22122, DefUser: "me"})
+				if err != nil {
+					t.Error(err)
+				}
+				ports[i] = h.Port
+			}
+		})
+	}
+	wg.Wait()
+	for i, p := range ports {
+		want := 2022
+		if i%10 == 0 {
+			want = 22122
+		}
+		if p != want {
+			t.Errorf("h%d: port %d, want %d", i, p, want)
+		}
+	}
+	most := 0
+	seen, _ := filepath.Glob(filepath.Join(dir, "seen.*"))
+	for _, f := range seen {
+		b, _ := os.ReadFile(f)
+		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		most = max(most, n)
+	}
+	if len(seen) != hosts || most > maxMatchExecs || most < 2 {
+		t.Errorf("%d commands ran, at most %d at once; want %d, 2 to %d at once", len(seen), most, hosts, maxMatchExecs)
+	}
 }
