@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -184,4 +185,45 @@ func TestStackFindingsMPICH(t *testing.T) {
 	if !slices.Equal(got[:len(want)], want) {
 		t.Errorf("findings:\n%s\nwant first:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// FuzzStackFindings: stacks as any agent may send them (bytes from the
+// network) never make the report panic; it names each rank at most once
+// as the odd one out, never more of them than there are ranks, and ends
+// with the quietest ranks.
+func FuzzStackFindings(f *testing.F) {
+	for _, s := range []string{pyCollective, pySleep, gdbSleep, "Thread 1 (x):\n#0  main () at a.c:5\n", "#1 ?? ()\n", "Traceback (most recent call first):\n  File \"a\", line 1, in f\n    x\n",
+		"Current thread 0x1 (most recent call first):\n", "Thread 1 \n#", "\x00#0 0x in (", ""} {
+		f.Add(s, pySleep)
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		stacks := map[int]string{0: a, 1: b, 2: a, 3: pyCollective}
+		start := time.Unix(1000, 0)
+		got := StackFindings(stacks, 4, func(int) string { return "h" }, nil, start, start)
+		if len(got) == 0 || !strings.HasPrefix(got[len(got)-1], "printed last the longest ago: ") {
+			t.Fatalf("findings %q", got)
+		}
+		named := map[string]bool{}
+		for _, l := range got {
+			if rest, ok := strings.CutPrefix(l, "odd one out: rank "); ok {
+				r, _, _ := strings.Cut(rest, " ")
+				if named[r] {
+					t.Fatalf("rank %s named twice: %q", r, got)
+				}
+				named[r] = true
+			}
+		}
+		others := 0
+		for _, l := range got {
+			if rest, ok := strings.CutPrefix(l, "the other "); ok {
+				others = 1
+				if n, _, ok := strings.Cut(rest, " ranks: "); ok {
+					others, _ = strconv.Atoi(n)
+				}
+			}
+		}
+		if len(named)+others > 4 || len(named) > 0 && others == 0 {
+			t.Fatalf("%d odd ones out and %d others of 4 ranks: %q", len(named), others, got)
+		}
+	})
 }
