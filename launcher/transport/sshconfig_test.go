@@ -87,11 +87,7 @@ func TestResolveSSHConfig(t *testing.T) {
 	}
 	agent := hostDefaults{DefUser: "me", DefPort: 22122}
 	id := func(n string) string { return filepath.Join(home, ".ssh", n) }
-	for _, tc := range []struct {
-		name, alias string
-		d           hostDefaults
-		want        hostConfig
-	}{
+	cases := []resolveCase{
 		{"alias with HostName and Port; first User wins; Match host is decided on the HostName, which is not node1", "node1", agent, hostConfig{
 			Alias: "node1", HostName: "198.18.30.11", Port: 2200, User: "bob",
 			IdentityFiles: []string{id("id_bob"), id("id_198.18.30.11"), "/etc/ssh/id_all"},
@@ -125,8 +121,24 @@ func TestResolveSSHConfig(t *testing.T) {
 			Alias: "strict", HostName: "strict", Port: 2222, User: "everyone",
 			IdentityFiles: []string{"/etc/ssh/id_all"}, IdentitiesOnly: true, ConnectTimeout: 7 * time.Second,
 			StrictHostKeyChecking: "accept-new", UserKnownHostsFile: filepath.Join(home, "kh"), ServerAliveCountMax: 6}},
-	} {
-		tc.want.ServerAliveInterval = 30 * time.Second // Host * gives it to every host
+	}
+	for i := range cases {
+		cases[i].want.ServerAliveInterval = 30 * time.Second // Host * gives it to every host
+	}
+	checkResolve(t, c, cases)
+}
+
+// resolveCase is a host's name and defaults, and its resolution.
+type resolveCase struct {
+	name, alias string
+	d           hostDefaults
+	want        hostConfig
+}
+
+// checkResolve resolves each case's host in c and compares.
+func checkResolve(t *testing.T, c *sshConfig, cases []resolveCase) {
+	t.Helper()
+	for _, tc := range cases {
 		got, err := c.resolve(tc.alias, tc.d)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)

@@ -117,11 +117,7 @@ func TestResolveSSHMatch(t *testing.T) {
 		t.Errorf("warnings %q, want one for Match final", c.Warnings)
 	}
 	d := hostDefaults{DefUser: me, DefPort: 22122}
-	for _, tc := range []struct {
-		name, alias string
-		d           hostDefaults
-		want        hostConfig
-	}{
+	checkResolve(t, c, []resolveCase{
 		{"Match host on the HostName a Host block gave; user not admin", "dgx-07", d, hostConfig{
 			Alias: "dgx-07", HostName: "dgx-07.cluster.example", Port: 22122, User: "trainer",
 			IdentityFiles: []string{filepath.Join(home, ".ssh", "id_cluster")}, ServerAliveInterval: 7 * time.Second}},
@@ -131,16 +127,7 @@ func TestResolveSSHMatch(t *testing.T) {
 			Alias: "login1", HostName: "login1", Port: 2222, User: "default", Jumps: []jumpHost{{Host: "bastion"}}, ServerAliveInterval: 7 * time.Second}},
 		{"exec that fails, and no Host block", "other", d, hostConfig{
 			Alias: "other", HostName: "other", Port: 22122, User: "default", ServerAliveInterval: 7 * time.Second}},
-	} {
-		got, err := c.resolve(tc.alias, tc.d)
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		if !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%s:\n got %+v\nwant %+v", tc.name, got, tc.want)
-		}
-	}
+	})
 	// The exec line that names no host ran once for every host.
 	if n := len(c.execs.done); n != 2 {
 		t.Errorf("%d distinct exec commands run, want 2: %v", n, c.execs.done)
