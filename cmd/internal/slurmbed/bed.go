@@ -248,7 +248,12 @@ MailProg=/bin/true
 	for _, n := range b.nodes {
 		fmt.Fprintf(&s, "NodeName=%s NodeAddr=%s NodeHostname=%s CPUs=%d State=UNKNOWN\n", n.Name, n.Addr, n.Name, cpus)
 	}
-	s.WriteString("PartitionName=bed Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n")
+	// A second partition of the same nodes whose jobs preempt the bed's
+	// (cancelling them), as a cluster's urgent or owner partition does
+	// to its preemptible one; nothing runs there unless a test asks.
+	s.WriteString("PreemptType=preempt/partition_prio\nPreemptMode=CANCEL\n")
+	s.WriteString("PartitionName=bed Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1\n")
+	s.WriteString("PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=2\n")
 	return s.String()
 }
 
@@ -331,7 +336,7 @@ func (b *Bed) mungeSocket() string { return filepath.Join(b.dir, "munge", "munge
 // and their resources are released).
 func (b *Bed) WaitIdle(ctx context.Context, timeout time.Duration) error {
 	return b.waitFor(ctx, timeout, fmt.Sprintf("%d idle nodes", len(b.nodes)), func() bool {
-		out, err := b.run(ctx, 10*time.Second, "sinfo", "-h", "-N", "-o", "%N %t")
+		out, err := b.run(ctx, 10*time.Second, "sinfo", "-h", "-N", "-p", "bed", "-o", "%N %t")
 		return err == nil && strings.Count(out, " idle\n") == len(b.nodes)
 	})
 }

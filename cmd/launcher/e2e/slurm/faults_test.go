@@ -130,6 +130,43 @@ func TestNodeFail(t *testing.T) {
 	t.Logf("node failure: %v", j)
 }
 
+// TestPreempted: a job of the bed's partition, 3 nodes x 8, preempted by
+// a job of a partition of higher PriorityTier on the same nodes (the
+// bed's PreemptMode is CANCEL, as on clusters with a preemptible
+// partition): Slurm cancels the job and kills its step everywhere. The
+// launcher says Slurm preempted the job, asked of slurmctld, does not
+// restart under --max-restarts 1 (the allocation is gone), started each
+// rank once, and leaves nothing.
+func TestPreempted(t *testing.T) {
+	b := bed(t)
+	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=8"}, "--kill-grace", "2s", "--max-restarts", "1", "sh", "-c", sleeper)...)
+	id := j.jobID(t)
+	waitReady(t, j, 24)
+	out, err := b.Command(t.Context(), "sbatch", "--parsable", "-p", "urgent", "-N3", "--wrap", "sleep 1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("sbatch -p urgent: %v: %s", err, out)
+	}
+	urgent := strings.TrimSpace(string(out))
+	t.Cleanup(func() { _ = b.Command(context.Background(), "scancel", urgent).Run() })
+	j.wait(t)
+	stderr := j.stderr.String()
+	if j.code == 0 {
+		t.Fatalf("exit code 0 for a preempted job: %v", j)
+	}
+	ended := regexp.MustCompile(`(?m)^launcher: Slurm (preempted job ` + id + `$|is ending job ` + id + ` \(JobState=COMPLETING)`)
+	if !ended.MatchString(stderr) {
+		t.Errorf("launcher's report does not say Slurm preempted job %s:\n%s", id, stderr)
+	}
+	if strings.Contains(stderr, "restarting") {
+		t.Errorf("the launcher restarted the gang in an allocation Slurm took back:\n%s", stderr)
+	}
+	if n := strings.Count(j.stdout.String(), "ready "); n != 24 {
+		t.Errorf("%d ranks started, want the 24 of the one attempt", n)
+	}
+	checkNothingLeft(t, b, j)
+	t.Logf("preempted by job %s: %v", urgent, j)
+}
+
 // TestSallocHang: a hang in a real MPICH job of 3 nodes x 8 ranks under
 // salloc, rank 2 asleep and the others in the first collective: with
 // --hang-timeout the agents srun started collect every rank's stacks
