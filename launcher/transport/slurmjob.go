@@ -103,7 +103,7 @@ func jobEnded(id string, f map[string]string) string {
 	case "TIMEOUT":
 		return fmt.Sprintf("Slurm ended job %s: it reached %s", id, limit)
 	case "PREEMPTED":
-		return fmt.Sprintf("Slurm preempted job %s%s", id, why)
+		return fmt.Sprintf("Slurm preempted job %s%s: a job of a higher priority (partition or QOS) took its nodes; submit it again, or to a partition that is not preempted", id, why)
 	case "NODE_FAIL":
 		return fmt.Sprintf("Slurm ended job %s: one of its nodes failed (JobState=NODE_FAIL%s)", id, why)
 	case "DEADLINE":

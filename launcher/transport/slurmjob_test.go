@@ -28,7 +28,7 @@ func TestJobEnded(t *testing.T) {
 		{"completing at the limit", jobLine("COMPLETING", "1-00:00:03", "1-00:00:00", "None"), "Slurm is ending job 3: it reached its time limit (TimeLimit=1-00:00:00)"},
 		{"completing before the limit", jobLine("COMPLETING", "00:09:00", "00:10:00", "None"), "JobState=COMPLETING: cancelled, preempted or a node failed; sacct -j 3"},
 		{"completing unlimited", jobLine("COMPLETING", "00:09:00", "UNLIMITED", "None"), "JobState=COMPLETING"},
-		{"preempted", jobLine("PREEMPTED", "00:09:00", "UNLIMITED", "None"), "Slurm preempted job 3"},
+		{"preempted", jobLine("PREEMPTED", "00:09:00", "UNLIMITED", "None"), "Slurm preempted job 3: a job of a higher priority (partition or QOS) took its nodes; submit it again, or to a partition that is not preempted"},
 		{"node failed", jobLine("NODE_FAIL", "00:09:00", "UNLIMITED", "NodeDown"), "one of its nodes failed (JobState=NODE_FAIL; Reason=NodeDown)"},
 		{"other state", jobLine("OUT_OF_MEMORY", "00:09:00", "UNLIMITED", "None"), "Slurm ended job 3 (JobState=OUT_OF_MEMORY)"},
 		{"not a record", "slurm_load_jobs error: Invalid job id specified\n", ""},

@@ -153,7 +153,7 @@ func TestPreempted(t *testing.T) {
 	if j.code == 0 {
 		t.Fatalf("exit code 0 for a preempted job: %v", j)
 	}
-	ended := regexp.MustCompile(`(?m)^launcher: Slurm (preempted job ` + id + `$|is ending job ` + id + ` \(JobState=COMPLETING)`)
+	ended := regexp.MustCompile(`(?m)^launcher: Slurm (preempted job ` + id + `: a job of a higher priority|is ending job ` + id + ` \(JobState=COMPLETING)`)
 	if !ended.MatchString(stderr) {
 		t.Errorf("launcher's report does not say Slurm preempted job %s:\n%s", id, stderr)
 	}
