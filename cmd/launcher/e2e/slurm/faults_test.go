@@ -57,68 +57,39 @@ func TestSallocFailingRank(t *testing.T) {
 // although --max-restarts allows it (the allocation is gone), and
 // nothing is left on any node.
 func TestScancel(t *testing.T) {
+	j := slurmEnds(t, func(b *slurmbed.Bed, id string) {
+		if out, err := b.Command(t.Context(), "scancel", id).CombinedOutput(); err != nil {
+			t.Fatalf("scancel %s: %v: %s", id, err, out)
+		}
+	}, `cancelled job %s \(scancel`)
+	if j.code != 128+int(syscall.SIGTERM) || !strings.Contains(j.stderr.String(), "SIGTERM") {
+		t.Errorf("exit code %d, want 143 and SIGTERM said (ranks killed by SIGTERM): %v", j.code, j)
+	}
+	t.Logf("scancel: %v", j)
+}
+
+// slurmEnds runs a job of 3 nodes x 8 sleeping ranks under salloc with
+// --max-restarts 2, has end end it from outside Slurm's way once every
+// rank runs (id: the job's), and holds what every job Slurm ends must
+// show: the launcher fails and says, asked of slurmctld, what said
+// (a pattern given the job's id; or that Slurm is still ending the job,
+// COMPLETING, when the launcher has waited its bound), does not restart
+// (the allocation is gone), started each rank once, and leaves nothing.
+func slurmEnds(t *testing.T, end func(b *slurmbed.Bed, id string), said string) *job {
+	t.Helper()
 	b := bed(t)
 	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=8"}, "--kill-grace", "2s", "--max-restarts", "2", "sh", "-c", sleeper)...)
 	id := j.jobID(t)
 	waitReady(t, j, 24)
-	if out, err := b.Command(t.Context(), "scancel", id).CombinedOutput(); err != nil {
-		t.Fatalf("scancel %s: %v: %s", id, err, out)
-	}
-	j.wait(t)
-	if j.code != 128+int(syscall.SIGTERM) {
-		t.Fatalf("exit code %d, want 143 (ranks killed by SIGTERM): %v", j.code, j)
-	}
-	stderr := j.stderr.String()
-	// Slurm may still be ending the job (COMPLETING) when the launcher
-	// has waited its bound: both say the job was ended from outside.
-	ended := regexp.MustCompile(`(?m)^launcher: Slurm (cancelled job ` + id + ` \(scancel|is ending job ` + id + ` \(JobState=COMPLETING)`)
-	if !ended.MatchString(stderr) {
-		t.Errorf("launcher's report does not say Slurm ended job %s:\n%s", id, stderr)
-	}
-	if !strings.Contains(stderr, "SIGTERM") {
-		t.Errorf("launcher's report lacks SIGTERM:\n%s", stderr)
-	}
-	if strings.Contains(stderr, "restarting") {
-		t.Errorf("the launcher restarted the gang in a cancelled allocation:\n%s", stderr)
-	}
-	checkNothingLeft(t, b, j)
-	t.Logf("scancel: %v", j)
-}
-
-// TestNodeFail: an administrator (or slurmctld, for a node that stopped
-// answering) sets one node of a running 3x8 job DOWN: Slurm ends the job
-// with JobState=NODE_FAIL and kills its steps on every node. The launcher
-// says so, asked of slurmctld, and does not restart the gang although
-// --max-restarts allows it (the allocation is gone); nothing is left on
-// any node.
-func TestNodeFail(t *testing.T) {
-	b := bed(t)
-	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=8"}, "--kill-grace", "2s", "--max-restarts", "1", "sh", "-c", sleeper)...)
-	id := j.jobID(t)
-	waitReady(t, j, 24)
-	t.Cleanup(func() {
-		// The bed's nodes must be back for the next test (WaitIdle);
-		// slurmctld may have returned cn2 to service already when its
-		// slurmd registered again (ReturnToService=2).
-		ctx := context.Background()
-		if out, _ := b.Command(ctx, "scontrol", "show", "node", "-o", "cn2").Output(); !strings.Contains(string(out), "State=DOWN") {
-			return
-		}
-		if out, err := b.Command(ctx, "scontrol", "update", "nodename=cn2", "state=resume").CombinedOutput(); err != nil {
-			t.Errorf("scontrol update nodename=cn2 state=resume: %v: %s", err, out)
-		}
-	})
-	if out, err := b.Command(t.Context(), "scontrol", "update", "nodename=cn2", "state=down", "reason=gangway-test").CombinedOutput(); err != nil {
-		t.Fatalf("scontrol update nodename=cn2 state=down: %v: %s", err, out)
-	}
+	end(b, id)
 	j.wait(t)
 	stderr := j.stderr.String()
 	if j.code == 0 {
 		t.Fatalf("exit code 0 for a job Slurm ended: %v", j)
 	}
-	ended := regexp.MustCompile(`(?m)^launcher: Slurm (ended job ` + id + `: one of its nodes failed \(JobState=NODE_FAIL|is ending job ` + id + ` \(JobState=COMPLETING)`)
+	ended := regexp.MustCompile(`(?m)^launcher: Slurm (` + fmt.Sprintf(said, id) + `|is ending job ` + id + ` \(JobState=COMPLETING)`)
 	if !ended.MatchString(stderr) {
-		t.Errorf("launcher's report does not say a node of job %s failed:\n%s", id, stderr)
+		t.Errorf("launcher's report does not say how Slurm ended job %s (%s):\n%s", id, ended, stderr)
 	}
 	if strings.Contains(stderr, "restarting") {
 		t.Errorf("the launcher restarted the gang in an allocation Slurm ended:\n%s", stderr)
@@ -127,6 +98,33 @@ func TestNodeFail(t *testing.T) {
 		t.Errorf("%d ranks started, want the 24 of the one attempt", n)
 	}
 	checkNothingLeft(t, b, j)
+	return j
+}
+
+// TestNodeFail: an administrator (or slurmctld, for a node that stopped
+// answering) sets one node of a running 3x8 job DOWN: Slurm ends the job
+// with JobState=NODE_FAIL and kills its steps on every node. The launcher
+// says so, asked of slurmctld, and does not restart the gang although
+// --max-restarts allows it (the allocation is gone); nothing is left on
+// any node (slurmEnds).
+func TestNodeFail(t *testing.T) {
+	j := slurmEnds(t, func(b *slurmbed.Bed, _ string) {
+		t.Cleanup(func() {
+			// The bed's nodes must be back for the next test (WaitIdle);
+			// slurmctld may have returned cn2 to service already when
+			// its slurmd registered again (ReturnToService=2).
+			ctx := context.Background()
+			if out, _ := b.Command(ctx, "scontrol", "show", "node", "-o", "cn2").Output(); !strings.Contains(string(out), "State=DOWN") {
+				return
+			}
+			if out, err := b.Command(ctx, "scontrol", "update", "nodename=cn2", "state=resume").CombinedOutput(); err != nil {
+				t.Errorf("scontrol update nodename=cn2 state=resume: %v: %s", err, out)
+			}
+		})
+		if out, err := b.Command(t.Context(), "scontrol", "update", "nodename=cn2", "state=down", "reason=gangway-test").CombinedOutput(); err != nil {
+			t.Fatalf("scontrol update nodename=cn2 state=down: %v: %s", err, out)
+		}
+	}, `ended job %s: one of its nodes failed \(JobState=NODE_FAIL`)
 	t.Logf("node failure: %v", j)
 }
 
@@ -135,36 +133,18 @@ func TestNodeFail(t *testing.T) {
 // bed's PreemptMode is CANCEL, as on clusters with a preemptible
 // partition): Slurm cancels the job and kills its step everywhere. The
 // launcher says Slurm preempted the job, asked of slurmctld, does not
-// restart under --max-restarts 1 (the allocation is gone), started each
-// rank once, and leaves nothing.
+// restart although --max-restarts allows it (the allocation is gone),
+// started each rank once, and leaves nothing (slurmEnds).
 func TestPreempted(t *testing.T) {
-	b := bed(t)
-	j := startJob(t, b, nil, sallocLauncher(t, []string{"-N3", "--ntasks-per-node=8"}, "--kill-grace", "2s", "--max-restarts", "1", "sh", "-c", sleeper)...)
-	id := j.jobID(t)
-	waitReady(t, j, 24)
-	out, err := b.Command(t.Context(), "sbatch", "--parsable", "-p", "urgent", "-N3", "--wrap", "sleep 1").CombinedOutput()
-	if err != nil {
-		t.Fatalf("sbatch -p urgent: %v: %s", err, out)
-	}
-	urgent := strings.TrimSpace(string(out))
-	t.Cleanup(func() { _ = b.Command(context.Background(), "scancel", urgent).Run() })
-	j.wait(t)
-	stderr := j.stderr.String()
-	if j.code == 0 {
-		t.Fatalf("exit code 0 for a preempted job: %v", j)
-	}
-	ended := regexp.MustCompile(`(?m)^launcher: Slurm (preempted job ` + id + `: a job of a higher priority|is ending job ` + id + ` \(JobState=COMPLETING)`)
-	if !ended.MatchString(stderr) {
-		t.Errorf("launcher's report does not say Slurm preempted job %s:\n%s", id, stderr)
-	}
-	if strings.Contains(stderr, "restarting") {
-		t.Errorf("the launcher restarted the gang in an allocation Slurm took back:\n%s", stderr)
-	}
-	if n := strings.Count(j.stdout.String(), "ready "); n != 24 {
-		t.Errorf("%d ranks started, want the 24 of the one attempt", n)
-	}
-	checkNothingLeft(t, b, j)
-	t.Logf("preempted by job %s: %v", urgent, j)
+	j := slurmEnds(t, func(b *slurmbed.Bed, _ string) {
+		out, err := b.Command(t.Context(), "sbatch", "--parsable", "-p", "urgent", "-N3", "--wrap", "sleep 1").CombinedOutput()
+		if err != nil {
+			t.Fatalf("sbatch -p urgent: %v: %s", err, out)
+		}
+		urgent := strings.TrimSpace(string(out))
+		t.Cleanup(func() { _ = b.Command(context.Background(), "scancel", urgent).Run() })
+	}, `preempted job %s: a job of a higher priority`)
+	t.Logf("preempted: %v", j)
 }
 
 // TestSallocHang: a hang in a real MPICH job of 3 nodes x 8 ranks under
