@@ -148,20 +148,21 @@ func (s *session) dump(ctx context.Context, d wire.Dump) wire.Dumped {
 		defer cancel()
 	}
 	begin := time.Now()
-	if d.Abort && t.refuse == "" {
-		// The ranks are ended after this dump: stopped for it, they
-		// are one snapshot, and what they burn spinning in a hung
-		// collective (MPI's and NCCL's progress loops, dataloader
-		// workers) is not taken from the gdbs. On two CPUs with 16
-		// spinning MPICH ranks a gdb took 4.5 s instead of 0.44, and
-		// half of them ran out of the dump's time; lowering the ranks'
-		// priority (nice 19) changed nothing. gdb attaches to a stopped
-		// process and leaves it stopped; it runs on before the aborts.
-		freeze(all, syscall.SIGSTOP)
+	// The ranks are ended after an Abort dump: stopped for it, they are
+	// one snapshot, and what they burn spinning in a hung collective
+	// (MPI's and NCCL's progress loops, dataloader workers) is not taken
+	// from the gdbs. On two CPUs with 16 spinning MPICH ranks a gdb took
+	// 4.5 s instead of 0.44, and half of them ran out of the dump's
+	// time; lowering the ranks' priority (nice 19) changed nothing. gdb
+	// attaches to a stopped process and leaves it stopped; the ranks run
+	// on before the aborts.
+	freeze := d.Abort && t.refuse == ""
+	if freeze {
+		signalAll(procs, syscall.SIGSTOP)
 	}
 	out.Stacks = t.stacks(gctx, pgids, members)
-	if d.Abort && t.refuse == "" {
-		freeze(all, syscall.SIGCONT)
+	if freeze {
+		signalAll(procs, syscall.SIGCONT)
 	}
 	s.log.Debug("stacks collected", zap.Int("ranks", len(procs)), zap.Int("parallel", t.parallel), zap.Duration("took", time.Since(begin)))
 	for _, text := range out.Stacks {
@@ -186,10 +187,12 @@ func (s *session) dump(ctx context.Context, d wire.Dump) wire.Dumped {
 	return out
 }
 
-// freeze sends sig (SIGSTOP, SIGCONT) to every process group of pgids.
-func freeze(pgids []int, sig syscall.Signal) {
-	for _, g := range pgids {
-		_ = syscall.Kill(-g, sig) // a group that has ended has nothing to stop
+// signalAll sends sig to every rank's process group as Proc.Signal does
+// (through a supervisor to its program; nothing once the rank's leader is
+// reaped, so never to a reused group).
+func signalAll(procs map[int]*proc.Proc, sig syscall.Signal) {
+	for _, p := range procs {
+		_ = p.Signal(sig) // a rank that has ended has nothing to stop
 	}
 }
 
