@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gangway-hpc/gangway/agent/account"
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // PermitRootLogin values, as sshd's: the agent authenticates with keys
@@ -82,48 +83,11 @@ func (p loginPolicy) account(name string) (*account.Account, *refusal) {
 // matchAny reports whether s matches one of the shell-style patterns.
 func matchAny(patterns []string, s string) bool {
 	for _, p := range patterns {
-		if globMatch(p, s) {
+		if textx.MatchPattern(p, s) {
 			return true
 		}
 	}
 	return false
-}
-
-// globMatch matches s against pattern, where * matches any run of bytes
-// and ? any one byte, as sshd's match_pattern does (AcceptEnv,
-// AllowUsers). Backtracking is bounded: one saved star position.
-func globMatch(pattern, s string) bool {
-	px, sx := 0, 0
-	star, next := -1, 0
-	for px < len(pattern) || sx < len(s) {
-		if px < len(pattern) {
-			switch c := pattern[px]; c {
-			case '*':
-				star, next = px, sx+1
-				px++
-				continue
-			case '?':
-				if sx < len(s) {
-					px++
-					sx++
-					continue
-				}
-			default:
-				if sx < len(s) && s[sx] == c {
-					px++
-					sx++
-					continue
-				}
-			}
-		}
-		if star >= 0 && next <= len(s) {
-			px, sx = star+1, next
-			next++
-			continue
-		}
-		return false
-	}
-	return true
 }
 
 // SplitList splits a comma- or space-separated flag value into its

@@ -1,6 +1,7 @@
 // Package textx holds small text helpers the launcher, the agent and the
 // leaf parsers share: "did you mean" suggestions, POSIX shell word
-// splitting, and clipping untrusted strings for log lines.
+// splitting, OpenSSH's patterns (MatchPattern), and clipping untrusted
+// strings for log lines.
 package textx
 
 import "strings"

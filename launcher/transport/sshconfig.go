@@ -14,6 +14,8 @@ import (
 	"time"
 
 	sshconfig "github.com/kevinburke/ssh_config"
+
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // The OpenSSH client configuration (~/.ssh/config, then
@@ -194,7 +196,7 @@ func hostMatches(h *sshconfig.Host, name string) bool {
 	for _, p := range h.Patterns {
 		pat := p.String()
 		neg := strings.HasPrefix(pat, "!")
-		if !globMatch(strings.TrimPrefix(pat, "!"), name) {
+		if !textx.MatchPattern(strings.TrimPrefix(pat, "!"), name) {
 			continue
 		}
 		if neg {

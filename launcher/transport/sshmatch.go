@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // Match blocks of the OpenSSH client configuration, as ssh(1) reads them
@@ -47,9 +49,11 @@ func matchName(file, n int) string {
 var errMatchUnread = errors.New("not read by the launcher")
 
 // parseMatch reads a Match line's value: criteria and their arguments,
-// an argument in double quotes where it has spaces (exec's command).
+// an argument in quotes where it has spaces (exec's command), split as
+// ssh's argv_split does (textx.SplitShell: quotes and backslashes, no
+// expansion).
 func parseMatch(val string) (matchLine, error) {
-	words, err := matchWords(val)
+	words, err := textx.SplitShell(val)
 	if err != nil {
 		return nil, err
 	}
@@ -92,33 +96,6 @@ func parseMatch(val string) (matchLine, error) {
 		}
 	}
 	return m, nil
-}
-
-// matchWords splits a Match line's value at blanks, a word in double
-// quotes kept whole (without its quotes).
-func matchWords(s string) ([]string, error) {
-	var words []string
-	for {
-		s = strings.TrimLeft(s, " \t")
-		if s == "" {
-			return words, nil
-		}
-		if s[0] == '"' {
-			end := strings.IndexByte(s[1:], '"')
-			if end < 0 {
-				return nil, errors.New("unterminated quote")
-			}
-			words = append(words, s[1:1+end])
-			s = s[2+end:]
-			continue
-		}
-		end := strings.IndexAny(s, " \t")
-		if end < 0 {
-			end = len(s)
-		}
-		words = append(words, s[:end])
-		s = s[end:]
-	}
 }
 
 // matchFacts is what a Match line is decided on, for one host.
@@ -173,7 +150,7 @@ func matchPatternList(s, list string, fold bool) bool {
 		if neg {
 			p = p[1:]
 		}
-		if !globMatch(p, s) {
+		if !textx.MatchPattern(p, s) {
 			continue
 		}
 		if neg {
@@ -182,35 +159,6 @@ func matchPatternList(s, list string, fold bool) bool {
 		matched = true
 	}
 	return matched
-}
-
-// globMatch matches s against pattern, whose * is any run of bytes and ?
-// any one byte (ssh's match_pattern; no classes, no escapes).
-func globMatch(pattern, s string) bool {
-	// The classic two-pointer match with one backtrack point: linear in
-	// practice, and never exponential on patterns of many stars.
-	p, i := 0, 0
-	star, mark := -1, 0
-	for i < len(s) {
-		switch {
-		case p < len(pattern) && pattern[p] == '*':
-			star, mark = p, i
-			p++
-		case p < len(pattern) && (pattern[p] == '?' || pattern[p] == s[i]):
-			p++
-			i++
-		case star >= 0:
-			p = star + 1
-			mark++
-			i = mark
-		default:
-			return false
-		}
-	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
 }
 
 // matchExecTimeout bounds one Match exec command.
