@@ -11,7 +11,6 @@
 package proc
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +26,7 @@ import (
 	"github.com/gangway-hpc/gangway/internal/fdio"
 	"github.com/gangway-hpc/gangway/internal/osproc"
 	"github.com/gangway-hpc/gangway/internal/syncx"
+	"github.com/gangway-hpc/gangway/internal/textx"
 )
 
 // Stream says which output stream a chunk came from.
@@ -606,8 +606,8 @@ func (p *Proc) supervise(ctx context.Context, out Sink, outR, errR *os.File) {
 	}
 }
 
-// pump reads r and calls emit with whole lines (lastEnd: a progress
-// bar's states end at their carriage returns), batching as many complete
+// pump reads r and calls emit with whole lines (textx.LastLineEnd: a
+// progress bar's states end at their carriage returns), batching as many complete
 // lines as one read delivered.
 func pump(r io.Reader, emit func([]byte)) {
 	buf := make([]byte, 0, 64<<10)
@@ -631,7 +631,7 @@ func pump(r io.Reader, emit func([]byte)) {
 			// ended with is a line end once a byte other than a newline
 			// follows it.
 			from := max(start-1, 0)
-			if i := lastEnd(buf[from:]); i >= 0 {
+			if i := textx.LastLineEnd(buf[from:]); i >= 0 {
 				end := from + i + 1
 				emit(buf[:end])
 				rest := copy(buf, buf[end:])
@@ -696,7 +696,7 @@ func drainBuffered(f *os.File, buf []byte, emit func([]byte)) []byte {
 func emitBounded(buf []byte, emit func([]byte)) []byte {
 	for len(buf) > 0 {
 		w := buf[:min(len(buf), MaxLine+1)]
-		switch i := lastEnd(w); {
+		switch i := textx.LastLineEnd(w); {
 		case i >= 0:
 			emit(w[:i+1])
 			buf = buf[i+1:]
@@ -708,22 +708,6 @@ func emitBounded(buf []byte, emit func([]byte)) []byte {
 		}
 	}
 	return buf
-}
-
-// lastEnd is the index of b's last line end, or -1: a newline, or a
-// carriage return not followed by one. A progress bar (tqdm, a download's
-// meter) redraws its line after a carriage return, without newlines for
-// minutes: each of its states goes on as it is drawn, as a terminal
-// shows it, not the whole epoch's at its end. A carriage return that
-// ends b is not one yet: "\r\n" ends one line, and its newline may come
-// in the next read.
-func lastEnd(b []byte) int {
-	nl := bytes.LastIndexByte(b, '\n')
-	// A carriage return after the last newline, but not b's last byte.
-	if cr := bytes.LastIndexByte(b[nl+1:max(nl+1, len(b)-1)], '\r'); cr >= 0 {
-		return nl + 1 + cr
-	}
-	return nl
 }
 
 // closeFile closes the files that are not nil.

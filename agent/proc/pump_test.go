@@ -174,23 +174,3 @@ func TestPumpProgressBar(t *testing.T) {
 		})
 	}
 }
-
-// FuzzLastEnd: lastEnd is the last newline, or the last carriage return
-// that something other than a newline follows, whichever is later.
-func FuzzLastEnd(f *testing.F) {
-	for _, s := range []string{"", "\r", "\n", "a\r\n", "\r99%", "a\rb\rc", "x\r", "\r\r\n\r"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want := -1
-		for i := len(s) - 1; i >= 0; i-- {
-			if s[i] == '\n' || s[i] == '\r' && i+1 < len(s) && s[i+1] != '\n' {
-				want = i
-				break
-			}
-		}
-		if got := lastEnd([]byte(s)); got != want {
-			t.Fatalf("lastEnd(%q) = %d, want %d", s, got, want)
-		}
-	})
-}

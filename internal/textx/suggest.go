@@ -1,7 +1,7 @@
 // Package textx holds small text helpers the launcher, the agent and the
 // leaf parsers share: "did you mean" suggestions, POSIX shell word
-// splitting, OpenSSH's patterns (MatchPattern), and clipping untrusted
-// strings for log lines.
+// splitting, OpenSSH's patterns (MatchPattern), rank output's line ends
+// (LineEnd, LastLineEnd), and clipping untrusted strings for log lines.
 package textx
 
 import "strings"

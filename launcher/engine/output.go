@@ -109,7 +109,7 @@ func (sc *scratch) lines(prefix, data []byte) []byte {
 	b := sc.buf[:0]
 	rest := data
 	for len(rest) > 0 {
-		i := lineEnd(rest)
+		i := textx.LineEnd(rest)
 		b = append(b, prefix...)
 		if i < 0 {
 			b = append(b, rest...)
@@ -121,26 +121,6 @@ func (sc *scratch) lines(prefix, data []byte) []byte {
 	}
 	sc.buf = b
 	return b
-}
-
-// lineEnd is the index of b's first line end, or -1: a newline, or a
-// carriage return not followed by one (a progress bar's state).
-func lineEnd(b []byte) int {
-	nl := bytes.IndexByte(b, '\n')
-	end := nl
-	if end < 0 {
-		end = len(b)
-	}
-	for off := 0; ; {
-		j := bytes.IndexByte(b[off:end], '\r')
-		if j < 0 {
-			return nl
-		}
-		if j += off; j+1 == len(b) || b[j+1] != '\n' {
-			return j
-		}
-		off = j + 1 // "\r\n": its newline is nl
-	}
 }
 
 // write handles one output frame of whole lines from one rank.
@@ -172,7 +152,7 @@ func (c *console) write(sc *scratch, rank int, s wire.Stream, data []byte) {
 			c.tails[rank] = t
 		}
 		for rest := data; len(rest) > 0; {
-			i := lineEnd(rest)
+			i := textx.LineEnd(rest)
 			line, progress := rest, false
 			if i >= 0 {
 				progress = rest[i] == '\r'

@@ -224,23 +224,3 @@ func TestConsoleUntaggedWholeLines(t *testing.T) {
 		t.Errorf("%d lines, want %d", n, ranks*frames*3)
 	}
 }
-
-// FuzzLineEnd: lineEnd is the first newline, or the first carriage
-// return not followed by a newline, whichever comes first.
-func FuzzLineEnd(f *testing.F) {
-	for _, s := range []string{"", "\r", "\n", "a\r\n", "\r99%", "a\rb\rc", "x\r", "\r\n\r\nz\r"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want := -1
-		for i := 0; i < len(s); i++ {
-			if s[i] == '\n' || s[i] == '\r' && (i+1 == len(s) || s[i+1] != '\n') {
-				want = i
-				break
-			}
-		}
-		if got := lineEnd([]byte(s)); got != want {
-			t.Fatalf("lineEnd(%q) = %d, want %d", s, got, want)
-		}
-	})
-}
