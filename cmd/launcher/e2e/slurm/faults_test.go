@@ -137,7 +137,7 @@ func TestNodeFail(t *testing.T) {
 // started each rank once, and leaves nothing (slurmEnds).
 func TestPreempted(t *testing.T) {
 	j := slurmEnds(t, func(b *slurmbed.Bed, _ string) {
-		out, err := b.Command(t.Context(), "sbatch", "--parsable", "-p", "urgent", "-N3", "--wrap", "sleep 1").CombinedOutput()
+		out, err := b.Command(t.Context(), "sbatch", "--parsable", "-p", "urgent", "-N3", "-o", "/dev/null", "--wrap", "sleep 1").CombinedOutput()
 		if err != nil {
 			t.Fatalf("sbatch -p urgent: %v: %s", err, out)
 		}
