@@ -189,8 +189,9 @@ func (c *sshConfig) blocks(alias string, d hostDefaults) hostBlocks {
 
 // hostMatches is ssh's match of a Host line: the name as given against
 // each pattern as written (* and ?), case and all (OpenSSH 9.2: ssh -G
-// NODE2 does not read "Host node2"), no negated pattern matching. The
-// library's Matches does the same but for its regular expressions' cost.
+// NODE2 does not read "Host node2"), no negated pattern matching. Not
+// the library's Matches: its regular expression takes ? for zero or one
+// byte ("node??" took node1), where ssh's is exactly one.
 func hostMatches(h *sshconfig.Host, name string) bool {
 	found := false
 	for _, p := range h.Patterns {
